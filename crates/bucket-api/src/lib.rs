@@ -1,0 +1,25 @@
+//! The `objectbucket.io/v1alpha1` API: [`ObjectBucketClaim`] (namespaced), [`ObjectBucket`]
+//! (cluster-scoped) and the constants of the consumer contract.
+//!
+//! The types are wire-compatible with the ObjectBucketClaim/ObjectBucket CRDs used across the
+//! ecosystem, so manifests written for other provisioners apply unchanged, and the Secret and
+//! ConfigMap keys that consuming pods read are exactly the established ones.
+
+pub mod contract;
+mod crd;
+mod object_bucket;
+mod object_bucket_claim;
+
+pub use crd::{CrdFile, crd_files};
+pub use object_bucket::{
+    BucketEndpoint, ObjectBucket, ObjectBucketPhase, ObjectBucketSpec, ObjectBucketStatus,
+    ReclaimPolicy,
+};
+pub use object_bucket_claim::{
+    ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec, ObjectBucketClaimStatus,
+};
+
+/// The API group of both kinds.
+pub const GROUP: &str = "objectbucket.io";
+/// The API version of both kinds.
+pub const VERSION: &str = "v1alpha1";

@@ -1,0 +1,79 @@
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// What a claim asks for: a new bucket (named or generated) or access to the StorageClass's
+/// existing bucket, answered with an ObjectBucket, a Secret and a ConfigMap named after the claim.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "objectbucket.io",
+    version = "v1alpha1",
+    kind = "ObjectBucketClaim",
+    namespaced,
+    shortname = "obc",
+    shortname = "obcs",
+    status = "ObjectBucketClaimStatus",
+    derive = "Default",
+    derive = "PartialEq",
+    doc = "A claim for an object bucket, answered with an ObjectBucket, a Secret and a ConfigMap.",
+    printcolumn(name = "StorageClass", type_ = "string", json_path = ".spec.storageClassName"),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Bucket", type_ = "string", json_path = ".spec.bucketName"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectBucketClaimSpec {
+    /// The StorageClass whose provisioner answers this claim.
+    #[schemars(length(min = 1))]
+    pub storage_class_name: String,
+
+    /// The bucket name. When empty, the controller generates one from `generateBucketName`
+    /// and records it here before creating the bucket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket_name: Option<String>,
+
+    /// Prefix for a generated bucket name (a random suffix is appended).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generate_bucket_name: Option<String>,
+
+    /// Backend-specific settings, such as `maxObjects` or `maxSize`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub additional_config: Option<BTreeMap<String, String>>,
+
+    /// Name of the ObjectBucket bound to this claim; set by the controller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_bucket_name: Option<String>,
+}
+
+/// Where a claim is in its life.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum ClaimPhase {
+    /// Not bound yet: being provisioned, or waiting for something to change.
+    Pending,
+    /// The bucket, Secret and ConfigMap are ready.
+    Bound,
+    /// The bound ObjectBucket is gone or released.
+    Released,
+    /// A permanent error; the conditions say which, and a change to the claim retries.
+    Failed,
+}
+
+/// Observed state of an ObjectBucketClaim.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectBucketClaimStatus {
+    /// Where the claim is in its life.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<ClaimPhase>,
+
+    /// Standard conditions; `Ready` tells whether the bucket can be used and, if not, why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+
+    /// The claim generation this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}

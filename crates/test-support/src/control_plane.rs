@@ -1,0 +1,277 @@
+//! A real Kubernetes control plane for tests: etcd, kube-apiserver and kube-controller-manager
+//! (garbage collector and namespace controllers), built by `tests/controlplane/build.sh`.
+//!
+//! The processes run under a small bash supervisor whose standard input is a pipe held by the test
+//! process. However the test process ends (return, panic, abort, kill), the pipe closes, and the
+//! supervisor stops every process and removes the working directory, so nothing outlives a suite.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+/// Environment variable naming a directory that already holds the three binaries.
+pub const BIN_DIR_ENV: &str = "BUCKET_PROVISIONER_CONTROLPLANE_BIN";
+
+const ADMIN_TOKEN_USER: &str = "admin";
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A running control plane. Dropping it stops the processes and removes its files.
+pub struct ControlPlane {
+    dir: PathBuf,
+    kubeconfig_path: PathBuf,
+    kubeconfig: Kubeconfig,
+    supervisor: Child,
+    stdin: Option<ChildStdin>,
+}
+
+impl ControlPlane {
+    /// The control plane shared by every test of this process, started on first use.
+    ///
+    /// Tests isolate themselves with their own namespaces and uniquely named cluster objects.
+    pub fn shared() -> &'static ControlPlane {
+        static SHARED: OnceLock<ControlPlane> = OnceLock::new();
+        SHARED.get_or_init(|| ControlPlane::start().expect("starting the test control plane"))
+    }
+
+    /// Starts a new control plane and waits until the apiserver is ready.
+    pub fn start() -> Result<ControlPlane> {
+        let bin = binaries_dir()?;
+        let dir = tempfile::Builder::new().prefix("bucket-controlplane-").tempdir()?.keep();
+        let result = Self::start_in(&bin, &dir);
+        if result.is_err() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        result
+    }
+
+    fn start_in(bin: &Path, dir: &Path) -> Result<ControlPlane> {
+        let etcd_port = free_port()?;
+        let peer_port = free_port()?;
+        let api_port = free_port()?;
+        let token = format!("token-{}-{}", std::process::id(), unique_suffix());
+
+        std::fs::write(
+            dir.join("tokens.csv"),
+            format!("{token},{ADMIN_TOKEN_USER},{ADMIN_TOKEN_USER},system:masters\n"),
+        )?;
+        let sa_key = dir.join("sa.key");
+        let openssl = Command::new("openssl")
+            .args(["genrsa", "-out"])
+            .arg(&sa_key)
+            .arg("2048")
+            .stderr(Stdio::null())
+            .status()
+            .context("running openssl to make the service-account signing key")?;
+        if !openssl.success() {
+            bail!("openssl genrsa failed");
+        }
+
+        let server = format!("https://127.0.0.1:{api_port}");
+        let kubeconfig_yaml = kubeconfig_yaml(&server, &token);
+        let kubeconfig_path = dir.join("kubeconfig");
+        std::fs::write(&kubeconfig_path, &kubeconfig_yaml)?;
+        let kubeconfig: Kubeconfig = serde_yaml::from_str(&kubeconfig_yaml)?;
+
+        let d = dir.display();
+        let etcd = [
+            format!("{}/etcd", bin.display()),
+            "--name=etcd".into(),
+            format!("--data-dir={d}/etcd"),
+            format!("--listen-client-urls=http://127.0.0.1:{etcd_port}"),
+            format!("--advertise-client-urls=http://127.0.0.1:{etcd_port}"),
+            format!("--listen-peer-urls=http://127.0.0.1:{peer_port}"),
+            format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}"),
+            format!("--initial-cluster=etcd=http://127.0.0.1:{peer_port}"),
+            "--unsafe-no-fsync=true".into(),
+            "--log-level=warn".into(),
+        ];
+        let apiserver = [
+            format!("{}/kube-apiserver", bin.display()),
+            format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
+            format!("--cert-dir={d}/certs"),
+            "--bind-address=127.0.0.1".into(),
+            "--advertise-address=127.0.0.1".into(),
+            format!("--secure-port={api_port}"),
+            format!("--token-auth-file={d}/tokens.csv"),
+            "--authorization-mode=RBAC".into(),
+            "--service-account-issuer=https://kubernetes.default.svc".into(),
+            format!("--service-account-key-file={}", sa_key.display()),
+            format!("--service-account-signing-key-file={}", sa_key.display()),
+            "--service-cluster-ip-range=10.0.0.0/24".into(),
+            "--allow-privileged=true".into(),
+            "--disable-admission-plugins=ServiceAccount".into(),
+            "--enable-priority-and-fairness=false".into(),
+            "--shutdown-delay-duration=0s".into(),
+            "--profiling=false".into(),
+        ];
+        let controller_manager = [
+            format!("{}/kube-controller-manager", bin.display()),
+            format!("--kubeconfig={}", kubeconfig_path.display()),
+            "--controllers=garbagecollector,namespace".into(),
+            "--leader-elect=false".into(),
+            "--secure-port=0".into(),
+            "--concurrent-gc-syncs=5".into(),
+        ];
+        let script = supervisor_script(dir, &[
+            ("etcd", &etcd[..]),
+            ("kube-apiserver", &apiserver[..]),
+            ("kube-controller-manager", &controller_manager[..]),
+        ]);
+        let mut supervisor = Command::new("bash")
+            .arg("-c")
+            .arg(script)
+            .stdin(Stdio::piped())
+            // Not inherited: a supervisor outliving the test must not hold the test's output open.
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting the control-plane supervisor (bash)")?;
+        let stdin = supervisor.stdin.take();
+        let plane = ControlPlane { dir: dir.to_owned(), kubeconfig_path, kubeconfig, supervisor, stdin };
+        plane.wait_ready()?;
+        Ok(plane)
+    }
+
+    /// A client authenticated as a cluster administrator.
+    pub async fn client(&self) -> Client {
+        let config = kube::Config::from_custom_kubeconfig(
+            self.kubeconfig.clone(),
+            &KubeConfigOptions::default(),
+        )
+        .await
+        .expect("the generated kubeconfig is valid");
+        Client::try_from(config).expect("a client from the generated kubeconfig")
+    }
+
+    /// Path of a kubeconfig file for programs under test (administrator credentials).
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig_path
+    }
+
+    /// The last lines of one component's log (`etcd`, `kube-apiserver`, `kube-controller-manager`).
+    pub fn log_tail(&self, component: &str, lines: usize) -> String {
+        let text = std::fs::read_to_string(self.dir.join(format!("{component}.log")))
+            .unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    fn wait_ready(&self) -> Result<()> {
+        let kubeconfig = self.kubeconfig.clone();
+        // The caller may be inside a tokio runtime, so the wait runs on a thread of its own.
+        let ready = std::thread::spawn(move || -> Result<()> {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            runtime.block_on(async move {
+                let config =
+                    kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                        .await?;
+                let client = Client::try_from(config)?;
+                let deadline = Instant::now() + READY_TIMEOUT;
+                loop {
+                    let request = http::Request::get("/readyz").body(Vec::new())?;
+                    match client.request_text(request).await {
+                        Ok(body) if body.trim() == "ok" => return Ok(()),
+                        _ if Instant::now() > deadline => bail!("apiserver not ready in time"),
+                        _ => tokio::time::sleep(Duration::from_millis(250)).await,
+                    }
+                }
+            })
+        })
+        .join()
+        .map_err(|_| anyhow!("readiness check panicked"))?;
+        ready.map_err(|e| {
+            anyhow!(
+                "{e}\n--- kube-apiserver log ---\n{}\n--- etcd log ---\n{}",
+                self.log_tail("kube-apiserver", 30),
+                self.log_tail("etcd", 15)
+            )
+        })
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        // Closing the pipe tells the supervisor to stop everything and clean up.
+        drop(self.stdin.take());
+        let _ = self.supervisor.wait();
+    }
+}
+
+/// Finds (building on first use) the directory holding etcd, kube-apiserver and
+/// kube-controller-manager.
+pub fn binaries_dir() -> Result<PathBuf> {
+    if let Some(dir) = std::env::var_os(BIN_DIR_ENV) {
+        return Ok(PathBuf::from(dir));
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/controlplane/build.sh");
+    let output = Command::new("bash")
+        .arg(&script)
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {}", script.display()))?;
+    if !output.status.success() {
+        bail!("{} failed; see its output above", script.display());
+    }
+    let stdout = String::from_utf8(output.stdout)?;
+    let dir = stdout.lines().last().ok_or_else(|| anyhow!("build.sh printed no directory"))?;
+    Ok(PathBuf::from(dir.trim()))
+}
+
+fn supervisor_script(dir: &Path, components: &[(&str, &[String])]) -> String {
+    let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+    let mut script = String::from("set -u\n");
+    for (name, argv) in components {
+        let command: Vec<String> = argv.iter().map(|a| quote(a)).collect();
+        let log = quote(&dir.join(format!("{name}.log")).display().to_string());
+        script.push_str(&format!("{} >{log} 2>&1 &\n", command.join(" ")));
+    }
+    // Wait for the test process to close our stdin, then stop everything and clean up. The data is
+    // throwaway, and a kube-apiserver whose etcd is gone can hang in graceful shutdown: SIGKILL.
+    script.push_str("read -r _ || true\nkill -9 $(jobs -p) 2>/dev/null\nwait\n");
+    script.push_str(&format!("rm -rf {}\n", quote(&dir.display().to_string())));
+    script
+}
+
+fn kubeconfig_yaml(server: &str, token: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+- name: test
+  cluster:
+    server: {server}
+    insecure-skip-tls-verify: true
+users:
+- name: admin
+  user:
+    token: {token}
+contexts:
+- name: test
+  context:
+    cluster: test
+    user: admin
+current-context: test
+"
+    )
+}
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// A short string that differs between calls and processes, for unique names.
+pub fn unique_suffix() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{:04x}{n:x}", (nanos ^ std::process::id()) & 0xffff)
+}

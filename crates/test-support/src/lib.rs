@@ -1,0 +1,86 @@
+//! Test support: a real control plane ([`ControlPlane`]) and helpers that keep tests isolated
+//! from each other on it (their own namespace, uniquely named cluster objects).
+
+mod control_plane;
+
+use std::future::Future;
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Client, ResourceExt};
+
+pub use control_plane::{BIN_DIR_ENV, ControlPlane, binaries_dir, unique_suffix};
+
+/// How long helpers wait for the cluster to reach an expected state.
+pub const WAIT: Duration = Duration::from_secs(60);
+
+/// Sets up logging for a test once; `RUST_LOG` chooses the level (default: warnings).
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
+/// A client of the shared control plane with the CRDs installed and Established.
+pub async fn client_with_crds() -> Client {
+    init_tracing();
+    let client = ControlPlane::shared().client().await;
+    install_crds(&client).await.expect("installing the CRDs");
+    client
+}
+
+/// Applies the generated CRDs (server-side apply, so it is idempotent) and waits until each is
+/// Established.
+pub async fn install_crds(client: &Client) -> Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let params = PatchParams::apply("bucket-provisioner-tests").force();
+    for file in bucket_api::crd_files() {
+        let name = file.crd.name_any();
+        crds.patch(&name, &params, &Patch::Apply(&file.crd)).await?;
+        let established = await_condition(crds.clone(), &name, conditions::is_crd_established());
+        if tokio::time::timeout(WAIT, established).await.is_err() {
+            bail!("CRD {name} was not Established within {WAIT:?}");
+        }
+    }
+    Ok(())
+}
+
+/// Creates a namespace of its own for one test and returns its name.
+pub async fn test_namespace(client: &Client, prefix: &str) -> String {
+    let name = format!("{prefix}-{}", unique_suffix());
+    let namespace = Namespace {
+        metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() },
+        ..Default::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .expect("creating the test namespace");
+    name
+}
+
+/// Polls `check` until it yields a value, or panics with `what` after [`WAIT`].
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("timed out after {WAIT:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

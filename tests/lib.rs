@@ -1,0 +1,1 @@
+//! End-to-end tests of bucket-provisioner; the tests live beside this file.
