@@ -49,12 +49,15 @@ async fn claim_create_read_update_status_delete() {
     let ns = test_namespace(&client, "api-obc").await;
     let claims: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), &ns);
 
-    let claim = ObjectBucketClaim::new("photos", ObjectBucketClaimSpec {
-        storage_class_name: "bucket-class".into(),
-        generate_bucket_name: Some("photos".into()),
-        additional_config: Some(BTreeMap::from([("maxObjects".into(), "1000".into())])),
-        ..Default::default()
-    });
+    let claim = ObjectBucketClaim::new(
+        "photos",
+        ObjectBucketClaimSpec {
+            storage_class_name: "bucket-class".into(),
+            generate_bucket_name: Some("photos".into()),
+            additional_config: Some(BTreeMap::from([("maxObjects".into(), "1000".into())])),
+            ..Default::default()
+        },
+    );
     claims.create(&PostParams::default(), &claim).await.unwrap();
 
     let read = claims.get("photos").await.unwrap();
@@ -84,26 +87,29 @@ async fn object_bucket_create_read_update_status_delete() {
     let buckets: Api<ObjectBucket> = Api::all(client.clone());
     let name = format!("obc-api-{}", unique_suffix());
 
-    let bucket = ObjectBucket::new(&name, ObjectBucketSpec {
-        storage_class_name: "bucket-class".into(),
-        reclaim_policy: Some(ReclaimPolicy::Retain),
-        claim_ref: Some(ObjectReference {
-            api_version: Some("objectbucket.io/v1alpha1".into()),
-            kind: Some("ObjectBucketClaim".into()),
-            namespace: Some("team-a".into()),
-            name: Some("photos".into()),
-            uid: Some("0b5e2c1e-0000-4000-8000-000000000001".into()),
-            ..Default::default()
-        }),
-        endpoint: Some(BucketEndpoint {
-            bucket_host: "s3.example.svc".into(),
-            bucket_port: 443,
-            bucket_name: "photos-abc12".into(),
-            region: "us-east-1".into(),
-            ..Default::default()
-        }),
-        additional_state: Some(BTreeMap::from([("owner".into(), "node-1".into())])),
-    });
+    let bucket = ObjectBucket::new(
+        &name,
+        ObjectBucketSpec {
+            storage_class_name: "bucket-class".into(),
+            reclaim_policy: Some(ReclaimPolicy::Retain),
+            claim_ref: Some(ObjectReference {
+                api_version: Some("objectbucket.io/v1alpha1".into()),
+                kind: Some("ObjectBucketClaim".into()),
+                namespace: Some("team-a".into()),
+                name: Some("photos".into()),
+                uid: Some("0b5e2c1e-0000-4000-8000-000000000001".into()),
+                ..Default::default()
+            }),
+            endpoint: Some(BucketEndpoint {
+                bucket_host: "s3.example.svc".into(),
+                bucket_port: 443,
+                bucket_name: "photos-abc12".into(),
+                region: "us-east-1".into(),
+                ..Default::default()
+            }),
+            additional_state: Some(BTreeMap::from([("owner".into(), "node-1".into())])),
+        },
+    );
     buckets.create(&PostParams::default(), &bucket).await.unwrap();
     assert_eq!(buckets.get(&name).await.unwrap().spec, bucket.spec);
 
@@ -256,10 +262,10 @@ async fn unknown_phase_is_rejected_by_the_schema() {
     let client = client_with_crds().await;
     let ns = test_namespace(&client, "api-phase").await;
     let claims: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), &ns);
-    let claim = ObjectBucketClaim::new("phase", ObjectBucketClaimSpec {
-        storage_class_name: "bucket-class".into(),
-        ..Default::default()
-    });
+    let claim = ObjectBucketClaim::new(
+        "phase",
+        ObjectBucketClaimSpec { storage_class_name: "bucket-class".into(), ..Default::default() },
+    );
     claims.create(&PostParams::default(), &claim).await.unwrap();
     let status = json!({ "status": { "phase": "Lost" } });
     let error = claims

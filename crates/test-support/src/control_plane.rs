@@ -117,11 +117,14 @@ impl ControlPlane {
             "--secure-port=0".into(),
             "--concurrent-gc-syncs=5".into(),
         ];
-        let script = supervisor_script(dir, &[
-            ("etcd", &etcd[..]),
-            ("kube-apiserver", &apiserver[..]),
-            ("kube-controller-manager", &controller_manager[..]),
-        ]);
+        let script = supervisor_script(
+            dir,
+            &[
+                ("etcd", &etcd[..]),
+                ("kube-apiserver", &apiserver[..]),
+                ("kube-controller-manager", &controller_manager[..]),
+            ],
+        );
         let mut supervisor = Command::new("bash")
             .arg("-c")
             .arg(script)
@@ -132,7 +135,8 @@ impl ControlPlane {
             .spawn()
             .context("starting the control-plane supervisor (bash)")?;
         let stdin = supervisor.stdin.take();
-        let plane = ControlPlane { dir: dir.to_owned(), kubeconfig_path, kubeconfig, supervisor, stdin };
+        let plane =
+            ControlPlane { dir: dir.to_owned(), kubeconfig_path, kubeconfig, supervisor, stdin };
         plane.wait_ready()?;
         Ok(plane)
     }
@@ -155,8 +159,8 @@ impl ControlPlane {
 
     /// The last lines of one component's log (`etcd`, `kube-apiserver`, `kube-controller-manager`).
     pub fn log_tail(&self, component: &str, lines: usize) -> String {
-        let text = std::fs::read_to_string(self.dir.join(format!("{component}.log")))
-            .unwrap_or_default();
+        let text =
+            std::fs::read_to_string(self.dir.join(format!("{component}.log"))).unwrap_or_default();
         let all: Vec<&str> = text.lines().collect();
         all[all.len().saturating_sub(lines)..].join("\n")
     }
