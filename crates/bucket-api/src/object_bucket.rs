@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 /// A provisioned bucket, cluster-scoped, bound to one claim. It records everything needed to clean
 /// up the bucket later, even when the StorageClass is gone. It never holds credentials.
+#[allow(clippy::duplicated_attributes)] // repeated printcolumn(..) entries are intended
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "objectbucket.io",

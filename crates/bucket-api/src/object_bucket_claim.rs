@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// What a claim asks for: a new bucket (named or generated) or access to the StorageClass's
 /// existing bucket, answered with an ObjectBucket, a Secret and a ConfigMap named after the claim.
+#[allow(clippy::duplicated_attributes)] // repeated printcolumn(..) entries are intended
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "objectbucket.io",
