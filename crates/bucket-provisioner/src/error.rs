@@ -1,0 +1,228 @@
+//! Everything that can go wrong with one claim, each with the reason shown on its condition and
+//! Event and whether (and how soon) retrying can help.
+
+use std::fmt;
+
+use crate::BackendError;
+
+/// A backend operation, for messages, Events and metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operation {
+    /// [`Provisioner::provision`](crate::Provisioner::provision).
+    Provision,
+    /// [`Provisioner::grant`](crate::Provisioner::grant).
+    Grant,
+    /// [`Provisioner::update`](crate::Provisioner::update).
+    Update,
+    /// [`Provisioner::delete`](crate::Provisioner::delete).
+    Delete,
+    /// [`Provisioner::revoke`](crate::Provisioner::revoke).
+    Revoke,
+}
+
+impl Operation {
+    /// Lower-case name, as used in metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Provision => "provision",
+            Self::Grant => "grant",
+            Self::Update => "update",
+            Self::Delete => "delete",
+            Self::Revoke => "revoke",
+        }
+    }
+
+    fn failed_reason(self) -> &'static str {
+        match self {
+            Self::Provision => "ProvisionFailed",
+            Self::Grant => "GrantFailed",
+            Self::Update => "UpdateFailed",
+            Self::Delete => "DeleteFailed",
+            Self::Revoke => "RevokeFailed",
+        }
+    }
+}
+
+impl fmt::Display for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a failed reconcile is retried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retry {
+    /// Soon, with exponential backoff: the cause may pass by itself.
+    Backoff,
+    /// At the backoff cap: another object is in the way, and its removal is not watched.
+    Slowly,
+    /// Not until the claim changes: only the user can fix it.
+    OnChange,
+}
+
+/// A failed reconcile of one claim.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The claim's StorageClass does not exist (yet).
+    #[error("StorageClass {0:?} not found; the claim waits until it exists")]
+    StorageClassNotFound(String),
+    /// The StorageClass cannot be used.
+    #[error("StorageClass {class:?}: {message}")]
+    InvalidStorageClass {
+        /// The StorageClass.
+        class: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// Neither `bucketName` nor `generateBucketName` is set.
+    #[error(
+        "the claim sets neither spec.bucketName nor spec.generateBucketName, and its StorageClass \
+         names no existing bucket; set one of them"
+    )]
+    BucketNameMissing,
+    /// `spec.bucketName` is not a valid S3 bucket name.
+    #[error("spec.bucketName: {0}")]
+    InvalidBucketName(String),
+    /// `spec.generateBucketName` cannot make a valid S3 bucket name.
+    #[error("spec.generateBucketName: {0}")]
+    InvalidGenerateBucketName(String),
+    /// The claim names a bucket other than the one its StorageClass grants.
+    #[error(
+        "spec.bucketName {claim:?} differs from bucket {class:?} named by the StorageClass; \
+         remove spec.bucketName or use a StorageClass without bucketName"
+    )]
+    BucketNameConflict {
+        /// The claim's bucket name.
+        claim: String,
+        /// The StorageClass's bucket name.
+        class: String,
+    },
+    /// The bucket name of a bound claim was changed.
+    #[error(
+        "the claim is bound to bucket {bound:?}; spec.bucketName cannot change to {requested:?}"
+    )]
+    BucketNameImmutable {
+        /// The bound bucket.
+        bound: String,
+        /// The requested name.
+        requested: String,
+    },
+    /// The StorageClass of a bound claim was changed.
+    #[error(
+        "the claim is bound through StorageClass {bound:?}; spec.storageClassName cannot change \
+         to {requested:?}"
+    )]
+    StorageClassImmutable {
+        /// The StorageClass the claim was bound through.
+        bound: String,
+        /// The requested StorageClass.
+        requested: String,
+    },
+    /// The derived ObjectBucket name would be invalid.
+    #[error("{0}")]
+    ObjectBucketNameTooLong(String),
+    /// An ObjectBucket with the claim's name is bound to another claim.
+    #[error(
+        "ObjectBucket {name:?} already exists for another claim (uid {other_uid}); delete it or \
+         give this claim another name"
+    )]
+    ObjectBucketConflict {
+        /// The ObjectBucket.
+        name: String,
+        /// UID of the claim it belongs to.
+        other_uid: String,
+    },
+    /// A Secret with the claim's name exists and is not this claim's.
+    #[error("Secret {0:?} exists and does not belong to this claim; it is left untouched")]
+    ForeignSecret(String),
+    /// A ConfigMap with the claim's name exists and is not this claim's.
+    #[error("ConfigMap {0:?} exists and does not belong to this claim; it is left untouched")]
+    ForeignConfigMap(String),
+    /// The backend refused or failed an operation.
+    #[error("{operation} of bucket {bucket:?} failed: {source}{hint}")]
+    Backend {
+        /// What was attempted.
+        operation: Operation,
+        /// The bucket.
+        bucket: String,
+        /// What the backend said.
+        source: BackendError,
+        /// How to get out, where there is a way.
+        hint: &'static str,
+    },
+    /// The Kubernetes API failed.
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+/// Shown after a cleanup failure, so nobody is left with a claim stuck for ever.
+pub(crate) const ABANDON_HINT: &str = "; retrying with backoff. To finish deleting the claim and \
+    leave the bucket as it is, annotate the claim with objectbucket.io/abandon-bucket=true";
+
+impl Error {
+    /// The CamelCase reason used on conditions, Events and metrics.
+    pub fn reason(&self) -> &str {
+        match self {
+            Self::StorageClassNotFound(_) => "StorageClassNotFound",
+            Self::InvalidStorageClass { .. } => "InvalidStorageClass",
+            Self::BucketNameMissing => "BucketNameMissing",
+            Self::InvalidBucketName(_) => "InvalidBucketName",
+            Self::InvalidGenerateBucketName(_) => "InvalidGenerateBucketName",
+            Self::BucketNameConflict { .. } => "BucketNameConflict",
+            Self::BucketNameImmutable { .. } => "BucketNameImmutable",
+            Self::StorageClassImmutable { .. } => "StorageClassImmutable",
+            Self::ObjectBucketNameTooLong(_) => "ObjectBucketNameTooLong",
+            Self::ObjectBucketConflict { .. } => "ObjectBucketConflict",
+            Self::ForeignSecret(_) => "ForeignSecret",
+            Self::ForeignConfigMap(_) => "ForeignConfigMap",
+            Self::Backend { source: BackendError::Permanent { reason, .. }, .. } => reason,
+            Self::Backend { operation, .. } => operation.failed_reason(),
+            Self::Kube(_) => "KubernetesApiError",
+        }
+    }
+
+    /// Whether only a change by a person can fix this.
+    pub fn is_permanent(&self) -> bool {
+        self.retry() != Retry::Backoff
+    }
+
+    /// How the claim is retried after this error.
+    pub fn retry(&self) -> Retry {
+        match self {
+            Self::StorageClassNotFound(_) | Self::Kube(_) => Retry::Backoff,
+            Self::Backend { source, .. } if !source.is_permanent() => Retry::Backoff,
+            Self::ObjectBucketConflict { .. }
+            | Self::ForeignSecret(_)
+            | Self::ForeignConfigMap(_) => Retry::Slowly,
+            _ => Retry::OnChange,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_reasons_and_retries() {
+        let permanent = Error::Backend {
+            operation: Operation::Provision,
+            bucket: "b".into(),
+            source: BackendError::invalid_parameter("unknown parameter \"colour\""),
+            hint: "",
+        };
+        assert_eq!(permanent.reason(), "InvalidParameters");
+        assert_eq!(permanent.retry(), Retry::OnChange);
+        assert!(permanent.to_string().contains("unknown parameter"));
+
+        let transient = Error::Backend {
+            operation: Operation::Delete,
+            bucket: "b".into(),
+            source: BackendError::transient("connection refused"),
+            hint: ABANDON_HINT,
+        };
+        assert_eq!(transient.reason(), "DeleteFailed");
+        assert_eq!(transient.retry(), Retry::Backoff);
+        assert!(transient.to_string().contains("abandon-bucket=true"));
+    }
+}

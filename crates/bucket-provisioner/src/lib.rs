@@ -1,0 +1,24 @@
+//! The library a bucket backend depends on: implement [`Provisioner`] and run the controller.
+//!
+//! - [`provisioner`]: the backend contract, with a guide for writing one.
+//! - [`controller`]: the controller that drives a backend for every claim of its StorageClasses.
+//! - [`runtime`]: flags, client, metrics, leader election and shutdown for a backend's `main`.
+
+mod claim;
+pub mod controller;
+pub mod error;
+pub mod leader;
+pub mod naming;
+pub mod objects;
+mod plan;
+pub mod provisioner;
+pub mod runtime;
+pub mod status;
+pub mod telemetry;
+
+pub use controller::{ControllerConfig, run_controller};
+pub use error::Error;
+pub use provisioner::{
+    BackendError, BucketOptions, Credentials, Endpoint, ProvisionedBucket, Provisioner,
+    user_id_for_claim, user_id_of,
+};

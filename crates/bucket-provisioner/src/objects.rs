@@ -1,0 +1,382 @@
+//! The Kubernetes objects the controller writes for a claim, and writes that never touch an object
+//! the claim does not own.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+
+use bucket_api::contract::{self, LABEL_PROVISIONER};
+use bucket_api::{
+    BucketEndpoint, ObjectBucket, ObjectBucketClaim, ObjectBucketSpec, ReclaimPolicy,
+};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::error::Error;
+use crate::{Credentials, Endpoint};
+
+/// Annotations the library keeps on claims and ObjectBuckets.
+pub mod annotations {
+    /// On a claim: the provisioner that recorded its intent (and so owns its cleanup).
+    pub const PROVISIONER: &str = "objectbucket.io/provisioner";
+    /// On a claim and its ObjectBucket: `new` (the library created the bucket) or `existing`
+    /// (access to a bucket named by the StorageClass).
+    pub const BUCKET_SOURCE: &str = "objectbucket.io/bucket-source";
+    /// On a claim: the reclaim policy recorded before the backend was first called.
+    pub const RECLAIM_POLICY: &str = "objectbucket.io/reclaim-policy";
+    /// On an ObjectBucket: `http` or `https`, to rebuild `AWS_ENDPOINT_URL` without the backend.
+    pub const ENDPOINT_SCHEME: &str = "objectbucket.io/endpoint-scheme";
+    /// On a claim, set by a person: `"true"` finishes deletion without cleaning up the bucket.
+    pub const ABANDON_BUCKET: &str = "objectbucket.io/abandon-bucket";
+}
+
+/// Where a claim's bucket came from, which decides what deleting the claim may remove.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BucketSource {
+    /// Created for the claim: deleted with it under the `Delete` policy.
+    New,
+    /// Named by the StorageClass: only the claim's access is ever removed.
+    Existing,
+}
+
+impl BucketSource {
+    /// The annotation value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::New => "new",
+            Self::Existing => "existing",
+        }
+    }
+
+    /// Parses the annotation value.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "new" => Some(Self::New),
+            "existing" => Some(Self::Existing),
+            _ => None,
+        }
+    }
+}
+
+/// The annotation value of a reclaim policy.
+pub fn reclaim_policy_str(policy: ReclaimPolicy) -> &'static str {
+    match policy {
+        ReclaimPolicy::Delete => "Delete",
+        ReclaimPolicy::Retain => "Retain",
+    }
+}
+
+/// Parses a reclaim policy as written in a StorageClass or annotation.
+pub fn parse_reclaim_policy(value: &str) -> Option<ReclaimPolicy> {
+    match value {
+        "Delete" => Some(ReclaimPolicy::Delete),
+        "Retain" => Some(ReclaimPolicy::Retain),
+        _ => None,
+    }
+}
+
+fn owned_meta(claim: &ObjectBucketClaim, provisioner: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(claim.name_any()),
+        namespace: claim.namespace(),
+        labels: Some(BTreeMap::from([(LABEL_PROVISIONER.into(), label_value(provisioner))])),
+        owner_references: claim.controller_owner_ref(&()).map(|o| vec![o]),
+        ..Default::default()
+    }
+}
+
+/// A provisioner name made fit for a label value (63 characters of `[A-Za-z0-9._-]`).
+pub fn label_value(provisioner: &str) -> String {
+    let cleaned: String = provisioner
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })
+        .take(63)
+        .collect();
+    cleaned.trim_matches(|c: char| !c.is_ascii_alphanumeric()).to_string()
+}
+
+/// The claim's Secret: exactly the two credential keys.
+pub fn secret(claim: &ObjectBucketClaim, provisioner: &str, credentials: &Credentials) -> Secret {
+    let bytes = |s: &str| ByteString(s.as_bytes().to_vec());
+    Secret {
+        metadata: owned_meta(claim, provisioner),
+        type_: Some("Opaque".into()),
+        data: Some(BTreeMap::from([
+            (contract::SECRET_ACCESS_KEY_ID.into(), bytes(&credentials.access_key_id)),
+            (contract::SECRET_SECRET_ACCESS_KEY.into(), bytes(&credentials.secret_access_key)),
+        ])),
+        ..Default::default()
+    }
+}
+
+/// The claim's ConfigMap: the contract keys plus the two variables AWS SDKs read by themselves.
+pub fn config_map(
+    claim: &ObjectBucketClaim,
+    provisioner: &str,
+    endpoint: &Endpoint,
+    bucket: &str,
+) -> ConfigMap {
+    let mut data = BTreeMap::from([
+        (contract::CONFIG_BUCKET_HOST.to_string(), endpoint.host.clone()),
+        (contract::CONFIG_BUCKET_PORT.to_string(), endpoint.port.to_string()),
+        (contract::CONFIG_BUCKET_NAME.to_string(), bucket.to_string()),
+        (contract::CONFIG_BUCKET_REGION.to_string(), endpoint.region.clone()),
+        (contract::CONFIG_BUCKET_SUBREGION.to_string(), endpoint.sub_region.clone()),
+        (contract::CONFIG_AWS_ENDPOINT_URL.to_string(), endpoint.url()),
+    ]);
+    // An empty AWS_REGION makes SDKs fail, where an absent one lets them fall back.
+    if !endpoint.region.is_empty() {
+        data.insert(contract::CONFIG_AWS_REGION.to_string(), endpoint.region.clone());
+    }
+    ConfigMap { metadata: owned_meta(claim, provisioner), data: Some(data), ..Default::default() }
+}
+
+/// Everything an ObjectBucket records about a bound claim.
+pub struct BucketRecord<'a> {
+    /// The ObjectBucket's name.
+    pub name: &'a str,
+    /// The claim it is bound to.
+    pub claim: &'a ObjectBucketClaim,
+    /// The provisioner that bound it.
+    pub provisioner: &'a str,
+    /// The bucket.
+    pub bucket: &'a str,
+    /// Where the bucket came from.
+    pub source: BucketSource,
+    /// What happens to it when the claim goes.
+    pub reclaim_policy: ReclaimPolicy,
+    /// How consumers reach it.
+    pub endpoint: &'a Endpoint,
+    /// Backend bookkeeping.
+    pub additional_state: BTreeMap<String, String>,
+}
+
+/// The ObjectBucket for a bound claim; it keeps the finalizer until the claim's cleanup is done.
+pub fn object_bucket(record: &BucketRecord<'_>) -> ObjectBucket {
+    let claim = record.claim;
+    let endpoint = record.endpoint;
+    ObjectBucket {
+        metadata: ObjectMeta {
+            name: Some(record.name.to_string()),
+            labels: Some(BTreeMap::from([(
+                LABEL_PROVISIONER.into(),
+                label_value(record.provisioner),
+            )])),
+            annotations: Some(BTreeMap::from([
+                (annotations::BUCKET_SOURCE.into(), record.source.as_str().into()),
+                (annotations::ENDPOINT_SCHEME.into(), endpoint.scheme.clone()),
+                (annotations::PROVISIONER.into(), record.provisioner.into()),
+            ])),
+            finalizers: Some(vec![contract::FINALIZER.into()]),
+            ..Default::default()
+        },
+        spec: ObjectBucketSpec {
+            storage_class_name: claim.spec.storage_class_name.clone(),
+            reclaim_policy: Some(record.reclaim_policy),
+            claim_ref: Some(claim_ref(claim)),
+            endpoint: Some(BucketEndpoint {
+                bucket_host: endpoint.host.clone(),
+                bucket_port: i32::from(endpoint.port),
+                bucket_name: record.bucket.to_string(),
+                region: endpoint.region.clone(),
+                sub_region: endpoint.sub_region.clone(),
+                additional_config: claim.spec.additional_config.clone(),
+            }),
+            additional_state: Some(record.additional_state.clone()),
+        },
+        status: None,
+    }
+}
+
+/// A reference to the claim, as stored in `ObjectBucket.spec.claimRef`.
+pub fn claim_ref(claim: &ObjectBucketClaim) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(format!("{}/{}", bucket_api::GROUP, bucket_api::VERSION)),
+        kind: Some("ObjectBucketClaim".into()),
+        namespace: claim.namespace(),
+        name: Some(claim.name_any()),
+        uid: claim.uid(),
+        ..Default::default()
+    }
+}
+
+/// The endpoint an ObjectBucket records, so the ConfigMap can be rebuilt without the backend.
+pub fn endpoint_of(bucket: &ObjectBucket) -> Option<Endpoint> {
+    let recorded = bucket.spec.endpoint.as_ref()?;
+    Some(Endpoint {
+        scheme: bucket.annotations().get(annotations::ENDPOINT_SCHEME).cloned()?,
+        host: recorded.bucket_host.clone(),
+        port: u16::try_from(recorded.bucket_port).ok()?,
+        region: recorded.region.clone(),
+        sub_region: recorded.sub_region.clone(),
+    })
+}
+
+/// Whether `object` is controlled by the object with `owner_uid`.
+pub fn controlled_by(object: &impl Resource, owner_uid: &str) -> bool {
+    object
+        .meta()
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.uid == owner_uid && o.controller == Some(true))
+}
+
+/// Fails when an object named `name` exists and is not controlled by the claim.
+pub async fn check_not_foreign<K>(
+    api: &Api<K>,
+    name: &str,
+    claim_uid: &str,
+    foreign: fn(String) -> Error,
+) -> Result<Option<K>, Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    match api.get_opt(name).await? {
+        Some(existing) if !controlled_by(&existing, claim_uid) => Err(foreign(name.to_string())),
+        existing => Ok(existing),
+    }
+}
+
+/// Creates `desired`, or replaces an existing object that the claim controls when `same` says it
+/// differs. An object the claim does not control is never touched.
+pub async fn ensure_owned<K>(
+    api: &Api<K>,
+    desired: K,
+    claim_uid: &str,
+    foreign: fn(String) -> Error,
+    same: impl Fn(&K, &K) -> bool,
+) -> Result<(), Error>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+{
+    let name = desired.name_any();
+    match check_not_foreign(api, &name, claim_uid, foreign).await? {
+        None => {
+            api.create(&PostParams::default(), &desired).await?;
+        }
+        Some(existing) if !same(&existing, &desired) => {
+            let mut replacement = desired;
+            replacement.meta_mut().resource_version = existing.resource_version();
+            api.replace(&name, &PostParams::default(), &replacement).await?;
+        }
+        Some(_) => {}
+    }
+    Ok(())
+}
+
+/// Deletes `name` only if the claim controls it (checked again by the apiserver through a UID
+/// precondition). Absence counts as done.
+pub async fn delete_if_owned<K>(api: &Api<K>, name: &str, claim_uid: &str) -> Result<(), Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let Some(existing) = api.get_opt(name).await? else { return Ok(()) };
+    if !controlled_by(&existing, claim_uid) {
+        return Ok(());
+    }
+    let params = DeleteParams {
+        preconditions: Some(Preconditions { uid: existing.uid(), resource_version: None }),
+        ..Default::default()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bucket_api::ObjectBucketClaimSpec;
+
+    use super::*;
+
+    fn claim() -> ObjectBucketClaim {
+        let mut claim = ObjectBucketClaim::new(
+            "photos",
+            ObjectBucketClaimSpec { storage_class_name: "class".into(), ..Default::default() },
+        );
+        claim.metadata.namespace = Some("team".into());
+        claim.metadata.uid = Some("uid-1".into());
+        claim
+    }
+
+    fn endpoint(region: &str) -> Endpoint {
+        Endpoint {
+            scheme: "http".into(),
+            host: "s3.svc".into(),
+            port: 9000,
+            region: region.into(),
+            sub_region: String::new(),
+        }
+    }
+
+    #[test]
+    fn config_map_has_the_contract_keys_and_sdk_variables() {
+        let map = config_map(&claim(), "example.com/bucket", &endpoint("us-east-1"), "b-1");
+        let data = map.data.unwrap();
+        let keys: Vec<&str> = data.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            [
+                "AWS_ENDPOINT_URL",
+                "AWS_REGION",
+                "BUCKET_HOST",
+                "BUCKET_NAME",
+                "BUCKET_PORT",
+                "BUCKET_REGION",
+                "BUCKET_SUBREGION"
+            ]
+        );
+        assert_eq!(data["AWS_ENDPOINT_URL"], "http://s3.svc:9000");
+        assert_eq!(data["BUCKET_PORT"], "9000");
+        let owner = &map.metadata.owner_references.unwrap()[0];
+        assert_eq!((owner.uid.as_str(), owner.controller), ("uid-1", Some(true)));
+        let no_region = config_map(&claim(), "p", &endpoint(""), "b").data.unwrap();
+        assert!(!no_region.contains_key("AWS_REGION"));
+    }
+
+    #[test]
+    fn secret_holds_exactly_the_credentials() {
+        let credentials =
+            Credentials { access_key_id: "AK".into(), secret_access_key: "SK".into() };
+        let secret = secret(&claim(), "p", &credentials);
+        let data = secret.data.unwrap();
+        assert_eq!(data.len(), 2);
+        assert_eq!(data["AWS_ACCESS_KEY_ID"].0, b"AK");
+        assert_eq!(data["AWS_SECRET_ACCESS_KEY"].0, b"SK");
+        assert!(controlled_by(
+            &Secret { metadata: secret.metadata, ..Default::default() },
+            "uid-1"
+        ));
+    }
+
+    #[test]
+    fn label_values_are_valid() {
+        assert_eq!(label_value("example.com/hostpath-bucket"), "example.com_hostpath-bucket");
+        assert_eq!(label_value(&"x".repeat(80)).len(), 63);
+    }
+
+    #[test]
+    fn object_bucket_round_trips_the_endpoint() {
+        let claim = claim();
+        let endpoint = endpoint("eu-west-1");
+        let bucket = object_bucket(&BucketRecord {
+            name: "obc-team-photos",
+            claim: &claim,
+            provisioner: "p",
+            bucket: "b-1",
+            source: BucketSource::New,
+            reclaim_policy: ReclaimPolicy::Retain,
+            endpoint: &endpoint,
+            additional_state: BTreeMap::new(),
+        });
+        assert_eq!(endpoint_of(&bucket), Some(endpoint));
+        assert_eq!(bucket.spec.claim_ref.unwrap().uid.as_deref(), Some("uid-1"));
+        assert_eq!(bucket.metadata.finalizers.unwrap(), [contract::FINALIZER]);
+    }
+}

@@ -1,0 +1,143 @@
+//! Deciding what a claim asks for, from the claim and its StorageClass alone (no I/O).
+
+use std::collections::BTreeMap;
+
+use bucket_api::contract::STORAGE_CLASS_BUCKET_NAME;
+use bucket_api::{ObjectBucketClaim, ReclaimPolicy};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::ResourceExt;
+
+use crate::error::Error;
+use crate::naming;
+use crate::objects::{BucketSource, parse_reclaim_policy};
+
+/// What the controller will do for a claim.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// The bucket: chosen, generated, or named by the StorageClass.
+    pub bucket_name: String,
+    /// Whether the bucket is created for the claim or already exists.
+    pub source: BucketSource,
+    /// The StorageClass's reclaim policy.
+    pub reclaim_policy: ReclaimPolicy,
+    /// StorageClass parameters for the backend (without `bucketName`).
+    pub parameters: BTreeMap<String, String>,
+}
+
+fn non_empty(value: &Option<String>) -> Option<&str> {
+    value.as_deref().filter(|v| !v.is_empty())
+}
+
+/// Decides the bucket for a claim. `spec.bucketName` wins over `generateBucketName`; a StorageClass
+/// `bucketName` makes the claim a grant of that existing bucket.
+pub fn plan(claim: &ObjectBucketClaim, class: &StorageClass) -> Result<Plan, Error> {
+    let class_name = class.name_any();
+    let invalid_class =
+        |message: String| Error::InvalidStorageClass { class: class_name.clone(), message };
+    let reclaim_policy = match class.reclaim_policy.as_deref() {
+        None => ReclaimPolicy::Delete,
+        Some(policy) => parse_reclaim_policy(policy).ok_or_else(|| {
+            invalid_class(format!(
+                "reclaimPolicy {policy:?} is not supported for buckets; use Delete or Retain"
+            ))
+        })?,
+    };
+    let mut parameters = class.parameters.clone().unwrap_or_default();
+    let existing = parameters.remove(STORAGE_CLASS_BUCKET_NAME);
+
+    let (bucket_name, source) = if let Some(existing) = existing {
+        naming::validate_bucket_name(&existing)
+            .map_err(|e| invalid_class(format!("parameter {STORAGE_CLASS_BUCKET_NAME}: {e}")))?;
+        if let Some(requested) = non_empty(&claim.spec.bucket_name)
+            && requested != existing
+        {
+            return Err(Error::BucketNameConflict { claim: requested.into(), class: existing });
+        }
+        (existing, BucketSource::Existing)
+    } else if let Some(name) = non_empty(&claim.spec.bucket_name) {
+        naming::validate_bucket_name(name).map_err(Error::InvalidBucketName)?;
+        (name.to_string(), BucketSource::New)
+    } else if let Some(prefix) = non_empty(&claim.spec.generate_bucket_name) {
+        naming::validate_generate_prefix(prefix).map_err(Error::InvalidGenerateBucketName)?;
+        (naming::generate_bucket_name(prefix), BucketSource::New)
+    } else {
+        return Err(Error::BucketNameMissing);
+    };
+    Ok(Plan { bucket_name, source, reclaim_policy, parameters })
+}
+
+#[cfg(test)]
+mod tests {
+    use bucket_api::ObjectBucketClaimSpec;
+    use kube::api::ObjectMeta;
+
+    use super::*;
+
+    fn claim(bucket: Option<&str>, generate: Option<&str>) -> ObjectBucketClaim {
+        ObjectBucketClaim::new(
+            "c",
+            ObjectBucketClaimSpec {
+                storage_class_name: "class".into(),
+                bucket_name: bucket.map(Into::into),
+                generate_bucket_name: generate.map(Into::into),
+                ..Default::default()
+            },
+        )
+    }
+
+    fn class(params: &[(&str, &str)], reclaim: Option<&str>) -> StorageClass {
+        StorageClass {
+            metadata: ObjectMeta { name: Some("class".into()), ..Default::default() },
+            provisioner: "p".into(),
+            reclaim_policy: reclaim.map(Into::into),
+            parameters: Some(params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn bucket_name_wins_over_generate() {
+        let plan = plan(&claim(Some("named"), Some("gen")), &class(&[("a", "1")], None)).unwrap();
+        assert_eq!(plan.bucket_name, "named");
+        assert_eq!(plan.source, BucketSource::New);
+        assert_eq!(plan.reclaim_policy, ReclaimPolicy::Delete);
+        assert_eq!(plan.parameters, BTreeMap::from([("a".into(), "1".into())]));
+    }
+
+    #[test]
+    fn generated_names_start_with_the_prefix() {
+        let plan = plan(&claim(Some(""), Some("photos")), &class(&[], Some("Retain"))).unwrap();
+        assert!(plan.bucket_name.starts_with("photos-"), "{}", plan.bucket_name);
+        assert_eq!(plan.reclaim_policy, ReclaimPolicy::Retain);
+    }
+
+    #[test]
+    fn class_bucket_name_makes_a_grant() {
+        let class = class(&[("bucketName", "shared"), ("x", "y")], None);
+        let plan = plan(&claim(None, Some("ignored")), &class).unwrap();
+        assert_eq!((plan.bucket_name.as_str(), plan.source), ("shared", BucketSource::Existing));
+        assert!(!plan.parameters.contains_key("bucketName"));
+        let same = super::plan(&claim(Some("shared"), None), &class).unwrap();
+        assert_eq!(same.bucket_name, "shared");
+    }
+
+    #[test]
+    fn bad_input_is_a_specific_error() {
+        let cases: Vec<(ObjectBucketClaim, StorageClass, &str)> = vec![
+            (claim(None, None), class(&[], None), "BucketNameMissing"),
+            (claim(Some("Bad_Name"), None), class(&[], None), "InvalidBucketName"),
+            (claim(None, Some("UPPER")), class(&[], None), "InvalidGenerateBucketName"),
+            (claim(None, None), class(&[("bucketName", "a")], None), "InvalidStorageClass"),
+            (
+                claim(Some("other"), None),
+                class(&[("bucketName", "abc")], None),
+                "BucketNameConflict",
+            ),
+            (claim(Some("ok-name"), None), class(&[], Some("Recycle")), "InvalidStorageClass"),
+        ];
+        for (claim, class, reason) in cases {
+            let error = plan(&claim, &class).expect_err(reason);
+            assert_eq!(error.reason(), reason, "{error}");
+        }
+    }
+}

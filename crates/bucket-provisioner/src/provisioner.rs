@@ -1,0 +1,221 @@
+//! The contract between the controller and a storage backend.
+//!
+//! # Writing a backend
+//!
+//! A backend implements [`Provisioner`]: four operations on buckets, each handed everything it
+//! needs, so that it never talks to Kubernetes. The library owns the claim's whole life: it picks
+//! and records the bucket name, writes the Secret, ConfigMap and ObjectBucket, reports status and
+//! Events, and retries.
+//!
+//! | claim event | StorageClass has `bucketName`? | library calls |
+//! |---|---|---|
+//! | created / recreated | no (greenfield) | [`Provisioner::provision`] |
+//! | created / recreated | yes (brownfield) | [`Provisioner::grant`] |
+//! | `additionalConfig` changed | — | [`Provisioner::update`] |
+//! | deleted, bucket ours, policy `Delete` | — | [`Provisioner::delete`] |
+//! | deleted, otherwise | — | [`Provisioner::revoke`] |
+//!
+//! ## Every call may be repeated
+//! The controller can crash or lose its connection between any two steps, and a retried call gets
+//! **the same** bucket name and [`BucketOptions::user_id`]. So every operation must be idempotent:
+//! `provision` of a bucket that already exists and is yours succeeds; `delete` or `revoke` of
+//! something already gone succeeds. Derive every name you create (users, keys, policies) from the
+//! bucket name and `user_id`, never from randomness or time, and a retry can never create a second
+//! one.
+//!
+//! ## Errors say whether retrying helps
+//! Return [`BackendError::permanent`] for what only a change to the claim or the StorageClass can
+//! fix (an unknown parameter, a name owned by someone else): the claim becomes `Failed` with your
+//! reason and message, and nothing is retried until the claim changes. Return
+//! [`BackendError::transient`] for everything else (network, throttling, server errors): the call is
+//! retried with exponential backoff, and the claim shows why it is waiting.
+//!
+//! ## What to return
+//! `provision` and `grant` return a [`ProvisionedBucket`]: where the bucket is, the credentials for
+//! this claim alone, and any `additional_state` you need later. The state is stored on the
+//! ObjectBucket and handed back to `delete` and `revoke`, which must work even when the
+//! StorageClass is gone: record there whatever cleanup needs.
+//!
+//! A complete backend fits in a page: see `examples/memory-backend.rs` in the repository.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+
+use bucket_api::{ObjectBucket, ObjectBucketClaim, ReclaimPolicy};
+
+/// What a backend needs to create a bucket or grant access to one.
+#[derive(Clone, Debug)]
+pub struct BucketOptions {
+    /// The bucket: chosen (or generated) by the library, valid as an S3 bucket name, and the same
+    /// on every retry.
+    pub bucket_name: String,
+    /// A stable identifier for this claim's access (derived from the claim UID): name users and
+    /// keys after it so that retries find what an earlier attempt created.
+    pub user_id: String,
+    /// What happens to the bucket when the claim goes away.
+    pub reclaim_policy: ReclaimPolicy,
+    /// The StorageClass parameters, without the ones the library interprets (`bucketName`).
+    pub parameters: BTreeMap<String, String>,
+    /// The claim's `additionalConfig`.
+    pub additional_config: BTreeMap<String, String>,
+    /// Name of the StorageClass the claim uses.
+    pub storage_class_name: String,
+    /// The claim itself, for anything else a backend wants to look at.
+    pub claim: ObjectBucketClaim,
+}
+
+/// What `provision` and `grant` hand back to the library.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProvisionedBucket {
+    /// Where consumers reach the bucket.
+    pub endpoint: Endpoint,
+    /// Credentials for this claim alone.
+    pub credentials: Credentials,
+    /// Backend bookkeeping, stored on the ObjectBucket and handed back on `delete`/`revoke`.
+    pub additional_state: BTreeMap<String, String>,
+}
+
+/// How consumers reach a bucket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    /// `http` or `https`.
+    pub scheme: String,
+    /// Host name (or address) of the S3 endpoint.
+    pub host: String,
+    /// Port of the S3 endpoint.
+    pub port: u16,
+    /// Region; empty when the store has none.
+    pub region: String,
+    /// Sub-region; usually empty.
+    pub sub_region: String,
+}
+
+impl Endpoint {
+    /// `scheme://host:port`, the form AWS SDKs read from `AWS_ENDPOINT_URL`.
+    pub fn url(&self) -> String {
+        format!("{}://{}:{}", self.scheme, self.host, self.port)
+    }
+}
+
+/// An access key pair. Its `Debug` output never shows the secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// The access key id.
+    pub access_key_id: String,
+    /// The secret access key.
+    pub secret_access_key: String,
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credentials")
+            .field("access_key_id", &self.access_key_id)
+            .field("secret_access_key", &"<redacted>")
+            .finish()
+    }
+}
+
+/// A failed backend call, saying whether retrying can help.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BackendError {
+    /// Only a change to the claim or StorageClass can fix this; the claim becomes `Failed`.
+    #[error("{message}")]
+    Permanent {
+        /// CamelCase reason shown on the claim's condition and Event, e.g. `InvalidParameters`.
+        reason: String,
+        /// What is wrong and how to fix it, for a person.
+        message: String,
+    },
+    /// Retrying later may succeed; the library backs off exponentially.
+    #[error("{message}")]
+    Transient {
+        /// What failed, for a person.
+        message: String,
+    },
+}
+
+impl BackendError {
+    /// An error that only a change to the claim or StorageClass can fix.
+    pub fn permanent(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::Permanent { reason: reason.into(), message: message.into() }
+    }
+
+    /// A permanent error for a StorageClass parameter or `additionalConfig` entry the backend
+    /// cannot accept.
+    pub fn invalid_parameter(message: impl Into<String>) -> Self {
+        Self::permanent("InvalidParameters", message)
+    }
+
+    /// An error that retrying may fix.
+    pub fn transient(message: impl Into<String>) -> Self {
+        Self::Transient { message: message.into() }
+    }
+
+    /// Whether retrying can help.
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, Self::Permanent { .. })
+    }
+}
+
+/// A storage backend driven by the controller. See the [module documentation](self) for the
+/// rules every implementation follows.
+///
+/// Methods return `Send` futures so that several claims are worked on concurrently; write them
+/// as `async fn` in your `impl`.
+pub trait Provisioner: Send + Sync + 'static {
+    /// Checks the StorageClass parameters and `additionalConfig` before anything is created.
+    /// Return [`BackendError::invalid_parameter`] for anything unknown or malformed.
+    fn validate(&self, options: &BucketOptions) -> Result<(), BackendError> {
+        let _ = options;
+        Ok(())
+    }
+
+    /// Creates the bucket `options.bucket_name` and credentials for it. Must succeed when called
+    /// again for a bucket that an earlier call created.
+    fn provision(
+        &self,
+        options: &BucketOptions,
+    ) -> impl Future<Output = Result<ProvisionedBucket, BackendError>> + Send;
+
+    /// Gives new credentials access to the existing bucket `options.bucket_name` (named by the
+    /// StorageClass). A missing bucket is a permanent error.
+    fn grant(
+        &self,
+        options: &BucketOptions,
+    ) -> impl Future<Output = Result<ProvisionedBucket, BackendError>> + Send;
+
+    /// Removes the bucket, its data and the claim's access. Something already gone counts as done.
+    fn delete(
+        &self,
+        bucket: &ObjectBucket,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send;
+
+    /// Removes the claim's access only; the bucket and its data stay. Something already gone
+    /// counts as done.
+    fn revoke(
+        &self,
+        bucket: &ObjectBucket,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send;
+
+    /// Applies a changed `additionalConfig` to a bound bucket. The default accepts every change
+    /// without doing anything.
+    fn update(
+        &self,
+        options: &BucketOptions,
+        bucket: &ObjectBucket,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send {
+        let _ = (options, bucket);
+        async { Ok(()) }
+    }
+}
+
+/// The stable user id the library hands to backends for a claim with this UID.
+pub fn user_id_for_claim(claim_uid: &str) -> String {
+    format!("obc-{claim_uid}")
+}
+
+/// The user id of the claim an ObjectBucket is bound to (what [`BucketOptions::user_id`] was).
+pub fn user_id_of(bucket: &ObjectBucket) -> Option<String> {
+    bucket.spec.claim_ref.as_ref()?.uid.as_deref().map(user_id_for_claim)
+}

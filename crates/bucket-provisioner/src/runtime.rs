@@ -1,0 +1,252 @@
+//! What every provisioner binary shares: common flags, the Kubernetes client, the metrics and
+//! health endpoints, leader election and graceful shutdown. A backend's `main` parses its own
+//! flags (flattening [`ControllerArgs`]) and calls [`run`].
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use tokio::sync::watch;
+
+use crate::Provisioner;
+use crate::controller::{ControllerConfig, run_controller};
+use crate::leader::{LeaderElector, LeaseConfig};
+use crate::telemetry::{Health, Metrics, serve};
+
+/// Flags shared by every provisioner binary.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ControllerArgs {
+    /// kubeconfig file to use; without it the in-cluster configuration (or $KUBECONFIG's
+    /// default) is used.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Address of the /metrics, /healthz and /readyz endpoints.
+    #[arg(long, env = "METRICS_ADDRESS", default_value = "0.0.0.0:8080")]
+    pub metrics_address: SocketAddr,
+    /// How many claims are reconciled concurrently.
+    #[arg(long, env = "WORKERS", default_value_t = 4)]
+    pub workers: u16,
+    /// Elect a leader through a Lease so that only one replica acts.
+    #[arg(long, env = "LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    /// Namespace of the leader-election Lease (default: $POD_NAMESPACE, else `default`).
+    #[arg(long, env = "LEADER_ELECTION_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+    /// Name of the leader-election Lease (default: derived from the provisioner name).
+    #[arg(long, env = "LEADER_ELECTION_NAME")]
+    pub leader_election_name: Option<String>,
+    /// This replica's identity in the election (default: $POD_NAME, else the host name).
+    #[arg(long, env = "POD_NAME")]
+    pub leader_identity: Option<String>,
+    /// Seconds a leader's lease stays valid without renewal.
+    #[arg(long, env = "LEADER_LEASE_SECONDS", default_value_t = 15)]
+    pub leader_lease_seconds: u64,
+}
+
+/// Why a provisioner process stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// No Kubernetes client could be built.
+    #[error("Kubernetes configuration: {0}")]
+    Config(String),
+    /// The Kubernetes API failed in a way retrying does not fix.
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// The metrics address could not be bound.
+    #[error("metrics endpoint on {address}: {source}")]
+    Metrics {
+        /// The address.
+        address: SocketAddr,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// Another replica took over; exiting lets the orchestrator restart this one as a standby.
+    #[error("leadership lost")]
+    LeadershipLost,
+}
+
+/// Sets up logging from `RUST_LOG` (default `info`).
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
+}
+
+/// A client from `--kubeconfig`, or the inferred configuration.
+pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<Client, RunError> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = Kubeconfig::read_from(path).map_err(|e| RunError::Config(e.to_string()))?;
+            kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| RunError::Config(e.to_string()))?
+        }
+        None => kube::Config::infer().await.map_err(|e| RunError::Config(e.to_string()))?,
+    };
+    Client::try_from(config).map_err(RunError::Kube)
+}
+
+/// A future that resolves on SIGTERM or Ctrl-C.
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + Sync + 'static {
+    let (tx, mut rx) = watch::channel(false);
+    tokio::spawn(async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("installing the SIGTERM handler");
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = ctrl_c.await;
+        tracing::info!("shutting down");
+        let _ = tx.send(true);
+    });
+    async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    }
+}
+
+/// Runs `provisioner` as `provisioner_name` until `shutdown` resolves: serves metrics and health,
+/// waits for leadership when enabled, and drives the controller. Returns
+/// [`RunError::LeadershipLost`] when another replica takes over.
+pub async fn run<P: Provisioner>(
+    provisioner: P,
+    provisioner_name: &str,
+    args: &ControllerArgs,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) -> Result<(), RunError> {
+    let client = client(args.kubeconfig.as_ref()).await?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        }
+    };
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+
+    let metrics = Metrics::new();
+    let health = Health::default();
+    let listener = tokio::net::TcpListener::bind(args.metrics_address)
+        .await
+        .map_err(|source| RunError::Metrics { address: args.metrics_address, source })?;
+    tracing::info!(address = %listener.local_addr().map_err(|source| RunError::Metrics {
+        address: args.metrics_address, source })?, "serving /metrics, /healthz and /readyz");
+    let server = tokio::spawn(serve(listener, metrics.clone(), health.clone(), stopped()));
+
+    client.apiserver_version().await?;
+    health.set_ready(true);
+
+    let guard = if args.leader_elect {
+        let elector = LeaderElector::new(client.clone(), lease_config(provisioner_name, args));
+        tracing::info!("waiting for leadership");
+        tokio::select! {
+            guard = elector.acquire() => Some(guard?),
+            _ = stopped() => {
+                let _ = server.await;
+                return Ok(());
+            }
+        }
+    } else {
+        None
+    };
+
+    let (lost_tx, lost_rx) = watch::channel(false);
+    let controller_stop = {
+        let stopped = stopped();
+        let mut lost = lost_rx.clone();
+        async move {
+            tokio::select! {
+                _ = stopped => {}
+                _ = lost.wait_for(|l| *l) => {}
+            }
+        }
+    };
+    let mut config = ControllerConfig::new(provisioner_name);
+    config.workers = args.workers.max(1);
+    tracing::info!(provisioner = provisioner_name, workers = config.workers, "controller starting");
+    let controller = run_controller(client, provisioner, config, metrics, controller_stop);
+    let lost = match &guard {
+        Some(guard) => {
+            tokio::pin!(controller);
+            tokio::select! {
+                _ = &mut controller => false,
+                _ = guard.lost() => {
+                    // Stop acting at once; in-flight reconciles finish, none start.
+                    let _ = lost_tx.send(true);
+                    controller.await;
+                    true
+                }
+            }
+        }
+        None => {
+            controller.await;
+            false
+        }
+    };
+    if let Some(guard) = guard {
+        guard.release().await;
+    }
+    let _ = server.await;
+    if lost { Err(RunError::LeadershipLost) } else { Ok(()) }
+}
+
+fn lease_config(provisioner_name: &str, args: &ControllerArgs) -> LeaseConfig {
+    let namespace = args
+        .leader_election_namespace
+        .clone()
+        .or_else(|| std::env::var("POD_NAMESPACE").ok())
+        .unwrap_or_else(|| "default".into());
+    let name = args.leader_election_name.clone().unwrap_or_else(|| lease_name(provisioner_name));
+    let identity = args.leader_identity.clone().unwrap_or_else(hostname);
+    let lease = Duration::from_secs(args.leader_lease_seconds.max(2));
+    LeaseConfig {
+        namespace,
+        name,
+        identity,
+        lease_duration: lease,
+        renew_interval: lease / 3,
+        retry_interval: lease / 5,
+    }
+}
+
+/// A Lease name from a provisioner name such as `example.com/hostpath-bucket`.
+fn lease_name(provisioner_name: &str) -> String {
+    let cleaned: String = provisioner_name
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '-' })
+        .collect();
+    let trimmed: String =
+        cleaned.trim_matches(|c: char| !c.is_ascii_alphanumeric()).chars().take(240).collect();
+    format!("{trimmed}-leader")
+}
+
+fn hostname() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_string()))
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| format!("pid-{}", std::process::id()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_names_are_valid_object_names() {
+        assert_eq!(lease_name("Example.com/HostPath_Bucket"), "example.com-hostpath-bucket-leader");
+    }
+}

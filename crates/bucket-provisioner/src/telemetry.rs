@@ -1,0 +1,352 @@
+//! Prometheus metrics of the controller and the small HTTP server that exposes them together with
+//! liveness and readiness probes.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets_range};
+use prometheus_client::registry::{Registry, Unit};
+
+/// Content type of the OpenMetrics text exposition that `encode` produces.
+const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Claim phases reported from the start, so dashboards see a 0 rather than a missing series.
+/// They match the serialized names of `bucket_api::ClaimPhase`.
+const KNOWN_PHASES: [&str; 4] = ["Pending", "Bound", "Released", "Failed"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OperationLabels {
+    operation: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabels {
+    phase: String,
+}
+
+/// The controller's metrics and the registry they are exposed from. Cloning is cheap and every
+/// clone records into the same metrics.
+#[derive(Clone)]
+pub struct Metrics {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    registry: Registry,
+    reconciles: Counter,
+    errors: Family<ReasonLabels, Counter>,
+    provisioning: Family<OperationLabels, Histogram>,
+    claims: Family<PhaseLabels, Gauge>,
+    /// Every phase ever reported, so that phases missing from a later report drop to 0 instead of
+    /// keeping a stale count.
+    phases: Mutex<BTreeSet<String>>,
+}
+
+fn provisioning_histogram() -> Histogram {
+    // Backend calls range from a quick local mkdir to a slow remote API: 10ms to 2min.
+    Histogram::new(exponential_buckets_range(0.01, 120.0, 14))
+}
+
+impl Metrics {
+    /// Fresh metrics in a registry of their own; every name starts with `bucket_provisioner_`.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("bucket_provisioner");
+        let reconciles = Counter::default();
+        registry.register(
+            "reconciles",
+            "Reconciliations of ObjectBucketClaims",
+            reconciles.clone(),
+        );
+        let errors = Family::<ReasonLabels, Counter>::default();
+        registry.register("reconcile_errors", "Failed reconciliations, by reason", errors.clone());
+        let provisioning =
+            Family::<OperationLabels, Histogram>::new_with_constructor(provisioning_histogram as _);
+        registry.register_with_unit(
+            "provisioning_duration",
+            "Time spent in backend operations (provision, grant, delete, revoke, update)",
+            Unit::Seconds,
+            provisioning.clone(),
+        );
+        let claims = Family::<PhaseLabels, Gauge>::default();
+        registry.register("claims", "ObjectBucketClaims by phase", claims.clone());
+
+        for phase in KNOWN_PHASES {
+            claims.get_or_create(&PhaseLabels { phase: phase.to_owned() }).set(0);
+        }
+        let phases = Mutex::new(KNOWN_PHASES.iter().map(|p| (*p).to_owned()).collect());
+        Metrics {
+            inner: Arc::new(Inner { registry, reconciles, errors, provisioning, claims, phases }),
+        }
+    }
+
+    /// Counts one reconciliation (`bucket_provisioner_reconciles_total`).
+    pub fn reconcile(&self) {
+        self.inner.reconciles.inc();
+    }
+
+    /// Counts one failed reconciliation (`bucket_provisioner_reconcile_errors_total{reason}`).
+    /// `reason` should come from a small fixed set, since every value is a time series.
+    pub fn error(&self, reason: &str) {
+        self.inner.errors.get_or_create(&ReasonLabels { reason: reason.to_owned() }).inc();
+    }
+
+    /// Records how long one backend operation took
+    /// (`bucket_provisioner_provisioning_duration_seconds{operation}`).
+    pub fn observe_provisioning(&self, operation: &str, seconds: f64) {
+        let labels = OperationLabels { operation: operation.to_owned() };
+        self.inner.provisioning.get_or_create(&labels).observe(seconds);
+    }
+
+    /// Publishes the number of claims in each phase (`bucket_provisioner_claims{phase}`); phases
+    /// not listed are set to 0.
+    pub fn set_claims_by_phase(&self, counts: &[(&str, i64)]) {
+        // One lock around the whole update, so concurrent reports cannot interleave their zeroing.
+        let mut phases = self.inner.phases.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        for phase in phases.iter() {
+            if !counts.iter().any(|(listed, _)| listed == phase) {
+                self.inner.claims.get_or_create(&PhaseLabels { phase: phase.clone() }).set(0);
+            }
+        }
+        for (phase, count) in counts {
+            self.inner
+                .claims
+                .get_or_create(&PhaseLabels { phase: (*phase).to_owned() })
+                .set(*count);
+            phases.insert((*phase).to_owned());
+        }
+    }
+
+    /// The current values in the OpenMetrics text format.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        if let Err(err) = prometheus_client::encoding::text::encode(&mut text, &self.inner.registry)
+        {
+            tracing::warn!(error = %err, "encoding the metrics failed");
+        }
+        text
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Readiness of the process as reported on `/readyz`; clones share the flag.
+#[derive(Clone, Default)]
+pub struct Health {
+    ready: Arc<AtomicBool>,
+}
+
+impl Health {
+    /// Marks the process ready (or no longer ready) to do its work.
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Release);
+    }
+
+    /// Whether the process is currently ready.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+}
+
+/// Serves GET /metrics (OpenMetrics text, correct content type), /healthz (200 "ok" while the
+/// process runs), /readyz (200 when ready, 503 otherwise) until `shutdown` resolves.
+///
+/// After `shutdown` resolves no new connections are accepted and the call returns once the open
+/// ones are done.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    metrics: Metrics,
+    health: Health,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = Router::new()
+        .route("/metrics", get(metrics_handler))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(ready_handler))
+        .with_state((metrics, health));
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+}
+
+async fn metrics_handler(State((metrics, _)): State<(Metrics, Health)>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE)], metrics.encode())
+}
+
+async fn ready_handler(State((_, health)): State<(Metrics, Health)>) -> impl IntoResponse {
+    if health.is_ready() {
+        (StatusCode::OK, "ok")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::*;
+
+    /// A response as read off the wire: status code, lower-cased header lines, body.
+    struct Response {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: String,
+    }
+
+    impl Response {
+        fn header(&self, name: &str) -> Option<&str> {
+            self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+        }
+    }
+
+    async fn get(addr: std::net::SocketAddr, path: &str) -> Response {
+        let mut stream = TcpStream::connect(addr).await.expect("connecting to the server");
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut raw = Vec::new();
+        tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw))
+            .await
+            .expect("the server answered in time")
+            .unwrap();
+        let raw = String::from_utf8(raw).expect("a UTF-8 response");
+        let (head, body) = raw.split_once("\r\n\r\n").expect("a complete HTTP response");
+        let mut lines = head.lines();
+        let status_line = lines.next().unwrap();
+        let status = status_line.split(' ').nth(1).unwrap().parse().unwrap();
+        let headers = lines
+            .map(|line| {
+                let (name, value) = line.split_once(':').unwrap();
+                (name.trim().to_ascii_lowercase(), value.trim().to_owned())
+            })
+            .collect();
+        Response { status, headers, body: body.to_owned() }
+    }
+
+    #[tokio::test]
+    async fn serves_probes_and_metrics_over_http() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let metrics = Metrics::new();
+        let health = Health::default();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(listener, metrics.clone(), health.clone(), async {
+            let _ = stopped.await;
+        }));
+
+        let healthz = get(addr, "/healthz").await;
+        assert_eq!((healthz.status, healthz.body.as_str()), (200, "ok"));
+
+        assert_eq!(get(addr, "/readyz").await.status, 503);
+        health.set_ready(true);
+        let readyz = get(addr, "/readyz").await;
+        assert_eq!((readyz.status, readyz.body.as_str()), (200, "ok"));
+        health.set_ready(false);
+        assert_eq!(get(addr, "/readyz").await.status, 503);
+
+        let before = get(addr, "/metrics").await;
+        assert!(before.body.contains("bucket_provisioner_reconciles_total 0\n"), "{}", before.body);
+        metrics.reconcile();
+        metrics.reconcile();
+        metrics.error("backend");
+        metrics.observe_provisioning("provision", 0.2);
+
+        let after = get(addr, "/metrics").await;
+        assert_eq!(after.status, 200);
+        assert_eq!(after.header("content-type"), Some(OPENMETRICS_CONTENT_TYPE));
+        assert!(after.body.contains("bucket_provisioner_reconciles_total 2\n"), "{}", after.body);
+        assert!(
+            after
+                .body
+                .contains("bucket_provisioner_reconcile_errors_total{reason=\"backend\"} 1\n"),
+            "{}",
+            after.body
+        );
+        assert!(
+            after.body.contains(
+                "bucket_provisioner_provisioning_duration_seconds_count{operation=\"provision\"} 1\n"
+            ),
+            "{}",
+            after.body
+        );
+        assert!(after.body.ends_with("# EOF\n"), "{}", after.body);
+
+        assert_eq!(get(addr, "/nothing-here").await.status, 404);
+
+        stop.send(()).unwrap();
+        let result = tokio::time::timeout(Duration::from_secs(10), server)
+            .await
+            .expect("the server stopped after shutdown")
+            .unwrap();
+        assert!(result.is_ok(), "{result:?}");
+        assert!(TcpStream::connect(addr).await.is_err(), "the listener is closed");
+    }
+
+    #[test]
+    fn names_and_types_are_as_documented() {
+        let metrics = Metrics::new();
+        metrics.reconcile();
+        metrics.error("conflict");
+        metrics.observe_provisioning("grant", 0.005);
+        metrics.observe_provisioning("grant", 30.0);
+        let text = metrics.encode();
+        for expected in [
+            "# TYPE bucket_provisioner_reconciles counter\n",
+            "# TYPE bucket_provisioner_reconcile_errors counter\n",
+            "# TYPE bucket_provisioner_provisioning_duration_seconds histogram\n",
+            "# UNIT bucket_provisioner_provisioning_duration_seconds seconds\n",
+            "# TYPE bucket_provisioner_claims gauge\n",
+            "bucket_provisioner_reconciles_total 1\n",
+            "bucket_provisioner_reconcile_errors_total{reason=\"conflict\"} 1\n",
+            "bucket_provisioner_provisioning_duration_seconds_bucket{le=\"0.01\",operation=\"grant\"} 1\n",
+            "bucket_provisioner_provisioning_duration_seconds_bucket{le=\"+Inf\",operation=\"grant\"} 2\n",
+            "bucket_provisioner_provisioning_duration_seconds_count{operation=\"grant\"} 2\n",
+        ] {
+            assert!(text.contains(expected), "missing {expected:?} in\n{text}");
+        }
+        // The widest finite bucket reaches about two minutes.
+        assert!(text.contains("le=\"120.0"), "{text}");
+    }
+
+    #[test]
+    fn claim_phases_not_listed_drop_to_zero() {
+        let metrics = Metrics::new();
+        let text = metrics.encode();
+        for phase in KNOWN_PHASES {
+            assert!(text.contains(&format!("bucket_provisioner_claims{{phase=\"{phase}\"}} 0\n")));
+        }
+
+        metrics.set_claims_by_phase(&[("Bound", 3), ("Pending", 1), ("Custom", 2)]);
+        let text = metrics.encode();
+        assert!(text.contains("bucket_provisioner_claims{phase=\"Bound\"} 3\n"), "{text}");
+        assert!(text.contains("bucket_provisioner_claims{phase=\"Pending\"} 1\n"), "{text}");
+        assert!(text.contains("bucket_provisioner_claims{phase=\"Custom\"} 2\n"), "{text}");
+        assert!(text.contains("bucket_provisioner_claims{phase=\"Failed\"} 0\n"), "{text}");
+
+        metrics.set_claims_by_phase(&[("Bound", 4)]);
+        let text = metrics.encode();
+        assert!(text.contains("bucket_provisioner_claims{phase=\"Bound\"} 4\n"), "{text}");
+        assert!(text.contains("bucket_provisioner_claims{phase=\"Pending\"} 0\n"), "{text}");
+        assert!(text.contains("bucket_provisioner_claims{phase=\"Custom\"} 0\n"), "{text}");
+    }
+}
