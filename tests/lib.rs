@@ -1,1 +1,418 @@
-//! End-to-end tests of bucket-provisioner; the tests live beside this file.
+//! Shared pieces of the end-to-end tests: an in-memory backend that can be told to fail or hang,
+//! and a controller harness that can be crashed and restarted.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec};
+use bucket_provisioner::telemetry::Metrics;
+use bucket_provisioner::{
+    BackendError, BucketOptions, ControllerConfig, Credentials, Endpoint, ProvisionedBucket,
+    Provisioner, run_controller, user_id_of,
+};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+use kube::{Client, ResourceExt};
+use test_support::{eventually, unique_suffix};
+use tokio::sync::{Notify, oneshot};
+use tokio::task::JoinHandle;
+
+/// A backend operation, as recorded and as targeted by injected failures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Op {
+    /// `provision`
+    Provision,
+    /// `grant`
+    Grant,
+    /// `delete`
+    Delete,
+    /// `revoke`
+    Revoke,
+    /// `update`
+    Update,
+}
+
+/// What an injected fault does.
+#[derive(Clone, Debug)]
+pub enum Fault {
+    /// Fail with a permanent error of this reason.
+    Permanent(&'static str),
+    /// Fail with a transient error.
+    Transient,
+    /// Hang before doing anything, until [`MemoryBackend::release_hangs`].
+    HangBefore,
+    /// Do the work, then hang before answering (a crash right after the backend acted).
+    HangAfter,
+}
+
+#[derive(Default)]
+struct State {
+    /// bucket → (created by the provisioner?, user id → key id)
+    buckets: BTreeMap<String, (bool, BTreeMap<String, String>)>,
+    calls: Vec<(Op, String)>,
+    updates: Vec<BTreeMap<String, String>>,
+    faults: BTreeMap<Op, (Fault, usize)>,
+}
+
+/// An in-memory backend with fault injection. Clones share state.
+#[derive(Clone, Default)]
+pub struct MemoryBackend {
+    state: Arc<Mutex<State>>,
+    hang: Arc<Notify>,
+}
+
+const ALLOWED_PARAMETERS: [&str; 2] = ["region", "tier"];
+const ALLOWED_CONFIG: [&str; 2] = ["maxObjects", "maxSize"];
+
+impl MemoryBackend {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap()
+    }
+
+    /// Makes the next `times` calls of `op` hit `fault`.
+    pub fn inject(&self, op: Op, fault: Fault, times: usize) {
+        self.state().faults.insert(op, (fault, times));
+    }
+
+    /// Lets every hanging call go on.
+    pub fn release_hangs(&self) {
+        self.hang.notify_waiters();
+    }
+
+    /// A bucket that exists before any claim (for grants), or one owned by someone else.
+    pub fn add_existing_bucket(&self, name: &str) {
+        self.state().buckets.insert(name.into(), (false, BTreeMap::new()));
+    }
+
+    /// The buckets that exist now.
+    pub fn buckets(&self) -> BTreeSet<String> {
+        self.state().buckets.keys().cloned().collect()
+    }
+
+    /// Users holding keys on `bucket`.
+    pub fn users_of(&self, bucket: &str) -> BTreeSet<String> {
+        self.state().buckets.get(bucket).map(|b| b.1.keys().cloned().collect()).unwrap_or_default()
+    }
+
+    /// How often `op` was called (failed calls included).
+    pub fn calls(&self, op: Op) -> usize {
+        self.state().calls.iter().filter(|(o, _)| *o == op).count()
+    }
+
+    /// Every call so far, in order.
+    pub fn all_calls(&self) -> Vec<(Op, String)> {
+        self.state().calls.clone()
+    }
+
+    /// The `additionalConfig` of every `update` call.
+    pub fn updates(&self) -> Vec<BTreeMap<String, String>> {
+        self.state().updates.clone()
+    }
+
+    /// Records the call and applies a pending fault; `Some` means hang or fail now.
+    async fn enter(&self, op: Op, bucket: &str) -> Result<Option<Fault>, BackendError> {
+        let fault = {
+            let mut state = self.state();
+            state.calls.push((op, bucket.to_string()));
+            match state.faults.get_mut(&op) {
+                Some((fault, remaining)) if *remaining > 0 => {
+                    *remaining -= 1;
+                    Some(fault.clone())
+                }
+                _ => None,
+            }
+        };
+        match fault {
+            Some(Fault::Permanent(reason)) => {
+                Err(BackendError::permanent(reason, format!("injected permanent {op:?} failure")))
+            }
+            Some(Fault::Transient) => {
+                Err(BackendError::transient(format!("injected transient {op:?} failure")))
+            }
+            Some(Fault::HangBefore) => {
+                self.hang.notified().await;
+                Ok(None)
+            }
+            other => Ok(other),
+        }
+    }
+
+    async fn leave(&self, fault: Option<Fault>) {
+        if matches!(fault, Some(Fault::HangAfter)) {
+            self.hang.notified().await;
+        }
+    }
+
+    fn answer(&self, options: &BucketOptions) -> ProvisionedBucket {
+        let key = format!("AK{}", &options.user_id.replace('-', "")[..16].to_uppercase());
+        self.state()
+            .buckets
+            .get_mut(&options.bucket_name)
+            .map(|b| b.1.insert(options.user_id.clone(), key.clone()));
+        ProvisionedBucket {
+            endpoint: Endpoint {
+                scheme: "http".into(),
+                host: "memory.test".into(),
+                port: 9000,
+                region: "us-test-1".into(),
+                sub_region: String::new(),
+            },
+            credentials: Credentials {
+                access_key_id: key,
+                secret_access_key: format!("secret-{}", options.user_id),
+            },
+            additional_state: BTreeMap::from([("backend".into(), "memory".into())]),
+        }
+    }
+}
+
+impl Provisioner for MemoryBackend {
+    fn validate(&self, options: &BucketOptions) -> Result<(), BackendError> {
+        if let Some(key) =
+            options.parameters.keys().find(|k| !ALLOWED_PARAMETERS.contains(&k.as_str()))
+        {
+            return Err(BackendError::invalid_parameter(format!("unknown parameter {key:?}")));
+        }
+        for (key, value) in &options.additional_config {
+            if !ALLOWED_CONFIG.contains(&key.as_str()) {
+                return Err(BackendError::invalid_parameter(format!(
+                    "unknown additionalConfig key {key:?}"
+                )));
+            }
+            if key == "maxObjects" && value.parse::<u64>().is_err() {
+                return Err(BackendError::invalid_parameter(format!(
+                    "additionalConfig maxObjects must be a whole number, not {value:?}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    async fn provision(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
+        let fault = self.enter(Op::Provision, &options.bucket_name).await?;
+        let owned_by_others = {
+            let mut state = self.state();
+            let bucket =
+                state.buckets.entry(options.bucket_name.clone()).or_insert((true, BTreeMap::new()));
+            !bucket.0
+        };
+        if owned_by_others {
+            return Err(BackendError::permanent(
+                "BucketOwnedByOthers",
+                format!("bucket {:?} exists and belongs to someone else", options.bucket_name),
+            ));
+        }
+        let answer = self.answer(options);
+        self.leave(fault).await;
+        Ok(answer)
+    }
+
+    async fn grant(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
+        let fault = self.enter(Op::Grant, &options.bucket_name).await?;
+        if !self.state().buckets.contains_key(&options.bucket_name) {
+            return Err(BackendError::permanent(
+                "BucketNotFound",
+                format!("bucket {:?} does not exist", options.bucket_name),
+            ));
+        }
+        let answer = self.answer(options);
+        self.leave(fault).await;
+        Ok(answer)
+    }
+
+    async fn delete(&self, bucket: &ObjectBucket) -> Result<(), BackendError> {
+        let name = bucket_name(bucket);
+        let fault = self.enter(Op::Delete, &name).await?;
+        self.state().buckets.remove(&name);
+        self.leave(fault).await;
+        Ok(())
+    }
+
+    async fn revoke(&self, bucket: &ObjectBucket) -> Result<(), BackendError> {
+        let name = bucket_name(bucket);
+        let fault = self.enter(Op::Revoke, &name).await?;
+        let user = user_id_of(bucket).unwrap_or_default();
+        if let Some(b) = self.state().buckets.get_mut(&name) {
+            b.1.remove(&user);
+        }
+        self.leave(fault).await;
+        Ok(())
+    }
+
+    async fn update(&self, options: &BucketOptions, _: &ObjectBucket) -> Result<(), BackendError> {
+        let fault = self.enter(Op::Update, &options.bucket_name).await?;
+        self.state().updates.push(options.additional_config.clone());
+        self.leave(fault).await;
+        Ok(())
+    }
+}
+
+fn bucket_name(bucket: &ObjectBucket) -> String {
+    bucket.spec.endpoint.as_ref().map(|e| e.bucket_name.clone()).unwrap_or_default()
+}
+
+/// A controller running in this process, which can be stopped gracefully or crashed.
+pub struct Harness {
+    /// The provisioner name it answers to.
+    pub provisioner: String,
+    /// Its metrics.
+    pub metrics: Metrics,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+}
+
+impl Harness {
+    /// Starts a controller for `backend` under a fresh provisioner name, with short backoff.
+    pub fn start(client: &Client, backend: &MemoryBackend) -> Harness {
+        Self::start_as(client, backend, &format!("test.objectbucket.io/{}", unique_suffix()))
+    }
+
+    /// Starts a controller for `backend` answering to `provisioner`.
+    pub fn start_as(client: &Client, backend: &MemoryBackend, provisioner: &str) -> Harness {
+        let mut config = ControllerConfig::new(provisioner);
+        config.backoff_initial = Duration::from_millis(100);
+        config.backoff_max = Duration::from_secs(2);
+        let metrics = Metrics::new();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(run_controller(
+            client.clone(),
+            backend.clone(),
+            config,
+            metrics.clone(),
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        Harness { provisioner: provisioner.into(), metrics, stop: Some(stop), task }
+    }
+
+    /// Kills the controller wherever it is, as a crash would.
+    pub fn crash(self) {
+        self.task.abort();
+    }
+
+    /// Stops the controller gracefully and waits for it.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.task).await;
+    }
+
+    /// How many reconciles have started.
+    pub fn reconciles(&self) -> u64 {
+        self.metrics
+            .encode()
+            .lines()
+            .find(|l| l.starts_with("bucket_provisioner_reconciles_total"))
+            .and_then(|l| l.split_whitespace().last())
+            .and_then(|v| v.parse::<f64>().ok())
+            .map_or(0, |v| v as u64)
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Creates a StorageClass with a unique name for `provisioner`; returns its name.
+pub async fn storage_class(
+    client: &Client,
+    provisioner: &str,
+    parameters: &[(&str, &str)],
+    reclaim_policy: Option<&str>,
+) -> String {
+    let name = format!("bucket-class-{}", unique_suffix());
+    let class = StorageClass {
+        metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() },
+        provisioner: provisioner.into(),
+        reclaim_policy: reclaim_policy.map(Into::into),
+        parameters: Some(parameters.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+        ..Default::default()
+    };
+    Api::<StorageClass>::all(client.clone())
+        .create(&PostParams::default(), &class)
+        .await
+        .expect("creating the StorageClass");
+    name
+}
+
+/// A claim spec against `class`.
+pub fn claim_spec(class: &str) -> ObjectBucketClaimSpec {
+    ObjectBucketClaimSpec { storage_class_name: class.into(), ..Default::default() }
+}
+
+/// Creates a claim.
+pub async fn create_claim(
+    api: &Api<ObjectBucketClaim>,
+    name: &str,
+    spec: ObjectBucketClaimSpec,
+) -> ObjectBucketClaim {
+    api.create(&PostParams::default(), &ObjectBucketClaim::new(name, spec))
+        .await
+        .expect("creating the claim")
+}
+
+/// The claim's `Ready` condition.
+pub fn ready(claim: &ObjectBucketClaim) -> Option<&Condition> {
+    claim.status.as_ref()?.conditions.iter().find(|c| c.type_ == "Ready")
+}
+
+/// Waits for the claim to reach `phase` with a `Ready` condition of `reason`.
+pub async fn wait_for(
+    api: &Api<ObjectBucketClaim>,
+    name: &str,
+    phase: ClaimPhase,
+    reason: &str,
+) -> ObjectBucketClaim {
+    eventually(&format!("claim {name} to be {phase:?} with reason {reason}"), || async {
+        let claim = api.get_opt(name).await.ok()??;
+        let status = claim.status.as_ref()?;
+        (status.phase == Some(phase) && ready(&claim)?.reason == reason).then_some(claim)
+    })
+    .await
+}
+
+/// Waits until the claim is gone.
+pub async fn wait_gone(api: &Api<ObjectBucketClaim>, name: &str) {
+    eventually(&format!("claim {name} to be gone"), || async {
+        api.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await
+}
+
+/// The reasons of the Events recorded on the claim `name` in `namespace`.
+pub async fn event_reasons(client: &Client, namespace: &str, name: &str) -> BTreeSet<String> {
+    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
+    events
+        .list(&ListParams::default())
+        .await
+        .expect("listing events")
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .filter_map(|e| e.reason)
+        .collect()
+}
+
+/// Waits until an Event of `reason` is recorded on the claim.
+pub async fn wait_event(client: &Client, namespace: &str, name: &str, reason: &str) {
+    eventually(&format!("an Event {reason} on {name}"), || async {
+        event_reasons(client, namespace, name).await.contains(reason).then_some(())
+    })
+    .await
+}
+
+/// The name of a claim's ObjectBucket.
+pub fn object_bucket_name(namespace: &str, claim: &str) -> String {
+    format!("obc-{namespace}-{claim}")
+}
+
+/// Whether the object has the claim finalizer.
+pub fn has_finalizer(object: &impl ResourceExt) -> bool {
+    object.finalizers().iter().any(|f| f == bucket_api::contract::FINALIZER)
+}

@@ -1,0 +1,220 @@
+//! Every kind of bad input ends in a specific condition and Event on its own claim, never in a
+//! silent retry loop, and never disturbs a good claim next to it.
+
+use std::collections::BTreeMap;
+
+use bucket_api::{
+    ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec, ObjectBucketSpec,
+};
+use integration_tests::*;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use serde_json::json;
+use test_support::{client_with_crds, test_namespace, unique_suffix};
+
+struct Case {
+    claim: &'static str,
+    spec: ObjectBucketClaimSpec,
+    phase: ClaimPhase,
+    reason: &'static str,
+    /// A phrase the condition message must contain, so the user learns what to fix.
+    says: &'static str,
+}
+
+fn named(class: &str, bucket: &str) -> ObjectBucketClaimSpec {
+    ObjectBucketClaimSpec { bucket_name: Some(bucket.into()), ..claim_spec(class) }
+}
+
+fn generated(class: &str, prefix: &str) -> ObjectBucketClaimSpec {
+    ObjectBucketClaimSpec { generate_bucket_name: Some(prefix.into()), ..claim_spec(class) }
+}
+
+fn with_config(class: &str, bucket: &str, key: &str, value: &str) -> ObjectBucketClaimSpec {
+    ObjectBucketClaimSpec {
+        additional_config: Some(BTreeMap::from([(key.into(), value.into())])),
+        ..named(class, bucket)
+    }
+}
+
+fn case(
+    claim: &'static str,
+    spec: ObjectBucketClaimSpec,
+    reason: &'static str,
+    says: &'static str,
+) -> Case {
+    Case { claim, spec, phase: ClaimPhase::Failed, reason, says }
+}
+
+#[tokio::test]
+async fn each_bad_input_gets_its_own_clear_condition() {
+    let client = client_with_crds().await;
+    let ns = test_namespace(&client, "bad").await;
+    let claims: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), &ns);
+    let backend = MemoryBackend::default();
+    backend.add_existing_bucket("someone-elses");
+    let controller = Harness::start(&client, &backend);
+    let p = controller.provisioner.clone();
+
+    let class = storage_class(&client, &p, &[("tier", "gold")], None).await;
+    let bad_param = storage_class(&client, &p, &[("colour", "blue")], None).await;
+    let bad_class_bucket = storage_class(&client, &p, &[("bucketName", "Not_Valid")], None).await;
+    let granting = storage_class(&client, &p, &[("bucketName", "granted-one")], None).await;
+    let missing_grant = storage_class(&client, &p, &[("bucketName", "never-made")], None).await;
+    let missing_class = format!("missing-{}", unique_suffix());
+
+    let cases = vec![
+        case("no-name", claim_spec(&class), "BucketNameMissing", "neither spec.bucketName"),
+        case("short", named(&class, "ab"), "InvalidBucketName", "3 to 63"),
+        case("long", named(&class, &"a".repeat(64)), "InvalidBucketName", "3 to 63"),
+        case("upper", named(&class, "Upper-Case"), "InvalidBucketName", "lowercase"),
+        case("underscore", named(&class, "under_score"), "InvalidBucketName", "lowercase"),
+        case("leading-dash", named(&class, "-leading"), "InvalidBucketName", "start and end"),
+        case("trailing-dash", named(&class, "trailing-"), "InvalidBucketName", "start and end"),
+        case("dots", named(&class, "double..dot"), "InvalidBucketName", "adjacent periods"),
+        case("ip", named(&class, "192.168.10.1"), "InvalidBucketName", "IP address"),
+        case("punycode", named(&class, "xn--bucket"), "InvalidBucketName", "reserved"),
+        case("alias", named(&class, "data-s3alias"), "InvalidBucketName", "reserved"),
+        case("bad-prefix", generated(&class, "Bad_Prefix"), "InvalidGenerateBucketName", "valid"),
+        case(
+            "long-prefix",
+            generated(&class, &"p".repeat(58)),
+            "InvalidGenerateBucketName",
+            "random suffix",
+        ),
+        case("bad-class-name", claim_spec(&bad_class_bucket), "InvalidStorageClass", "bucketName"),
+        case("conflict", named(&granting, "other-bucket"), "BucketNameConflict", "differs"),
+        case("unknown-param", named(&bad_param, "param-bucket"), "InvalidParameters", "colour"),
+        case(
+            "bad-quota",
+            with_config(&class, "quota-bucket", "maxObjects", "lots"),
+            "InvalidParameters",
+            "whole number",
+        ),
+        case(
+            "unknown-config",
+            with_config(&class, "config-bucket", "colour", "red"),
+            "InvalidParameters",
+            "unknown additionalConfig",
+        ),
+        case("foreign-secret", named(&class, "fs-bucket"), "ForeignSecret", "left untouched"),
+        case("foreign-config", named(&class, "fc-bucket"), "ForeignConfigMap", "left untouched"),
+        case("ob-taken", named(&class, "ob-bucket"), "ObjectBucketConflict", "another claim"),
+        case("not-ours", named(&class, "someone-elses"), "BucketOwnedByOthers", "someone else"),
+        case("grant-missing", claim_spec(&missing_grant), "BucketNotFound", "does not exist"),
+        Case {
+            claim: "no-class",
+            spec: named(&missing_class, "no-class-bucket"),
+            phase: ClaimPhase::Pending,
+            reason: "StorageClassNotFound",
+            says: "not found",
+        },
+    ];
+
+    // Objects in the way of three of the cases.
+    let foreign_meta = |name: &str| ObjectMeta { name: Some(name.into()), ..Default::default() };
+    Api::<Secret>::namespaced(client.clone(), &ns)
+        .create(
+            &PostParams::default(),
+            &Secret { metadata: foreign_meta("foreign-secret"), ..Default::default() },
+        )
+        .await
+        .unwrap();
+    Api::<ConfigMap>::namespaced(client.clone(), &ns)
+        .create(
+            &PostParams::default(),
+            &ConfigMap { metadata: foreign_meta("foreign-config"), ..Default::default() },
+        )
+        .await
+        .unwrap();
+    let taken = ObjectBucket {
+        metadata: foreign_meta(&object_bucket_name(&ns, "ob-taken")),
+        spec: ObjectBucketSpec {
+            storage_class_name: class.clone(),
+            claim_ref: Some(ObjectReference {
+                uid: Some("another-claim".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        status: None,
+    };
+    Api::<ObjectBucket>::all(client.clone()).create(&PostParams::default(), &taken).await.unwrap();
+
+    // A good claim among the bad ones must bind as usual.
+    create_claim(&claims, "good", named(&class, "good-bucket")).await;
+    for case in &cases {
+        create_claim(&claims, case.claim, case.spec.clone()).await;
+    }
+
+    assert!(cases.len() >= 20);
+    for case in &cases {
+        let claim = wait_for(&claims, case.claim, case.phase, case.reason).await;
+        let condition = ready(&claim).unwrap();
+        assert_eq!(condition.status, "False");
+        assert!(
+            condition.message.contains(case.says),
+            "{}: message {:?} does not say {:?}",
+            case.claim,
+            condition.message,
+            case.says
+        );
+        assert_eq!(claim.status.as_ref().unwrap().observed_generation, claim.metadata.generation);
+        wait_event(&client, &ns, case.claim, case.reason).await;
+    }
+    wait_for(&claims, "good", ClaimPhase::Bound, "Bound").await;
+
+    // Nothing was created for any bad claim: the backend saw only the good one and the two cases
+    // that only the backend itself can detect.
+    let mut touched: Vec<String> = backend.all_calls().into_iter().map(|(_, b)| b).collect();
+    touched.sort();
+    touched.dedup();
+    assert_eq!(touched, ["good-bucket", "never-made", "someone-elses"]);
+}
+
+#[tokio::test]
+async fn a_claim_whose_object_bucket_name_would_be_too_long_is_refused() {
+    let client = client_with_crds().await;
+    // A long namespace and claim name: the ObjectBucket name would pass 253 characters.
+    let ns = test_namespace(&client, &"long-namespace-".repeat(4)[..52]).await;
+    let claims: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), &ns);
+    let backend = MemoryBackend::default();
+    let controller = Harness::start(&client, &backend);
+    let class = storage_class(&client, &controller.provisioner, &[], None).await;
+    let name = "c".repeat(200);
+    create_claim(&claims, &name, named(&class, "long-claim")).await;
+    let claim = wait_for(&claims, &name, ClaimPhase::Failed, "ObjectBucketNameTooLong").await;
+    assert!(ready(&claim).unwrap().message.contains("shorter claim name"));
+    wait_event(&client, &ns, &name, "ObjectBucketNameTooLong").await;
+    assert!(backend.all_calls().is_empty());
+}
+
+#[tokio::test]
+async fn a_bound_claim_cannot_move_to_another_bucket_or_class() {
+    let client = client_with_crds().await;
+    let ns = test_namespace(&client, "bad-bound").await;
+    let claims: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), &ns);
+    let backend = MemoryBackend::default();
+    let controller = Harness::start(&client, &backend);
+    let class = storage_class(&client, &controller.provisioner, &[], None).await;
+    let other = storage_class(&client, &controller.provisioner, &[], None).await;
+    create_claim(&claims, "rename", named(&class, "first-name")).await;
+    create_claim(&claims, "reclass", named(&class, "class-bound")).await;
+    wait_for(&claims, "rename", ClaimPhase::Bound, "Bound").await;
+    wait_for(&claims, "reclass", ClaimPhase::Bound, "Bound").await;
+
+    let params = PatchParams::default();
+    let rename = json!({ "spec": { "bucketName": "second-name" } });
+    claims.patch("rename", &params, &Patch::Merge(&rename)).await.unwrap();
+    let reclass = json!({ "spec": { "storageClassName": other } });
+    claims.patch("reclass", &params, &Patch::Merge(&reclass)).await.unwrap();
+
+    let renamed = wait_for(&claims, "rename", ClaimPhase::Failed, "BucketNameImmutable").await;
+    assert!(ready(&renamed).unwrap().message.contains("first-name"));
+    wait_for(&claims, "reclass", ClaimPhase::Failed, "StorageClassImmutable").await;
+    assert_eq!(backend.buckets().len(), 2, "no bucket was created for the edits");
+
+    // Reverting the edit is the way back.
+    let revert = json!({ "spec": { "bucketName": "first-name" } });
+    claims.patch("rename", &params, &Patch::Merge(&revert)).await.unwrap();
+    wait_for(&claims, "rename", ClaimPhase::Bound, "Bound").await;
+}

@@ -1,0 +1,499 @@
+//! The controller end to end on a real control plane, driving the in-memory backend.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketPhase, ReclaimPolicy};
+use integration_tests::*;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use test_support::{client_with_crds, eventually, test_namespace};
+
+struct Setup {
+    client: Client,
+    ns: String,
+    claims: Api<ObjectBucketClaim>,
+    buckets: Api<ObjectBucket>,
+    secrets: Api<Secret>,
+    config_maps: Api<ConfigMap>,
+    backend: MemoryBackend,
+}
+
+async fn setup(prefix: &str) -> Setup {
+    let client = client_with_crds().await;
+    let ns = test_namespace(&client, prefix).await;
+    Setup {
+        claims: Api::namespaced(client.clone(), &ns),
+        buckets: Api::all(client.clone()),
+        secrets: Api::namespaced(client.clone(), &ns),
+        config_maps: Api::namespaced(client.clone(), &ns),
+        backend: MemoryBackend::default(),
+        client,
+        ns,
+    }
+}
+
+async fn delete_claim(claims: &Api<ObjectBucketClaim>, name: &str) {
+    claims.delete(name, &DeleteParams::default()).await.expect("deleting the claim");
+}
+
+#[tokio::test]
+async fn greenfield_claim_is_provisioned_bound_and_deleted() {
+    let s = setup("ctl-green").await;
+    let controller = Harness::start(&s.client, &s.backend);
+    let class = storage_class(&s.client, &controller.provisioner, &[("tier", "gold")], None).await;
+    let spec = bucket_api::ObjectBucketClaimSpec {
+        generate_bucket_name: Some("photos".into()),
+        ..claim_spec(&class)
+    };
+    create_claim(&s.claims, "photos", spec).await;
+
+    let claim = wait_for(&s.claims, "photos", ClaimPhase::Bound, "Bound").await;
+    let bucket = claim.spec.bucket_name.clone().expect("the chosen name is recorded on the claim");
+    assert!(bucket.starts_with("photos-") && bucket.len() == "photos-".len() + 5, "{bucket}");
+    let ob_name = object_bucket_name(&s.ns, "photos");
+    assert_eq!(claim.spec.object_bucket_name.as_deref(), Some(ob_name.as_str()));
+    assert_eq!(ready(&claim).unwrap().status, "True");
+    assert!(has_finalizer(&claim));
+    assert_eq!(s.backend.buckets(), [bucket.clone()].into());
+
+    let secret = s.secrets.get("photos").await.unwrap();
+    let data = secret.data.clone().unwrap();
+    assert_eq!(data.keys().collect::<Vec<_>>(), ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]);
+    let owner = &secret.owner_references()[0];
+    assert_eq!((owner.uid.as_str(), owner.controller), (claim.uid().unwrap().as_str(), Some(true)));
+    assert_eq!(
+        secret.labels().get("objectbucket.io/provisioner").map(String::as_str),
+        Some(controller.provisioner.replace('/', "_").as_str())
+    );
+    let config = s.config_maps.get("photos").await.unwrap().data.unwrap();
+    assert_eq!(config["BUCKET_NAME"], bucket);
+    assert_eq!(config["BUCKET_HOST"], "memory.test");
+    assert_eq!(config["BUCKET_PORT"], "9000");
+    assert_eq!(config["BUCKET_REGION"], "us-test-1");
+    assert_eq!(config["BUCKET_SUBREGION"], "");
+    assert_eq!(config["AWS_ENDPOINT_URL"], "http://memory.test:9000");
+    assert_eq!(config["AWS_REGION"], "us-test-1");
+
+    let ob = s.buckets.get(&ob_name).await.unwrap();
+    assert_eq!(ob.status.as_ref().and_then(|st| st.phase), Some(ObjectBucketPhase::Bound));
+    assert_eq!(ob.spec.reclaim_policy, Some(ReclaimPolicy::Delete));
+    assert_eq!(ob.spec.claim_ref.as_ref().unwrap().uid, claim.uid());
+    assert_eq!(ob.spec.endpoint.as_ref().unwrap().bucket_name, bucket);
+    assert_eq!(ob.spec.additional_state.as_ref().unwrap()["backend"], "memory");
+    assert!(has_finalizer(&ob));
+    wait_event(&s.client, &s.ns, "photos", "Provisioned").await;
+
+    delete_claim(&s.claims, "photos").await;
+    wait_gone(&s.claims, "photos").await;
+    assert!(s.backend.buckets().is_empty(), "the bucket is deleted under the Delete policy");
+    assert_eq!(s.buckets.get_opt(&ob_name).await.unwrap().map(|o| o.name_any()), None);
+    assert!(s.secrets.get_opt("photos").await.unwrap().is_none());
+    assert!(s.config_maps.get_opt("photos").await.unwrap().is_none());
+    assert_eq!(s.backend.calls(Op::Provision), 1);
+    assert_eq!(s.backend.calls(Op::Delete), 1);
+    assert_eq!(s.backend.calls(Op::Revoke), 0);
+}
+
+#[tokio::test]
+async fn brownfield_claim_is_granted_and_revoked_leaving_the_bucket() {
+    let s = setup("ctl-brown").await;
+    s.backend.add_existing_bucket("shared-data");
+    let controller = Harness::start(&s.client, &s.backend);
+    let class = storage_class(
+        &s.client,
+        &controller.provisioner,
+        &[("bucketName", "shared-data")],
+        Some("Delete"),
+    )
+    .await;
+    create_claim(&s.claims, "reader", claim_spec(&class)).await;
+
+    let claim = wait_for(&s.claims, "reader", ClaimPhase::Bound, "Bound").await;
+    assert_eq!(claim.spec.bucket_name.as_deref(), Some("shared-data"));
+    let user = format!("obc-{}", claim.uid().unwrap());
+    assert_eq!(s.backend.users_of("shared-data"), [user].into());
+    assert_eq!((s.backend.calls(Op::Grant), s.backend.calls(Op::Provision)), (1, 0));
+    wait_event(&s.client, &s.ns, "reader", "Granted").await;
+
+    delete_claim(&s.claims, "reader").await;
+    wait_gone(&s.claims, "reader").await;
+    assert_eq!(s.backend.calls(Op::Delete), 0, "an existing bucket is never deleted");
+    assert_eq!(s.backend.calls(Op::Revoke), 1);
+    assert_eq!(s.backend.buckets(), ["shared-data".to_string()].into());
+    assert!(s.backend.users_of("shared-data").is_empty());
+    let ob_name = object_bucket_name(&s.ns, "reader");
+    assert!(s.buckets.get_opt(&ob_name).await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn retain_keeps_the_bucket_and_leaves_a_released_object_bucket() {
+    let s = setup("ctl-retain").await;
+    let controller = Harness::start(&s.client, &s.backend);
+    let class = storage_class(&s.client, &controller.provisioner, &[], Some("Retain")).await;
+    let spec = bucket_api::ObjectBucketClaimSpec {
+        bucket_name: Some("keep-me".into()),
+        ..claim_spec(&class)
+    };
+    create_claim(&s.claims, "keeper", spec).await;
+    wait_for(&s.claims, "keeper", ClaimPhase::Bound, "Bound").await;
+
+    delete_claim(&s.claims, "keeper").await;
+    wait_gone(&s.claims, "keeper").await;
+    assert_eq!(s.backend.buckets(), ["keep-me".to_string()].into());
+    assert_eq!((s.backend.calls(Op::Delete), s.backend.calls(Op::Revoke)), (0, 1));
+    let ob = s.buckets.get(&object_bucket_name(&s.ns, "keeper")).await.unwrap();
+    assert_eq!(ob.status.as_ref().and_then(|st| st.phase), Some(ObjectBucketPhase::Released));
+    assert_eq!(ob.spec.reclaim_policy, Some(ReclaimPolicy::Retain));
+    assert!(!has_finalizer(&ob), "a released ObjectBucket can be deleted by a person");
+}
+
+#[tokio::test]
+async fn generated_names_differ_between_claims() {
+    let s = setup("ctl-gen").await;
+    let controller = Harness::start(&s.client, &s.backend);
+    let class = storage_class(&s.client, &controller.provisioner, &[], None).await;
+    for name in ["one", "two"] {
+        let spec = bucket_api::ObjectBucketClaimSpec {
+            generate_bucket_name: Some("logs".into()),
+            ..claim_spec(&class)
+        };
+        create_claim(&s.claims, name, spec).await;
+    }
+    let one = wait_for(&s.claims, "one", ClaimPhase::Bound, "Bound").await.spec.bucket_name;
+    let two = wait_for(&s.claims, "two", ClaimPhase::Bound, "Bound").await.spec.bucket_name;
+    assert_ne!(one, two);
+    assert_eq!(s.backend.buckets().len(), 2);
+}
+
+#[tokio::test]
+async fn crash_before_the_backend_answers_creates_no_second_bucket() {
+    let s = setup("ctl-crash1").await;
+    s.backend.inject(Op::Provision, Fault::HangBefore, 1);
+    let controller = Harness::start(&s.client, &s.backend);
+    let provisioner = controller.provisioner.clone();
+    let class = storage_class(&s.client, &provisioner, &[], None).await;
+    let spec = bucket_api::ObjectBucketClaimSpec {
+        generate_bucket_name: Some("crash".into()),
+        ..claim_spec(&class)
+    };
+    create_claim(&s.claims, "c", spec).await;
+    eventually("the backend to be called", || async {
+        (s.backend.calls(Op::Provision) == 1).then_some(())
+    })
+    .await;
+    let persisted = s.claims.get("c").await.unwrap();
+    let name = persisted.spec.bucket_name.clone().expect("name persisted before the call");
+    assert!(has_finalizer(&persisted), "finalizer persisted before the call");
+    controller.crash();
+    s.backend.release_hangs();
+
+    let _restarted = Harness::start_as(&s.client, &s.backend, &provisioner);
+    let claim = wait_for(&s.claims, "c", ClaimPhase::Bound, "Bound").await;
+    assert_eq!(claim.spec.bucket_name.as_deref(), Some(name.as_str()), "the same name is reused");
+    assert_eq!(s.backend.buckets(), [name].into());
+}
+
+#[tokio::test]
+async fn crash_after_the_backend_acted_is_healed_on_restart() {
+    let s = setup("ctl-crash2").await;
+    s.backend.inject(Op::Provision, Fault::HangAfter, 1);
+    let controller = Harness::start(&s.client, &s.backend);
+    let provisioner = controller.provisioner.clone();
+    let class = storage_class(&s.client, &provisioner, &[], None).await;
+    let spec = bucket_api::ObjectBucketClaimSpec {
+        generate_bucket_name: Some("late".into()),
+        ..claim_spec(&class)
+    };
+    create_claim(&s.claims, "c", spec).await;
+    eventually("the bucket to exist", || async { (s.backend.buckets().len() == 1).then_some(()) })
+        .await;
+    controller.crash();
+    s.backend.release_hangs();
+    assert!(s.secrets.get_opt("c").await.unwrap().is_none(), "the crash came before any write");
+
+    let restarted = Harness::start_as(&s.client, &s.backend, &provisioner);
+    let claim = wait_for(&s.claims, "c", ClaimPhase::Bound, "Bound").await;
+    assert_eq!(s.backend.buckets(), [claim.spec.bucket_name.clone().unwrap()].into());
+    assert!(s.secrets.get_opt("c").await.unwrap().is_some());
+    drop(restarted);
+}
+
+#[tokio::test]
+async fn claim_deleted_while_the_controller_was_down_leaves_no_orphan() {
+    let s = setup("ctl-orphan").await;
+    s.backend.inject(Op::Provision, Fault::HangAfter, 1);
+    let controller = Harness::start(&s.client, &s.backend);
+    let provisioner = controller.provisioner.clone();
+    let class = storage_class(&s.client, &provisioner, &[], None).await;
+    let spec = bucket_api::ObjectBucketClaimSpec {
+        bucket_name: Some("orphan-risk".into()),
+        ..claim_spec(&class)
+    };
+    create_claim(&s.claims, "c", spec).await;
+    eventually("the bucket to exist", || async { (s.backend.buckets().len() == 1).then_some(()) })
+        .await;
+    controller.crash();
+    s.backend.release_hangs();
+    // The class goes too: cleanup must work from what the claim recorded.
+    Api::<StorageClass>::all(s.client.clone())
+        .delete(&class, &DeleteParams::default())
+        .await
+        .unwrap();
+    delete_claim(&s.claims, "c").await;
+
+    let _restarted = Harness::start_as(&s.client, &s.backend, &provisioner);
+    wait_gone(&s.claims, "c").await;
+    assert!(s.backend.buckets().is_empty(), "the bucket created before the crash was deleted");
+    assert_eq!(s.backend.calls(Op::Delete), 1);
+}
+
+#[tokio::test]
+async fn restart_does_not_call_the_backend_for_bound_claims() {
+    let s = setup("ctl-restart").await;
+    let controller = Harness::start(&s.client, &s.backend);
+    let provisioner = controller.provisioner.clone();
+    let class = storage_class(&s.client, &provisioner, &[], None).await;
+    let spec = bucket_api::ObjectBucketClaimSpec {
+        bucket_name: Some("steady".into()),
+        ..claim_spec(&class)
+    };
+    create_claim(&s.claims, "c", spec).await;
+    wait_for(&s.claims, "c", ClaimPhase::Bound, "Bound").await;
+    controller.stop().await;
+    let calls_before = s.backend.all_calls();
+
+    let restarted = Harness::start_as(&s.client, &s.backend, &provisioner);
+    eventually("the restarted controller to reconcile the claim", || async {
+        (restarted.reconciles() >= 1).then_some(())
+    })
+    .await;
+    // A second reconcile, triggered by a no-op label change, must not call the backend either.
+    let patch = json!({ "metadata": { "labels": { "touched": "yes" } } });
+    s.claims.patch("c", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    eventually("a second reconcile", || async { (restarted.reconciles() >= 2).then_some(()) })
+        .await;
+    assert_eq!(s.backend.all_calls(), calls_before);
+    assert_eq!(s.claims.get("c").await.unwrap().status.unwrap().phase, Some(ClaimPhase::Bound));
+}
+
+#[tokio::test]
+async fn deleted_secret_is_restored_with_fresh_credentials() {
+    let s = setup("ctl-secret").await;
+    let controller = Harness::start(&s.client, &s.backend);
+    let class = storage_class(&s.client, &controller.provisioner, &[], None).await;
+    let spec = bucket_api::ObjectBucketClaimSpec {
+        bucket_name: Some("restore-me".into()),
+        ..claim_spec(&class)
+    };
+    create_claim(&s.claims, "c", spec).await;
+    wait_for(&s.claims, "c", ClaimPhase::Bound, "Bound").await;
+    s.secrets.delete("c", &DeleteParams::default()).await.unwrap();
+    eventually("the Secret to be restored", || async { s.secrets.get_opt("c").await.ok()? }).await;
+    assert_eq!(s.backend.buckets().len(), 1);
+    assert_eq!(s.backend.calls(Op::Provision), 2, "only the backend can mint credentials");
+}
+
+#[tokio::test]
+async fn foreign_secret_is_never_overwritten() {
+    let s = setup("ctl-foreign").await;
+    let controller = Harness::start(&s.client, &s.backend);
+    let class = storage_class(&s.client, &controller.provisioner, &[], None).await;
+    let foreign = Secret {
+        metadata: kube::api::ObjectMeta { name: Some("taken".into()), ..Default::default() },
+        string_data: Some(BTreeMap::from([("password".into(), "hunter2".into())])),
+        ..Default::default()
+    };
+    s.secrets.create(&PostParams::default(), &foreign).await.unwrap();
+    let spec = bucket_api::ObjectBucketClaimSpec {
+        bucket_name: Some("taken-bucket".into()),
+        ..claim_spec(&class)
+    };
+    create_claim(&s.claims, "taken", spec).await;
+
+    let claim = wait_for(&s.claims, "taken", ClaimPhase::Failed, "ForeignSecret").await;
+    assert!(ready(&claim).unwrap().message.contains("left untouched"));
+    wait_event(&s.client, &s.ns, "taken", "ForeignSecret").await;
+    let secret = s.secrets.get("taken").await.unwrap();
+    assert_eq!(secret.data.unwrap().keys().collect::<Vec<_>>(), ["password"]);
+    assert_eq!(
+        s.backend.calls(Op::Provision),
+        0,
+        "no credentials are minted that cannot be delivered"
+    );
+
+    // Once the foreign Secret is gone the claim binds (the controller re-checks such claims).
+    s.secrets.delete("taken", &DeleteParams::default()).await.unwrap();
+    wait_for(&s.claims, "taken", ClaimPhase::Bound, "Bound").await;
+}
+
+#[tokio::test]
+async fn missing_storage_class_waits_and_binds_once_it_exists() {
+    let s = setup("ctl-nosc").await;
+    let controller = Harness::start(&s.client, &s.backend);
+    let class = format!("later-{}", test_support::unique_suffix());
+    let spec = bucket_api::ObjectBucketClaimSpec {
+        bucket_name: Some("eventually".into()),
+        ..claim_spec(&class)
+    };
+    create_claim(&s.claims, "c", spec).await;
+    let claim = wait_for(&s.claims, "c", ClaimPhase::Pending, "StorageClassNotFound").await;
+    assert!(ready(&claim).unwrap().message.contains(&class));
+    wait_event(&s.client, &s.ns, "c", "StorageClassNotFound").await;
+
+    let class_object = StorageClass {
+        metadata: kube::api::ObjectMeta { name: Some(class.clone()), ..Default::default() },
+        provisioner: controller.provisioner.clone(),
+        ..Default::default()
+    };
+    Api::<StorageClass>::all(s.client.clone())
+        .create(&PostParams::default(), &class_object)
+        .await
+        .unwrap();
+    wait_for(&s.claims, "c", ClaimPhase::Bound, "Bound").await;
+}
+
+#[tokio::test]
+async fn missing_storage_class_does_not_block_deletion() {
+    let s = setup("ctl-scgone").await;
+    let controller = Harness::start(&s.client, &s.backend);
+    let class = storage_class(&s.client, &controller.provisioner, &[], None).await;
+    let spec = bucket_api::ObjectBucketClaimSpec {
+        bucket_name: Some("no-class".into()),
+        ..claim_spec(&class)
+    };
+    create_claim(&s.claims, "c", spec).await;
+    wait_for(&s.claims, "c", ClaimPhase::Bound, "Bound").await;
+    Api::<StorageClass>::all(s.client.clone())
+        .delete(&class, &DeleteParams::default())
+        .await
+        .unwrap();
+
+    delete_claim(&s.claims, "c").await;
+    wait_gone(&s.claims, "c").await;
+    assert!(s.backend.buckets().is_empty());
+}
+
+#[tokio::test]
+async fn permanent_backend_error_fails_the_claim_without_retrying() {
+    let s = setup("ctl-perm").await;
+    s.backend.inject(Op::Provision, Fault::Permanent("QuotaExceeded"), 1);
+    let controller = Harness::start(&s.client, &s.backend);
+    let class = storage_class(&s.client, &controller.provisioner, &[], None).await;
+    let spec = bucket_api::ObjectBucketClaimSpec {
+        bucket_name: Some("too-much".into()),
+        ..claim_spec(&class)
+    };
+    create_claim(&s.claims, "c", spec).await;
+    let claim = wait_for(&s.claims, "c", ClaimPhase::Failed, "QuotaExceeded").await;
+    assert!(ready(&claim).unwrap().message.contains("injected permanent"));
+    wait_event(&s.client, &s.ns, "c", "QuotaExceeded").await;
+    // With 100 ms backoff a retry loop would have called many times by now.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(s.backend.calls(Op::Provision), 1);
+
+    // A change to the claim is the way out, and it retries.
+    let patch = json!({ "spec": { "additionalConfig": { "maxObjects": "10" } } });
+    s.claims.patch("c", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    wait_for(&s.claims, "c", ClaimPhase::Bound, "Bound").await;
+}
+
+#[tokio::test]
+async fn transient_backend_errors_are_retried_until_bound() {
+    let s = setup("ctl-trans").await;
+    s.backend.inject(Op::Provision, Fault::Transient, 3);
+    let controller = Harness::start(&s.client, &s.backend);
+    let class = storage_class(&s.client, &controller.provisioner, &[], None).await;
+    let spec = bucket_api::ObjectBucketClaimSpec {
+        bucket_name: Some("flaky".into()),
+        ..claim_spec(&class)
+    };
+    create_claim(&s.claims, "c", spec).await;
+    wait_for(&s.claims, "c", ClaimPhase::Bound, "Bound").await;
+    assert_eq!(s.backend.calls(Op::Provision), 4);
+    assert!(event_reasons(&s.client, &s.ns, "c").await.contains("ProvisionFailed"));
+    let metrics = controller.metrics.encode();
+    assert!(metrics.contains("reason=\"ProvisionFailed\""), "{metrics}");
+}
+
+#[tokio::test]
+async fn failing_deletion_says_what_blocks_it_and_can_be_abandoned() {
+    let s = setup("ctl-stuck").await;
+    let controller = Harness::start(&s.client, &s.backend);
+    let class = storage_class(&s.client, &controller.provisioner, &[], None).await;
+    let spec = bucket_api::ObjectBucketClaimSpec {
+        bucket_name: Some("sticky".into()),
+        ..claim_spec(&class)
+    };
+    create_claim(&s.claims, "c", spec).await;
+    wait_for(&s.claims, "c", ClaimPhase::Bound, "Bound").await;
+    s.backend.inject(Op::Delete, Fault::Transient, 1000);
+    delete_claim(&s.claims, "c").await;
+
+    let claim = wait_for(&s.claims, "c", ClaimPhase::Bound, "DeleteFailed").await;
+    let message = &ready(&claim).unwrap().message;
+    assert!(message.contains("abandon-bucket=true"), "{message}");
+    wait_event(&s.client, &s.ns, "c", "DeleteFailed").await;
+
+    let patch =
+        json!({ "metadata": { "annotations": { "objectbucket.io/abandon-bucket": "true" } } });
+    s.claims.patch("c", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    wait_gone(&s.claims, "c").await;
+    assert_eq!(s.backend.buckets(), ["sticky".to_string()].into(), "abandoned, not deleted");
+    let ob = s.buckets.get(&object_bucket_name(&s.ns, "c")).await.unwrap();
+    assert_eq!(ob.status.as_ref().unwrap().phase, Some(ObjectBucketPhase::Failed));
+    assert!(!has_finalizer(&ob));
+}
+
+#[tokio::test]
+async fn additional_config_changes_reach_update() {
+    let s = setup("ctl-update").await;
+    let controller = Harness::start(&s.client, &s.backend);
+    let class = storage_class(&s.client, &controller.provisioner, &[], None).await;
+    let spec = bucket_api::ObjectBucketClaimSpec {
+        bucket_name: Some("tunable".into()),
+        additional_config: Some(BTreeMap::from([("maxObjects".into(), "10".into())])),
+        ..claim_spec(&class)
+    };
+    create_claim(&s.claims, "c", spec).await;
+    wait_for(&s.claims, "c", ClaimPhase::Bound, "Bound").await;
+    assert_eq!(s.backend.calls(Op::Update), 0);
+
+    let patch = json!({ "spec": { "additionalConfig": { "maxObjects": null, "maxSize": "2G" } } });
+    s.claims.patch("c", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    eventually("update to be called", || async {
+        (s.backend.calls(Op::Update) == 1).then_some(())
+    })
+    .await;
+    let expected = BTreeMap::from([("maxSize".to_string(), "2G".to_string())]);
+    assert_eq!(s.backend.updates(), std::slice::from_ref(&expected));
+    let ob_name = object_bucket_name(&s.ns, "c");
+    eventually("the ObjectBucket to record the new config", || async {
+        let ob = s.buckets.get(&ob_name).await.ok()?;
+        (ob.spec.endpoint?.additional_config? == expected).then_some(())
+    })
+    .await;
+    wait_event(&s.client, &s.ns, "c", "Updated").await;
+    assert_eq!(s.backend.calls(Op::Provision), 1, "an update does not re-provision");
+}
+
+#[tokio::test]
+async fn claims_of_other_provisioners_are_left_alone() {
+    let s = setup("ctl-other").await;
+    let _controller = Harness::start(&s.client, &s.backend);
+    let class = storage_class(&s.client, "someone-else.example.com/bucket", &[], None).await;
+    let spec = bucket_api::ObjectBucketClaimSpec {
+        bucket_name: Some("not-mine".into()),
+        ..claim_spec(&class)
+    };
+    create_claim(&s.claims, "c", spec).await;
+    // Give the controller time to see it (it reconciles every claim it watches).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let claim = s.claims.get("c").await.unwrap();
+    assert!(claim.status.is_none());
+    assert!(claim.finalizers().is_empty());
+    assert!(s.backend.all_calls().is_empty());
+}
