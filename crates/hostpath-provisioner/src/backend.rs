@@ -1,0 +1,198 @@
+//! The [`Provisioner`] for hostPath buckets: directories in a [`BucketStore`], reached through
+//! the S3 endpoint of [`crate::s3`] with one access key per claim.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bucket_api::ObjectBucket;
+use bucket_provisioner::{
+    BackendError, BucketOptions, Credentials, Endpoint, ProvisionedBucket, Provisioner, user_id_of,
+};
+
+use crate::store::{AccessKey, BucketStore, StoreError};
+
+/// Key in an ObjectBucket's `additionalState` holding the identity that provisioned it.
+pub const STATE_IDENTITY: &str = "identity";
+/// Key in an ObjectBucket's `additionalState` holding the claim's user id, used by revoke when
+/// the claim reference is gone.
+pub const STATE_USER_ID: &str = "userId";
+
+/// Where pods reach the S3 endpoint that [`crate::s3::serve`] runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostPathConfig {
+    /// Host name (or address) pods connect to, e.g. the endpoint Service's DNS name.
+    pub host: String,
+    /// Port pods connect to.
+    pub port: u16,
+    /// Region handed to clients; SigV4 signatures name it. `us-east-1` when in doubt.
+    pub region: String,
+}
+
+/// Provisions buckets as directories of a [`BucketStore`].
+#[derive(Clone, Debug)]
+pub struct HostPathProvisioner {
+    store: Arc<BucketStore>,
+    config: HostPathConfig,
+}
+
+impl HostPathProvisioner {
+    /// A provisioner creating buckets in `store` and pointing claims at `config`'s endpoint.
+    pub fn new(store: Arc<BucketStore>, config: HostPathConfig) -> Self {
+        Self { store, config }
+    }
+
+    /// The store buckets live in.
+    pub fn store(&self) -> &Arc<BucketStore> {
+        &self.store
+    }
+
+    fn answer(&self, key: AccessKey, user_id: &str) -> ProvisionedBucket {
+        ProvisionedBucket {
+            endpoint: Endpoint {
+                scheme: "http".to_owned(),
+                host: self.config.host.clone(),
+                port: self.config.port,
+                region: self.config.region.clone(),
+                sub_region: String::new(),
+            },
+            credentials: Credentials {
+                access_key_id: key.access_key_id,
+                secret_access_key: key.secret_access_key,
+            },
+            additional_state: BTreeMap::from([
+                (STATE_IDENTITY.to_owned(), self.store.identity().to_owned()),
+                (STATE_USER_ID.to_owned(), user_id.to_owned()),
+            ]),
+        }
+    }
+
+    /// Issues (or finds again) the claim's key, after the bucket is known to exist.
+    async fn issue(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
+        let key = self.store.issue_key(&options.user_id, &options.bucket_name).await.map_err(
+            |e| match e {
+                // Deleted between the check and the key: the next attempt sorts it out.
+                StoreError::NoSuchBucket(_) => BackendError::transient(e.to_string()),
+                e => backend_error(e),
+            },
+        )?;
+        Ok(self.answer(key, &options.user_id))
+    }
+}
+
+/// Store failures as the library understands them: file system trouble may pass, everything
+/// else needs a change to the claim or StorageClass.
+fn backend_error(e: StoreError) -> BackendError {
+    let reason = match &e {
+        StoreError::Io(_) | StoreError::Corrupt { .. } => {
+            return BackendError::transient(e.to_string());
+        }
+        StoreError::InvalidBucketName(_) => "InvalidBucketName",
+        StoreError::NoSuchBucket(_) => "BucketNotFound",
+        StoreError::BucketAlreadyExists(_) => "BucketAlreadyExists",
+        StoreError::NotOurs { .. } => "NotOurs",
+        StoreError::Symlink(_) => "Symlink",
+        _ => "InvalidArgument",
+    };
+    BackendError::permanent(reason, e.to_string())
+}
+
+fn unknown_keys(what: &str, map: &BTreeMap<String, String>) -> Result<(), BackendError> {
+    if map.is_empty() {
+        return Ok(());
+    }
+    let keys: Vec<&str> = map.keys().map(String::as_str).collect();
+    Err(BackendError::invalid_parameter(format!(
+        "unknown {what} {}: the hostPath provisioner accepts none",
+        keys.join(", ")
+    )))
+}
+
+impl Provisioner for HostPathProvisioner {
+    fn validate(&self, options: &BucketOptions) -> Result<(), BackendError> {
+        unknown_keys("StorageClass parameter(s)", &options.parameters)?;
+        unknown_keys("additionalConfig key(s)", &options.additional_config)
+    }
+
+    async fn provision(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
+        self.validate(options)?;
+        self.store.create_bucket(&options.bucket_name).await.map_err(backend_error)?;
+        self.issue(options).await
+    }
+
+    async fn grant(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
+        self.validate(options)?;
+        let exists = self.store.bucket_exists(&options.bucket_name).map_err(backend_error)?;
+        if !exists {
+            return Err(BackendError::permanent(
+                "BucketNotFound",
+                format!(
+                    "bucket {:?} does not exist under {}; create the directory first",
+                    options.bucket_name,
+                    self.store.root().join("buckets").display()
+                ),
+            ));
+        }
+        self.issue(options).await
+    }
+
+    async fn delete(&self, bucket: &ObjectBucket) -> Result<(), BackendError> {
+        let name = bucket_name_of(bucket)?;
+        let ours = self.store.identity();
+        let state = bucket.spec.additional_state.as_ref();
+        if let Some(recorded) = state.and_then(|s| s.get(STATE_IDENTITY))
+            && recorded != ours
+        {
+            return Err(BackendError::permanent(
+                "NotOurs",
+                format!(
+                    "bucket {name:?} was provisioned by {recorded:?}, not by this provisioner \
+                     ({ours:?}); it was left alone"
+                ),
+            ));
+        }
+        self.store.delete_bucket(&name).await.map_err(backend_error)?;
+        // The bucket's keys went with it; a key of this claim elsewhere would be a leftover.
+        if let Some(user_id) = claim_user_id(bucket) {
+            self.store.revoke_keys(&user_id).await.map_err(backend_error)?;
+        }
+        Ok(())
+    }
+
+    async fn revoke(&self, bucket: &ObjectBucket) -> Result<(), BackendError> {
+        let Some(user_id) = claim_user_id(bucket) else {
+            return Err(BackendError::permanent(
+                "MissingUserId",
+                "the ObjectBucket names no claim UID and records no userId, so its key cannot be \
+                 found",
+            ));
+        };
+        self.store.revoke_keys(&user_id).await.map_err(backend_error)?;
+        Ok(())
+    }
+
+    async fn update(
+        &self,
+        options: &BucketOptions,
+        _bucket: &ObjectBucket,
+    ) -> Result<(), BackendError> {
+        self.validate(options)
+    }
+}
+
+fn claim_user_id(bucket: &ObjectBucket) -> Option<String> {
+    user_id_of(bucket).or_else(|| {
+        bucket.spec.additional_state.as_ref().and_then(|s| s.get(STATE_USER_ID)).cloned()
+    })
+}
+
+fn bucket_name_of(bucket: &ObjectBucket) -> Result<String, BackendError> {
+    bucket
+        .spec
+        .endpoint
+        .as_ref()
+        .map(|e| e.bucket_name.clone())
+        .filter(|name| !name.is_empty())
+        .ok_or_else(|| {
+            BackendError::permanent("MissingBucketName", "the ObjectBucket names no bucket")
+        })
+}

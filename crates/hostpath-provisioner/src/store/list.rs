@@ -1,0 +1,284 @@
+//! Listing a bucket in S3 key order, with prefix, delimiter and pagination.
+//!
+//! The walk visits each directory's entries sorted by the key text they stand for (a directory
+//! `a` as `a/`), which yields keys in byte order across the whole tree, so pagination can resume
+//! after any key or common prefix. Subtrees that cannot match the prefix, that lie wholly before
+//! the resume point, or that roll up into a common prefix already returned are never read.
+
+use std::fs;
+use std::io;
+use std::path::PathBuf;
+
+use super::{BucketStore, ObjectInfo, StoreError};
+
+/// What to list.
+#[derive(Clone, Debug, Default)]
+pub struct ListQuery {
+    /// Only keys starting with this.
+    pub prefix: String,
+    /// Roll keys up to the first occurrence of this after the prefix (usually `/`).
+    pub delimiter: Option<String>,
+    /// Resume after this key or common prefix (exclusive).
+    pub after: Option<String>,
+    /// At most this many objects and common prefixes together.
+    pub max_keys: usize,
+}
+
+/// One page of a listing.
+#[derive(Clone, Debug, Default)]
+pub struct ListPage {
+    /// Objects, in key order.
+    pub objects: Vec<ObjectInfo>,
+    /// Common prefixes, in order.
+    pub common_prefixes: Vec<String>,
+    /// Whether more entries follow.
+    pub is_truncated: bool,
+    /// The last key or prefix returned, to resume from when truncated.
+    pub next_after: Option<String>,
+}
+
+enum Item {
+    Object(String, fs::Metadata),
+    Marker(String, fs::Metadata),
+}
+
+struct Frame {
+    dir: PathBuf,
+    /// Key text of this directory, ending with '/' (empty for the bucket directory).
+    key_prefix: String,
+    /// (name as key text, is directory), sorted by key text.
+    entries: Vec<(String, bool)>,
+    next: usize,
+}
+
+/// Lazily yields keys of a bucket in byte order, without following symlinks.
+struct Walker<'a> {
+    query: &'a ListQuery,
+    stack: Vec<Frame>,
+}
+
+impl<'a> Walker<'a> {
+    fn new(root: PathBuf, query: &'a ListQuery) -> io::Result<Self> {
+        let mut walker = Walker { query, stack: Vec::new() };
+        walker.push(root, String::new())?;
+        Ok(walker)
+    }
+
+    fn push(&mut self, dir: PathBuf, key_prefix: String) -> io::Result<()> {
+        let mut entries = Vec::new();
+        let read = match fs::read_dir(&dir) {
+            Ok(read) => read,
+            // Removed while listing: nothing to list there.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        for entry in read {
+            let entry = entry?;
+            // Entries whose names are not UTF-8 cannot be keys; symlinks and special files are
+            // never objects.
+            let Ok(name) = entry.file_name().into_string() else { continue };
+            let file_type = entry.file_type()?;
+            if file_type.is_dir() {
+                entries.push((format!("{name}/"), true));
+            } else if file_type.is_file() {
+                entries.push((name, false));
+            }
+        }
+        entries.sort_unstable();
+        self.stack.push(Frame { dir, key_prefix, entries, next: 0 });
+        Ok(())
+    }
+
+    fn next_item(&mut self) -> io::Result<Option<Item>> {
+        let prefix = &self.query.prefix;
+        let after = self.query.after.as_deref().unwrap_or("");
+        loop {
+            let Some(frame) = self.stack.last_mut() else { return Ok(None) };
+            let Some((name, is_dir)) = frame.entries.get(frame.next).cloned() else {
+                self.stack.pop();
+                continue;
+            };
+            frame.next += 1;
+            let key = format!("{}{name}", frame.key_prefix);
+            if !is_dir {
+                if key.starts_with(prefix.as_str()) && key.as_str() > after {
+                    let meta = fs::symlink_metadata(frame.dir.join(&name));
+                    match meta {
+                        Ok(meta) if meta.is_file() => return Ok(Some(Item::Object(key, meta))),
+                        _ => continue,
+                    }
+                }
+                continue;
+            }
+            // Descend only where keys can match the prefix and can come after the resume point.
+            if !(key.starts_with(prefix.as_str()) || prefix.starts_with(&key)) {
+                continue;
+            }
+            if key.as_str() < after && !after.starts_with(&key) {
+                continue;
+            }
+            let dir = frame.dir.join(name.trim_end_matches('/'));
+            let meta = fs::symlink_metadata(&dir);
+            self.push(dir, key.clone())?;
+            if let Ok(meta) = meta
+                && meta.is_dir()
+                && key.starts_with(prefix.as_str())
+                && key.as_str() > after
+            {
+                return Ok(Some(Item::Marker(key, meta)));
+            }
+        }
+    }
+
+    /// Skips every remaining key that starts with `prefix` (they are contiguous in key order).
+    fn skip_prefix(&mut self, prefix: &str) {
+        while self.stack.last().is_some_and(|f| f.key_prefix.starts_with(prefix)) {
+            self.stack.pop();
+        }
+        if let Some(frame) = self.stack.last_mut() {
+            while frame
+                .entries
+                .get(frame.next)
+                .is_some_and(|(name, _)| format!("{}{name}", frame.key_prefix).starts_with(prefix))
+            {
+                frame.next += 1;
+            }
+        }
+    }
+}
+
+impl BucketStore {
+    /// Lists `bucket` as S3 does: keys under `query.prefix` in byte order, rolled up into common
+    /// prefixes at `query.delimiter`, starting after `query.after`, at most `query.max_keys`
+    /// entries. Symlinks and files with non-UTF-8 names are not objects and are skipped.
+    pub async fn list_objects(
+        &self,
+        bucket: &str,
+        query: ListQuery,
+    ) -> Result<ListPage, StoreError> {
+        let bucket = bucket.to_owned();
+        self.blocking(move |store| store.list_blocking(&bucket, &query)).await
+    }
+
+    fn list_blocking(&self, bucket: &str, query: &ListQuery) -> Result<ListPage, StoreError> {
+        let dir = self.bucket_dir(bucket)?;
+        let mut page = ListPage::default();
+        if query.max_keys == 0 {
+            return Ok(page);
+        }
+        let after = query.after.clone().unwrap_or_default();
+        let delimiter = query.delimiter.as_deref().filter(|d| !d.is_empty());
+        let mut walker = Walker::new(dir, query)?;
+        let mut count = 0;
+        while let Some(item) = walker.next_item()? {
+            let key = match &item {
+                Item::Object(key, _) | Item::Marker(key, _) => key.clone(),
+            };
+            let rolled_up = delimiter.and_then(|d| {
+                let rest = &key[query.prefix.len()..];
+                rest.find(d).map(|at| key[..query.prefix.len() + at + d.len()].to_owned())
+            });
+            if let Some(common) = rolled_up {
+                walker.skip_prefix(&common);
+                // A prefix returned on an earlier page is the resume point itself.
+                if common <= after {
+                    continue;
+                }
+                if count == query.max_keys {
+                    page.is_truncated = true;
+                    break;
+                }
+                page.next_after = Some(common.clone());
+                page.common_prefixes.push(common);
+                count += 1;
+                continue;
+            }
+            let info = match item {
+                Item::Object(key, meta) => Some(self.object_info(bucket, &key, &meta)),
+                Item::Marker(key, meta) => self.marker_info(bucket, &key, &meta),
+            };
+            let Some(info) = info else { continue };
+            if count == query.max_keys {
+                page.is_truncated = true;
+                break;
+            }
+            page.next_after = Some(info.key.clone());
+            page.objects.push(info);
+            count += 1;
+        }
+        if !page.is_truncated {
+            page.next_after = None;
+        }
+        Ok(page)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{ObjectAttrs, PutCheck};
+
+    async fn put(store: &BucketStore, key: &str) {
+        let data = if key.ends_with('/') { String::new() } else { key.to_owned() };
+        let body = futures::stream::iter([Ok::<_, io::Error>(bytes::Bytes::from(data))]);
+        store
+            .put_object("b-1", key, ObjectAttrs::default(), body, PutCheck::default())
+            .await
+            .unwrap();
+    }
+
+    fn keys(page: &ListPage) -> Vec<&str> {
+        page.objects.iter().map(|o| o.key.as_str()).collect()
+    }
+
+    #[tokio::test]
+    async fn order_prefixes_and_pages() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = BucketStore::open(tmp.path().to_owned(), "id").unwrap();
+        store.create_bucket("b-1").await.unwrap();
+        for key in ["a/b", "a-c", "a0", "a/c/d", "b", "a/c/e", "dir/", "dir/x"] {
+            put(&store, key).await;
+        }
+        let all = |after: Option<&str>, max| ListQuery {
+            after: after.map(str::to_owned),
+            max_keys: max,
+            ..ListQuery::default()
+        };
+        let page = store.list_objects("b-1", all(None, 1000)).await.unwrap();
+        assert_eq!(keys(&page), ["a-c", "a/b", "a/c/d", "a/c/e", "a0", "b", "dir/", "dir/x"]);
+        assert!(!page.is_truncated);
+
+        let page = store.list_objects("b-1", all(Some("a/b"), 2)).await.unwrap();
+        assert_eq!(keys(&page), ["a/c/d", "a/c/e"]);
+        assert!(page.is_truncated);
+        assert_eq!(page.next_after.as_deref(), Some("a/c/e"));
+
+        let delimited = |prefix: &str, after: Option<&str>, max| ListQuery {
+            prefix: prefix.to_owned(),
+            delimiter: Some("/".to_owned()),
+            after: after.map(str::to_owned),
+            max_keys: max,
+        };
+        let page = store.list_objects("b-1", delimited("", None, 1000)).await.unwrap();
+        assert_eq!(keys(&page), ["a-c", "a0", "b"]);
+        assert_eq!(page.common_prefixes, ["a/", "dir/"]);
+
+        let page = store.list_objects("b-1", delimited("a/", None, 1000)).await.unwrap();
+        assert_eq!(keys(&page), ["a/b"]);
+        assert_eq!(page.common_prefixes, ["a/c/"]);
+
+        // Paging one entry at a time never repeats a common prefix.
+        let mut seen = Vec::new();
+        let mut after = None;
+        loop {
+            let page = store.list_objects("b-1", delimited("", after.as_deref(), 1)).await.unwrap();
+            seen.extend(page.objects.iter().map(|o| o.key.clone()));
+            seen.extend(page.common_prefixes.iter().cloned());
+            if !page.is_truncated {
+                break;
+            }
+            after = page.next_after;
+        }
+        assert_eq!(seen, ["a-c", "a/", "a0", "b", "dir/"]);
+    }
+}

@@ -1,0 +1,584 @@
+//! Objects: safe path resolution, streamed atomic writes, reads, copies and deletes.
+
+use std::collections::BTreeMap;
+use std::fmt::Display;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use md5::{Digest, Md5};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncWriteExt, BufWriter};
+
+use super::{BucketStore, KeyPath, StoreError, fsync_dir, parse_key, random_hex, write_atomic};
+
+/// Chunk size for copies done by the store itself: bounds memory per request.
+pub(super) const COPY_BUF: usize = 1 << 20;
+
+/// What a client sets on an object besides its bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectAttrs {
+    /// `Content-Type` to serve it with.
+    pub content_type: Option<String>,
+    /// User metadata (`x-amz-meta-*`), names without the prefix.
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// Integrity checks on an uploaded body.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PutCheck {
+    /// The declared `Content-Length`.
+    pub length: Option<u64>,
+    /// The binary `Content-MD5`.
+    pub md5: Option<[u8; 16]>,
+}
+
+/// An object as listed or served.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectInfo {
+    /// Its key.
+    pub key: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// ETag without quotes: hex MD5 for simple uploads, `<md5>-<n>` for multipart ones.
+    pub etag: String,
+    /// Modification time of the data.
+    pub last_modified: SystemTime,
+    /// Content type and user metadata.
+    pub attrs: ObjectAttrs,
+    /// Number of parts, for objects from a multipart upload.
+    pub parts: Option<u32>,
+}
+
+/// The metadata file kept for an object under `.provisioner/meta`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(super) struct MetaFile {
+    pub key: String,
+    pub size: u64,
+    /// Data file mtime in ns when the metadata was written; a mismatch means stale metadata.
+    pub mtime_ns: u64,
+    pub etag: String,
+    #[serde(default)]
+    pub attrs: ObjectAttrs,
+    #[serde(default)]
+    pub parts: Option<u32>,
+}
+
+/// A file in `.provisioner/tmp` that is removed unless it was renamed into place.
+pub(super) struct TempFile {
+    pub path: PathBuf,
+    pub keep: bool,
+}
+
+impl TempFile {
+    /// Renames the file to `target`; from then on it is no longer removed on drop.
+    pub fn rename_to(mut self, target: &Path) -> io::Result<()> {
+        fs::rename(&self.path, target)?;
+        self.keep = true;
+        Ok(())
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+pub(super) fn mtime_ns(meta: &fs::Metadata) -> u64 {
+    let secs = u64::try_from(meta.mtime()).unwrap_or(0);
+    let nanos = u64::try_from(meta.mtime_nsec()).unwrap_or(0);
+    secs.saturating_mul(1_000_000_000).saturating_add(nanos)
+}
+
+impl BucketStore {
+    /// The bucket's data directory, which must exist as a real directory.
+    pub(super) fn bucket_dir(&self, bucket: &str) -> Result<PathBuf, StoreError> {
+        let path = self.bucket_path(bucket)?;
+        match fs::symlink_metadata(&path) {
+            Ok(m) if m.is_dir() => Ok(path),
+            Ok(m) if m.file_type().is_symlink() => Err(StoreError::Symlink(bucket.to_owned())),
+            Ok(_) => Err(StoreError::NoSuchBucket(bucket.to_owned())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                Err(StoreError::NoSuchBucket(bucket.to_owned()))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn meta_path(&self, bucket: &str, key: &str) -> PathBuf {
+        let hash = hex::encode(Md5::digest(key.as_bytes()));
+        self.inner
+            .state_dir()
+            .join("meta")
+            .join(bucket)
+            .join(&hash[..2])
+            .join(format!("{hash}.json"))
+    }
+
+    /// Reads the metadata of `key`, if present and still describing `data`.
+    pub(super) fn read_meta(
+        &self,
+        bucket: &str,
+        key: &str,
+        data: Option<&fs::Metadata>,
+    ) -> Option<MetaFile> {
+        let bytes = fs::read(self.meta_path(bucket, key)).ok()?;
+        let meta: MetaFile = serde_json::from_slice(&bytes).ok()?;
+        if meta.key != key {
+            return None;
+        }
+        match data {
+            Some(data) if meta.size != data.len() || meta.mtime_ns != mtime_ns(data) => None,
+            _ => Some(meta),
+        }
+    }
+
+    fn write_meta(&self, bucket: &str, meta: &MetaFile) -> Result<(), StoreError> {
+        let path = self.meta_path(bucket, &meta.key);
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        let bytes = serde_json::to_vec(meta).map_err(io::Error::other)?;
+        write_atomic(&path, &bytes, 0o600)?;
+        Ok(())
+    }
+
+    /// What a client sees of the file at `key`: its metadata, or a derived ETag when the
+    /// metadata is missing or stale (the file was written outside the store).
+    pub(super) fn object_info(&self, bucket: &str, key: &str, data: &fs::Metadata) -> ObjectInfo {
+        let last_modified = data.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+        match self.read_meta(bucket, key, Some(data)) {
+            Some(meta) => ObjectInfo {
+                key: key.to_owned(),
+                size: data.len(),
+                etag: meta.etag,
+                last_modified,
+                attrs: meta.attrs,
+                parts: meta.parts,
+            },
+            None => ObjectInfo {
+                key: key.to_owned(),
+                size: data.len(),
+                etag: hex::encode(Md5::digest(format!("{}:{}", data.len(), mtime_ns(data)))),
+                last_modified,
+                attrs: ObjectAttrs::default(),
+                parts: None,
+            },
+        }
+    }
+
+    /// The info of a folder marker (`key` ends with '/'), which exists only with metadata.
+    pub(super) fn marker_info(
+        &self,
+        bucket: &str,
+        key: &str,
+        dir: &fs::Metadata,
+    ) -> Option<ObjectInfo> {
+        let meta = self.read_meta(bucket, key, None)?;
+        Some(ObjectInfo {
+            key: key.to_owned(),
+            size: 0,
+            etag: meta.etag,
+            last_modified: dir.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            attrs: meta.attrs,
+            parts: None,
+        })
+    }
+
+    /// Finds the existing file (or marker directory) of `key` without following any symlink.
+    fn resolve_existing(
+        &self,
+        dir: &Path,
+        key: &str,
+        path: &KeyPath<'_>,
+    ) -> Result<(PathBuf, fs::Metadata), StoreError> {
+        let mut current = dir.to_owned();
+        let last = path.segments.len() - 1;
+        for (i, segment) in path.segments.iter().enumerate() {
+            current.push(segment);
+            let meta = match fs::symlink_metadata(&current) {
+                Ok(m) => m,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    return Err(StoreError::NoSuchKey(key.to_owned()));
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if meta.file_type().is_symlink() {
+                return Err(StoreError::Symlink(key.to_owned()));
+            }
+            let wanted_dir = i < last || path.dir_marker;
+            if (wanted_dir && !meta.is_dir()) || (!wanted_dir && !meta.is_file()) {
+                return Err(StoreError::NoSuchKey(key.to_owned()));
+            }
+            if i == last {
+                return Ok((current, meta));
+            }
+        }
+        unreachable!("a parsed key has at least one segment")
+    }
+
+    /// Creates the directories leading to `key` (refusing symlinks and files in the way) and
+    /// returns where its data goes.
+    fn prepare_path(
+        &self,
+        dir: &Path,
+        key: &str,
+        path: &KeyPath<'_>,
+    ) -> Result<PathBuf, StoreError> {
+        let mut current = dir.to_owned();
+        let dirs = if path.dir_marker { path.segments.len() } else { path.segments.len() - 1 };
+        for segment in &path.segments[..dirs] {
+            current.push(segment);
+            make_dir_checked(&current, key)?;
+        }
+        if !path.dir_marker {
+            current.push(path.segments[dirs]);
+            match fs::symlink_metadata(&current) {
+                Ok(m) if m.file_type().is_symlink() => {
+                    return Err(StoreError::Symlink(key.to_owned()));
+                }
+                Ok(m) if m.is_dir() => return Err(StoreError::KeyConflict(key.to_owned())),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(current)
+    }
+
+    /// A new empty file in `.provisioner/tmp`, on the same file system as the buckets so that
+    /// a rename moves it into place atomically.
+    pub(super) fn temp_file(&self) -> Result<(TempFile, File), StoreError> {
+        let path = self.inner.state_dir().join("tmp").join(random_hex(16));
+        let file = OpenOptions::new().write(true).create_new(true).mode(0o644).open(&path)?;
+        Ok((TempFile { path, keep: false }, file))
+    }
+
+    /// Moves a complete temporary file into place as `key`, metadata first so that the data
+    /// never appears without it.
+    pub(super) fn commit(
+        &self,
+        bucket: &str,
+        key: &str,
+        temp: TempFile,
+        etag: String,
+        attrs: ObjectAttrs,
+        parts: Option<u32>,
+    ) -> Result<ObjectInfo, StoreError> {
+        let dir = self.bucket_dir(bucket)?;
+        let path = parse_key(key)?;
+        let target = self.prepare_path(&dir, key, &path)?;
+        let data = fs::symlink_metadata(&temp.path)?;
+        let meta = MetaFile {
+            key: key.to_owned(),
+            size: data.len(),
+            mtime_ns: mtime_ns(&data),
+            etag,
+            attrs,
+            parts,
+        };
+        self.write_meta(bucket, &meta)?;
+        temp.rename_to(&target)?;
+        fsync_dir(target.parent().unwrap_or(&dir))?;
+        Ok(ObjectInfo {
+            key: key.to_owned(),
+            size: meta.size,
+            etag: meta.etag,
+            last_modified: data.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            attrs: meta.attrs,
+            parts,
+        })
+    }
+
+    fn commit_marker(
+        &self,
+        bucket: &str,
+        key: &str,
+        attrs: ObjectAttrs,
+    ) -> Result<ObjectInfo, StoreError> {
+        let dir = self.bucket_dir(bucket)?;
+        let path = parse_key(key)?;
+        let target = self.prepare_path(&dir, key, &path)?;
+        let etag = hex::encode(Md5::digest(b""));
+        let meta = MetaFile { key: key.to_owned(), size: 0, mtime_ns: 0, etag, attrs, parts: None };
+        self.write_meta(bucket, &meta)?;
+        let data = fs::symlink_metadata(&target)?;
+        Ok(ObjectInfo {
+            key: key.to_owned(),
+            size: 0,
+            etag: meta.etag,
+            last_modified: data.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            attrs: meta.attrs,
+            parts: None,
+        })
+    }
+
+    /// Stores `body` as `key`, streaming it to a temporary file (never holding it in memory)
+    /// and renaming it into place only once it is complete and verified.
+    pub async fn put_object<S, E>(
+        &self,
+        bucket: &str,
+        key: &str,
+        attrs: ObjectAttrs,
+        mut body: S,
+        check: PutCheck,
+    ) -> Result<ObjectInfo, StoreError>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Send + Unpin,
+        E: Display,
+    {
+        let path = parse_key(key)?;
+        let (bucket, key) = (bucket.to_owned(), key.to_owned());
+        {
+            let bucket = bucket.clone();
+            self.blocking(move |store| store.bucket_dir(&bucket).map(drop)).await?;
+        }
+        if path.dir_marker {
+            while let Some(chunk) = body.next().await {
+                if !chunk.map_err(|e| StoreError::Body(e.to_string()))?.is_empty() {
+                    return Err(StoreError::InvalidArgument(
+                        "an object whose key ends with '/' must be empty".into(),
+                    ));
+                }
+            }
+            return self.blocking(move |store| store.commit_marker(&bucket, &key, attrs)).await;
+        }
+        let (temp, md5) = self.receive(body, check).await?;
+        let etag = hex::encode(md5);
+        self.blocking(move |store| store.commit(&bucket, &key, temp, etag, attrs, None)).await
+    }
+
+    /// Streams `body` into a new temporary file, verifying length and MD5; returns the file
+    /// (synced) and the binary MD5 of its bytes.
+    pub(super) async fn receive<S, E>(
+        &self,
+        mut body: S,
+        check: PutCheck,
+    ) -> Result<(TempFile, [u8; 16]), StoreError>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Send + Unpin,
+        E: Display,
+    {
+        let (temp, file) = self.blocking(|store| store.temp_file()).await?;
+        // A bounded write buffer: memory per upload stays constant whatever the object size.
+        let mut out = BufWriter::with_capacity(256 * 1024, tokio::fs::File::from_std(file));
+        let mut hash = Md5::new();
+        let mut size = 0u64;
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| StoreError::Body(e.to_string()))?;
+            hash.update(&chunk);
+            size += chunk.len() as u64;
+            if let Some(expected) = check.length
+                && size > expected
+            {
+                return Err(StoreError::IncompleteBody { expected, actual: size });
+            }
+            out.write_all(&chunk).await?;
+        }
+        if let Some(expected) = check.length
+            && size != expected
+        {
+            return Err(StoreError::IncompleteBody { expected, actual: size });
+        }
+        let md5: [u8; 16] = hash.finalize().into();
+        if check.md5.is_some_and(|sent| sent != md5) {
+            return Err(StoreError::BadDigest);
+        }
+        out.flush().await?;
+        let file = out.into_inner();
+        file.sync_all().await?;
+        Ok((temp, md5))
+    }
+
+    /// Opens `key` for reading: its info and, unless it is an empty folder marker, the open
+    /// file. The file is opened with `O_NOFOLLOW`, and its info comes from the open handle.
+    pub async fn open_object(
+        &self,
+        bucket: &str,
+        key: &str,
+    ) -> Result<(ObjectInfo, Option<tokio::fs::File>), StoreError> {
+        let (bucket, key) = (bucket.to_owned(), key.to_owned());
+        let (info, file) = self.blocking(move |store| store.open_blocking(&bucket, &key)).await?;
+        Ok((info, file.map(tokio::fs::File::from_std)))
+    }
+
+    /// The info of `key`, as [`open_object`](Self::open_object) without the file.
+    pub async fn head_object(&self, bucket: &str, key: &str) -> Result<ObjectInfo, StoreError> {
+        let (bucket, key) = (bucket.to_owned(), key.to_owned());
+        self.blocking(move |store| store.open_blocking(&bucket, &key).map(|(info, _)| info)).await
+    }
+
+    pub(super) fn open_blocking(
+        &self,
+        bucket: &str,
+        key: &str,
+    ) -> Result<(ObjectInfo, Option<File>), StoreError> {
+        let dir = self.bucket_dir(bucket)?;
+        let path = parse_key(key)?;
+        let (target, meta) = self.resolve_existing(&dir, key, &path)?;
+        if path.dir_marker {
+            let info = self
+                .marker_info(bucket, key, &meta)
+                .ok_or_else(|| StoreError::NoSuchKey(key.to_owned()))?;
+            return Ok((info, None));
+        }
+        let file = match OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(&target)
+        {
+            Ok(file) => file,
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(StoreError::Symlink(key.to_owned()));
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(StoreError::NoSuchKey(key.to_owned()));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let data = file.metadata()?;
+        if !data.is_file() {
+            return Err(StoreError::NoSuchKey(key.to_owned()));
+        }
+        Ok((self.object_info(bucket, key, &data), Some(file)))
+    }
+
+    /// Removes `key`. A missing key counts as done; directories left empty are removed up to
+    /// the bucket directory.
+    pub async fn delete_object(&self, bucket: &str, key: &str) -> Result<(), StoreError> {
+        let (bucket, key) = (bucket.to_owned(), key.to_owned());
+        self.blocking(move |store| store.delete_blocking(&bucket, &key)).await
+    }
+
+    fn delete_blocking(&self, bucket: &str, key: &str) -> Result<(), StoreError> {
+        let dir = self.bucket_dir(bucket)?;
+        let path = parse_key(key)?;
+        let target = match self.resolve_existing(&dir, key, &path) {
+            Ok((target, _)) => target,
+            Err(StoreError::NoSuchKey(_)) => {
+                let _ = fs::remove_file(self.meta_path(bucket, key));
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        if path.dir_marker {
+            remove_if_exists(&self.meta_path(bucket, key))?;
+            self.prune_empty(bucket, &dir, &target);
+            return Ok(());
+        }
+        match fs::remove_file(&target) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+        remove_if_exists(&self.meta_path(bucket, key))?;
+        if let Some(parent) = target.parent() {
+            self.prune_empty(bucket, &dir, parent);
+        }
+        Ok(())
+    }
+
+    /// Removes empty directories from `from` up to (not including) the bucket directory, so a
+    /// prefix disappears with its last object, except where a folder marker keeps it.
+    fn prune_empty(&self, bucket: &str, bucket_dir: &Path, from: &Path) {
+        let mut current = from.to_owned();
+        while current != bucket_dir && current.starts_with(bucket_dir) {
+            let Ok(relative) = current.strip_prefix(bucket_dir) else { break };
+            let Some(relative) = relative.to_str() else { break };
+            if self.read_meta(bucket, &format!("{relative}/"), None).is_some() {
+                break;
+            }
+            if fs::remove_dir(&current).is_err() {
+                break;
+            }
+            if !current.pop() {
+                break;
+            }
+        }
+    }
+
+    /// Copies `src_key` of `src_bucket` to `dst_key` of `dst_bucket` through a temporary file,
+    /// in bounded chunks. `attrs` replaces the source's attributes when given.
+    pub async fn copy_object(
+        &self,
+        src_bucket: &str,
+        src_key: &str,
+        dst_bucket: &str,
+        dst_key: &str,
+        attrs: Option<ObjectAttrs>,
+    ) -> Result<ObjectInfo, StoreError> {
+        let args =
+            (src_bucket.to_owned(), src_key.to_owned(), dst_bucket.to_owned(), dst_key.to_owned());
+        self.blocking(move |store| {
+            let (src_bucket, src_key, dst_bucket, dst_key) = args;
+            store.bucket_dir(&dst_bucket)?;
+            let dst_path = parse_key(&dst_key)?;
+            let (info, file) = store.open_blocking(&src_bucket, &src_key)?;
+            let attrs = attrs.unwrap_or(info.attrs);
+            let Some(mut src) = file else {
+                if !dst_path.dir_marker {
+                    return Err(StoreError::InvalidArgument(
+                        "a folder marker can only be copied to a key ending with '/'".into(),
+                    ));
+                }
+                return store.commit_marker(&dst_bucket, &dst_key, attrs);
+            };
+            if dst_path.dir_marker {
+                return Err(StoreError::InvalidArgument(
+                    "an object whose key ends with '/' must be empty".into(),
+                ));
+            }
+            let (temp, mut out) = store.temp_file()?;
+            let mut hash = Md5::new();
+            let mut buf = vec![0u8; COPY_BUF];
+            loop {
+                let n = src.read(&mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                hash.update(&buf[..n]);
+                out.write_all(&buf[..n])?;
+            }
+            out.sync_all()?;
+            drop(out);
+            let etag = hex::encode(hash.finalize());
+            store.commit(&dst_bucket, &dst_key, temp, etag, attrs, None)
+        })
+        .await
+    }
+}
+
+/// Makes one directory on the way to `key`, refusing a symlink or a file in its place.
+fn make_dir_checked(path: &Path, key: &str) -> Result<(), StoreError> {
+    for _ in 0..2 {
+        match fs::symlink_metadata(path) {
+            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(StoreError::Symlink(key.to_owned()));
+            }
+            Ok(_) => return Err(StoreError::KeyConflict(key.to_owned())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => match fs::create_dir(path) {
+                Ok(()) => return Ok(()),
+                // Made concurrently: look again at what it is.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e.into()),
+            },
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(StoreError::KeyConflict(key.to_owned()))
+}
+
+fn remove_if_exists(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,107 @@
+//! Starting the S3 endpoint on loopback and talking to it with the AWS SDK.
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use aws_sdk_s3::Client;
+use aws_sdk_s3::config::{Credentials, Region};
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
+use hostpath_provisioner::{AccessKey, BucketStore};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// A running endpoint; stops when dropped or by [`Server::stop`].
+pub struct Server {
+    pub addr: SocketAddr,
+    pub store: Arc<BucketStore>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl Server {
+    /// Opens the store under `root` and serves it on 127.0.0.1 at a free port.
+    pub async fn start(root: &Path) -> Self {
+        let store = Arc::new(BucketStore::open(root.to_owned(), "test-identity").unwrap());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let shutdown = async move {
+            let _ = stopped.await;
+        };
+        let task = tokio::spawn(hostpath_provisioner::serve(listener, store.clone(), shutdown));
+        Server { addr, store, stop: Some(stop), task: Some(task) }
+    }
+
+    /// Asks the server to stop and waits for it.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.unwrap().unwrap();
+        }
+    }
+
+    /// A bucket created by the provisioner and a key for `user` on it.
+    pub async fn bucket_with_key(&self, bucket: &str, user: &str) -> AccessKey {
+        self.store.create_bucket(bucket).await.unwrap();
+        self.store.issue_key(user, bucket).await.unwrap()
+    }
+
+    /// An SDK client signing with `key`.
+    pub fn client(&self, key: &AccessKey) -> Client {
+        client_for(self.addr, &key.access_key_id, &key.secret_access_key)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// An SDK client for the endpoint at `addr`, path-style, plain HTTP.
+pub fn client_for(addr: SocketAddr, access_key_id: &str, secret: &str) -> Client {
+    let credentials = Credentials::new(access_key_id, secret, None, None, "test");
+    let config = aws_sdk_s3::Config::builder()
+        .behavior_version_latest()
+        .region(Region::new("us-east-1"))
+        .endpoint_url(format!("http://{addr}"))
+        .force_path_style(true)
+        .credentials_provider(credentials)
+        .http_client(aws_smithy_http_client::Builder::new().build_http())
+        .build();
+    Client::from_conf(config)
+}
+
+/// The S3 error code of a failed call.
+pub fn code<E: ProvideErrorMetadata, R>(err: &SdkError<E, R>) -> String {
+    err.as_service_error().and_then(|e| e.code()).unwrap_or("<no code>").to_owned()
+}
+
+/// Deterministic pseudo-random bytes, so tests need no fixtures.
+pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = Vec::with_capacity(len);
+    while out.len() < len {
+        // xorshift64*
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        let word = state.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
+        let take = word.len().min(len - out.len());
+        out.extend_from_slice(&word[..take]);
+    }
+    out
+}
+
+/// Hex MD5 of `data`.
+pub fn md5_hex(data: &[u8]) -> String {
+    use md5::Digest;
+    hex::encode(md5::Md5::digest(data))
+}
