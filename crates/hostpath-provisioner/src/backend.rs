@@ -126,7 +126,8 @@ impl Provisioner for HostPathProvisioner {
             return Err(BackendError::permanent(
                 "BucketNotFound",
                 format!(
-                    "bucket {:?} does not exist under {}; create the directory first",
+                    "bucket {:?} does not exist under {}; create it first (CreateBucket with the \
+                     operator credential, or a directory made by hand)",
                     options.bucket_name,
                     self.store.root().join("buckets").display()
                 ),

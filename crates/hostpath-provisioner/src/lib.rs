@@ -4,14 +4,18 @@
 //! - [`store`]: bucket directories, objects and the durable record of owners and keys.
 //! - [`s3`]: the S3 endpoint (`s3s`) over the store, authorized per key and bucket.
 //! - [`backend`]: the [`bucket_provisioner::Provisioner`] creating buckets and keys in the store.
+//! - [`admin`]: the optional operator credential that administers every bucket.
 //!
-//! A binary opens one [`BucketStore`], runs [`s3::serve`] on it and hands the same store to
+//! A binary opens one [`BucketStore`], optionally gives it an operator credential with
+//! [`BucketStore::set_admin`], runs [`s3::serve`] on it and hands the same store to
 //! [`HostPathProvisioner::new`] for the controller.
 
+pub mod admin;
 pub mod backend;
 pub mod s3;
 pub mod store;
 
+pub use admin::{AdminCredentials, AdminCredentialsError};
 pub use backend::{HostPathConfig, HostPathProvisioner};
 pub use s3::serve;
-pub use store::{AccessKey, BucketRecord, BucketStore, StoreError};
+pub use store::{AccessKey, BucketRecord, BucketStore, OPERATOR_OWNER, StoreError};

@@ -1,9 +1,11 @@
 //! The S3 endpoint pods use to reach their buckets.
 //!
 //! Requests are parsed and SigV4-verified by `s3s`; secrets come from the store's key records
-//! ([`KeyAuth`]), and every request is authorized against the bucket(s) its key was issued for
-//! ([`BucketAccess`]) before any handler runs. Bodies are streamed between the socket and the
-//! files in both directions; no object is ever held whole in memory.
+//! and its operator credential ([`KeyAuth`]), and every request is authorized before any handler
+//! runs ([`BucketAccess`]): a claim key only on the bucket(s) it was issued for, never for
+//! CreateBucket or DeleteBucket; the operator key (see [`crate::admin`]) on everything. Bodies
+//! are streamed between the socket and the files in both directions; no object is ever held
+//! whole in memory.
 
 use std::future::Future;
 use std::io;
@@ -98,6 +100,10 @@ pub struct KeyAuth {
 #[async_trait::async_trait]
 impl S3Auth for KeyAuth {
     async fn get_secret_key(&self, access_key: &str) -> S3Result<SecretKey> {
+        // Operator key ids cannot take the claim key prefix, so the two never shadow each other.
+        if let Some(admin) = self.store.admin().filter(|a| a.access_key_id() == access_key) {
+            return Ok(SecretKey::from(admin.secret_access_key().to_owned()));
+        }
         match self.store.lookup_key(access_key) {
             Some(key) => Ok(SecretKey::from(key.secret_access_key)),
             None => Err(s3_error!(InvalidAccessKeyId, "the access key id does not exist")),
@@ -105,17 +111,28 @@ impl S3Auth for KeyAuth {
     }
 }
 
-/// Lets a key reach only the bucket(s) it was issued for.
+/// Lets a claim key reach only the bucket(s) it was issued for, and the operator key
+/// everything.
 #[derive(Debug, Clone)]
 pub struct BucketAccess {
     store: Arc<BucketStore>,
 }
 
+/// Operations only the operator credential may use.
+const OPERATOR_ONLY: [&str; 2] = ["CreateBucket", "DeleteBucket"];
+
 impl BucketAccess {
+    fn is_admin(&self, credentials: Option<&Credentials>) -> bool {
+        credentials.is_some_and(|c| self.store.is_admin(&c.access_key))
+    }
+
     fn allow(&self, credentials: Option<&Credentials>, bucket: &str) -> S3Result<()> {
         let Some(credentials) = credentials else {
             return Err(s3_error!(AccessDenied, "a signature is required"));
         };
+        if self.store.is_admin(&credentials.access_key) {
+            return Ok(());
+        }
         match self.store.lookup_key(&credentials.access_key) {
             Some(key) if key.allows(bucket) => Ok(()),
             _ => Err(s3_error!(AccessDenied, "this key may not use bucket {bucket:?}")),
@@ -134,6 +151,17 @@ impl BucketAccess {
 impl S3Access for BucketAccess {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
         let credentials = cx.credentials();
+        if self.is_admin(credentials) {
+            return Ok(());
+        }
+        // Decided by operation before the bucket: a claim key may not create or delete even
+        // the bucket it was issued for.
+        if OPERATOR_ONLY.contains(&cx.s3_op().name()) {
+            return Err(s3_error!(
+                AccessDenied,
+                "only the operator credential may create or delete buckets"
+            ));
+        }
         match cx.s3_path().get_bucket_name() {
             Some(bucket) => self.allow(credentials, bucket),
             // Service-level requests (ListBuckets) only need a known key; the handler shows
@@ -168,6 +196,10 @@ fn s3_err(e: StoreError) -> S3Error {
         StoreError::NoSuchBucket(_) => S3ErrorCode::NoSuchBucket,
         StoreError::NoSuchKey(_) => S3ErrorCode::NoSuchKey,
         StoreError::BucketAlreadyExists(_) => S3ErrorCode::BucketAlreadyExists,
+        StoreError::BucketAlreadyOwnedByYou(_) => S3ErrorCode::BucketAlreadyOwnedByYou,
+        StoreError::BucketNotEmpty(_) => S3ErrorCode::BucketNotEmpty,
+        // 409 Conflict: the request is fine, the bucket's current state forbids it.
+        StoreError::BucketInUse { .. } => S3ErrorCode::InvalidBucketState,
         StoreError::NotOurs { .. } | StoreError::Symlink(_) => S3ErrorCode::AccessDenied,
         StoreError::InvalidKey(_) | StoreError::KeyConflict(_) | StoreError::InvalidArgument(_) => {
             S3ErrorCode::InvalidArgument
@@ -279,6 +311,29 @@ fn decode_token(token: &str) -> S3Result<String> {
 }
 
 impl HostPathS3 {
+    /// Repeats the access check's verdict for operator-only handlers, so that they stay safe
+    /// even if the service were built without [`BucketAccess`].
+    fn require_admin<T>(&self, req: &S3Request<T>) -> S3Result<()> {
+        match &req.credentials {
+            Some(c) if self.store.is_admin(&c.access_key) => Ok(()),
+            _ => Err(s3_error!(AccessDenied, "only the operator credential may do this")),
+        }
+    }
+
+    /// When `bucket` was created: from its record, else its directory's modification time.
+    fn created(&self, bucket: &str) -> SystemTime {
+        match self.store.bucket_record(bucket) {
+            Some(record) => UNIX_EPOCH + Duration::from_secs(record.created_unix),
+            None => self
+                .store
+                .bucket_path(bucket)
+                .ok()
+                .and_then(|p| std::fs::metadata(p).ok())
+                .and_then(|m| m.modified().ok())
+                .unwrap_or(UNIX_EPOCH),
+        }
+    }
+
     async fn list(
         &self,
         bucket: &str,
@@ -303,34 +358,56 @@ impl S3 for HostPathS3 {
         &self,
         req: S3Request<ListBucketsInput>,
     ) -> S3Result<S3Response<ListBucketsOutput>> {
-        let key = req
-            .credentials
-            .as_ref()
-            .and_then(|c| self.store.lookup_key(&c.access_key))
-            .ok_or_else(|| s3_error!(AccessDenied))?;
-        let mut buckets = Vec::new();
-        for name in &key.buckets {
-            if !self.store.bucket_exists(name).map_err(s3_err)? {
-                continue;
+        let access_key = req.credentials.as_ref().map(|c| c.access_key.as_str());
+        let names = match access_key {
+            Some(id) if self.store.is_admin(id) => {
+                self.store.bucket_names().await.map_err(s3_err)?
             }
-            let created = self.store.bucket_record(name).map_or_else(
-                || {
-                    self.store
-                        .bucket_path(name)
-                        .ok()
-                        .and_then(|p| std::fs::metadata(p).ok())
-                        .and_then(|m| m.modified().ok())
-                        .unwrap_or(UNIX_EPOCH)
-                },
-                |r| UNIX_EPOCH + Duration::from_secs(r.created_unix),
-            );
-            buckets.push(Bucket {
-                name: Some(name.clone()),
-                creation_date: Some(timestamp(created)),
+            Some(id) => {
+                let key = self.store.lookup_key(id).ok_or_else(|| s3_error!(AccessDenied))?;
+                let mut names = Vec::new();
+                for name in key.buckets {
+                    if self.store.bucket_exists(&name).map_err(s3_err)? {
+                        names.push(name);
+                    }
+                }
+                names
+            }
+            None => return Err(s3_error!(AccessDenied)),
+        };
+        let buckets = names
+            .into_iter()
+            .map(|name| Bucket {
+                creation_date: Some(timestamp(self.created(&name))),
+                name: Some(name),
                 ..Bucket::default()
-            });
-        }
+            })
+            .collect();
         Ok(S3Response::new(ListBucketsOutput { buckets: Some(buckets), ..Default::default() }))
+    }
+
+    async fn create_bucket(
+        &self,
+        req: S3Request<CreateBucketInput>,
+    ) -> S3Result<S3Response<CreateBucketOutput>> {
+        self.require_admin(&req)?;
+        let input = req.input;
+        if input.object_lock_enabled_for_bucket == Some(true) {
+            return Err(s3_error!(NotImplemented, "object lock is not supported"));
+        }
+        // ACLs, ownership controls and the location constraint are accepted and ignored:
+        // buckets here are never public and live where the endpoint runs.
+        self.store.create_operator_bucket(&input.bucket).await.map_err(s3_err)?;
+        Ok(S3Response::new(CreateBucketOutput { location: Some(format!("/{}", input.bucket)) }))
+    }
+
+    async fn delete_bucket(
+        &self,
+        req: S3Request<DeleteBucketInput>,
+    ) -> S3Result<S3Response<DeleteBucketOutput>> {
+        self.require_admin(&req)?;
+        self.store.delete_empty_bucket(&req.input.bucket).await.map_err(s3_err)?;
+        Ok(S3Response::new(DeleteBucketOutput::default()))
     }
 
     async fn head_bucket(

@@ -32,6 +32,7 @@ mod list;
 mod multipart;
 mod names;
 mod objects;
+mod operator;
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -49,6 +50,9 @@ pub use list::{ListPage, ListQuery};
 pub use multipart::PartInfo;
 pub use names::{KeyPath, MAX_KEY_LEN, parse_key, validate_bucket_name};
 pub use objects::{ObjectAttrs, ObjectInfo, PutCheck};
+pub use operator::OPERATOR_OWNER;
+
+use crate::admin::AdminCredentials;
 
 /// Name of the bookkeeping directory under the root.
 const STATE_DIR: &str = ".provisioner";
@@ -78,6 +82,24 @@ pub enum StoreError {
     /// A bucket directory exists that this store did not create.
     #[error("bucket {0:?} already exists and was not created by this provisioner")]
     BucketAlreadyExists(String),
+    /// The operator asked to create a bucket that already exists (whoever made it).
+    #[error("bucket {0:?} already exists")]
+    BucketAlreadyOwnedByYou(String),
+    /// The operator asked to delete a bucket that still holds objects.
+    #[error("bucket {0:?} is not empty; delete its objects first")]
+    BucketNotEmpty(String),
+    /// The operator asked to delete a bucket that claims still have keys for.
+    #[error(
+        "bucket {bucket:?} is bound to claim(s) {}; delete those claims (which revokes their \
+         keys) before deleting the bucket",
+        users.join(", ")
+    )]
+    BucketInUse {
+        /// The bucket.
+        bucket: String,
+        /// User ids of the claims whose keys reach it.
+        users: Vec<String>,
+    },
     /// The bucket was created under another identity; it was left alone.
     #[error(
         "bucket {bucket:?} belongs to {owner:?}, not to this provisioner ({ours:?}); it was left \
@@ -215,6 +237,8 @@ struct Inner {
     state: RwLock<Arc<State>>,
     /// Serializes read-modify-write cycles of `state.json`.
     writer: Mutex<()>,
+    /// The operator credential; configuration, never persisted.
+    admin: RwLock<Option<Arc<AdminCredentials>>>,
 }
 
 impl BucketStore {
@@ -257,6 +281,7 @@ impl BucketStore {
                 identity,
                 state: RwLock::new(Arc::new(state)),
                 writer: Mutex::new(()),
+                admin: RwLock::new(None),
             }),
         })
     }
@@ -356,7 +381,9 @@ impl BucketStore {
         let ours = self.identity().to_owned();
         let record = self.inner.mutate(|state| {
             if let Some(record) = state.buckets.get(bucket) {
-                if record.owner != ours {
+                // An operator bucket is never adopted, even under an identity that happens to
+                // equal the operator's owner name.
+                if record.owner != ours || !record.created_by_provisioner {
                     return Err(StoreError::NotOurs {
                         bucket: bucket.to_owned(),
                         owner: record.owner.clone(),
@@ -392,11 +419,13 @@ impl BucketStore {
         if user_id.is_empty() {
             return Err(StoreError::InvalidArgument("user id must not be empty".into()));
         }
-        if !self.bucket_exists(bucket)? {
-            return Err(StoreError::NoSuchBucket(bucket.to_owned()));
-        }
         let access_key_id = derive_access_key_id(user_id, bucket);
         self.inner.mutate(|state| {
+            // Checked under the writer lock, so that an operator's DeleteBucket (which checks
+            // for keys under the same lock) cannot slip in between.
+            if !self.bucket_exists(bucket)? {
+                return Err(StoreError::NoSuchBucket(bucket.to_owned()));
+            }
             if let Some(key) = state.keys.get(&access_key_id) {
                 return Ok(key.clone());
             }
