@@ -2,6 +2,7 @@
 //! from each other on it (their own namespace, uniquely named cluster objects).
 
 mod control_plane;
+mod manifests;
 
 use std::future::Future;
 use std::time::Duration;
@@ -14,6 +15,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, ResourceExt};
 
 pub use control_plane::{BIN_DIR_ENV, ControlPlane, binaries_dir, unique_suffix};
+pub use manifests::{Apply, apply_manifests, read_manifests};
 
 /// How long helpers wait for the cluster to reach an expected state.
 pub const WAIT: Duration = Duration::from_secs(60);

@@ -1,0 +1,164 @@
+//! `hostpath-bucket-provisioner`: buckets as directories under `--root`, served over the S3
+//! endpoint on `--s3-listen`, provisioned for every claim whose StorageClass names this provisioner.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bucket_provisioner::runtime::{ControllerArgs, client, init_logging, run, shutdown_signal};
+use clap::Parser;
+use futures::StreamExt;
+use hostpath_provisioner::{
+    AdminCredentials, BucketStore, HostPathConfig, HostPathProvisioner, serve,
+};
+use k8s_openapi::api::core::v1::Secret;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event, watcher};
+use kube::{Api, Client};
+use tokio::sync::watch;
+
+/// Object buckets as directories on this node, with an S3 endpoint and per-claim keys.
+#[derive(Parser, Debug)]
+#[command(name = "hostpath-bucket-provisioner", version)]
+struct Args {
+    /// Directory holding the buckets and the provisioner's records.
+    #[arg(long, env = "BUCKET_ROOT", default_value = "/var/lib/bucket-provisioner")]
+    root: PathBuf,
+    /// The StorageClass `provisioner` value to answer to.
+    #[arg(long, env = "PROVISIONER_NAME", default_value = "hostpath.objectbucket.io/bucket")]
+    provisioner_name: String,
+    /// Who owns the buckets created here; only this identity deletes them
+    /// (default: $NODE_NAME, else the host name).
+    #[arg(long, env = "NODE_NAME")]
+    identity: Option<String>,
+    /// Address the S3 endpoint listens on.
+    #[arg(long, env = "S3_LISTEN", default_value = "0.0.0.0:9000")]
+    s3_listen: SocketAddr,
+    /// Host name consumers use for the endpoint (`BUCKET_HOST`), e.g. the Service's DNS name.
+    #[arg(long, env = "ENDPOINT_HOST", default_value = "localhost")]
+    endpoint_host: String,
+    /// Port consumers use for the endpoint (`BUCKET_PORT`; default: the `--s3-listen` port).
+    #[arg(long, env = "ENDPOINT_PORT")]
+    endpoint_port: Option<u16>,
+    /// Region reported to consumers.
+    #[arg(long, env = "REGION", default_value = "us-east-1")]
+    region: String,
+    /// Secret (`namespace/name`, keys AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) holding the
+    /// operator credential, which may create and delete buckets and use every bucket. Changes to
+    /// the Secret take effect without a restart.
+    #[arg(long, env = "ADMIN_SECRET", conflicts_with = "admin_credentials_file")]
+    admin_secret: Option<String>,
+    /// File with `AWS_ACCESS_KEY_ID=...` and `AWS_SECRET_ACCESS_KEY=...` lines holding the
+    /// operator credential. Without this or --admin-secret there is no operator credential.
+    #[arg(long, env = "ADMIN_CREDENTIALS_FILE")]
+    admin_credentials_file: Option<PathBuf>,
+    #[command(flatten)]
+    controller: ControllerArgs,
+}
+
+/// Keeps the operator credential in step with its Secret: loaded when it appears or changes,
+/// dropped when it is deleted or no longer valid.
+async fn follow_admin_secret(
+    client: Client,
+    namespace: String,
+    name: String,
+    store: Arc<BucketStore>,
+) {
+    let secrets: Api<Secret> = Api::namespaced(client, &namespace);
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let origin = format!("Secret {namespace}/{name}");
+    let mut events = watcher(secrets, config).default_backoff().boxed();
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(Event::Apply(secret) | Event::InitApply(secret)) => {
+                let entries =
+                    secret.data.iter().flatten().map(|(k, v)| (k.as_str(), v.0.as_slice()));
+                match AdminCredentials::from_entries(&origin, entries) {
+                    Ok(admin) => {
+                        tracing::info!(secret = %origin, "operator credential loaded");
+                        store.set_admin(Some(admin));
+                    }
+                    Err(e) => {
+                        tracing::warn!(secret = %origin, error = %e, "operator credential disabled");
+                        store.set_admin(None);
+                    }
+                }
+            }
+            Ok(Event::Delete(_)) => {
+                tracing::warn!(secret = %origin, "Secret deleted; operator credential disabled");
+                store.set_admin(None);
+            }
+            Ok(Event::Init | Event::InitDone) => {}
+            Err(e) => tracing::warn!(secret = %origin, error = %e, "watching the operator Secret"),
+        }
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    init_logging();
+    let args = Args::parse();
+    let identity = args.identity.clone().unwrap_or_else(hostname);
+    let root = args.root.clone();
+    let store = tokio::task::spawn_blocking(move || BucketStore::open(root, identity))
+        .await?
+        .map_err(|e| format!("opening the bucket root {}: {e}", args.root.display()))?;
+    let store = Arc::new(store);
+    tracing::info!(root = %args.root.display(), identity = store.identity(), "bucket store open");
+    if let Some(path) = &args.admin_credentials_file {
+        store.set_admin(Some(AdminCredentials::from_file(path)?));
+        tracing::info!(file = %path.display(), "operator credential loaded");
+    }
+    if let Some(reference) = &args.admin_secret {
+        let (namespace, name) = reference
+            .split_once('/')
+            .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
+            .ok_or_else(|| format!("--admin-secret {reference:?} is not namespace/name"))?;
+        let client = client(args.controller.kubeconfig.as_ref()).await?;
+        tokio::spawn(follow_admin_secret(client, namespace.into(), name.into(), store.clone()));
+    }
+
+    let listener = tokio::net::TcpListener::bind(args.s3_listen)
+        .await
+        .map_err(|e| format!("S3 endpoint on {}: {e}", args.s3_listen))?;
+    let s3_address = listener.local_addr()?;
+    tracing::info!(address = %s3_address, "serving S3");
+    let (stop, stopped) = watch::channel(false);
+    let wait_stop = move || {
+        let mut stopped = stopped.clone();
+        async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        }
+    };
+    let s3 = tokio::spawn(serve(listener, store.clone(), wait_stop()));
+
+    let config = HostPathConfig {
+        host: args.endpoint_host.clone(),
+        port: args.endpoint_port.unwrap_or(s3_address.port()),
+        region: args.region.clone(),
+    };
+    let provisioner = HostPathProvisioner::new(store, config);
+    let signal = shutdown_signal();
+    let controller_stop = {
+        let stopped = wait_stop();
+        async move {
+            tokio::select! {
+                _ = signal => {}
+                _ = stopped => {}
+            }
+        }
+    };
+    let result = run(provisioner, &args.provisioner_name, &args.controller, controller_stop).await;
+    let _ = stop.send(true);
+    s3.await??;
+    result?;
+    Ok(())
+}

@@ -1,0 +1,48 @@
+//! An application using a claim, as a pod with `envFrom` on the claim's Secret and ConfigMap
+//! would: credentials, endpoint, region and bucket all come from the environment, so there is
+//! no endpoint code here. It writes an object, reads it back and lists the bucket.
+
+use std::error::Error;
+
+use aws_config::BehaviorVersion;
+use aws_sdk_s3::primitives::ByteStream;
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn Error>> {
+    let bucket = std::env::var("BUCKET_NAME").map_err(|_| "BUCKET_NAME is not set")?;
+    // Reads AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION and AWS_ENDPOINT_URL.
+    let shared = aws_config::defaults(BehaviorVersion::latest())
+        .http_client(aws_smithy_http_client::Builder::new().build_http())
+        .load()
+        .await;
+    // Path-style addressing, because the endpoint host may be an address or a Service name.
+    let config = aws_sdk_s3::config::Builder::from(&shared).force_path_style(true).build();
+    let s3 = aws_sdk_s3::Client::from_conf(config);
+
+    let key = "hello.txt";
+    let text = format!("hello from a claim on bucket {bucket}");
+    s3.put_object()
+        .bucket(&bucket)
+        .key(key)
+        .body(ByteStream::from(text.clone().into_bytes()))
+        .send()
+        .await?;
+    println!("consumer: wrote s3://{bucket}/{key}");
+
+    let read = s3.get_object().bucket(&bucket).key(key).send().await?.body.collect().await?;
+    let read = String::from_utf8(read.into_bytes().to_vec())?;
+    if read != text {
+        return Err(format!("read back {read:?}, expected {text:?}").into());
+    }
+    println!("consumer: read it back: {read:?}");
+
+    let listed = s3.list_objects_v2().bucket(&bucket).send().await?;
+    for object in listed.contents() {
+        println!(
+            "consumer: listed {} ({} bytes)",
+            object.key().unwrap_or(""),
+            object.size().unwrap_or(0)
+        );
+    }
+    Ok(())
+}
