@@ -22,7 +22,7 @@ struct Case {
 }
 
 fn named(class: &str, bucket: &str) -> ObjectBucketClaimSpec {
-    ObjectBucketClaimSpec { bucket_name: Some(bucket.into()), ..claim_spec(class) }
+    named_spec(class, bucket)
 }
 
 fn generated(class: &str, prefix: &str) -> ObjectBucketClaimSpec {

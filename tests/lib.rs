@@ -347,6 +347,11 @@ pub fn claim_spec(class: &str) -> ObjectBucketClaimSpec {
     ObjectBucketClaimSpec { storage_class_name: class.into(), ..Default::default() }
 }
 
+/// A claim spec for the bucket `bucket` against `class`.
+pub fn named_spec(class: &str, bucket: &str) -> ObjectBucketClaimSpec {
+    ObjectBucketClaimSpec { bucket_name: Some(bucket.into()), ..claim_spec(class) }
+}
+
 /// Creates a claim.
 pub async fn create_claim(
     api: &Api<ObjectBucketClaim>,
