@@ -10,12 +10,13 @@ export CARGO_TARGET_DIR ?= $(BUCKET_PROVISIONER_CACHE)/target
 export CARGO_TERM_COLOR ?= never
 CONTROLPLANE_BIN = $(shell tests/controlplane/build.sh)
 
-.PHONY: help toolchain controlplane test lint crds demo
+.PHONY: help toolchain controlplane test lint crds demo bench
 
 help:
 	@echo "make demo   - local control plane + hostPath provisioner + a claim + a consumer"
 	@echo "make test   - fmt, clippy and every test (unit and real control plane)"
 	@echo "make crds   - regenerate crds/ from crates/bucket-api"
+	@echo "make bench  - measure the S3 endpoint (release build); results in bench-results.txt"
 
 toolchain:
 	@command -v cargo >/dev/null || { echo "cargo (Rust) is required"; exit 1; }
@@ -30,9 +31,14 @@ lint: toolchain
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 
-# The demo runs first so that cargo's test summary closes the output.
+# The demo runs first, and one summary line of every test binary's results closes the output.
 test: lint controlplane demo
-	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" cargo test --workspace
+	@mkdir -p "$(BUCKET_PROVISIONER_CACHE)"
+	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" cargo test --workspace 2>&1 \
+		| tee "$(BUCKET_PROVISIONER_CACHE)/last-test-run.txt"
+	@awk '/^test result:/ { passed += $$4; failed += $$6 } \
+		END { printf "tests: %d passed, %d failed\n", passed, failed }' \
+		"$(BUCKET_PROVISIONER_CACHE)/last-test-run.txt"
 
 crds: toolchain
 	cargo run -q -p bucket-api --bin crdgen -- crds
@@ -41,3 +47,6 @@ demo: controlplane
 	cargo build -q -p hostpath-provisioner --bin hostpath-bucket-provisioner --example consumer --example demo
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" "$(CARGO_TARGET_DIR)/debug/examples/demo" \
 		"$(CARGO_TARGET_DIR)/debug/hostpath-bucket-provisioner" "$(CARGO_TARGET_DIR)/debug/examples/consumer"
+
+bench: toolchain
+	cargo bench -p hostpath-provisioner --bench s3_endpoint -- --output "$(CURDIR)/bench-results.txt"
