@@ -321,7 +321,7 @@ async fn run_with_finalizer<P: Provisioner>(
     .map_err(|e| match e {
         finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
         finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => Error::Kube(e),
-        other => Error::Kube(kube::Error::Service(other.to_string().into())),
+        other => Error::Internal(other.to_string()),
     })
 }
 

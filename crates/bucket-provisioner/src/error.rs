@@ -153,6 +153,9 @@ pub enum Error {
     /// The Kubernetes API failed.
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    /// Something that should not happen (an object without a name, say); retried with backoff.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 /// Shown after a cleanup failure, so nobody is left with a claim stuck for ever.
@@ -178,6 +181,7 @@ impl Error {
             Self::Backend { source: BackendError::Permanent { reason, .. }, .. } => reason,
             Self::Backend { operation, .. } => operation.failed_reason(),
             Self::Kube(_) => "KubernetesApiError",
+            Self::Internal(_) => "InternalError",
         }
     }
 
@@ -189,7 +193,7 @@ impl Error {
     /// How the claim is retried after this error.
     pub fn retry(&self) -> Retry {
         match self {
-            Self::StorageClassNotFound(_) | Self::Kube(_) => Retry::Backoff,
+            Self::StorageClassNotFound(_) | Self::Kube(_) | Self::Internal(_) => Retry::Backoff,
             Self::Backend { source, .. } if !source.is_permanent() => Retry::Backoff,
             Self::ObjectBucketConflict { .. }
             | Self::ForeignSecret(_)
