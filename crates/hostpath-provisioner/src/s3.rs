@@ -64,6 +64,11 @@ pub async fn serve(
                         continue;
                     }
                 };
+                // Responses go out as headers then body; with Nagle's algorithm the body waits
+                // for the client's delayed ACK (~40 ms a small GET, as the benchmark showed).
+                if let Err(e) = stream.set_nodelay(true) {
+                    tracing::debug!(%peer, error = %e, "could not disable Nagle's algorithm");
+                }
                 let conn = builder.serve_connection(TokioIo::new(stream), service.clone());
                 let conn = graceful.watch(conn.into_owned());
                 tokio::spawn(async move {
