@@ -9,6 +9,8 @@ export BUCKET_PROVISIONER_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/bucket
 export CARGO_TARGET_DIR ?= $(BUCKET_PROVISIONER_CACHE)/target
 export CARGO_TERM_COLOR ?= never
 CONTROLPLANE_BIN = $(shell tests/controlplane/build.sh)
+# moto (S3 + IAM) for the S3 provisioner's tests, pinned in tests/moto/requirements.txt.
+export BUCKET_PROVISIONER_MOTO_VENV ?= $(BUCKET_PROVISIONER_CACHE)/moto-venv
 
 .PHONY: help toolchain controlplane test lint crds demo bench
 
@@ -32,13 +34,18 @@ lint: toolchain
 	cargo clippy --workspace --all-targets -- -D warnings
 
 # The demo runs first, and one summary line of every test binary's results closes the output.
-test: lint controlplane demo
+test: lint controlplane demo moto
 	@mkdir -p "$(BUCKET_PROVISIONER_CACHE)"
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" cargo test --workspace 2>&1 \
 		| tee "$(BUCKET_PROVISIONER_CACHE)/last-test-run.txt"
 	@awk '/^test result:/ { passed += $$4; failed += $$6 } \
 		END { printf "tests: %d passed, %d failed\n", passed, failed }' \
 		"$(BUCKET_PROVISIONER_CACHE)/last-test-run.txt"
+
+.PHONY: moto
+moto:
+	@command -v python3 >/dev/null || { echo "python3 (with venv) is required for moto"; exit 1; }
+	@tests/moto/install.sh >/dev/null
 
 crds: toolchain
 	cargo run -q -p bucket-api --bin crdgen -- crds

@@ -1,0 +1,253 @@
+//! The [`Provisioner`] for S3: buckets through the S3 API, per-claim access through IAM.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use aws_sdk_s3::config::retry::RetryConfig;
+use aws_sdk_s3::config::{BehaviorVersion, Region, SharedCredentialsProvider, SharedHttpClient};
+use bucket_api::ObjectBucket;
+use bucket_provisioner::{
+    BackendError, BucketOptions, Credentials, ProvisionedBucket, Provisioner, user_id_of,
+};
+use tokio::sync::OnceCell;
+
+use crate::aws::{Clients, clients, http_client, retry_config};
+use crate::bucket::Buckets;
+use crate::iam::{self, Users};
+use crate::owner::{ClassParameters, OwnerCredentials};
+use crate::params::{DEFAULT_REGION, STATE_POLICY_NAME, STATE_USER_NAME, Settings};
+
+/// Buckets on AWS S3 or an S3-compatible service, with an IAM user per claim.
+///
+/// The owner's keys come from an [`OwnerCredentials`] resolver (see [`crate::cluster`]), so this
+/// type never talks to Kubernetes itself.
+pub struct S3Provisioner {
+    owner: Arc<dyn OwnerCredentials>,
+    classes: Option<Arc<dyn ClassParameters>>,
+    /// StorageClass parameters seen by `validate`, for cleanups without recorded state.
+    seen: Mutex<HashMap<String, BTreeMap<String, String>>>,
+    http: SharedHttpClient,
+    retry: RetryConfig,
+    default_chain: OnceCell<Option<SharedCredentialsProvider>>,
+}
+
+/// Clients for one call, with what messages say about the owner.
+struct Session {
+    clients: Clients,
+    owner: String,
+    /// The owner's keys when they came from a Secret (only those can be handed to a claim).
+    owner_keys: Option<Credentials>,
+}
+
+impl S3Provisioner {
+    /// A provisioner reading owner keys through `owner`.
+    pub fn new(owner: Arc<dyn OwnerCredentials>) -> Self {
+        Self {
+            owner,
+            classes: None,
+            seen: Mutex::new(HashMap::new()),
+            http: http_client(),
+            retry: retry_config(4),
+            default_chain: OnceCell::new(),
+        }
+    }
+
+    /// Also consult StorageClasses when cleaning up after a claim whose ObjectBucket (and so
+    /// its recorded state) was never written.
+    pub fn with_class_parameters(mut self, classes: Arc<dyn ClassParameters>) -> Self {
+        self.classes = Some(classes);
+        self
+    }
+
+    /// How often one S3 or IAM request is attempted before its failure is reported (default 4).
+    pub fn with_max_attempts(mut self, attempts: u32) -> Self {
+        self.retry = retry_config(attempts);
+        self
+    }
+
+    async fn session(&self, settings: &Settings) -> Result<Session, BackendError> {
+        let owner = settings.owner_description();
+        let (provider, owner_keys) = match &settings.owner_secret {
+            Some(secret) => {
+                let keys = self.owner.owner_credentials(secret).await?;
+                let provider =
+                    SharedCredentialsProvider::new(aws_sdk_s3::config::Credentials::new(
+                        keys.access_key_id.clone(),
+                        keys.secret_access_key.clone(),
+                        None,
+                        None,
+                        "owner-secret",
+                    ));
+                (provider, Some(keys))
+            }
+            None => (self.default_credentials().await?, None),
+        };
+        let clients = clients(settings, provider, &self.http, &self.retry);
+        Ok(Session { clients, owner, owner_keys })
+    }
+
+    /// The default AWS credential chain (environment, web identity, container and instance
+    /// metadata), built once and only when a StorageClass names no Secret.
+    async fn default_credentials(&self) -> Result<SharedCredentialsProvider, BackendError> {
+        let provider = self
+            .default_chain
+            .get_or_init(|| async {
+                aws_config::defaults(BehaviorVersion::latest())
+                    .http_client(self.http.clone())
+                    .region(Region::new(DEFAULT_REGION))
+                    .load()
+                    .await
+                    .credentials_provider()
+            })
+            .await;
+        provider.clone().ok_or_else(|| {
+            BackendError::transient("the default AWS credential chain found no credentials")
+        })
+    }
+
+    /// Gives the claim its own IAM user for `bucket`, or the owner's keys when the StorageClass
+    /// asks for that explicitly. Never falls back from one to the other.
+    async fn access(
+        &self,
+        session: &Session,
+        settings: &Settings,
+        options: &BucketOptions,
+    ) -> Result<ProvisionedBucket, BackendError> {
+        let mut state = settings.to_state();
+        let credentials = if settings.create_bucket_user {
+            let user = iam::user_name(&options.user_id);
+            let policy_name = iam::policy_name(&options.bucket_name);
+            let policy = iam::policy_document(settings.partition(), &options.bucket_name);
+            let users = Users { iam: &session.clients.iam, owner: &session.owner };
+            let credentials =
+                users.ensure(&user, &options.bucket_name, &policy_name, &policy).await?;
+            state.insert(STATE_USER_NAME.into(), user);
+            state.insert(STATE_POLICY_NAME.into(), policy_name);
+            credentials
+        } else {
+            session.owner_keys.clone().ok_or_else(|| {
+                BackendError::invalid_parameter("createBucketUser=false needs secretName")
+            })?
+        };
+        Ok(ProvisionedBucket {
+            endpoint: settings.consumer_endpoint(),
+            credentials,
+            additional_state: state,
+        })
+    }
+
+    /// The settings a cleanup works with: the ObjectBucket's recorded state; failing that (the
+    /// backend succeeded or failed before the ObjectBucket was written) the parameters of its
+    /// StorageClass as last seen, or as it is now.
+    async fn cleanup_settings(&self, bucket: &ObjectBucket) -> Result<Settings, BackendError> {
+        let state = bucket.spec.additional_state.clone().unwrap_or_default();
+        if !state.is_empty() {
+            return Settings::from_state(&state);
+        }
+        let class = &bucket.spec.storage_class_name;
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner()).get(class).cloned();
+        let parameters = match (seen, &self.classes) {
+            (Some(parameters), _) => Some(parameters),
+            (None, Some(classes)) => classes.class_parameters(class).await?,
+            (None, None) => None,
+        };
+        match parameters {
+            Some(parameters) => Settings::from_parameters(&parameters),
+            None => Err(BackendError::permanent(
+                "BucketSettingsUnknown",
+                format!(
+                    "nothing records where bucket {:?} lives (its StorageClass {class:?} is gone); \
+                     remove the bucket and IAM user {:?} by hand if they exist",
+                    bucket_name(bucket),
+                    user_id_of(bucket).map(|u| iam::user_name(&u)).unwrap_or_default()
+                ),
+            )),
+        }
+    }
+
+    async fn cleanup_session(&self, settings: &Settings) -> Result<Session, BackendError> {
+        self.session(settings).await.map_err(|e| match e {
+            // Giving up would leave a user with live keys behind: wait for the Secret instead
+            // (the library tells how to abandon the bucket if it never comes back).
+            BackendError::Permanent { message, .. } => BackendError::transient(format!(
+                "{message}; cleanup waits for the owner credentials"
+            )),
+            transient => transient,
+        })
+    }
+
+    async fn remove_user(
+        &self,
+        session: &Session,
+        settings: &Settings,
+        bucket: &ObjectBucket,
+    ) -> Result<(), BackendError> {
+        if !settings.create_bucket_user {
+            return Ok(()); // the claim held the owner's keys; there is nothing of its own
+        }
+        let recorded = bucket.spec.additional_state.as_ref().and_then(|s| s.get(STATE_USER_NAME));
+        let user = match (recorded, user_id_of(bucket)) {
+            (Some(user), _) => user.clone(),
+            (None, Some(user_id)) => iam::user_name(&user_id),
+            (None, None) => return Ok(()),
+        };
+        Users { iam: &session.clients.iam, owner: &session.owner }.remove(&user).await
+    }
+}
+
+fn bucket_name(bucket: &ObjectBucket) -> String {
+    bucket.spec.endpoint.as_ref().map(|e| e.bucket_name.clone()).unwrap_or_default()
+}
+
+impl Provisioner for S3Provisioner {
+    fn validate(&self, options: &BucketOptions) -> Result<(), BackendError> {
+        Settings::from_parameters(&options.parameters)?;
+        if let Some(key) = options.additional_config.keys().next() {
+            return Err(BackendError::invalid_parameter(format!(
+                "additionalConfig {key:?} is not supported by the S3 provisioner; remove it"
+            )));
+        }
+        self.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(options.storage_class_name.clone(), options.parameters.clone());
+        Ok(())
+    }
+
+    async fn provision(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
+        let settings = Settings::from_parameters(&options.parameters)?;
+        let session = self.session(&settings).await?;
+        let buckets = Buckets { s3: &session.clients.s3, owner: &session.owner };
+        buckets.create(&options.bucket_name, &settings.region, &options.user_id).await?;
+        self.access(&session, &settings, options).await
+    }
+
+    async fn grant(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
+        let settings = Settings::from_parameters(&options.parameters)?;
+        let session = self.session(&settings).await?;
+        Buckets { s3: &session.clients.s3, owner: &session.owner }
+            .head(&options.bucket_name)
+            .await?;
+        self.access(&session, &settings, options).await
+    }
+
+    async fn delete(&self, bucket: &ObjectBucket) -> Result<(), BackendError> {
+        let settings = self.cleanup_settings(bucket).await?;
+        let session = self.cleanup_session(&settings).await?;
+        self.remove_user(&session, &settings, bucket).await?;
+        let name = bucket_name(bucket);
+        if name.is_empty() {
+            return Ok(()); // no bucket was ever chosen, so none was created
+        }
+        let user_id = user_id_of(bucket).unwrap_or_default();
+        Buckets { s3: &session.clients.s3, owner: &session.owner }
+            .empty_and_delete(&name, &user_id)
+            .await
+    }
+
+    async fn revoke(&self, bucket: &ObjectBucket) -> Result<(), BackendError> {
+        let settings = self.cleanup_settings(bucket).await?;
+        let session = self.cleanup_session(&settings).await?;
+        self.remove_user(&session, &settings, bucket).await
+    }
+}

@@ -1,0 +1,360 @@
+//! Buckets: create one for a claim (and recognise it again on a retry), check that a named bucket
+//! exists, and empty and delete a claim's bucket.
+//!
+//! S3 reports a bucket of the same account as "already owned by you" (or, in us-east-1, simply
+//! succeeds), whoever in that account made it. So a bucket made for a claim carries a tag with the
+//! claim's user id: a retry recognises it, and neither another claim nor the cleanup of one can
+//! take over a bucket that is not theirs.
+
+use aws_sdk_s3::Client;
+use aws_sdk_s3::types::{
+    BucketLocationConstraint, CreateBucketConfiguration, Delete, ObjectIdentifier, Tag, Tagging,
+};
+use bucket_provisioner::BackendError;
+
+use crate::aws::{classify, code};
+
+/// The tag naming the claim (its user id) a bucket was created for.
+pub const CLAIM_TAG: &str = "objectbucket.io/claim-user";
+
+/// A bucket's relation to claims, as its tags tell.
+#[derive(Debug, PartialEq, Eq)]
+enum Ownership {
+    /// Tagged for the claim with this user id.
+    Claim(String),
+    /// No tags at all.
+    Untagged,
+    /// Tags, none of them ours: made by someone else.
+    Foreign,
+    /// The service keeps no tags; only the record can tell.
+    Unknown,
+    /// There is no such bucket.
+    Missing,
+}
+
+/// A bucket operation with what messages need.
+pub(crate) struct Buckets<'a> {
+    pub(crate) s3: &'a Client,
+    /// How the owner's credentials were found, for messages.
+    pub(crate) owner: &'a str,
+}
+
+fn invalid(what: &str, error: impl std::fmt::Display) -> BackendError {
+    BackendError::transient(format!("building the {what} request failed: {error}"))
+}
+
+impl Buckets<'_> {
+    /// Creates `bucket` for the claim with `user_id`, or finds the one an earlier attempt made.
+    pub(crate) async fn create(
+        &self,
+        bucket: &str,
+        region: &str,
+        user_id: &str,
+    ) -> Result<(), BackendError> {
+        let mut request = self.s3.create_bucket().bucket(bucket);
+        // us-east-1 is the one region that takes no location constraint.
+        if region != crate::params::DEFAULT_REGION {
+            let configuration = CreateBucketConfiguration::builder()
+                .location_constraint(BucketLocationConstraint::from(region))
+                .build();
+            request = request.create_bucket_configuration(configuration);
+        }
+        match request.send().await {
+            Ok(_) => tracing::info!(bucket, region, "created bucket (or found it ours)"),
+            Err(e) if code(&e) == Some("BucketAlreadyOwnedByYou") => {}
+            Err(e) if code(&e) == Some("BucketAlreadyExists") => {
+                return Err(BackendError::permanent(
+                    "BucketOwnedByOthers",
+                    format!(
+                        "bucket {bucket:?} already exists and belongs to another account; bucket \
+                         names are global, so choose another name"
+                    ),
+                ));
+            }
+            Err(e) => return Err(classify(e, &format!("s3:CreateBucket {bucket}"), self.owner)),
+        }
+        match self.ownership(bucket).await? {
+            Ownership::Claim(owner) if owner == user_id => Ok(()),
+            Ownership::Unknown => Ok(()),
+            Ownership::Claim(other) => Err(BackendError::permanent(
+                "BucketInUse",
+                format!(
+                    "bucket {bucket:?} was created for another claim ({other}); choose another name"
+                ),
+            )),
+            Ownership::Foreign => Err(exists_error(bucket)),
+            // Made by an attempt that stopped before tagging it, or by someone just now: only an
+            // empty bucket is taken, so no one's data ever becomes this claim's.
+            Ownership::Untagged if self.is_empty(bucket).await? => self.tag(bucket, user_id).await,
+            Ownership::Untagged => Err(exists_error(bucket)),
+            Ownership::Missing => Err(BackendError::transient(format!(
+                "bucket {bucket:?} was gone right after it was created"
+            ))),
+        }
+    }
+
+    /// Checks that the existing `bucket` can be reached.
+    pub(crate) async fn head(&self, bucket: &str) -> Result<(), BackendError> {
+        match self.s3.head_bucket().bucket(bucket).send().await {
+            Ok(_) => Ok(()),
+            Err(e) if crate::aws::status(&e) == Some(404) => Err(BackendError::permanent(
+                "BucketNotFound",
+                format!(
+                    "bucket {bucket:?} named by the StorageClass parameter bucketName does not \
+                     exist; create it or fix the StorageClass"
+                ),
+            )),
+            Err(e) => Err(classify(e, &format!("s3:HeadBucket {bucket}"), self.owner)),
+        }
+    }
+
+    /// Deletes every object version, delete marker and unfinished upload of the claim's
+    /// `bucket`, then the bucket. A bucket that is gone counts as deleted; one made for another
+    /// claim, or holding data without being recognisably this claim's, is left alone.
+    pub(crate) async fn empty_and_delete(
+        &self,
+        bucket: &str,
+        user_id: &str,
+    ) -> Result<(), BackendError> {
+        match self.ownership(bucket).await? {
+            Ownership::Missing => return Ok(()),
+            Ownership::Claim(owner) if owner == user_id => {}
+            Ownership::Unknown => {}
+            Ownership::Untagged if self.is_empty(bucket).await? => {}
+            Ownership::Claim(other) => {
+                return Err(not_ours(bucket, &format!("it was created for claim user {other}")));
+            }
+            Ownership::Foreign | Ownership::Untagged => {
+                return Err(not_ours(bucket, "it does not carry this claim's tag"));
+            }
+        }
+        self.abort_uploads(bucket).await?;
+        let deleted = self.delete_versions(bucket).await?;
+        tracing::info!(bucket, objects = deleted, "emptied bucket");
+        match self.s3.delete_bucket().bucket(bucket).send().await {
+            Ok(_) => Ok(()),
+            Err(e) if code(&e) == Some("NoSuchBucket") => Ok(()),
+            // Someone wrote while we emptied it: the retry empties it again.
+            Err(e) if code(&e) == Some("BucketNotEmpty") => Err(BackendError::transient(format!(
+                "bucket {bucket:?} received new objects while it was emptied"
+            ))),
+            Err(e) => Err(classify(e, &format!("s3:DeleteBucket {bucket}"), self.owner)),
+        }
+    }
+
+    async fn ownership(&self, bucket: &str) -> Result<Ownership, BackendError> {
+        match self.s3.get_bucket_tagging().bucket(bucket).send().await {
+            Ok(output) => {
+                let tags = output.tag_set();
+                Ok(match tags.iter().find(|t| t.key() == CLAIM_TAG) {
+                    Some(tag) => Ownership::Claim(tag.value().to_string()),
+                    None if tags.is_empty() => Ownership::Untagged,
+                    None => Ownership::Foreign,
+                })
+            }
+            Err(e) => match code(&e) {
+                Some("NoSuchTagSet" | "NoSuchTagSetError") => Ok(Ownership::Untagged),
+                Some("NoSuchBucket") => Ok(Ownership::Missing),
+                Some("NotImplemented" | "MethodNotAllowed") => Ok(Ownership::Unknown),
+                _ => Err(classify(e, &format!("s3:GetBucketTagging {bucket}"), self.owner)),
+            },
+        }
+    }
+
+    async fn tag(&self, bucket: &str, user_id: &str) -> Result<(), BackendError> {
+        let tag =
+            Tag::builder().key(CLAIM_TAG).value(user_id).build().map_err(|e| invalid("tag", e))?;
+        let tagging = Tagging::builder().tag_set(tag).build().map_err(|e| invalid("tagging", e))?;
+        match self.s3.put_bucket_tagging().bucket(bucket).tagging(tagging).send().await {
+            Ok(_) => Ok(()),
+            Err(e) if matches!(code(&e), Some("NotImplemented" | "MethodNotAllowed")) => {
+                tracing::warn!(bucket, "the service keeps no bucket tags; ownership is not marked");
+                Ok(())
+            }
+            Err(e) => Err(classify(e, &format!("s3:PutBucketTagging {bucket}"), self.owner)),
+        }
+    }
+
+    async fn is_empty(&self, bucket: &str) -> Result<bool, BackendError> {
+        match self.s3.list_object_versions().bucket(bucket).max_keys(1).send().await {
+            Ok(page) => Ok(page.versions().is_empty() && page.delete_markers().is_empty()),
+            Err(e) if code(&e) == Some("NotImplemented") => {
+                let page = self
+                    .s3
+                    .list_objects_v2()
+                    .bucket(bucket)
+                    .max_keys(1)
+                    .send()
+                    .await
+                    .map_err(|e| classify(e, &format!("s3:ListBucket {bucket}"), self.owner))?;
+                Ok(page.contents().is_empty())
+            }
+            Err(e) => Err(classify(e, &format!("s3:ListBucketVersions {bucket}"), self.owner)),
+        }
+    }
+
+    async fn abort_uploads(&self, bucket: &str) -> Result<(), BackendError> {
+        let mut previous = None;
+        for _ in 0..MAX_PAGES {
+            let page = match self.s3.list_multipart_uploads().bucket(bucket).send().await {
+                Ok(page) => page,
+                Err(e) if code(&e) == Some("NotImplemented") => return Ok(()),
+                Err(e) => {
+                    let action = format!("s3:ListBucketMultipartUploads {bucket}");
+                    return Err(classify(e, &action, self.owner));
+                }
+            };
+            let uploads: Vec<(String, String)> = page
+                .uploads()
+                .iter()
+                .filter_map(|u| Some((u.key()?.to_string(), u.upload_id()?.to_string())))
+                .collect();
+            let Some(first) = uploads.first().cloned() else { return Ok(()) };
+            if previous.replace(first.clone()) == Some(first) {
+                return Err(stuck(bucket, "an unfinished upload"));
+            }
+            for (key, id) in uploads {
+                let abort = self.s3.abort_multipart_upload().bucket(bucket).key(&key).upload_id(id);
+                match abort.send().await {
+                    Ok(_) => {}
+                    Err(e) if code(&e) == Some("NoSuchUpload") => {}
+                    Err(e) => {
+                        let action = format!("s3:AbortMultipartUpload {bucket}");
+                        return Err(classify(e, &action, self.owner));
+                    }
+                }
+            }
+        }
+        Err(unfinished(bucket, "unfinished uploads"))
+    }
+
+    /// Deletes every version and delete marker, a listing page (up to 1000) at a time. Each
+    /// round lists the first page again: what was deleted has left the listing, so no markers
+    /// are carried between calls (which also spares services that mishandle them).
+    async fn delete_versions(&self, bucket: &str) -> Result<usize, BackendError> {
+        let mut deleted = 0;
+        let mut previous = None;
+        for _ in 0..MAX_PAGES {
+            let page = match self.s3.list_object_versions().bucket(bucket).send().await {
+                Ok(page) => page,
+                // A service without versioning: plain objects are all there is.
+                Err(e) if code(&e) == Some("NotImplemented") => {
+                    return Ok(deleted + self.delete_objects(bucket).await?);
+                }
+                Err(e) => {
+                    let action = format!("s3:ListBucketVersions {bucket}");
+                    return Err(classify(e, &action, self.owner));
+                }
+            };
+            let versions = page.versions().iter().map(|v| (v.key(), v.version_id()));
+            let markers = page.delete_markers().iter().map(|m| (m.key(), m.version_id()));
+            let batch: Vec<(String, Option<String>)> = versions
+                .chain(markers)
+                .filter_map(|(key, version)| Some((key?.to_string(), version.map(Into::into))))
+                .collect();
+            let Some(first) = batch.first().cloned() else { return Ok(deleted) };
+            if previous.replace(first.clone()) == Some(first) {
+                return Err(stuck(bucket, "an object version"));
+            }
+            deleted += self.delete_batch(bucket, batch).await?;
+        }
+        Err(unfinished(bucket, &format!("{deleted} objects deleted so far")))
+    }
+
+    async fn delete_objects(&self, bucket: &str) -> Result<usize, BackendError> {
+        let mut deleted = 0;
+        let mut previous = None;
+        for _ in 0..MAX_PAGES {
+            let page = self
+                .s3
+                .list_objects_v2()
+                .bucket(bucket)
+                .send()
+                .await
+                .map_err(|e| classify(e, &format!("s3:ListBucket {bucket}"), self.owner))?;
+            let batch: Vec<(String, Option<String>)> =
+                page.contents().iter().filter_map(|o| Some((o.key()?.to_string(), None))).collect();
+            let Some(first) = batch.first().cloned() else { return Ok(deleted) };
+            if previous.replace(first.clone()) == Some(first) {
+                return Err(stuck(bucket, "an object"));
+            }
+            deleted += self.delete_batch(bucket, batch).await?;
+        }
+        Err(unfinished(bucket, &format!("{deleted} objects deleted so far")))
+    }
+
+    async fn delete_batch(
+        &self,
+        bucket: &str,
+        batch: Vec<(String, Option<String>)>,
+    ) -> Result<usize, BackendError> {
+        if batch.is_empty() {
+            return Ok(0);
+        }
+        let count = batch.len();
+        let objects = batch
+            .into_iter()
+            .map(|(key, version)| {
+                ObjectIdentifier::builder().key(key).set_version_id(version).build()
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| invalid("object identifier", e))?;
+        let delete = Delete::builder()
+            .set_objects(Some(objects))
+            .quiet(true)
+            .build()
+            .map_err(|e| invalid("delete", e))?;
+        let output = self
+            .s3
+            .delete_objects()
+            .bucket(bucket)
+            .delete(delete)
+            .send()
+            .await
+            .map_err(|e| classify(e, &format!("s3:DeleteObjects {bucket}"), self.owner))?;
+        if let Some(failed) = output.errors().first() {
+            return Err(BackendError::transient(format!(
+                "s3:DeleteObjects {bucket}: {} of {count} objects were not deleted, e.g. {:?}: {} {}",
+                output.errors().len(),
+                failed.key().unwrap_or_default(),
+                failed.code().unwrap_or_default(),
+                failed.message().unwrap_or_default()
+            )));
+        }
+        Ok(count)
+    }
+}
+
+/// Listing pages one attempt works through (a million objects); the next attempt goes on.
+const MAX_PAGES: usize = 1000;
+
+fn stuck(bucket: &str, what: &str) -> BackendError {
+    BackendError::transient(format!(
+        "emptying bucket {bucket:?}: {what} is still there after deleting it; retrying"
+    ))
+}
+
+fn unfinished(bucket: &str, progress: &str) -> BackendError {
+    BackendError::transient(format!(
+        "emptying bucket {bucket:?} takes more than one attempt ({progress}); the next goes on"
+    ))
+}
+
+fn exists_error(bucket: &str) -> BackendError {
+    BackendError::permanent(
+        "BucketExists",
+        format!(
+            "bucket {bucket:?} already exists in this account and was not created for this claim; \
+             choose another name, or share it through a StorageClass with bucketName"
+        ),
+    )
+}
+
+fn not_ours(bucket: &str, why: &str) -> BackendError {
+    BackendError::permanent(
+        "BucketNotOurs",
+        format!(
+            "bucket {bucket:?} was left alone: {why}, so its data is not this claim's to delete"
+        ),
+    )
+}

@@ -1,0 +1,244 @@
+//! The claim's IAM user: created once (its name comes from the claim's stable user id), given an
+//! inline policy for one bucket, and exactly one access key; removed with everything it holds.
+
+use aws_sdk_iam::Client;
+use aws_sdk_iam::types::Tag;
+use bucket_provisioner::{BackendError, Credentials};
+use serde_json::json;
+
+use crate::aws::{classify, code};
+
+/// IAM path of every user this provisioner creates, so that they are easy to list.
+pub const USER_PATH: &str = "/bucket-provisioner/";
+
+/// IAM's limit on user names.
+const MAX_USER_NAME: usize = 64;
+
+/// The IAM user name for a claim's user id (already unique and stable per claim).
+pub fn user_name(user_id: &str) -> String {
+    user_id
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || "+=,.@_-".contains(c) { c } else { '-' })
+        .take(MAX_USER_NAME)
+        .collect()
+}
+
+/// The inline policy's name for `bucket`.
+pub fn policy_name(bucket: &str) -> String {
+    format!("bucket-{bucket}")
+}
+
+/// A policy that allows working with the objects of `bucket` and listing it, and nothing else:
+/// no other bucket, no bucket configuration (policy, tags, ACLs), no IAM.
+pub fn policy_document(partition: &str, bucket: &str) -> String {
+    let bucket_arn = format!("arn:{partition}:s3:::{bucket}");
+    json!({
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "ListTheBucket",
+                "Effect": "Allow",
+                // s3:HeadBucket is no IAM action on AWS (which checks s3:ListBucket), but some
+                // S3-compatible services authorize it by that name.
+                "Action": [
+                    "s3:ListBucket",
+                    "s3:ListBucketVersions",
+                    "s3:ListBucketMultipartUploads",
+                    "s3:GetBucketLocation",
+                    "s3:GetBucketVersioning",
+                    "s3:HeadBucket"
+                ],
+                "Resource": bucket_arn,
+            },
+            {
+                "Sid": "UseTheObjects",
+                "Effect": "Allow",
+                "Action": [
+                    "s3:GetObject*",
+                    "s3:PutObject*",
+                    "s3:DeleteObject*",
+                    "s3:AbortMultipartUpload",
+                    "s3:ListMultipartUploadParts",
+                    "s3:RestoreObject"
+                ],
+                "Resource": format!("{bucket_arn}/*"),
+            }
+        ]
+    })
+    .to_string()
+}
+
+/// IAM calls for one claim's user.
+pub(crate) struct Users<'a> {
+    pub(crate) iam: &'a Client,
+    /// How the owner's credentials were found, for messages.
+    pub(crate) owner: &'a str,
+}
+
+impl Users<'_> {
+    fn fail<E>(
+        &self,
+        action: &str,
+        user: &str,
+    ) -> impl Fn(aws_sdk_iam::error::SdkError<E>) -> BackendError
+    where
+        E: aws_sdk_iam::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    {
+        let action = format!("iam:{action} {user}");
+        let owner = self.owner.to_string();
+        move |e| classify(e, &action, &owner)
+    }
+
+    /// Makes sure `user` exists with `policy` (named `policy_name`) and hands back its one access
+    /// key. Keys from earlier attempts are deleted first: their secrets were never delivered, and
+    /// AWS shows a secret only when the key is created.
+    pub(crate) async fn ensure(
+        &self,
+        user: &str,
+        bucket: &str,
+        policy_name: &str,
+        policy: &str,
+    ) -> Result<Credentials, BackendError> {
+        let tag = Tag::builder()
+            .key("objectbucket.io/bucket")
+            .value(bucket)
+            .build()
+            .map_err(|e| BackendError::transient(format!("building an IAM tag failed: {e}")))?;
+        match self.iam.create_user().user_name(user).path(USER_PATH).tags(tag).send().await {
+            Ok(_) => tracing::info!(user, bucket, "created IAM user"),
+            // The name is the claim's own: an earlier attempt made it.
+            Err(e) if code(&e) == Some("EntityAlreadyExists") => {}
+            Err(e) => return Err(self.fail("CreateUser", user)(e)),
+        }
+        self.iam
+            .put_user_policy()
+            .user_name(user)
+            .policy_name(policy_name)
+            .policy_document(policy)
+            .send()
+            .await
+            .map_err(self.fail("PutUserPolicy", user))?;
+        for key in self.access_keys(user).await?.unwrap_or_default() {
+            self.delete_key(user, &key).await?;
+        }
+        let created = self
+            .iam
+            .create_access_key()
+            .user_name(user)
+            .send()
+            .await
+            .map_err(self.fail("CreateAccessKey", user))?;
+        let key = created.access_key().ok_or_else(|| {
+            BackendError::transient(format!("iam:CreateAccessKey {user}: the answer held no key"))
+        })?;
+        tracing::info!(user, access_key_id = key.access_key_id(), "created access key");
+        Ok(Credentials {
+            access_key_id: key.access_key_id().to_string(),
+            secret_access_key: key.secret_access_key().to_string(),
+        })
+    }
+
+    /// Deletes `user` with its keys and policies. A user (or part) already gone counts as done.
+    pub(crate) async fn remove(&self, user: &str) -> Result<(), BackendError> {
+        let Some(keys) = self.access_keys(user).await? else { return Ok(()) };
+        for key in keys {
+            self.delete_key(user, &key).await?;
+        }
+        let mut policies =
+            self.iam.list_user_policies().user_name(user).into_paginator().items().send();
+        let mut names = Vec::new();
+        while let Some(name) = policies.next().await {
+            match name {
+                Ok(name) => names.push(name),
+                Err(e) if code(&e) == Some("NoSuchEntity") => return Ok(()),
+                Err(e) => return Err(self.fail("ListUserPolicies", user)(e)),
+            }
+        }
+        for name in names {
+            match self.iam.delete_user_policy().user_name(user).policy_name(&name).send().await {
+                Ok(_) => {}
+                Err(e) if code(&e) == Some("NoSuchEntity") => {}
+                Err(e) => return Err(self.fail("DeleteUserPolicy", user)(e)),
+            }
+        }
+        // Attached managed policies block DeleteUser too; none are ours, but detaching is safe.
+        let attached = match self.iam.list_attached_user_policies().user_name(user).send().await {
+            Ok(output) => output.attached_policies().to_vec(),
+            Err(e) if code(&e) == Some("NoSuchEntity") => return Ok(()),
+            Err(e) => return Err(self.fail("ListAttachedUserPolicies", user)(e)),
+        };
+        for arn in attached.iter().filter_map(|p| p.policy_arn()) {
+            match self.iam.detach_user_policy().user_name(user).policy_arn(arn).send().await {
+                Ok(_) => {}
+                Err(e) if code(&e) == Some("NoSuchEntity") => {}
+                Err(e) => return Err(self.fail("DetachUserPolicy", user)(e)),
+            }
+        }
+        match self.iam.delete_user().user_name(user).send().await {
+            Ok(_) => {
+                tracing::info!(user, "deleted IAM user");
+                Ok(())
+            }
+            Err(e) if code(&e) == Some("NoSuchEntity") => Ok(()),
+            // Something was added meanwhile (a key, a group): the retry removes it too.
+            Err(e) if code(&e) == Some("DeleteConflict") => Err(BackendError::transient(format!(
+                "iam:DeleteUser {user}: the user still holds something; retrying"
+            ))),
+            Err(e) => Err(self.fail("DeleteUser", user)(e)),
+        }
+    }
+
+    /// The user's access key ids; `None` when the user does not exist.
+    async fn access_keys(&self, user: &str) -> Result<Option<Vec<String>>, BackendError> {
+        let mut pages = self.iam.list_access_keys().user_name(user).into_paginator().items().send();
+        let mut keys = Vec::new();
+        while let Some(key) = pages.next().await {
+            match key {
+                Ok(key) => keys.extend(key.access_key_id().map(String::from)),
+                Err(e) if code(&e) == Some("NoSuchEntity") => return Ok(None),
+                Err(e) => return Err(self.fail("ListAccessKeys", user)(e)),
+            }
+        }
+        Ok(Some(keys))
+    }
+
+    async fn delete_key(&self, user: &str, key: &str) -> Result<(), BackendError> {
+        match self.iam.delete_access_key().user_name(user).access_key_id(key).send().await {
+            Ok(_) => {
+                tracing::info!(user, access_key_id = key, "deleted access key");
+                Ok(())
+            }
+            Err(e) if code(&e) == Some("NoSuchEntity") => Ok(()),
+            Err(e) => Err(self.fail("DeleteAccessKey", user)(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_names_are_valid_and_stable() {
+        let id = "obc-0b6f5a3e-1c1d-4a57-9e0f-1b2c3d4e5f60";
+        assert_eq!(user_name(id), id);
+        assert_eq!(user_name("a/b c"), "a-b-c");
+        assert_eq!(user_name(&"x".repeat(100)).len(), 64);
+    }
+
+    #[test]
+    fn the_policy_names_only_its_bucket() {
+        let document: serde_json::Value =
+            serde_json::from_str(&policy_document("aws", "photos")).unwrap();
+        let resources: Vec<&str> = document["Statement"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["Resource"].as_str().unwrap())
+            .collect();
+        assert_eq!(resources, ["arn:aws:s3:::photos", "arn:aws:s3:::photos/*"]);
+        let text = document.to_string();
+        assert!(!text.contains("iam:") && !text.contains("\"s3:*\""));
+        assert!(!text.contains("PutBucketPolicy") && !text.contains("DeleteBucket\""));
+    }
+}

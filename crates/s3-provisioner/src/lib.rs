@@ -1,0 +1,61 @@
+//! Object buckets on AWS S3 or an S3-compatible service, with an IAM user per claim.
+//!
+//! [`S3Provisioner`] implements the library's [`Provisioner`](bucket_provisioner::Provisioner):
+//!
+//! | claim | what happens |
+//! |---|---|
+//! | new bucket | `CreateBucket` in the region, tagged for the claim (a retry finds it again; a bucket of another account or claim is a permanent error), then the claim's IAM user |
+//! | StorageClass `bucketName` | `HeadBucket` (missing is a permanent error), then the claim's IAM user |
+//! | deleted, bucket kept | the claim's access keys, policies and user are deleted |
+//! | deleted, `Delete` policy | the same, then every object version, delete marker and unfinished upload, then the bucket |
+//!
+//! The claim's IAM user is named after its stable user id, holds one inline policy that allows
+//! only its bucket and the bucket's objects, and exactly one access key: a retry deletes keys of
+//! earlier attempts (whose secrets were never delivered) and creates a fresh one, never a second
+//! user. When any IAM step fails the claim is not bound; the owner's keys are handed to a claim
+//! only when the StorageClass says `createBucketUser: "false"`.
+//!
+//! # StorageClass parameters
+//!
+//! | parameter | meaning |
+//! |---|---|
+//! | `region` | region of the buckets (default `us-east-1`) |
+//! | `secretName`, `secretNamespace` | Secret with the owner's `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`; without them the default AWS credential chain is used |
+//! | `endpoint` | URL of an S3-compatible service instead of AWS |
+//! | `iamEndpoint` | URL of its IAM API (default: `endpoint`, else AWS IAM) |
+//! | `forcePathStyle` | `"true"` for `host/bucket` addressing |
+//! | `createBucketUser` | `"true"` (default); `"false"` hands the owner's keys to claims |
+//! | `bucketName` | an existing bucket to share (read by the library) |
+//!
+//! Anything else is refused (`InvalidParameters`), and so is any `additionalConfig`.
+//!
+//! The ObjectBucket's `additionalState` keeps these settings (the Secret's name, never its keys)
+//! with the IAM user and policy names, so cleanup works after the StorageClass is gone.
+//!
+//! # Running
+//!
+//! The binary `s3-bucket-provisioner` answers to StorageClasses whose `provisioner` is
+//! [`DEFAULT_PROVISIONER_NAME`] (`objectbucket.io/s3-bucket`) unless `--provisioner-name` says
+//! otherwise; see the crate's README for flags and the owner's permissions.
+//!
+//! # Owner credentials
+//!
+//! The backend never holds a Kubernetes client: it asks an [`OwnerCredentials`] for the keys in
+//! the Secret a StorageClass names. The binary passes [`KubeCluster`], which reads the Secret with
+//! its client; tests may pass anything.
+
+mod aws;
+pub mod backend;
+pub mod bucket;
+pub mod cluster;
+pub mod iam;
+pub mod owner;
+pub mod params;
+
+pub use backend::S3Provisioner;
+pub use cluster::KubeCluster;
+pub use owner::{ClassParameters, OwnerCredentials};
+pub use params::{SecretRef, Settings};
+
+/// The StorageClass `provisioner` value the binary answers to unless told otherwise.
+pub const DEFAULT_PROVISIONER_NAME: &str = "objectbucket.io/s3-bucket";

@@ -1,0 +1,36 @@
+//! `s3-bucket-provisioner`: answers ObjectBucketClaims whose StorageClass names this provisioner
+//! with buckets on AWS S3 (or an S3-compatible service) and an IAM user per claim.
+
+use std::sync::Arc;
+
+use bucket_provisioner::runtime::{self, ControllerArgs, RunError, init_logging, shutdown_signal};
+use clap::Parser;
+use s3_provisioner::{DEFAULT_PROVISIONER_NAME, KubeCluster, S3Provisioner};
+
+/// Provisions object buckets on AWS S3 or an S3-compatible service.
+#[derive(Parser)]
+#[command(name = "s3-bucket-provisioner", version, about)]
+struct Args {
+    /// The StorageClass `provisioner` value to answer to.
+    #[arg(long, env = "PROVISIONER_NAME", default_value = DEFAULT_PROVISIONER_NAME)]
+    provisioner_name: String,
+    /// How often one S3 or IAM request is attempted (throttling, 5xx and network errors are
+    /// retried with backoff) before the claim's reconcile is retried later.
+    #[arg(long, env = "AWS_MAX_ATTEMPTS", default_value_t = 4)]
+    aws_max_attempts: u32,
+    #[command(flatten)]
+    controller: ControllerArgs,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), RunError> {
+    init_logging();
+    let args = Args::parse();
+    // The Kubernetes side of owner credentials lives here, not in the backend.
+    let cluster =
+        Arc::new(KubeCluster::new(runtime::client(args.controller.kubeconfig.as_ref()).await?));
+    let backend = S3Provisioner::new(cluster.clone())
+        .with_class_parameters(cluster)
+        .with_max_attempts(args.aws_max_attempts);
+    runtime::run(backend, &args.provisioner_name, &args.controller, shutdown_signal()).await
+}

@@ -1,0 +1,332 @@
+//! StorageClass parameters, checked up front, and the copy of them kept in the ObjectBucket's
+//! `additionalState` so that cleanup never depends on the StorageClass.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use bucket_provisioner::{BackendError, Endpoint};
+
+/// Region of the bucket (default [`DEFAULT_REGION`]).
+pub const REGION: &str = "region";
+/// Name of the Secret holding the owner's `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`.
+pub const SECRET_NAME: &str = "secretName";
+/// Namespace of that Secret.
+pub const SECRET_NAMESPACE: &str = "secretNamespace";
+/// URL of an S3-compatible service, e.g. `https://s3.example.com:9000`.
+pub const ENDPOINT: &str = "endpoint";
+/// URL of the IAM API; defaults to [`ENDPOINT`] when that is set, else AWS IAM.
+pub const IAM_ENDPOINT: &str = "iamEndpoint";
+/// `true` to address buckets as `host/bucket` instead of `bucket.host`.
+pub const FORCE_PATH_STYLE: &str = "forcePathStyle";
+/// `true` (default): an IAM user per claim. `false`: the claim receives the owner's keys.
+pub const CREATE_BUCKET_USER: &str = "createBucketUser";
+
+/// Every parameter this backend accepts (`bucketName` is taken by the library before).
+pub const PARAMETERS: [&str; 7] = [
+    REGION,
+    SECRET_NAME,
+    SECRET_NAMESPACE,
+    ENDPOINT,
+    IAM_ENDPOINT,
+    FORCE_PATH_STYLE,
+    CREATE_BUCKET_USER,
+];
+
+/// `additionalState` key: the claim's IAM user.
+pub const STATE_USER_NAME: &str = "userName";
+/// `additionalState` key: the user's inline policy.
+pub const STATE_POLICY_NAME: &str = "policyName";
+
+/// The region used when the StorageClass names none.
+pub const DEFAULT_REGION: &str = "us-east-1";
+
+/// Where the owner's keys are kept.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SecretRef {
+    /// The Secret's namespace.
+    pub namespace: String,
+    /// The Secret's name.
+    pub name: String,
+}
+
+impl fmt::Display for SecretRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A service URL from a parameter: scheme, host and port, nothing else.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServiceUrl {
+    /// `http` or `https`.
+    pub scheme: String,
+    /// Host name or address (IPv6 in brackets).
+    pub host: String,
+    /// Port, the scheme's default when the URL names none.
+    pub port: u16,
+}
+
+impl ServiceUrl {
+    /// Parses `value`, the value of parameter `name`.
+    pub fn parse(name: &str, value: &str) -> Result<Self, BackendError> {
+        let invalid = |why: &str| {
+            BackendError::invalid_parameter(format!(
+                "parameter {name} {value:?} {why}; expected a URL such as https://s3.example.com:9000"
+            ))
+        };
+        let uri: http::Uri = value.parse().map_err(|_| invalid("is not a URL"))?;
+        let scheme = match uri.scheme_str() {
+            Some("http") => "http",
+            Some("https") => "https",
+            _ => return Err(invalid("must start with http:// or https://")),
+        };
+        let authority = uri.authority().ok_or_else(|| invalid("has no host"))?;
+        // Credentials belong in the owner Secret, never in a StorageClass anyone can read.
+        if authority.as_str().contains('@') {
+            return Err(invalid("must not contain user information"));
+        }
+        if authority.host().is_empty() {
+            return Err(invalid("has no host"));
+        }
+        if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
+            return Err(invalid("must not have a path or query"));
+        }
+        let port = uri.port_u16().unwrap_or(if scheme == "https" { 443 } else { 80 });
+        Ok(Self { scheme: scheme.into(), host: authority.host().into(), port })
+    }
+
+    /// `scheme://host:port`.
+    pub fn url(&self) -> String {
+        format!("{}://{}:{}", self.scheme, self.host, self.port)
+    }
+}
+
+/// Everything one StorageClass asks of this backend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// Region of the buckets.
+    pub region: String,
+    /// The owner's keys; `None` means the default AWS credential chain.
+    pub owner_secret: Option<SecretRef>,
+    /// An S3-compatible service instead of AWS S3.
+    pub endpoint: Option<ServiceUrl>,
+    /// The IAM API of that service, when it differs from `endpoint`.
+    pub iam_endpoint: Option<ServiceUrl>,
+    /// Path-style bucket addressing.
+    pub force_path_style: bool,
+    /// An IAM user per claim (`false` hands out the owner's keys).
+    pub create_bucket_user: bool,
+}
+
+impl Settings {
+    /// Parses StorageClass parameters; any parameter this backend does not know is an error.
+    pub fn from_parameters(parameters: &BTreeMap<String, String>) -> Result<Self, BackendError> {
+        if let Some(unknown) = parameters.keys().find(|k| !PARAMETERS.contains(&k.as_str())) {
+            return Err(BackendError::invalid_parameter(format!(
+                "unknown StorageClass parameter {unknown:?}; this provisioner accepts {}",
+                PARAMETERS.join(", ")
+            )));
+        }
+        Self::parse(parameters)
+    }
+
+    /// Reads the settings back from an ObjectBucket's `additionalState`, which also holds the
+    /// names of what was created.
+    pub fn from_state(state: &BTreeMap<String, String>) -> Result<Self, BackendError> {
+        Self::parse(state).map_err(|e| {
+            BackendError::permanent(
+                "InvalidBucketState",
+                format!("the ObjectBucket's additionalState is not usable: {e}"),
+            )
+        })
+    }
+
+    fn parse(values: &BTreeMap<String, String>) -> Result<Self, BackendError> {
+        let get = |key: &str| values.get(key).map(|v| v.trim()).filter(|v| !v.is_empty());
+        let region = get(REGION).unwrap_or(DEFAULT_REGION).to_string();
+        if !region.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            || region.starts_with('-')
+        {
+            return Err(BackendError::invalid_parameter(format!(
+                "parameter {REGION} {region:?} is not a region name such as eu-west-1"
+            )));
+        }
+        let owner_secret = match (get(SECRET_NAME), get(SECRET_NAMESPACE)) {
+            (Some(name), Some(namespace)) => {
+                Some(SecretRef { namespace: namespace.into(), name: name.into() })
+            }
+            (None, None) => None,
+            _ => {
+                return Err(BackendError::invalid_parameter(format!(
+                    "parameters {SECRET_NAME} and {SECRET_NAMESPACE} go together: set both to use \
+                     owner keys from a Secret, or neither for the default AWS credential chain"
+                )));
+            }
+        };
+        let endpoint = get(ENDPOINT).map(|v| ServiceUrl::parse(ENDPOINT, v)).transpose()?;
+        let iam_endpoint =
+            get(IAM_ENDPOINT).map(|v| ServiceUrl::parse(IAM_ENDPOINT, v)).transpose()?;
+        let force_path_style = boolean(FORCE_PATH_STYLE, get(FORCE_PATH_STYLE), false)?;
+        let create_bucket_user = boolean(CREATE_BUCKET_USER, get(CREATE_BUCKET_USER), true)?;
+        if !create_bucket_user && owner_secret.is_none() {
+            return Err(BackendError::invalid_parameter(format!(
+                "{CREATE_BUCKET_USER}=false hands the owner's keys to every claim, which needs them \
+                 in a Secret: set {SECRET_NAME} and {SECRET_NAMESPACE}"
+            )));
+        }
+        Ok(Self {
+            region,
+            owner_secret,
+            endpoint,
+            iam_endpoint,
+            force_path_style,
+            create_bucket_user,
+        })
+    }
+
+    /// The settings as parameters, the part of `additionalState` that cleanup reads back.
+    pub fn to_state(&self) -> BTreeMap<String, String> {
+        let mut state = BTreeMap::from([
+            (REGION.to_string(), self.region.clone()),
+            (FORCE_PATH_STYLE.to_string(), self.force_path_style.to_string()),
+            (CREATE_BUCKET_USER.to_string(), self.create_bucket_user.to_string()),
+        ]);
+        if let Some(secret) = &self.owner_secret {
+            state.insert(SECRET_NAME.into(), secret.name.clone());
+            state.insert(SECRET_NAMESPACE.into(), secret.namespace.clone());
+        }
+        if let Some(endpoint) = &self.endpoint {
+            state.insert(ENDPOINT.into(), endpoint.url());
+        }
+        if let Some(endpoint) = &self.iam_endpoint {
+            state.insert(IAM_ENDPOINT.into(), endpoint.url());
+        }
+        state
+    }
+
+    /// The IAM API to call: `iamEndpoint`, else `endpoint`, else AWS (`None`).
+    pub fn iam_url(&self) -> Option<String> {
+        self.iam_endpoint.as_ref().or(self.endpoint.as_ref()).map(ServiceUrl::url)
+    }
+
+    /// The AWS partition of the region, for ARNs.
+    pub fn partition(&self) -> &'static str {
+        if self.region.starts_with("cn-") {
+            "aws-cn"
+        } else if self.region.starts_with("us-gov-") {
+            "aws-us-gov"
+        } else {
+            "aws"
+        }
+    }
+
+    /// Where consumers reach the buckets: the custom endpoint, or the regional AWS S3 host.
+    pub fn consumer_endpoint(&self) -> Endpoint {
+        let (scheme, host, port) = match &self.endpoint {
+            Some(url) => (url.scheme.clone(), url.host.clone(), url.port),
+            None => {
+                let suffix = if self.region.starts_with("cn-") { ".cn" } else { "" };
+                ("https".into(), format!("s3.{}.amazonaws.com{suffix}", self.region), 443)
+            }
+        };
+        Endpoint { scheme, host, port, region: self.region.clone(), sub_region: String::new() }
+    }
+
+    /// How the owner's credentials are found, for messages (never the keys themselves).
+    pub fn owner_description(&self) -> String {
+        match &self.owner_secret {
+            Some(secret) => format!("the owner credentials from Secret {secret}"),
+            None => "the credentials from the default AWS credential chain".into(),
+        }
+    }
+}
+
+fn boolean(name: &str, value: Option<&str>, default: bool) -> Result<bool, BackendError> {
+    match value {
+        None => Ok(default),
+        Some(v) if v.eq_ignore_ascii_case("true") => Ok(true),
+        Some(v) if v.eq_ignore_ascii_case("false") => Ok(false),
+        Some(v) => Err(BackendError::invalid_parameter(format!(
+            "parameter {name} must be \"true\" or \"false\", not {v:?}"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn defaults_are_aws_with_a_user_per_claim() {
+        let settings = Settings::from_parameters(&BTreeMap::new()).unwrap();
+        assert_eq!(settings.region, "us-east-1");
+        assert!(settings.create_bucket_user && !settings.force_path_style);
+        assert_eq!(settings.iam_url(), None);
+        let endpoint = settings.consumer_endpoint();
+        assert_eq!(endpoint.url(), "https://s3.us-east-1.amazonaws.com:443");
+        assert_eq!(endpoint.region, "us-east-1");
+    }
+
+    #[test]
+    fn custom_endpoints_round_trip_through_state() {
+        let settings = Settings::from_parameters(&params(&[
+            (REGION, "eu-west-1"),
+            (SECRET_NAME, "owner"),
+            (SECRET_NAMESPACE, "infra"),
+            (ENDPOINT, "http://127.0.0.1:5000"),
+            (FORCE_PATH_STYLE, "TRUE"),
+        ]))
+        .unwrap();
+        assert_eq!(settings.iam_url().as_deref(), Some("http://127.0.0.1:5000"));
+        assert_eq!(settings.consumer_endpoint().host, "127.0.0.1");
+        assert_eq!(settings.consumer_endpoint().port, 5000);
+        let mut state = settings.to_state();
+        state.insert(STATE_USER_NAME.into(), "obc-1".into());
+        assert_eq!(Settings::from_state(&state).unwrap(), settings);
+        assert_eq!(settings.owner_description(), "the owner credentials from Secret infra/owner");
+    }
+
+    #[test]
+    fn china_regions_use_their_partition_and_host() {
+        let settings = Settings::from_parameters(&params(&[(REGION, "cn-north-1")])).unwrap();
+        assert_eq!(settings.partition(), "aws-cn");
+        assert_eq!(settings.consumer_endpoint().host, "s3.cn-north-1.amazonaws.com.cn");
+    }
+
+    #[test]
+    fn bad_parameters_are_named() {
+        let cases: [(&[(&str, &str)], &str); 8] = [
+            (&[("colour", "blue")], "\"colour\""),
+            (&[(REGION, "Mars 1")], REGION),
+            (&[(SECRET_NAME, "x")], SECRET_NAMESPACE),
+            (&[(ENDPOINT, "ftp://host")], "http://"),
+            (&[(ENDPOINT, "https://user:pw@host")], "user information"),
+            (&[(IAM_ENDPOINT, "https://host/path")], "path"),
+            (&[(FORCE_PATH_STYLE, "yes")], FORCE_PATH_STYLE),
+            (&[(CREATE_BUCKET_USER, "false")], SECRET_NAME),
+        ];
+        for (pairs, mentioned) in cases {
+            let error = Settings::from_parameters(&params(pairs)).expect_err(mentioned);
+            assert!(
+                matches!(&error, BackendError::Permanent { reason, .. } if reason == "InvalidParameters"),
+                "{error:?}"
+            );
+            assert!(error.to_string().contains(mentioned), "{error} should mention {mentioned}");
+        }
+    }
+
+    #[test]
+    fn owner_keys_for_claims_need_a_secret() {
+        let ok = Settings::from_parameters(&params(&[
+            (CREATE_BUCKET_USER, "false"),
+            (SECRET_NAME, "s"),
+            (SECRET_NAMESPACE, "n"),
+        ]))
+        .unwrap();
+        assert!(!ok.create_bucket_user);
+    }
+}

@@ -1,0 +1,176 @@
+//! The backend alone against a real moto server (IAM enforced), called as the library calls it:
+//! repeated calls, buckets that are not the claim's, and cleanups without recorded state.
+
+mod common;
+
+use std::sync::Arc;
+
+use bucket_provisioner::{BackendError, Provisioner};
+use common::moto::Moto;
+use common::{FixedOwner, claim, denied_elsewhere, error_code, object_bucket, options, read_write};
+use s3_provisioner::bucket::CLAIM_TAG;
+use s3_provisioner::params::{STATE_POLICY_NAME, STATE_USER_NAME};
+use s3_provisioner::{S3Provisioner, iam};
+
+fn parameters(moto: &Moto) -> Vec<(&'static str, String)> {
+    vec![
+        ("endpoint", moto.endpoint.clone()),
+        ("forcePathStyle", "true".into()),
+        ("secretName", "owner".into()),
+        ("secretNamespace", "infra".into()),
+    ]
+}
+
+fn with<'a>(
+    base: &'a [(&'static str, String)],
+    extra: &[(&'a str, &'a str)],
+) -> Vec<(&'a str, &'a str)> {
+    base.iter().map(|(k, v)| (*k, v.as_str())).chain(extra.iter().copied()).collect()
+}
+
+fn reason(error: &BackendError) -> &str {
+    match error {
+        BackendError::Permanent { reason, .. } => reason,
+        BackendError::Transient { .. } => "transient",
+    }
+}
+
+#[tokio::test]
+async fn repeated_provisioning_keeps_one_user_with_one_fresh_key() {
+    let moto = Moto::start().await;
+    let backend = S3Provisioner::new(Arc::new(FixedOwner(moto.admin.clone())));
+    let params = parameters(&moto);
+    let claim = claim(&format!("repeat-{}", common::suffix()));
+    let options = options(&claim, &with(&params, &[("region", "eu-west-1")]));
+    backend.validate(&options).unwrap();
+
+    let first = backend.provision(&options).await.unwrap();
+    let second = backend.provision(&options).await.expect("a retry of provision succeeds");
+    let user = iam::user_name(&options.user_id);
+    assert_eq!(moto.provisioned_users().await, [user.as_str()], "one user, named after the claim");
+    assert_eq!(moto.access_keys(&user).await, [second.credentials.access_key_id.as_str()]);
+    assert_ne!(first.credentials, second.credentials, "the undelivered key was replaced");
+    assert_eq!(second.additional_state, first.additional_state);
+    assert_eq!(second.additional_state[STATE_USER_NAME], user);
+    assert_eq!(second.additional_state[STATE_POLICY_NAME], iam::policy_name(&options.bucket_name));
+    assert_eq!(second.additional_state["region"], "eu-west-1");
+    assert!(!second.additional_state.values().any(|v| v == &moto.admin.secret_access_key));
+    assert_eq!((second.endpoint.host.as_str(), second.endpoint.port), ("127.0.0.1", moto.port()));
+
+    let s3 = moto.s3_in(&second.credentials, "eu-west-1");
+    read_write(&s3, &options.bucket_name).await;
+    let old = moto.s3_in(&first.credentials, "eu-west-1");
+    let refused = old.list_objects_v2().bucket(&options.bucket_name).send().await;
+    assert_eq!(error_code(refused), "InvalidAccessKeyId", "the replaced key no longer works");
+    let tags = moto.s3_in(&moto.admin, "eu-west-1");
+    let tags = tags.get_bucket_tagging().bucket(&options.bucket_name).send().await.unwrap();
+    assert!(tags.tag_set().iter().any(|t| t.key() == CLAIM_TAG && t.value() == options.user_id));
+
+    let record = object_bucket(&claim, Some(&second));
+    backend.delete(&record).await.unwrap();
+    backend.delete(&record).await.expect("deleting again is done already");
+    backend.revoke(&record).await.expect("revoking what is gone is done already");
+    assert!(moto.provisioned_users().await.is_empty());
+    assert!(!moto.bucket_exists(&options.bucket_name).await);
+}
+
+#[tokio::test]
+async fn buckets_that_are_not_the_claims_are_refused_and_left_alone() {
+    let moto = Moto::start().await;
+    let backend = S3Provisioner::new(Arc::new(FixedOwner(moto.admin.clone())));
+    let params = parameters(&moto);
+
+    // Same account, someone else's data: never adopted, never deleted.
+    let taken = format!("taken-{}", common::suffix());
+    moto.existing_bucket(&taken, &["keep.txt"]).await;
+    let intruder = claim(&taken);
+    let error = backend.provision(&options(&intruder, &with(&params, &[]))).await.unwrap_err();
+    assert_eq!(reason(&error), "BucketExists", "{error}");
+    let error = backend.delete(&object_bucket(&intruder, None)).await;
+    assert!(error.is_err(), "an untagged bucket with data is not deleted");
+    assert_eq!(moto.object_keys(&taken).await, ["keep.txt"]);
+
+    // Another claim's bucket.
+    let owner = claim(&format!("owned-{}", common::suffix()));
+    let owned = backend.provision(&options(&owner, &with(&params, &[]))).await.unwrap();
+    let other = claim(&owner.spec.bucket_name.clone().unwrap());
+    let error = backend.provision(&options(&other, &with(&params, &[]))).await.unwrap_err();
+    assert_eq!(reason(&error), "BucketInUse", "{error}");
+    let error = backend.delete(&object_bucket(&other, Some(&owned))).await.unwrap_err();
+    assert_eq!(reason(&error), "BucketNotOurs", "{error}");
+    assert!(moto.bucket_exists(&owner.spec.bucket_name.clone().unwrap()).await);
+
+    // A grant needs the bucket to exist.
+    let missing = claim(&format!("missing-{}", common::suffix()));
+    let error = backend.grant(&options(&missing, &with(&params, &[]))).await.unwrap_err();
+    assert_eq!(reason(&error), "BucketNotFound", "{error}");
+    assert!(
+        moto.provisioned_users()
+            .await
+            .iter()
+            .all(|u| *u == iam::user_name(&options(&owner, &[]).user_id))
+    );
+}
+
+#[tokio::test]
+async fn cleanup_without_recorded_state_uses_the_class_it_saw() {
+    let moto = Moto::start().await;
+    let params = parameters(&moto);
+    let claim = claim(&format!("norecord-{}", common::suffix()));
+    let options = options(&claim, &with(&params, &[]));
+    let backend = S3Provisioner::new(Arc::new(FixedOwner(moto.admin.clone())));
+    backend.validate(&options).unwrap();
+    let provisioned = backend.provision(&options).await.unwrap();
+    let s3 = moto.s3(&provisioned.credentials);
+    s3.put_object()
+        .bucket(&options.bucket_name)
+        .key("a")
+        .body(b"a".to_vec().into())
+        .send()
+        .await
+        .unwrap();
+
+    // After a restart nothing is known: a clear refusal, and nothing is touched.
+    let restarted = S3Provisioner::new(Arc::new(FixedOwner(moto.admin.clone())));
+    let error = restarted.delete(&object_bucket(&claim, None)).await.unwrap_err();
+    assert_eq!(reason(&error), "BucketSettingsUnknown", "{error}");
+    assert!(moto.bucket_exists(&options.bucket_name).await);
+
+    // The instance that saw the StorageClass cleans up the bucket and the user.
+    backend.delete(&object_bucket(&claim, None)).await.unwrap();
+    assert!(!moto.bucket_exists(&options.bucket_name).await);
+    assert!(moto.provisioned_users().await.is_empty());
+}
+
+#[tokio::test]
+async fn owner_keys_are_handed_out_only_when_asked_for() {
+    let moto = Moto::start().await;
+    let backend = S3Provisioner::new(Arc::new(FixedOwner(moto.admin.clone())));
+    let params = parameters(&moto);
+    let claim = claim(&format!("ownerkeys-{}", common::suffix()));
+    let options = options(&claim, &with(&params, &[("createBucketUser", "false")]));
+    let provisioned = backend.provision(&options).await.unwrap();
+    assert_eq!(provisioned.credentials, moto.admin);
+    assert!(moto.provisioned_users().await.is_empty());
+    backend.revoke(&object_bucket(&claim, Some(&provisioned))).await.unwrap();
+    assert!(moto.user_exists("admin").await, "revoking never touches the owner");
+    assert!(moto.bucket_exists(&options.bucket_name).await);
+}
+
+#[tokio::test]
+async fn minted_keys_reach_only_their_bucket() {
+    let moto = Moto::start().await;
+    let backend = S3Provisioner::new(Arc::new(FixedOwner(moto.admin.clone())));
+    let params = parameters(&moto);
+    let other = format!("other-{}", common::suffix());
+    moto.existing_bucket(&other, &["keep.txt"]).await;
+    let claim = claim(&format!("mine-{}", common::suffix()));
+    let provisioned = backend.provision(&options(&claim, &with(&params, &[]))).await.unwrap();
+    read_write(&moto.s3(&provisioned.credentials), &claim.spec.bucket_name.clone().unwrap()).await;
+    denied_elsewhere(
+        &moto.s3(&provisioned.credentials),
+        &moto.iam(&provisioned.credentials),
+        &other,
+    )
+    .await;
+}

@@ -1,0 +1,451 @@
+//! The S3 provisioner end to end: a controller in this process on the real control plane, a
+//! real moto server with IAM enforced, and the claim's keys used as a consumer would use them.
+
+mod common;
+
+use std::panic::AssertUnwindSafe;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
+use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaimSpec};
+use bucket_provisioner::{BackendError, BucketOptions, ProvisionedBucket, Provisioner};
+use common::cluster::{Harness, ready, setup, spec};
+use common::process::Supervised;
+use common::{denied_elsewhere, read_write, suffix};
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::discovery::{Scope, pinned_kind};
+use kube::{Client, ResourceExt};
+use s3_provisioner::iam;
+use serde::Deserialize;
+use serde_json::json;
+use test_support::{ControlPlane, client_with_crds};
+use tokio::sync::Notify;
+
+fn user_of(claim: &bucket_api::ObjectBucketClaim) -> String {
+    iam::user_name(&bucket_provisioner::user_id_for_claim(&claim.uid().unwrap()))
+}
+
+#[tokio::test]
+async fn greenfield_claim_gets_its_own_working_and_confined_keys_then_everything_goes() {
+    let s = setup("s3-green").await;
+    let controller = Harness::start(&s.client, s.backend());
+    // The whole lifecycle works with no more rights than the README asks the owner for.
+    let owner = s.moto.least_privileged_owner("least-privileged-owner").await;
+    s.owner_keys("owner", &owner).await;
+    let other = format!("other-{}", suffix());
+    s.moto.existing_bucket(&other, &["keep.txt"]).await;
+    let class =
+        s.class(&controller.provisioner, "owner", &[("region", "eu-west-1")], Some("Delete")).await;
+    let claim_spec = ObjectBucketClaimSpec {
+        storage_class_name: class,
+        generate_bucket_name: Some("photos".into()),
+        ..Default::default()
+    };
+    s.claim("photos", claim_spec).await;
+
+    let claim = s.wait_for("photos", ClaimPhase::Bound, "Bound").await;
+    let bucket = claim.spec.bucket_name.clone().unwrap();
+    let user = user_of(&claim);
+    let keys = s.claim_keys("photos").await;
+    assert_ne!(keys.access_key_id, owner.access_key_id, "never the owner's keys");
+    assert_eq!(s.moto.access_keys(&user).await, [keys.access_key_id.as_str()]);
+    let config = s.config_maps.get("photos").await.unwrap().data.unwrap();
+    assert_eq!(config["BUCKET_HOST"], "127.0.0.1");
+    assert_eq!(config["BUCKET_PORT"], s.moto.port().to_string());
+    assert_eq!(config["BUCKET_REGION"], "eu-west-1");
+    assert_eq!(config["BUCKET_NAME"], bucket);
+    let ob = s.buckets.get(claim.spec.object_bucket_name.as_deref().unwrap()).await.unwrap();
+    let state = ob.spec.additional_state.unwrap();
+    assert_eq!(state["userName"], user);
+    assert_eq!(state["policyName"], iam::policy_name(&bucket));
+    assert_eq!(
+        (state["secretName"].as_str(), state["secretNamespace"].as_str()),
+        ("owner", &*s.ns)
+    );
+    assert_eq!(state["endpoint"], s.moto.endpoint);
+
+    read_write(&s.moto.s3_in(&keys, "eu-west-1"), &bucket).await;
+    denied_elsewhere(&s.moto.s3(&keys), &s.moto.iam(&keys), &other).await;
+    s.wait_event("photos", "Provisioned").await;
+
+    s.delete_and_wait("photos").await;
+    assert!(!s.moto.bucket_exists(&bucket).await, "the bucket is deleted under Delete");
+    assert!(!s.moto.user_exists(&user).await, "the claim's user is deleted");
+    assert!(s.moto.object_keys(&other).await == ["keep.txt"], "other buckets are untouched");
+    s.wait_event("photos", "Deleted").await;
+    for (reason, note) in s.events("photos").await {
+        for secret in [&keys.secret_access_key, &owner.secret_access_key] {
+            assert!(!note.contains(secret.as_str()), "Event {reason} shows a secret: {note}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn brownfield_grant_and_revoke_leave_the_bucket_and_its_data() {
+    let s = setup("s3-brown").await;
+    let controller = Harness::start(&s.client, s.backend());
+    s.owner_keys("owner", &s.moto.admin).await;
+    let shared = format!("shared-{}", suffix());
+    s.moto.existing_bucket(&shared, &["keep.txt"]).await;
+    // Delete policy on purpose: a bucket the claim did not create is never deleted.
+    let class =
+        s.class(&controller.provisioner, "owner", &[("bucketName", &shared)], Some("Delete")).await;
+    s.claim("reader", ObjectBucketClaimSpec { storage_class_name: class, ..Default::default() })
+        .await;
+
+    let claim = s.wait_for("reader", ClaimPhase::Bound, "Bound").await;
+    s.wait_event("reader", "Granted").await;
+    let keys = s.claim_keys("reader").await;
+    let s3 = s.moto.s3(&keys);
+    let kept = s3.get_object().bucket(&shared).key("keep.txt").send().await.unwrap();
+    assert_eq!(kept.body.collect().await.unwrap().into_bytes().as_ref(), b"keep.txt");
+    s3.put_object().bucket(&shared).key("new.txt").body(b"n".to_vec().into()).send().await.unwrap();
+
+    s.delete_and_wait("reader").await;
+    s.wait_event("reader", "Revoked").await;
+    assert_eq!(s.moto.object_keys(&shared).await, ["keep.txt", "new.txt"]);
+    assert!(!s.moto.user_exists(&user_of(&claim)).await);
+    let refused = s3.list_objects_v2().bucket(&shared).send().await;
+    assert_eq!(common::error_code(refused), "InvalidAccessKeyId", "revoked keys stop working");
+}
+
+#[tokio::test]
+async fn delete_empties_a_versioned_bucket_of_many_objects_versions_and_markers() {
+    let s = setup("s3-versions").await;
+    let controller = Harness::start(&s.client, s.backend());
+    s.owner_keys("owner", &s.moto.admin).await;
+    let class = s.class(&controller.provisioner, "owner", &[], Some("Delete")).await;
+    let bucket = format!("versions-{}", suffix());
+    s.claim("archive", spec(&class, &bucket)).await;
+    s.wait_for("archive", ClaimPhase::Bound, "Bound").await;
+
+    let admin = s.moto.s3(&s.moto.admin);
+    let enabled =
+        VersioningConfiguration::builder().status(BucketVersioningStatus::Enabled).build();
+    admin
+        .put_bucket_versioning()
+        .bucket(&bucket)
+        .versioning_configuration(enabled)
+        .send()
+        .await
+        .unwrap();
+    // More entries than one listing page (1000) holds, written with the claim's own keys. (moto
+    // mis-verifies signed listings whose markers or prefixes hold "/", hence "versions-".)
+    let s3 = s.moto.s3(&s.claim_keys("archive").await);
+    let puts = (0..1010)
+        .map(|i| (format!("objects/{i:04}"), 1))
+        .chain((0..10).map(|i| (format!("versions-{i}"), 3)));
+    futures::stream::iter(puts)
+        .for_each_concurrent(16, |(key, versions)| {
+            let (s3, bucket) = (s3.clone(), bucket.clone());
+            async move {
+                for v in 0..versions {
+                    let body = format!("{key} v{v}").into_bytes();
+                    s3.put_object()
+                        .bucket(&bucket)
+                        .key(&key)
+                        .body(body.into())
+                        .send()
+                        .await
+                        .unwrap();
+                }
+            }
+        })
+        .await;
+    for i in 0..5 {
+        s3.delete_object().bucket(&bucket).key(format!("versions-{i}")).send().await.unwrap();
+    }
+    let page = admin.list_object_versions().bucket(&bucket).send().await.unwrap();
+    assert_eq!(page.is_truncated(), Some(true), "the bucket holds more than one page");
+    let tail = admin.list_object_versions().bucket(&bucket).prefix("versions-").send().await;
+    let tail = tail.unwrap();
+    let markers: Vec<_> =
+        tail.delete_markers().iter().map(|m| m.key().unwrap_or_default()).collect();
+    assert_eq!((tail.versions().len(), tail.delete_markers().len()), (30, 5), "{markers:?}");
+
+    s.delete_and_wait("archive").await;
+    assert!(!s.moto.bucket_exists(&bucket).await, "every version went, and then the bucket");
+}
+
+#[tokio::test]
+async fn iam_failure_leaves_the_claim_unbound_and_the_owner_keys_nowhere_else() {
+    let s = setup("s3-noiam").await;
+    let controller = Harness::start(&s.client, s.backend());
+    let owner = s.moto.s3_only_owner(&format!("s3-only-{}", suffix())).await;
+    s.owner_keys("owner", &owner).await;
+    let class = s.class(&controller.provisioner, "owner", &[], Some("Delete")).await;
+    let bucket = format!("noiam-{}", suffix());
+    s.claim("c", spec(&class, &bucket)).await;
+
+    let claim = s.wait_for("c", ClaimPhase::Failed, "AccessDenied").await;
+    let message = &ready(&claim).unwrap().message;
+    assert!(message.contains("iam:CreateUser"), "{message}");
+    assert!(message.contains(&format!("Secret {}/owner", s.ns)), "{message}");
+    s.wait_event("c", "AccessDenied").await;
+    assert!(s.secrets.get_opt("c").await.unwrap().is_none(), "no Secret for an unbound claim");
+    let owner_secret = [format!("{}/owner", s.ns)].into();
+    assert_eq!(s.secrets_holding(&owner.secret_access_key).await, owner_secret);
+    assert_eq!(s.secrets_holding(&owner.access_key_id).await, owner_secret);
+    assert!(claim.spec.object_bucket_name.is_none());
+    assert!(s.moto.provisioned_users().await.is_empty());
+    for (reason, note) in s.events("c").await {
+        assert!(!note.contains(&owner.secret_access_key), "Event {reason} shows a secret");
+    }
+}
+
+/// Does the backend's work, then hangs before answering once: a crash right after the
+/// backend acted.
+struct HangAfterProvision<P> {
+    inner: P,
+    armed: AtomicBool,
+    acted: Arc<Notify>,
+}
+
+impl<P: Provisioner> Provisioner for HangAfterProvision<P> {
+    fn validate(&self, options: &BucketOptions) -> Result<(), BackendError> {
+        self.inner.validate(options)
+    }
+
+    async fn provision(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
+        let result = self.inner.provision(options).await;
+        if result.is_ok() && self.armed.swap(false, Ordering::SeqCst) {
+            self.acted.notify_one();
+            std::future::pending::<()>().await;
+        }
+        result
+    }
+
+    async fn grant(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
+        self.inner.grant(options).await
+    }
+
+    async fn delete(&self, bucket: &ObjectBucket) -> Result<(), BackendError> {
+        self.inner.delete(bucket).await
+    }
+
+    async fn revoke(&self, bucket: &ObjectBucket) -> Result<(), BackendError> {
+        self.inner.revoke(bucket).await
+    }
+}
+
+#[tokio::test]
+async fn crash_after_provisioning_and_retry_make_no_second_user() {
+    let s = setup("s3-crash").await;
+    let acted = Arc::new(Notify::new());
+    let hanging = HangAfterProvision {
+        inner: s.backend(),
+        armed: AtomicBool::new(true),
+        acted: acted.clone(),
+    };
+    let controller = Harness::start(&s.client, hanging);
+    let provisioner = controller.provisioner.clone();
+    s.owner_keys("owner", &s.moto.admin).await;
+    let class = s.class(&provisioner, "owner", &[], Some("Delete")).await;
+    let bucket = format!("crash-{}", suffix());
+    let claim = s.claim("c", spec(&class, &bucket)).await;
+    let user = user_of(&claim);
+    tokio::time::timeout(test_support::WAIT, acted.notified()).await.expect("provisioning");
+    let lost_key = s.moto.access_keys(&user).await;
+    assert_eq!(lost_key.len(), 1, "the first attempt made a user with a key");
+    controller.crash();
+    assert!(s.secrets.get_opt("c").await.unwrap().is_none(), "the crash came before any write");
+
+    // A new process: nothing remembered but what the cluster and the service hold.
+    let _restarted = Harness::start_as(&s.client, s.backend(), &provisioner);
+    s.wait_for("c", ClaimPhase::Bound, "Bound").await;
+    let keys = s.claim_keys("c").await;
+    assert_eq!(s.moto.provisioned_users().await, [user.as_str()], "one user, the claim's");
+    assert_eq!(s.moto.access_keys(&user).await, [keys.access_key_id.as_str()], "one key");
+    assert_ne!(lost_key, [keys.access_key_id.as_str()], "the undelivered key was replaced");
+    read_write(&s.moto.s3(&keys), &bucket).await;
+}
+
+#[tokio::test]
+async fn missing_owner_secret_and_bad_parameters_say_what_is_wrong() {
+    let s = setup("s3-bad").await;
+    let controller = Harness::start(&s.client, s.backend());
+    let p = &controller.provisioner;
+    s.owner_keys("owner", &s.moto.admin).await;
+    s.owner_secret("half-owner", Some(&s.moto.admin.access_key_id), None).await;
+    let cases = [
+        (
+            "absent",
+            s.class(p, "missing-owner", &[], None).await,
+            "OwnerSecretNotFound",
+            "/missing-owner",
+        ),
+        (
+            "partial",
+            s.class(p, "half-owner", &[], None).await,
+            "OwnerSecretInvalid",
+            "AWS_SECRET_ACCESS_KEY",
+        ),
+        (
+            "colour",
+            s.class(p, "owner", &[("colour", "blue")], None).await,
+            "InvalidParameters",
+            "\"colour\"",
+        ),
+        (
+            "path",
+            s.class(p, "owner", &[("forcePathStyle", "maybe")], None).await,
+            "InvalidParameters",
+            "forcePathStyle",
+        ),
+        (
+            "endpoint",
+            s.class(p, "owner", &[("endpoint", "s3.example.com")], None).await,
+            "InvalidParameters",
+            "endpoint",
+        ),
+    ];
+    for (name, class, _, _) in &cases {
+        s.claim(name, spec(class, &format!("{name}-{}", suffix()))).await;
+    }
+    let mut config = spec(&s.class(p, "owner", &[], None).await, &format!("config-{}", suffix()));
+    config.additional_config = Some([("maxSize".to_string(), "1G".to_string())].into());
+    s.claim("config", config).await;
+
+    for (name, _, reason, mentioned) in &cases {
+        let claim = s.wait_for(name, ClaimPhase::Failed, reason).await;
+        let message = &ready(&claim).unwrap().message;
+        assert!(message.contains(mentioned), "{name}: {message}");
+        s.wait_event(name, reason).await;
+    }
+    let claim = s.wait_for("config", ClaimPhase::Failed, "InvalidParameters").await;
+    assert!(ready(&claim).unwrap().message.contains("maxSize"));
+    let buckets = s.moto.s3(&s.moto.admin).list_buckets().send().await.unwrap();
+    assert!(buckets.buckets().is_empty(), "nothing was created for a claim that cannot work");
+    assert!(s.moto.provisioned_users().await.is_empty());
+
+    // Creating the Secret and touching the StorageClass retries the claim, which then binds.
+    s.owner_keys("missing-owner", &s.moto.admin).await;
+    let touch = json!({ "metadata": { "labels": { "retried": "yes" } } });
+    Api::<StorageClass>::all(s.client.clone())
+        .patch(&cases[0].1, &PatchParams::default(), &Patch::Merge(&touch))
+        .await
+        .unwrap();
+    s.wait_for("absent", ClaimPhase::Bound, "Bound").await;
+    s.delete_and_wait("absent").await;
+}
+
+#[tokio::test]
+async fn the_binary_serves_claims_and_logs_no_secret() {
+    let s = setup("s3-binary").await;
+    s.owner_keys("owner", &s.moto.admin).await;
+    let provisioner = format!("s3.test.objectbucket.io/binary-{}", suffix());
+    let kubeconfig = ControlPlane::shared().kubeconfig_path().display().to_string();
+    let process = Supervised::start(
+        Path::new(env!("CARGO_BIN_EXE_s3-bucket-provisioner")),
+        &[
+            "--provisioner-name",
+            &provisioner,
+            "--kubeconfig",
+            &kubeconfig,
+            "--leader-elect=false",
+            "--metrics-address=127.0.0.1:0",
+        ],
+        &[("RUST_LOG", "info")],
+    );
+    let class = s.class(&provisioner, "owner", &[], Some("Delete")).await;
+    let bucket = format!("binary-{}", suffix());
+    s.claim("c", spec(&class, &bucket)).await;
+    let bound = AssertUnwindSafe(s.wait_for("c", ClaimPhase::Bound, "Bound")).catch_unwind().await;
+    assert!(bound.is_ok(), "the binary's output:\n{}", process.log_tail(40));
+    let keys = s.claim_keys("c").await;
+    read_write(&s.moto.s3(&keys), &bucket).await;
+    s.delete_and_wait("c").await;
+    assert!(!s.moto.bucket_exists(&bucket).await);
+
+    let log = process.log_tail(1000);
+    assert!(log.contains(&bucket), "the binary logs what it does:\n{log}");
+    for secret in [&keys.secret_access_key, &s.moto.admin.secret_access_key] {
+        assert!(!log.contains(secret.as_str()), "a secret reached the log:\n{log}");
+    }
+}
+
+/// Every document of every YAML file in `dir`.
+fn manifests(dir: &Path) -> Vec<(String, DynamicObject)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    let mut objects = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for document in serde_yaml::Deserializer::from_str(&text) {
+            let value = serde_yaml::Value::deserialize(document).unwrap();
+            if value.is_null() {
+                continue;
+            }
+            let object: DynamicObject = serde_yaml::from_value(value)
+                .unwrap_or_else(|e| panic!("{}: not a Kubernetes object: {e}", file.display()));
+            objects.push((file.display().to_string(), object));
+        }
+    }
+    objects
+}
+
+async fn ensure_namespace(client: &Client, name: &str) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    if namespaces.get_opt(name).await.unwrap().is_none() {
+        let namespace = Namespace {
+            metadata: kube::api::ObjectMeta { name: Some(name.into()), ..Default::default() },
+            ..Default::default()
+        };
+        namespaces.create(&PostParams::default(), &namespace).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn deploy_manifests_pass_a_server_side_dry_run() {
+    let client = client_with_crds().await;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/s3");
+    let objects = manifests(&dir);
+    let kinds: Vec<&str> =
+        objects.iter().filter_map(|(_, o)| Some(o.types.as_ref()?.kind.as_str())).collect();
+    for kind in ["ServiceAccount", "ClusterRole", "Role", "Deployment", "Secret", "StorageClass"] {
+        assert!(kinds.contains(&kind), "deploy/s3 has no {kind}");
+    }
+    // Namespaced objects need their namespace for real; everything else is only a dry-run.
+    for (_, object) in &objects {
+        if let Some(namespace) = &object.metadata.namespace {
+            ensure_namespace(&client, namespace).await;
+        }
+    }
+    for (file, object) in &objects {
+        let types = object.types.as_ref().expect("apiVersion and kind");
+        let gvk = GroupVersionKind::try_from(types).unwrap();
+        let (resource, capabilities) = pinned_kind(&client, &gvk).await.unwrap_or_else(|e| {
+            panic!("{file}: {}/{} is not served: {e}", types.api_version, types.kind)
+        });
+        if gvk.kind == "Namespace" {
+            ensure_namespace(&client, &object.name_any()).await;
+            continue;
+        }
+        let api: Api<DynamicObject> = match capabilities.scope {
+            Scope::Cluster => Api::all_with(client.clone(), &resource),
+            Scope::Namespaced => {
+                let ns =
+                    object.metadata.namespace.as_deref().expect("namespaced objects say where");
+                Api::namespaced_with(client.clone(), ns, &resource)
+            }
+        };
+        let params = PostParams { dry_run: true, ..Default::default() };
+        if let Err(e) = api.create(&params, object).await {
+            panic!("{file}: {} {:?} was rejected: {e}", types.kind, object.metadata.name);
+        }
+    }
+    // The example StorageClass answers to the binary's default provisioner name.
+    let class =
+        objects.iter().find(|(_, o)| o.types.as_ref().is_some_and(|t| t.kind == "StorageClass"));
+    let provisioner = class.unwrap().1.data["provisioner"].as_str().unwrap();
+    assert_eq!(provisioner, s3_provisioner::DEFAULT_PROVISIONER_NAME);
+}
