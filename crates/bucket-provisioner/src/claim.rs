@@ -338,22 +338,8 @@ async fn write_results<P: Provisioner>(
     provisioned: &ProvisionedBucket,
     ctx: &Context<P>,
 ) -> Result<(), Error> {
-    let secret = objects::secret(claim, &ctx.name, &provisioned.credentials);
-    ensure_owned(&observed.secrets, secret, &observed.uid, Error::ForeignSecret, |a, b| {
-        a.data == b.data
-    })
-    .await?;
-    let config_map =
-        objects::config_map(claim, &ctx.name, &provisioned.endpoint, &plan.bucket_name);
-    ensure_owned(
-        &observed.config_maps,
-        config_map,
-        &observed.uid,
-        Error::ForeignConfigMap,
-        |a, b| a.data == b.data,
-    )
-    .await?;
-
+    // The ObjectBucket first: it is the record of what the backend made (with its state), so a
+    // crash from here on still leaves cleanup everything it needs.
     let desired = objects::object_bucket(&BucketRecord {
         name: &observed.bucket_name,
         claim,
@@ -375,6 +361,22 @@ async fn write_results<P: Provisioner>(
                 .await?
         }
     };
+    let secret = objects::secret(claim, &ctx.name, &provisioned.credentials);
+    ensure_owned(&observed.secrets, secret, &observed.uid, Error::ForeignSecret, |a, b| {
+        a.data == b.data
+    })
+    .await?;
+    let config_map =
+        objects::config_map(claim, &ctx.name, &provisioned.endpoint, &plan.bucket_name);
+    ensure_owned(
+        &observed.config_maps,
+        config_map,
+        &observed.uid,
+        Error::ForeignConfigMap,
+        |a, b| a.data == b.data,
+    )
+    .await?;
+
     set_bucket_status(
         &observed.buckets,
         &bucket,
