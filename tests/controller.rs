@@ -53,6 +53,25 @@ impl Setup {
     }
 }
 
+/// Starts a controller whose first provision acts and then hangs, creates claim `c` with `spec`
+/// (given the class), waits until the bucket exists and crashes the controller. Returns the
+/// provisioner name and the class, for a restart.
+async fn crash_after_provisioning(
+    s: &Setup,
+    spec: impl FnOnce(&str) -> bucket_api::ObjectBucketClaimSpec,
+) -> (String, String) {
+    s.backend.inject(Op::Provision, Fault::HangAfter, 1);
+    let controller = Harness::start(&s.client, &s.backend);
+    let provisioner = controller.provisioner.clone();
+    let class = storage_class(&s.client, &provisioner, &[], None).await;
+    create_claim(&s.claims, "c", spec(&class)).await;
+    eventually("the bucket to exist", || async { (s.backend.buckets().len() == 1).then_some(()) })
+        .await;
+    controller.crash();
+    s.backend.release_hangs();
+    (provisioner, class)
+}
+
 async fn delete_claim(claims: &Api<ObjectBucketClaim>, name: &str) {
     claims.delete(name, &DeleteParams::default()).await.expect("deleting the claim");
 }
@@ -210,19 +229,12 @@ async fn crash_before_the_backend_answers_creates_no_second_bucket() {
 #[tokio::test]
 async fn crash_after_the_backend_acted_is_healed_on_restart() {
     let s = setup("ctl-crash2").await;
-    s.backend.inject(Op::Provision, Fault::HangAfter, 1);
-    let controller = Harness::start(&s.client, &s.backend);
-    let provisioner = controller.provisioner.clone();
-    let class = storage_class(&s.client, &provisioner, &[], None).await;
-    let spec = bucket_api::ObjectBucketClaimSpec {
-        generate_bucket_name: Some("late".into()),
-        ..claim_spec(&class)
-    };
-    create_claim(&s.claims, "c", spec).await;
-    eventually("the bucket to exist", || async { (s.backend.buckets().len() == 1).then_some(()) })
+    let (provisioner, _) =
+        crash_after_provisioning(&s, |class| bucket_api::ObjectBucketClaimSpec {
+            generate_bucket_name: Some("late".into()),
+            ..claim_spec(class)
+        })
         .await;
-    controller.crash();
-    s.backend.release_hangs();
     assert!(s.secrets.get_opt("c").await.unwrap().is_none(), "the crash came before any write");
 
     let restarted = Harness::start_as(&s.client, &s.backend, &provisioner);
@@ -235,19 +247,8 @@ async fn crash_after_the_backend_acted_is_healed_on_restart() {
 #[tokio::test]
 async fn claim_deleted_while_the_controller_was_down_leaves_no_orphan() {
     let s = setup("ctl-orphan").await;
-    s.backend.inject(Op::Provision, Fault::HangAfter, 1);
-    let controller = Harness::start(&s.client, &s.backend);
-    let provisioner = controller.provisioner.clone();
-    let class = storage_class(&s.client, &provisioner, &[], None).await;
-    let spec = bucket_api::ObjectBucketClaimSpec {
-        bucket_name: Some("orphan-risk".into()),
-        ..claim_spec(&class)
-    };
-    create_claim(&s.claims, "c", spec).await;
-    eventually("the bucket to exist", || async { (s.backend.buckets().len() == 1).then_some(()) })
-        .await;
-    controller.crash();
-    s.backend.release_hangs();
+    let (provisioner, class) =
+        crash_after_provisioning(&s, |class| named_spec(class, "orphan-risk")).await;
     // The class goes too: cleanup must work from what the claim recorded.
     Api::<StorageClass>::all(s.client.clone())
         .delete(&class, &DeleteParams::default())
