@@ -465,17 +465,17 @@ async fn additional_config_changes_reach_update() {
 #[tokio::test]
 async fn claims_of_other_provisioners_are_left_alone() {
     let s = setup("ctl-other").await;
-    let _controller = Harness::start(&s.client, &s.backend);
-    let class = storage_class(&s.client, "someone-else.example.com/bucket", &[], None).await;
-    let spec = bucket_api::ObjectBucketClaimSpec {
-        bucket_name: Some("not-mine".into()),
-        ..claim_spec(&class)
-    };
-    create_claim(&s.claims, "c", spec).await;
-    // Give the controller time to see it (it reconciles every claim it watches).
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let claim = s.claims.get("c").await.unwrap();
+    let controller = Harness::start(&s.client, &s.backend);
+    let foreign = storage_class(&s.client, "someone-else.example.com/bucket", &[], None).await;
+    create_claim(&s.claims, "theirs", named_spec(&foreign, "not-mine")).await;
+    // A claim of ours made afterwards: once it is Bound, the controller has seen the other.
+    let ours = storage_class(&s.client, &controller.provisioner, &[], None).await;
+    create_claim(&s.claims, "ours", named_spec(&ours, "mine")).await;
+    wait_for(&s.claims, "ours", ClaimPhase::Bound, "Bound").await;
+
+    let claim = s.claims.get("theirs").await.unwrap();
     assert!(claim.status.is_none());
     assert!(claim.finalizers().is_empty());
-    assert!(s.backend.all_calls().is_empty());
+    assert!(claim.annotations().is_empty());
+    assert_eq!(s.backend.buckets(), ["mine".to_string()].into());
 }
