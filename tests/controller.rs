@@ -132,6 +132,8 @@ async fn greenfield_claim_is_provisioned_bound_and_deleted() {
     assert_eq!(s.backend.calls(Op::Provision), 1);
     assert_eq!(s.backend.calls(Op::Delete), 1);
     assert_eq!(s.backend.calls(Op::Revoke), 0);
+    let recorded = BTreeMap::from([("backend".to_string(), "memory".to_string())]);
+    assert_eq!(s.backend.cleanup_states(), [recorded], "delete gets the ObjectBucket's state");
 }
 
 #[tokio::test]
@@ -260,6 +262,8 @@ async fn claim_deleted_while_the_controller_was_down_leaves_no_orphan() {
     wait_gone(&s.claims, "c").await;
     assert!(s.backend.buckets().is_empty(), "the bucket created before the crash was deleted");
     assert_eq!(s.backend.calls(Op::Delete), 1);
+    let recorded = BTreeMap::from([("recordedFor".to_string(), "orphan-risk".to_string())]);
+    assert_eq!(s.backend.cleanup_states(), [recorded], "the backend's cleanup state came back");
 }
 
 #[tokio::test]

@@ -54,6 +54,7 @@ struct State {
     buckets: BTreeMap<String, (bool, BTreeMap<String, String>)>,
     calls: Vec<(Op, String)>,
     updates: Vec<BTreeMap<String, String>>,
+    cleanup_states: Vec<BTreeMap<String, String>>,
     faults: BTreeMap<Op, (Fault, usize)>,
 }
 
@@ -105,6 +106,11 @@ impl MemoryBackend {
     /// Every call so far, in order.
     pub fn all_calls(&self) -> Vec<(Op, String)> {
         self.state().calls.clone()
+    }
+
+    /// The `additionalState` handed to every `delete` and `revoke` call.
+    pub fn cleanup_states(&self) -> Vec<BTreeMap<String, String>> {
+        self.state().cleanup_states.clone()
     }
 
     /// The `additionalConfig` of every `update` call.
@@ -191,6 +197,10 @@ impl Provisioner for MemoryBackend {
         Ok(())
     }
 
+    fn cleanup_state(&self, options: &BucketOptions) -> BTreeMap<String, String> {
+        BTreeMap::from([("recordedFor".to_string(), options.bucket_name.clone())])
+    }
+
     async fn provision(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
         let fault = self.enter(Op::Provision, &options.bucket_name).await?;
         let owned_by_others = {
@@ -226,7 +236,11 @@ impl Provisioner for MemoryBackend {
     async fn delete(&self, bucket: &ObjectBucket) -> Result<(), BackendError> {
         let name = bucket_name(bucket);
         let fault = self.enter(Op::Delete, &name).await?;
-        self.state().buckets.remove(&name);
+        {
+            let mut state = self.state();
+            state.buckets.remove(&name);
+            state.cleanup_states.push(bucket.spec.additional_state.clone().unwrap_or_default());
+        }
         self.leave(fault).await;
         Ok(())
     }
@@ -235,8 +249,12 @@ impl Provisioner for MemoryBackend {
         let name = bucket_name(bucket);
         let fault = self.enter(Op::Revoke, &name).await?;
         let user = user_id_of(bucket).unwrap_or_default();
-        if let Some(b) = self.state().buckets.get_mut(&name) {
-            b.1.remove(&user);
+        {
+            let mut state = self.state();
+            if let Some(b) = state.buckets.get_mut(&name) {
+                b.1.remove(&user);
+            }
+            state.cleanup_states.push(bucket.spec.additional_state.clone().unwrap_or_default());
         }
         self.leave(fault).await;
         Ok(())

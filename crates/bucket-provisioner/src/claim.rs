@@ -124,7 +124,8 @@ pub async fn apply<P: Provisioner>(
     };
     ctx.provisioner.validate(&options).map_err(backend_error)?;
 
-    let claim = persist_intent(&observed.claims, &claim, &plan, &ctx.name).await?;
+    let cleanup_state = ctx.provisioner.cleanup_state(&options);
+    let claim = persist_intent(&observed.claims, &claim, &plan, &ctx.name, &cleanup_state).await?;
     let options = BucketOptions { claim: (*claim).clone(), ..options };
     let started = Instant::now();
     let provisioned = match plan.source {
@@ -280,12 +281,17 @@ async fn persist_intent(
     claim: &ObjectBucketClaim,
     plan: &Plan,
     provisioner: &str,
+    cleanup_state: &BTreeMap<String, String>,
 ) -> Result<Arc<ObjectBucketClaim>, Error> {
-    let wanted = BTreeMap::from([
+    let state = serde_json::to_string(cleanup_state).unwrap_or_default();
+    let mut wanted = BTreeMap::from([
         (annotations::PROVISIONER, provisioner),
         (annotations::BUCKET_SOURCE, plan.source.as_str()),
         (annotations::RECLAIM_POLICY, reclaim_policy_str(plan.reclaim_policy)),
     ]);
+    if !cleanup_state.is_empty() {
+        wanted.insert(annotations::CLEANUP_STATE, &state);
+    }
     let current = claim.annotations();
     let annotations_match =
         wanted.iter().all(|(k, v)| current.get(*k).map(String::as_str) == Some(*v));
@@ -424,7 +430,9 @@ fn cleanup_record(
             reclaim_policy: Some(reclaim_policy),
             claim_ref: Some(objects::claim_ref(claim)),
             endpoint: Some(BucketEndpoint { bucket_name: bucket, ..Default::default() }),
-            additional_state: None,
+            additional_state: recorded
+                .get(annotations::CLEANUP_STATE)
+                .and_then(|state| serde_json::from_str(state).ok()),
         },
         status: None,
     };

@@ -27,6 +27,9 @@ pub mod annotations {
     pub const BUCKET_SOURCE: &str = "objectbucket.io/bucket-source";
     /// On a claim: the reclaim policy recorded before the backend was first called.
     pub const RECLAIM_POLICY: &str = "objectbucket.io/reclaim-policy";
+    /// On a claim: what the backend's `cleanup_state` asked to keep (JSON), recorded before the
+    /// backend was first called.
+    pub const CLEANUP_STATE: &str = "objectbucket.io/cleanup-state";
     /// On an ObjectBucket: `http` or `https`, to rebuild `AWS_ENDPOINT_URL` without the backend.
     pub const ENDPOINT_SCHEME: &str = "objectbucket.io/endpoint-scheme";
     /// On a claim, set by a person: `"true"` finishes deletion without cleaning up the bucket.

@@ -171,6 +171,16 @@ pub trait Provisioner: Send + Sync + 'static {
         Ok(())
     }
 
+    /// What cleanup will need if the process stops after the backend acted but before its answer
+    /// was recorded on an ObjectBucket: where the bucket lives, which account owns it, and the
+    /// like (never secrets). The library stores it on the claim before calling `provision` or
+    /// `grant`, and hands it back as `additionalState` of the ObjectBucket it passes to `delete`
+    /// or `revoke` in that case. The default records nothing.
+    fn cleanup_state(&self, options: &BucketOptions) -> BTreeMap<String, String> {
+        let _ = options;
+        BTreeMap::new()
+    }
+
     /// Creates the bucket `options.bucket_name` and credentials for it. Must succeed when called
     /// again for a bucket that an earlier call created.
     fn provision(

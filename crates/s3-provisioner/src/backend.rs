@@ -200,6 +200,12 @@ fn bucket_name(bucket: &ObjectBucket) -> String {
 }
 
 impl Provisioner for S3Provisioner {
+    /// Where the bucket lives and whose keys manage it, so a claim deleted before its
+    /// ObjectBucket was written can still be cleaned up after a restart without its StorageClass.
+    fn cleanup_state(&self, options: &BucketOptions) -> BTreeMap<String, String> {
+        Settings::from_parameters(&options.parameters).map(|s| s.to_state()).unwrap_or_default()
+    }
+
     fn validate(&self, options: &BucketOptions) -> Result<(), BackendError> {
         Settings::from_parameters(&options.parameters)?;
         if let Some(key) = options.additional_config.keys().next() {

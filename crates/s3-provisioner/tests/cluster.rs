@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
 use std::sync::Arc;
@@ -15,15 +16,12 @@ use common::cluster::{Harness, ready, setup, spec};
 use common::process::Supervised;
 use common::{denied_elsewhere, read_write, suffix};
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
-use kube::discovery::{Scope, pinned_kind};
-use kube::{Client, ResourceExt};
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
 use s3_provisioner::iam;
-use serde::Deserialize;
 use serde_json::json;
-use test_support::{ControlPlane, client_with_crds};
+use test_support::{ControlPlane, eventually};
 use tokio::sync::Notify;
 
 fn user_of(claim: &bucket_api::ObjectBucketClaim) -> String {
@@ -211,6 +209,10 @@ impl<P: Provisioner> Provisioner for HangAfterProvision<P> {
         self.inner.validate(options)
     }
 
+    fn cleanup_state(&self, options: &BucketOptions) -> BTreeMap<String, String> {
+        self.inner.cleanup_state(options)
+    }
+
     async fn provision(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
         let result = self.inner.provision(options).await;
         if result.is_ok() && self.armed.swap(false, Ordering::SeqCst) {
@@ -263,6 +265,40 @@ async fn crash_after_provisioning_and_retry_make_no_second_user() {
     assert_eq!(s.moto.access_keys(&user).await, [keys.access_key_id.as_str()], "one key");
     assert_ne!(lost_key, [keys.access_key_id.as_str()], "the undelivered key was replaced");
     read_write(&s.moto.s3(&keys), &bucket).await;
+}
+
+#[tokio::test]
+async fn claim_deleted_after_a_crash_is_cleaned_up_without_its_class() {
+    let s = setup("s3-orphan").await;
+    let acted = Arc::new(Notify::new());
+    let hanging = HangAfterProvision {
+        inner: s.backend(),
+        armed: AtomicBool::new(true),
+        acted: acted.clone(),
+    };
+    let controller = Harness::start(&s.client, hanging);
+    let provisioner = controller.provisioner.clone();
+    s.owner_keys("owner", &s.moto.admin).await;
+    let class = s.class(&provisioner, "owner", &[], Some("Delete")).await;
+    let bucket = format!("orphan-{}", suffix());
+    let claim = s.claim("c", spec(&class, &bucket)).await;
+    let user = user_of(&claim);
+    tokio::time::timeout(test_support::WAIT, acted.notified()).await.expect("provisioning");
+    controller.crash();
+    assert!(s.moto.bucket_exists(&bucket).await && s.moto.user_exists(&user).await);
+
+    // No ObjectBucket was written and the class is gone: only what the claim recorded before the
+    // backend was called tells a fresh process where the bucket and its owner keys are.
+    Api::<StorageClass>::all(s.client.clone()).delete(&class, &Default::default()).await.unwrap();
+    s.claims.delete("c", &Default::default()).await.unwrap();
+    let _restarted = Harness::start_as(&s.client, s.backend(), &provisioner);
+    eventually("the claim to be gone", || async {
+        s.claims.get_opt("c").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let events = s.events("c").await;
+    assert!(!s.moto.bucket_exists(&bucket).await, "the bucket was deleted: {events:?}");
+    assert!(!s.moto.user_exists(&user).await, "the claim's user was deleted");
 }
 
 #[tokio::test]
@@ -367,85 +403,4 @@ async fn the_binary_serves_claims_and_logs_no_secret() {
     for secret in [&keys.secret_access_key, &s.moto.admin.secret_access_key] {
         assert!(!log.contains(secret.as_str()), "a secret reached the log:\n{log}");
     }
-}
-
-/// Every document of every YAML file in `dir`.
-fn manifests(dir: &Path) -> Vec<(String, DynamicObject)> {
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    files.sort();
-    let mut objects = Vec::new();
-    for file in files {
-        let text = std::fs::read_to_string(&file).unwrap();
-        for document in serde_yaml::Deserializer::from_str(&text) {
-            let value = serde_yaml::Value::deserialize(document).unwrap();
-            if value.is_null() {
-                continue;
-            }
-            let object: DynamicObject = serde_yaml::from_value(value)
-                .unwrap_or_else(|e| panic!("{}: not a Kubernetes object: {e}", file.display()));
-            objects.push((file.display().to_string(), object));
-        }
-    }
-    objects
-}
-
-async fn ensure_namespace(client: &Client, name: &str) {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    if namespaces.get_opt(name).await.unwrap().is_none() {
-        let namespace = Namespace {
-            metadata: kube::api::ObjectMeta { name: Some(name.into()), ..Default::default() },
-            ..Default::default()
-        };
-        namespaces.create(&PostParams::default(), &namespace).await.unwrap();
-    }
-}
-
-#[tokio::test]
-async fn deploy_manifests_pass_a_server_side_dry_run() {
-    let client = client_with_crds().await;
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/s3");
-    let objects = manifests(&dir);
-    let kinds: Vec<&str> =
-        objects.iter().filter_map(|(_, o)| Some(o.types.as_ref()?.kind.as_str())).collect();
-    for kind in ["ServiceAccount", "ClusterRole", "Role", "Deployment", "Secret", "StorageClass"] {
-        assert!(kinds.contains(&kind), "deploy/s3 has no {kind}");
-    }
-    // Namespaced objects need their namespace for real; everything else is only a dry-run.
-    for (_, object) in &objects {
-        if let Some(namespace) = &object.metadata.namespace {
-            ensure_namespace(&client, namespace).await;
-        }
-    }
-    for (file, object) in &objects {
-        let types = object.types.as_ref().expect("apiVersion and kind");
-        let gvk = GroupVersionKind::try_from(types).unwrap();
-        let (resource, capabilities) = pinned_kind(&client, &gvk).await.unwrap_or_else(|e| {
-            panic!("{file}: {}/{} is not served: {e}", types.api_version, types.kind)
-        });
-        if gvk.kind == "Namespace" {
-            ensure_namespace(&client, &object.name_any()).await;
-            continue;
-        }
-        let api: Api<DynamicObject> = match capabilities.scope {
-            Scope::Cluster => Api::all_with(client.clone(), &resource),
-            Scope::Namespaced => {
-                let ns =
-                    object.metadata.namespace.as_deref().expect("namespaced objects say where");
-                Api::namespaced_with(client.clone(), ns, &resource)
-            }
-        };
-        let params = PostParams { dry_run: true, ..Default::default() };
-        if let Err(e) = api.create(&params, object).await {
-            panic!("{file}: {} {:?} was rejected: {e}", types.kind, object.metadata.name);
-        }
-    }
-    // The example StorageClass answers to the binary's default provisioner name.
-    let class =
-        objects.iter().find(|(_, o)| o.types.as_ref().is_some_and(|t| t.kind == "StorageClass"));
-    let provisioner = class.unwrap().1.data["provisioner"].as_str().unwrap();
-    assert_eq!(provisioner, s3_provisioner::DEFAULT_PROVISIONER_NAME);
 }
