@@ -325,6 +325,15 @@ impl HostPathS3 {
         }
     }
 
+    /// `NoSuchBucket` unless `bucket` exists.
+    fn require_bucket(&self, bucket: &str) -> S3Result<()> {
+        if self.store.bucket_exists(bucket).map_err(s3_err)? {
+            Ok(())
+        } else {
+            Err(s3_error!(NoSuchBucket))
+        }
+    }
+
     /// When `bucket` was created: from its record, else its directory's modification time.
     fn created(&self, bucket: &str) -> SystemTime {
         match self.store.bucket_record(bucket) {
@@ -419,9 +428,7 @@ impl S3 for HostPathS3 {
         &self,
         req: S3Request<HeadBucketInput>,
     ) -> S3Result<S3Response<HeadBucketOutput>> {
-        if !self.store.bucket_exists(&req.input.bucket).map_err(s3_err)? {
-            return Err(s3_error!(NoSuchBucket));
-        }
+        self.require_bucket(&req.input.bucket)?;
         Ok(S3Response::new(HeadBucketOutput::default()))
     }
 
@@ -429,9 +436,7 @@ impl S3 for HostPathS3 {
         &self,
         req: S3Request<GetBucketLocationInput>,
     ) -> S3Result<S3Response<GetBucketLocationOutput>> {
-        if !self.store.bucket_exists(&req.input.bucket).map_err(s3_err)? {
-            return Err(s3_error!(NoSuchBucket));
-        }
+        self.require_bucket(&req.input.bucket)?;
         Ok(S3Response::new(GetBucketLocationOutput::default()))
     }
 

@@ -156,6 +156,15 @@ impl Env {
         .await;
     }
 
+    /// A new class with `reclaim`, claim `name` of a new bucket on it, Bound; returns an S3
+    /// client made from the claim's credentials and the bucket's name.
+    async fn bound(&self, name: &str, reclaim: &str) -> (S3, String) {
+        let class = self.class(&[], reclaim).await;
+        self.claim(name, &class, None).await;
+        self.wait(name, ClaimPhase::Bound, "Bound").await;
+        self.s3_for(name).await
+    }
+
     /// What a pod gets through `envFrom` on the claim's Secret and ConfigMap.
     async fn env_of(&self, name: &str) -> BTreeMap<String, String> {
         let secret =
@@ -290,10 +299,7 @@ async fn static_bucket_grant_and_revoke_keep_the_data() {
 async fn retain_keeps_the_data() {
     let env = Env::new("hp-retain").await;
     let _provisioner = env.start("node-a");
-    let class = env.class(&[], "Retain").await;
-    env.claim("archive", &class, None).await;
-    env.wait("archive", ClaimPhase::Bound, "Bound").await;
-    let (s3, bucket) = env.s3_for("archive").await;
+    let (s3, bucket) = env.bound("archive", "Retain").await;
     put(&s3, &bucket, "2025.tar", b"old data").await.unwrap();
 
     env.delete("archive").await;
@@ -307,10 +313,7 @@ async fn retain_keeps_the_data() {
 async fn another_identity_never_deletes_the_bucket() {
     let env = Env::new("hp-foreign").await;
     let first = env.start("node-a");
-    let class = env.class(&[], "Delete").await;
-    env.claim("owned", &class, None).await;
-    env.wait("owned", ClaimPhase::Bound, "Bound").await;
-    let (s3, bucket) = env.s3_for("owned").await;
+    let (s3, bucket) = env.bound("owned", "Delete").await;
     put(&s3, &bucket, "keep", b"mine").await.unwrap();
     first.kill().await;
 
@@ -349,10 +352,7 @@ async fn path_escapes_in_names_are_rejected() {
 async fn keys_keep_working_after_a_restart() {
     let env = Env::new("hp-restart").await;
     let first = env.start("node-a");
-    let class = env.class(&[], "Delete").await;
-    env.claim("durable", &class, None).await;
-    env.wait("durable", ClaimPhase::Bound, "Bound").await;
-    let (s3, bucket) = env.s3_for("durable").await;
+    let (s3, bucket) = env.bound("durable", "Delete").await;
     put(&s3, &bucket, "before", b"restart").await.unwrap();
     first.kill().await;
 
@@ -369,10 +369,7 @@ async fn keys_keep_working_after_a_restart() {
 async fn multipart_upload_of_a_large_object_keeps_memory_flat() {
     let env = Env::new("hp-large").await;
     let provisioner = env.start("node-a");
-    let class = env.class(&[], "Delete").await;
-    env.claim("large", &class, None).await;
-    env.wait("large", ClaimPhase::Bound, "Bound").await;
-    let (s3, bucket) = env.s3_for("large").await;
+    let (s3, bucket) = env.bound("large", "Delete").await;
     let baseline = provisioner.peak_rss_kib();
 
     // 24 MiB in three 8 MiB parts, each part distinct so misplaced parts would show.
@@ -447,10 +444,7 @@ async fn the_deployed_rbac_is_enough_for_a_whole_lifecycle() {
         &["--leader-elect=true", "--leader-election-namespace=bucket-provisioner"],
     );
 
-    let class = env.class(&[], "Delete").await;
-    env.claim("least", &class, None).await;
-    env.wait("least", ClaimPhase::Bound, "Bound").await;
-    let (s3, bucket) = env.s3_for("least").await;
+    let (s3, bucket) = env.bound("least", "Delete").await;
     put(&s3, &bucket, "object", b"with least privilege").await.unwrap();
     let events: Api<k8s_openapi::api::events::v1::Event> =
         Api::namespaced(env.client.clone(), &env.ns);

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
 use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaimSpec};
 use bucket_provisioner::{BackendError, BucketOptions, ProvisionedBucket, Provisioner};
-use common::cluster::{Harness, ready, setup, spec};
+use common::cluster::{Harness, Setup, ready, setup, spec};
 use common::process::Supervised;
 use common::{denied_elsewhere, read_write, suffix};
 use futures::{FutureExt, StreamExt};
@@ -235,9 +235,16 @@ impl<P: Provisioner> Provisioner for HangAfterProvision<P> {
     }
 }
 
-#[tokio::test]
-async fn crash_after_provisioning_and_retry_make_no_second_user() {
-    let s = setup("s3-crash").await;
+/// A controller whose provisioning of claim `c` succeeded and then hung, as if the process died
+/// right after the backend acted, with the class, bucket and IAM user it involves.
+struct Hung {
+    controller: Harness,
+    class: String,
+    bucket: String,
+    user: String,
+}
+
+async fn provision_then_hang(s: &Setup, prefix: &str) -> Hung {
     let acted = Arc::new(Notify::new());
     let hanging = HangAfterProvision {
         inner: s.backend(),
@@ -245,13 +252,20 @@ async fn crash_after_provisioning_and_retry_make_no_second_user() {
         acted: acted.clone(),
     };
     let controller = Harness::start(&s.client, hanging);
-    let provisioner = controller.provisioner.clone();
     s.owner_keys("owner", &s.moto.admin).await;
-    let class = s.class(&provisioner, "owner", &[], Some("Delete")).await;
-    let bucket = format!("crash-{}", suffix());
+    let class = s.class(&controller.provisioner, "owner", &[], Some("Delete")).await;
+    let bucket = format!("{prefix}-{}", suffix());
     let claim = s.claim("c", spec(&class, &bucket)).await;
     let user = user_of(&claim);
     tokio::time::timeout(test_support::WAIT, acted.notified()).await.expect("provisioning");
+    Hung { controller, class, bucket, user }
+}
+
+#[tokio::test]
+async fn crash_after_provisioning_and_retry_make_no_second_user() {
+    let s = setup("s3-crash").await;
+    let Hung { controller, bucket, user, .. } = provision_then_hang(&s, "crash").await;
+    let provisioner = controller.provisioner.clone();
     let lost_key = s.moto.access_keys(&user).await;
     assert_eq!(lost_key.len(), 1, "the first attempt made a user with a key");
     controller.crash();
@@ -270,20 +284,8 @@ async fn crash_after_provisioning_and_retry_make_no_second_user() {
 #[tokio::test]
 async fn claim_deleted_after_a_crash_is_cleaned_up_without_its_class() {
     let s = setup("s3-orphan").await;
-    let acted = Arc::new(Notify::new());
-    let hanging = HangAfterProvision {
-        inner: s.backend(),
-        armed: AtomicBool::new(true),
-        acted: acted.clone(),
-    };
-    let controller = Harness::start(&s.client, hanging);
+    let Hung { controller, class, bucket, user } = provision_then_hang(&s, "orphan").await;
     let provisioner = controller.provisioner.clone();
-    s.owner_keys("owner", &s.moto.admin).await;
-    let class = s.class(&provisioner, "owner", &[], Some("Delete")).await;
-    let bucket = format!("orphan-{}", suffix());
-    let claim = s.claim("c", spec(&class, &bucket)).await;
-    let user = user_of(&claim);
-    tokio::time::timeout(test_support::WAIT, acted.notified()).await.expect("provisioning");
     controller.crash();
     assert!(s.moto.bucket_exists(&bucket).await && s.moto.user_exists(&user).await);
 
