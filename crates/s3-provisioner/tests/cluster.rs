@@ -5,7 +5,6 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -13,7 +12,6 @@ use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
 use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaimSpec};
 use bucket_provisioner::{BackendError, BucketOptions, ProvisionedBucket, Provisioner};
 use common::cluster::{Harness, Setup, ready, setup, spec};
-use common::process::Supervised;
 use common::{denied_elsewhere, read_write, suffix};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -21,7 +19,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use s3_provisioner::iam;
 use serde_json::json;
-use test_support::{ControlPlane, eventually};
+use test_support::{ControlPlane, Supervised, eventually};
 use tokio::sync::Notify;
 
 fn user_of(claim: &bucket_api::ObjectBucketClaim) -> String {
@@ -378,29 +376,30 @@ async fn the_binary_serves_claims_and_logs_no_secret() {
     s.owner_keys("owner", &s.moto.admin).await;
     let provisioner = format!("s3.test.objectbucket.io/binary-{}", suffix());
     let kubeconfig = ControlPlane::shared().kubeconfig_path().display().to_string();
-    let process = Supervised::start(
-        Path::new(env!("CARGO_BIN_EXE_s3-bucket-provisioner")),
-        &[
-            "--provisioner-name",
-            &provisioner,
-            "--kubeconfig",
-            &kubeconfig,
-            "--leader-elect=false",
-            "--metrics-address=127.0.0.1:0",
-        ],
-        &[("RUST_LOG", "info")],
-    );
+    let dir = tempfile::Builder::new().prefix("s3-binary-").tempdir().unwrap().keep();
+    let argv = [
+        env!("CARGO_BIN_EXE_s3-bucket-provisioner"),
+        "--provisioner-name",
+        &provisioner,
+        "--kubeconfig",
+        &kubeconfig,
+        "--leader-elect=false",
+        "--metrics-address=127.0.0.1:0",
+    ];
+    let argv: Vec<String> = argv.iter().map(|a| a.to_string()).collect();
+    let process = Supervised::start(&dir, &[("provisioner", argv)], &[("RUST_LOG", "info")])
+        .expect("starting s3-bucket-provisioner");
     let class = s.class(&provisioner, "owner", &[], Some("Delete")).await;
     let bucket = format!("binary-{}", suffix());
     s.claim("c", spec(&class, &bucket)).await;
     let bound = AssertUnwindSafe(s.wait_for("c", ClaimPhase::Bound, "Bound")).catch_unwind().await;
-    assert!(bound.is_ok(), "the binary's output:\n{}", process.log_tail(40));
+    assert!(bound.is_ok(), "the binary's output:\n{}", process.log_tail("provisioner", 40));
     let keys = s.claim_keys("c").await;
     read_write(&s.moto.s3(&keys), &bucket).await;
     s.delete_and_wait("c").await;
     assert!(!s.moto.bucket_exists(&bucket).await);
 
-    let log = process.log_tail(1000);
+    let log = process.log_tail("provisioner", 1000);
     assert!(log.contains(&bucket), "the binary logs what it does:\n{log}");
     for secret in [&keys.secret_access_key, &s.moto.admin.secret_access_key] {
         assert!(!log.contains(secret.as_str()), "a secret reached the log:\n{log}");

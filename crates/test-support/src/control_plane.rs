@@ -1,18 +1,19 @@
 //! A real Kubernetes control plane for tests: etcd, kube-apiserver and kube-controller-manager
 //! (garbage collector and namespace controllers), built by `tests/controlplane/build.sh`.
 //!
-//! The processes run under a small bash supervisor whose standard input is a pipe held by the test
-//! process. However the test process ends (return, panic, abort, kill), the pipe closes, and the
-//! supervisor stops every process and removes the working directory, so nothing outlives a suite.
+//! The processes run under a [`Supervised`], so however the test process ends they stop and their
+//! working directory is removed: nothing outlives a suite.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::Supervised;
 
 /// Environment variable naming a directory that already holds the three binaries.
 pub const BIN_DIR_ENV: &str = "BUCKET_PROVISIONER_CONTROLPLANE_BIN";
@@ -22,11 +23,9 @@ const READY_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// A running control plane. Dropping it stops the processes and removes its files.
 pub struct ControlPlane {
-    dir: PathBuf,
     kubeconfig_path: PathBuf,
     kubeconfig: Kubeconfig,
-    supervisor: Child,
-    stdin: Option<ChildStdin>,
+    processes: Supervised,
 }
 
 impl ControlPlane {
@@ -117,26 +116,16 @@ impl ControlPlane {
             "--secure-port=0".into(),
             "--concurrent-gc-syncs=5".into(),
         ];
-        let script = supervisor_script(
+        let processes = Supervised::start(
             dir,
             &[
-                ("etcd", &etcd[..]),
-                ("kube-apiserver", &apiserver[..]),
-                ("kube-controller-manager", &controller_manager[..]),
+                ("etcd", etcd.to_vec()),
+                ("kube-apiserver", apiserver.to_vec()),
+                ("kube-controller-manager", controller_manager.to_vec()),
             ],
-        );
-        let mut supervisor = Command::new("bash")
-            .arg("-c")
-            .arg(script)
-            .stdin(Stdio::piped())
-            // Not inherited: a supervisor outliving the test must not hold the test's output open.
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting the control-plane supervisor (bash)")?;
-        let stdin = supervisor.stdin.take();
-        let plane =
-            ControlPlane { dir: dir.to_owned(), kubeconfig_path, kubeconfig, supervisor, stdin };
+            &[],
+        )?;
+        let plane = ControlPlane { kubeconfig_path, kubeconfig, processes };
         plane.wait_ready()?;
         Ok(plane)
     }
@@ -159,10 +148,7 @@ impl ControlPlane {
 
     /// The last lines of one component's log (`etcd`, `kube-apiserver`, `kube-controller-manager`).
     pub fn log_tail(&self, component: &str, lines: usize) -> String {
-        let text =
-            std::fs::read_to_string(self.dir.join(format!("{component}.log"))).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        self.processes.log_tail(component, lines)
     }
 
     fn wait_ready(&self) -> Result<()> {
@@ -198,14 +184,6 @@ impl ControlPlane {
     }
 }
 
-impl Drop for ControlPlane {
-    fn drop(&mut self) {
-        // Closing the pipe tells the supervisor to stop everything and clean up.
-        drop(self.stdin.take());
-        let _ = self.supervisor.wait();
-    }
-}
-
 /// Finds (building on first use) the directory holding etcd, kube-apiserver and
 /// kube-controller-manager.
 pub fn binaries_dir() -> Result<PathBuf> {
@@ -224,21 +202,6 @@ pub fn binaries_dir() -> Result<PathBuf> {
     let stdout = String::from_utf8(output.stdout)?;
     let dir = stdout.lines().last().ok_or_else(|| anyhow!("build.sh printed no directory"))?;
     Ok(PathBuf::from(dir.trim()))
-}
-
-fn supervisor_script(dir: &Path, components: &[(&str, &[String])]) -> String {
-    let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
-    let mut script = String::from("set -u\n");
-    for (name, argv) in components {
-        let command: Vec<String> = argv.iter().map(|a| quote(a)).collect();
-        let log = quote(&dir.join(format!("{name}.log")).display().to_string());
-        script.push_str(&format!("{} >{log} 2>&1 &\n", command.join(" ")));
-    }
-    // Wait for the test process to close our stdin, then stop everything and clean up. The data is
-    // throwaway, and a kube-apiserver whose etcd is gone can hang in graceful shutdown: SIGKILL.
-    script.push_str("read -r _ || true\nkill -9 $(jobs -p) 2>/dev/null\nwait\n");
-    script.push_str(&format!("rm -rf {}\n", quote(&dir.display().to_string())));
-    script
 }
 
 fn kubeconfig_yaml(server: &str, token: &str) -> String {

@@ -3,6 +3,7 @@
 
 mod control_plane;
 mod manifests;
+mod supervised;
 
 use std::future::Future;
 use std::time::Duration;
@@ -16,6 +17,7 @@ use kube::{Client, ResourceExt};
 
 pub use control_plane::{BIN_DIR_ENV, ControlPlane, binaries_dir, unique_suffix};
 pub use manifests::{Apply, apply_manifests, read_manifests};
+pub use supervised::Supervised;
 
 /// How long helpers wait for the cluster to reach an expected state.
 pub const WAIT: Duration = Duration::from_secs(60);

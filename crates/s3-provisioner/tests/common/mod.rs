@@ -5,7 +5,6 @@
 
 pub mod cluster;
 pub mod moto;
-pub mod process;
 
 use std::collections::BTreeMap;
 

@@ -16,7 +16,7 @@ use bucket_provisioner::Credentials;
 use s3_provisioner::iam;
 use serde_json::json;
 
-use super::process::Supervised;
+use test_support::Supervised;
 
 /// Environment variable naming the moto venv (set by `make test`).
 pub const VENV_ENV: &str = "BUCKET_PROVISIONER_MOTO_VENV";
@@ -69,11 +69,20 @@ impl Moto {
         // Port 0: the server binds a free port itself and logs it, so no other process can take
         // the port between choosing and binding it.
         let bootstrap = BOOTSTRAP_REQUESTS.to_string();
+        let dir = tempfile::Builder::new().prefix("moto-").tempdir().unwrap().keep();
+        let argv = [
+            server.display().to_string(),
+            "-H".into(),
+            "127.0.0.1".into(),
+            "-p".into(),
+            "0".into(),
+        ];
         let process = Supervised::start(
-            &server,
-            &["-H", "127.0.0.1", "-p", "0"],
+            &dir,
+            &[("moto", argv.to_vec())],
             &[("INITIAL_NO_AUTH_ACTION_COUNT", &bootstrap)],
-        );
+        )
+        .expect("starting moto");
         let mut moto = Moto {
             endpoint: String::new(),
             admin: Credentials { access_key_id: String::new(), secret_access_key: String::new() },
@@ -98,7 +107,7 @@ impl Moto {
 
     /// The port from the server's "Running on http://127.0.0.1:PORT" line.
     fn logged_port(&self) -> Option<u16> {
-        let log = std::fs::read_to_string(&self.process.log).ok()?;
+        let log = std::fs::read_to_string(self.process.log("moto")).ok()?;
         let rest = log.split("Running on http://127.0.0.1:").nth(1)?;
         rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
     }
@@ -127,7 +136,7 @@ impl Moto {
 
     /// The last lines of the server's log.
     pub fn log_tail(&self) -> String {
-        self.process.log_tail(40)
+        self.process.log_tail("moto", 40)
     }
 
     /// The port it listens on.
