@@ -89,7 +89,7 @@ async fn greenfield_claim_is_provisioned_bound_and_deleted() {
 
     let claim = wait_for(&s.claims, "photos", ClaimPhase::Bound, "Bound").await;
     let bucket = claim.spec.bucket_name.clone().expect("the chosen name is recorded on the claim");
-    assert!(bucket.starts_with("photos-") && bucket.len() == "photos-".len() + 5, "{bucket}");
+    assert!(bucket.starts_with("photos-") && bucket.len() == "photos-".len() + 12, "{bucket}");
     let ob_name = object_bucket_name(&s.ns, "photos");
     assert_eq!(claim.spec.object_bucket_name.as_deref(), Some(ob_name.as_str()));
     assert_eq!(ready(&claim).unwrap().status, "True");

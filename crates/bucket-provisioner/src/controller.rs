@@ -8,25 +8,30 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bucket_api::contract::{FINALIZER, LABEL_PROVISIONER};
-use bucket_api::{ClaimPhase, ObjectBucketClaim};
+use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketPhase};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::Api;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::finalizer::{self, finalizer};
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 
 use crate::Provisioner;
 use crate::claim::{self, key};
+use crate::cleanup;
 use crate::error::{Error, Operation, Retry};
 use crate::objects::{annotations, label_value};
 use crate::status::{ClaimState, set_claim_status};
-use crate::telemetry::Metrics;
+use crate::telemetry::{Health, Metrics};
+use crate::watch::{ShortBackoff, resilient_watch};
+
+/// How often ObjectBuckets are checked for claims that went without their cleanup.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(10);
 
 /// How the controller runs.
 #[derive(Clone, Debug)]
@@ -111,6 +116,18 @@ impl<P> Context<P> {
         note: &str,
         operation: Operation,
     ) {
+        self.publish(&claim.object_ref(&()), type_, reason, note, operation).await;
+    }
+
+    /// Publishes an Event on any object; a failure to publish is logged, never fatal.
+    pub(crate) async fn publish(
+        &self,
+        subject: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        note: &str,
+        operation: Operation,
+    ) {
         let event = Event {
             type_,
             reason: reason.into(),
@@ -119,8 +136,9 @@ impl<P> Context<P> {
             action: format!("{operation:?}"),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, &claim.object_ref(&())).await {
-            tracing::warn!(claim = %key(claim), error = %e, "could not publish event {reason}");
+        if let Err(e) = self.recorder.publish(&event, subject).await {
+            let name = subject.name.as_deref().unwrap_or("");
+            tracing::warn!(object = name, error = %e, "could not publish event {reason}");
         }
     }
 }
@@ -148,12 +166,14 @@ impl Backoff {
 
 type Guarded = DeserializeGuard<ObjectBucketClaim>;
 
-/// Runs the controller until `shutdown` resolves, then lets running reconciles finish.
+/// Runs the controller until `shutdown` resolves, then lets running reconciles finish. Watch
+/// failures are reported to `health`.
 pub async fn run_controller<P: Provisioner>(
     client: Client,
     provisioner: P,
     config: ControllerConfig,
     metrics: Metrics,
+    health: Health,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let reporter = Reporter { controller: config.provisioner_name.clone(), instance: None };
@@ -172,16 +192,46 @@ pub async fn run_controller<P: Provisioner>(
     });
     let ours = watcher::Config::default()
         .labels(&format!("{LABEL_PROVISIONER}={}", label_value(&config.provisioner_name)));
-    let controller =
-        Controller::new(Api::<Guarded>::all(client.clone()), watcher::Config::default())
-            .owns(Api::<Secret>::all(client.clone()), ours.clone())
-            .owns(Api::<ConfigMap>::all(client.clone()), ours);
-    let store = controller.store();
-    let phases = tokio::spawn(count_phases(store.clone(), context.clone()));
-    controller
-        .watches(Api::<StorageClass>::all(client), watcher::Config::default(), move |class| {
-            claims_of_class(&store, &class.name_any())
-        })
+    let all = watcher::Config::default();
+
+    let (claims, claims_writer) = reflector::store();
+    let claim_events = reflector::reflector(
+        claims_writer,
+        resilient_watch(Api::<Guarded>::all(client.clone()), all.clone(), "claims", health.clone()),
+    )
+    .applied_objects();
+    // One watch of our ObjectBuckets feeds both the controller (a bucket deleted or changed by
+    // hand wakes its claim) and the sweep (a bucket whose claim went without its cleanup).
+    let (buckets, buckets_writer) = reflector::store_shared::<ObjectBucket>(256);
+    let bucket_events = buckets_writer.subscribe().expect("a shared store can be subscribed to");
+    let bucket_watch = reflector::reflector(
+        buckets_writer,
+        resilient_watch(Api::all(client.clone()), ours.clone(), "objectbuckets", health.clone()),
+    );
+    let drive_buckets = tokio::spawn(bucket_watch.for_each(|_| std::future::ready(())));
+    let secrets =
+        resilient_watch(Api::<Secret>::all(client.clone()), ours.clone(), "secrets", health.clone())
+            .touched_objects();
+    let config_maps =
+        resilient_watch(Api::<ConfigMap>::all(client.clone()), ours, "configmaps", health.clone())
+            .touched_objects();
+    let classes = resilient_watch(
+        Api::<StorageClass>::all(client.clone()),
+        all,
+        "storageclasses",
+        health.clone(),
+    )
+    .touched_objects();
+
+    let phases = tokio::spawn(count_phases(claims.clone(), context.clone()));
+    let sweep = tokio::spawn(sweep(claims.clone(), buckets, context.clone()));
+    let by_class = claims.clone();
+    Controller::for_stream(claim_events, claims)
+        .owns_stream(secrets)
+        .owns_stream(config_maps)
+        .watches_stream(classes, move |class| claims_of_class(&by_class, &class.name_any()))
+        .watches_shared_stream(bucket_events, |bucket| claim_of_bucket(&bucket))
+        .trigger_backoff(ShortBackoff::default())
         .with_config(controller::Config::default().concurrency(config.workers))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, context)
@@ -192,6 +242,8 @@ pub async fn run_controller<P: Provisioner>(
         })
         .await;
     phases.abort();
+    sweep.abort();
+    drive_buckets.abort();
 }
 
 fn claims_of_class(store: &Store<Guarded>, class: &str) -> Vec<ObjectRef<Guarded>> {
@@ -201,6 +253,71 @@ fn claims_of_class(store: &Store<Guarded>, class: &str) -> Vec<ObjectRef<Guarded
         .filter(|g| g.0.as_ref().is_ok_and(|c| c.spec.storage_class_name == class))
         .map(|g| ObjectRef::from_obj(&**g))
         .collect()
+}
+
+fn claim_of_bucket(bucket: &ObjectBucket) -> Option<ObjectRef<Guarded>> {
+    let claim = bucket.spec.claim_ref.as_ref()?;
+    Some(ObjectRef::new(claim.name.as_deref()?).within(claim.namespace.as_deref()?))
+}
+
+/// Finishes the cleanup of claims that went without it (their finalizer removed by hand): every
+/// ObjectBucket of ours still holding our finalizer whose claim is gone is cleaned up as the
+/// claim's deletion would have, after the apiserver itself confirmed the claim is gone.
+async fn sweep<P: Provisioner>(
+    claims: Store<Guarded>,
+    buckets: Store<ObjectBucket>,
+    ctx: Arc<Context<P>>,
+) {
+    if claims.wait_until_ready().await.is_err() || buckets.wait_until_ready().await.is_err() {
+        return;
+    }
+    let mut interval = tokio::time::interval(SWEEP_INTERVAL);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        for bucket in buckets.state() {
+            if !awaits_cleanup(&bucket, &ctx.name) {
+                continue;
+            }
+            let Some(claim_ref) = bucket.spec.claim_ref.as_ref() else { continue };
+            let (Some(namespace), Some(name)) = (&claim_ref.namespace, &claim_ref.name) else {
+                continue;
+            };
+            let uid = claim_ref.uid.as_deref();
+            let cached = claims.get(&ObjectRef::new(name).within(namespace));
+            if cached.is_some_and(|c| c.meta().uid.as_deref() == uid) {
+                continue;
+            }
+            // The cache may lag behind a claim created just now: only the apiserver decides.
+            let api: Api<ObjectBucketClaim> = Api::namespaced(ctx.client.clone(), namespace);
+            match api.get_opt(name).await {
+                Ok(Some(live)) if live.uid().as_deref() == uid => continue,
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(object_bucket = %bucket.name_any(), error = %e,
+                        "could not check the claim of an ObjectBucket");
+                    continue;
+                }
+            }
+            if let Err(error) = cleanup::sweep_orphan(&bucket, &ctx).await {
+                ctx.metrics.error(error.reason());
+                tracing::warn!(object_bucket = %bucket.name_any(), reason = error.reason(),
+                    "cleaning up after a claim that is gone failed; retrying: {error}");
+            }
+        }
+    }
+}
+
+/// Ours, still holding our finalizer, and not already released.
+fn awaits_cleanup(bucket: &ObjectBucket, provisioner: &str) -> bool {
+    let ours = bucket.annotations().get(annotations::PROVISIONER).map(String::as_str)
+        == Some(provisioner);
+    let held = bucket.finalizers().iter().any(|f| f == FINALIZER);
+    let phase = bucket.status.as_ref().and_then(|s| s.phase);
+    let abandoned = bucket.annotations().get(annotations::ABANDONED).map(String::as_str)
+        == Some("true");
+    let released = matches!(phase, Some(ObjectBucketPhase::Released | ObjectBucketPhase::Failed));
+    ours && held && (abandoned || !released)
 }
 
 /// Keeps the claims-by-phase gauge current for the claims this provisioner has taken on.
@@ -314,7 +431,7 @@ async fn run_with_finalizer<P: Provisioner>(
     finalizer(&api, FINALIZER, claim, |event| async move {
         match event {
             finalizer::Event::Apply(claim) => claim::apply(claim, ctx).await,
-            finalizer::Event::Cleanup(claim) => claim::cleanup(claim, ctx).await,
+            finalizer::Event::Cleanup(claim) => cleanup::cleanup(claim, ctx).await,
         }
     })
     .await

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
 use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaimSpec};
-use bucket_provisioner::{BackendError, BucketOptions, ProvisionedBucket, Provisioner};
+use bucket_provisioner::{BackendError, BucketOptions, ProvisionedBucket, Provisioner, Removed};
 use common::cluster::{Harness, Setup, ready, setup, spec};
 use common::{denied_elsewhere, read_write, suffix};
 use futures::{FutureExt, StreamExt};
@@ -224,7 +224,7 @@ impl<P: Provisioner> Provisioner for HangAfterProvision<P> {
         self.inner.grant(options).await
     }
 
-    async fn delete(&self, bucket: &ObjectBucket) -> Result<(), BackendError> {
+    async fn delete(&self, bucket: &ObjectBucket) -> Result<Removed, BackendError> {
         self.inner.delete(bucket).await
     }
 

@@ -34,7 +34,7 @@ mod names;
 mod objects;
 mod operator;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -65,7 +65,7 @@ const STATE_VERSION: u32 = 1;
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The bucket name breaks the S3 naming rules.
-    #[error("invalid bucket name {0}")]
+    #[error("{0}")]
     InvalidBucketName(String),
     /// The object key cannot be stored safely.
     #[error("invalid object key {0}")]
@@ -79,8 +79,9 @@ pub enum StoreError {
     /// No object of that key exists.
     #[error("object {0:?} does not exist")]
     NoSuchKey(String),
-    /// A bucket directory exists that this store did not create.
-    #[error("bucket {0:?} already exists and was not created by this provisioner")]
+    /// The bucket exists and was not created for the claim asking (or nothing records who
+    /// created it). Names nobody else.
+    #[error("bucket {0:?} already exists and was not created for this claim")]
     BucketAlreadyExists(String),
     /// The operator asked to create a bucket that already exists (whoever made it).
     #[error("bucket {0:?} already exists")]
@@ -173,6 +174,22 @@ pub struct BucketRecord {
     pub created_by_provisioner: bool,
     /// When the record was written, in seconds since the Unix epoch.
     pub created_unix: u64,
+    /// User id of the claim the bucket was created for: only that claim may provision it again
+    /// or have it deleted. `None` for operator buckets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creator: Option<String>,
+    /// Whether deleting the creating claim deletes the bucket (it was created under `Delete`).
+    #[serde(default)]
+    pub delete_with_claim: bool,
+}
+
+/// The claim a bucket is created for, as the store records it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Creator<'a> {
+    /// The claim's user id.
+    pub user_id: &'a str,
+    /// Whether deleting the claim deletes the bucket.
+    pub delete_with_claim: bool,
 }
 
 /// An access key pair and what it may reach. `Debug` never shows the secret.
@@ -328,12 +345,21 @@ impl BucketStore {
         self.inner.snapshot().keys.values().filter(|k| k.user_id == user_id).cloned().collect()
     }
 
-    /// Creates `bucket` owned by our identity. Idempotent: succeeds when an earlier call created
-    /// it (and recreates a directory that went missing since). Fails when the directory exists
-    /// without being ours or the record names another owner.
-    pub async fn create_bucket(&self, bucket: &str) -> Result<BucketRecord, StoreError> {
-        let bucket = bucket.to_owned();
-        self.blocking(move |store| store.create_bucket_blocking(&bucket)).await
+    /// Creates `bucket` owned by our identity for `creator`. Idempotent for the same creator:
+    /// succeeds when an earlier call created it (and recreates a directory that went missing
+    /// since). Any other existing bucket, whoever made it, is
+    /// [`StoreError::BucketAlreadyExists`] (or [`StoreError::NotOurs`] under another identity).
+    pub async fn create_bucket(
+        &self,
+        bucket: &str,
+        creator: Creator<'_>,
+    ) -> Result<BucketRecord, StoreError> {
+        let (bucket, user_id) = (bucket.to_owned(), creator.user_id.to_owned());
+        let delete_with_claim = creator.delete_with_claim;
+        self.blocking(move |store| {
+            store.create_bucket_blocking(&bucket, Creator { user_id: &user_id, delete_with_claim })
+        })
+        .await
     }
 
     /// Returns the key of `user_id` for `bucket`, creating it on the first call. A retry returns
@@ -356,12 +382,13 @@ impl BucketStore {
         .await
     }
 
-    /// Deletes `bucket`, its objects, uploads and keys, only when its record names our
-    /// identity. Already gone counts as done; a bucket that is not ours is
-    /// [`StoreError::NotOurs`] and is left untouched.
-    pub async fn delete_bucket(&self, bucket: &str) -> Result<(), StoreError> {
-        let bucket = bucket.to_owned();
-        self.blocking(move |store| store.delete_bucket_blocking(&bucket)).await
+    /// Deletes `bucket`, its objects, uploads and keys when its record says `user_id` created
+    /// it to go with its claim, and answers `true`; for any other bucket of ours only removes
+    /// `user_id`'s keys and answers `false`. Already gone counts as deleted; a bucket recorded
+    /// under another identity is [`StoreError::NotOurs`] and is left untouched.
+    pub async fn delete_bucket(&self, bucket: &str, user_id: &str) -> Result<bool, StoreError> {
+        let (bucket, user_id) = (bucket.to_owned(), user_id.to_owned());
+        self.blocking(move |store| store.delete_bucket_blocking(&bucket, &user_id)).await
     }
 
     /// Runs blocking file system work off the async threads.
@@ -376,19 +403,30 @@ impl BucketStore {
             .map_err(|e| StoreError::Io(io::Error::other(e)))?
     }
 
-    fn create_bucket_blocking(&self, bucket: &str) -> Result<BucketRecord, StoreError> {
+    fn create_bucket_blocking(
+        &self,
+        bucket: &str,
+        creator: Creator<'_>,
+    ) -> Result<BucketRecord, StoreError> {
         let path = self.bucket_path(bucket)?;
         let ours = self.identity().to_owned();
+        // Checked and recorded under the writer lock: of two claims racing for one name, the
+        // second finds the first's record.
         let record = self.inner.mutate(|state| {
             if let Some(record) = state.buckets.get(bucket) {
-                // An operator bucket is never adopted, even under an identity that happens to
-                // equal the operator's owner name.
-                if record.owner != ours || !record.created_by_provisioner {
+                if record.owner != ours {
                     return Err(StoreError::NotOurs {
                         bucket: bucket.to_owned(),
                         owner: record.owner.clone(),
                         ours: ours.clone(),
                     });
+                }
+                // Only a retry of the creating claim; never an operator bucket, never one kept
+                // after its claim went, never another claim's.
+                if !record.created_by_provisioner
+                    || record.creator.as_deref() != Some(creator.user_id)
+                {
+                    return Err(StoreError::BucketAlreadyExists(bucket.to_owned()));
                 }
                 return Ok(record.clone());
             }
@@ -402,6 +440,8 @@ impl BucketStore {
                 owner: ours.clone(),
                 created_by_provisioner: true,
                 created_unix: unix_now(),
+                creator: Some(creator.user_id.to_owned()),
+                delete_with_claim: creator.delete_with_claim,
             };
             state.buckets.insert(bucket.to_owned(), record.clone());
             Ok(record)
@@ -440,20 +480,31 @@ impl BucketStore {
         })
     }
 
-    fn delete_bucket_blocking(&self, bucket: &str) -> Result<(), StoreError> {
+    fn delete_bucket_blocking(&self, bucket: &str, user_id: &str) -> Result<bool, StoreError> {
         let path = self.bucket_path(bucket)?;
         let ours = self.identity().to_owned();
         let snapshot = self.inner.snapshot();
-        let not_ours = |owner: &str| StoreError::NotOurs {
-            bucket: bucket.to_owned(),
-            owner: owner.to_owned(),
-            ours: ours.clone(),
+        let revoke_only = || {
+            self.inner.mutate(|state| {
+                state.keys.retain(|_, k| k.user_id != user_id);
+                Ok(false)
+            })
         };
         match snapshot.buckets.get(bucket) {
-            Some(record) if record.owner == ours && record.created_by_provisioner => {}
-            Some(record) => return Err(not_ours(&record.owner)),
-            None if fs::symlink_metadata(&path).is_ok() => return Err(not_ours("")),
-            None => return Ok(()),
+            // An operator's bucket is never a claim's to delete, whoever runs this store.
+            Some(record) if !record.created_by_provisioner => return revoke_only(),
+            Some(record) if record.owner != ours => {
+                return Err(StoreError::NotOurs {
+                    bucket: bucket.to_owned(),
+                    owner: record.owner.clone(),
+                    ours,
+                });
+            }
+            Some(record) if record.delete_with_claim && record.creator.as_deref() == Some(user_id) => {
+            }
+            Some(_) => return revoke_only(),
+            None if fs::symlink_metadata(&path).is_ok() => return revoke_only(),
+            None => return Ok(true),
         }
         // Keys first, so that clients stop writing while the data goes.
         self.inner.mutate(|state| {
@@ -469,7 +520,7 @@ impl BucketStore {
         // The record goes last: until then a retry knows the bucket is ours.
         self.inner.mutate(|state| {
             state.buckets.remove(bucket);
-            Ok(())
+            Ok(true)
         })
     }
 }
@@ -511,8 +562,9 @@ fn load_state(path: &Path) -> Result<State, StoreError> {
         }
         Err(e) => return Err(e.into()),
     };
-    let state: State = serde_json::from_slice(&bytes)
+    let mut state: State = serde_json::from_slice(&bytes)
         .map_err(|e| StoreError::Corrupt { path: path.to_owned(), message: e.to_string() })?;
+    adopt_creators(&mut state);
     if state.version > STATE_VERSION {
         return Err(StoreError::Corrupt {
             path: path.to_owned(),
@@ -520,6 +572,29 @@ fn load_state(path: &Path) -> Result<State, StoreError> {
         });
     }
     Ok(state)
+}
+
+/// Records written before creators were recorded: a bucket the provisioner created whose keys
+/// all belong to one claim was that claim's (provision issues the creator's key right after
+/// creating the bucket); with any other key holders nobody is recorded, and the bucket can only
+/// lose keys, never be deleted or provisioned again.
+fn adopt_creators(state: &mut State) {
+    for record in state.buckets.values_mut() {
+        if !record.created_by_provisioner || record.creator.is_some() {
+            continue;
+        }
+        let holders: BTreeSet<&str> = state
+            .keys
+            .values()
+            .filter(|k| k.allows(&record.name))
+            .map(|k| k.user_id.as_str())
+            .collect();
+        if let [only] = holders.into_iter().collect::<Vec<_>>()[..] {
+            record.creator = Some(only.to_owned());
+            // Its ObjectBucket decided deletion until now; it still does.
+            record.delete_with_claim = true;
+        }
+    }
 }
 
 /// A stable access key id for `user_id` on `bucket`, so that a retried issue finds the first.
@@ -606,13 +681,15 @@ mod tests {
         BucketStore::open(dir.to_owned(), identity).unwrap()
     }
 
+    const ONE: Creator<'static> = Creator { user_id: "obc-1", delete_with_claim: true };
+
     #[tokio::test]
     async fn provision_issue_revoke_delete_are_idempotent() {
         let tmp = tempfile::tempdir().unwrap();
         let store = open(tmp.path(), "ours");
 
-        let first = store.create_bucket("photos").await.unwrap();
-        let again = store.create_bucket("photos").await.unwrap();
+        let first = store.create_bucket("photos", ONE).await.unwrap();
+        let again = store.create_bucket("photos", ONE).await.unwrap();
         assert_eq!(first, again);
         assert!(first.created_by_provisioner);
         assert_eq!(first.owner, "ours");
@@ -636,39 +713,95 @@ mod tests {
         assert!(store.lookup_key(&key.access_key_id).is_none());
         assert!(store.lookup_key(&other.access_key_id).is_some());
 
-        store.delete_bucket("photos").await.unwrap();
+        assert!(store.delete_bucket("photos", "obc-1").await.unwrap());
         assert!(!store.bucket_exists("photos").unwrap());
         assert!(store.lookup_key(&other.access_key_id).is_none(), "bucket keys go with it");
         assert!(store.bucket_record("photos").is_none());
-        store.delete_bucket("photos").await.unwrap();
+        assert!(store.delete_bucket("photos", "obc-1").await.unwrap());
 
-        // Provisioning again after a delete works.
-        store.create_bucket("photos").await.unwrap();
+        // Provisioning again after a delete works, for anyone.
+        store.create_bucket("photos", Creator { user_id: "obc-2", ..ONE }).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn only_the_creating_claim_provisions_or_deletes_a_bucket() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = open(tmp.path(), "ours");
+        store.create_bucket("victim", ONE).await.unwrap();
+        let victim = store.issue_key("obc-1", "victim").await.unwrap();
+        let thief = Creator { user_id: "obc-2", delete_with_claim: true };
+        assert!(matches!(
+            store.create_bucket("victim", thief).await,
+            Err(StoreError::BucketAlreadyExists(_))
+        ));
+        // A key the thief got some other way (a grant) goes; the bucket stays.
+        let granted = store.issue_key("obc-2", "victim").await.unwrap();
+        assert!(!store.delete_bucket("victim", "obc-2").await.unwrap());
+        assert!(store.bucket_exists("victim").unwrap());
+        assert!(store.lookup_key(&granted.access_key_id).is_none());
+        assert!(store.lookup_key(&victim.access_key_id).is_some());
+
+        // Retained: even its creator's deletion only takes its key, and nobody takes it over.
+        let keeper = Creator { user_id: "obc-3", delete_with_claim: false };
+        store.create_bucket("kept", keeper).await.unwrap();
+        assert!(!store.delete_bucket("kept", "obc-3").await.unwrap());
+        assert!(store.bucket_exists("kept").unwrap());
+        assert!(store.create_bucket("kept", thief).await.is_err());
+    }
+
+    #[test]
+    fn records_from_before_creators_adopt_their_only_key_holder() {
+        let key = |user: &str, bucket: &str| AccessKey {
+            access_key_id: format!("{user}-{bucket}"),
+            secret_access_key: "s".into(),
+            buckets: vec![bucket.into()],
+            user_id: user.into(),
+        };
+        let record = |name: &str| BucketRecord {
+            name: name.into(),
+            owner: "ours".into(),
+            created_by_provisioner: true,
+            created_unix: 0,
+            creator: None,
+            delete_with_claim: false,
+        };
+        let mut state = State {
+            version: 1,
+            buckets: [("solo".into(), record("solo")), ("shared".into(), record("shared"))].into(),
+            keys: [key("a", "solo"), key("b", "shared"), key("c", "shared")]
+                .into_iter()
+                .map(|k| (k.access_key_id.clone(), k))
+                .collect(),
+        };
+        adopt_creators(&mut state);
+        assert_eq!(state.buckets["solo"].creator.as_deref(), Some("a"));
+        assert!(state.buckets["solo"].delete_with_claim);
+        assert_eq!(state.buckets["shared"].creator, None);
     }
 
     #[tokio::test]
     async fn buckets_of_others_are_left_alone() {
         let tmp = tempfile::tempdir().unwrap();
         let theirs = open(tmp.path(), "theirs");
-        theirs.create_bucket("shared").await.unwrap();
+        theirs.create_bucket("shared", ONE).await.unwrap();
         let key = theirs.issue_key("obc-9", "shared").await.unwrap();
         drop(theirs);
 
         let ours = open(tmp.path(), "ours");
-        let err = ours.delete_bucket("shared").await.unwrap_err();
+        let err = ours.delete_bucket("shared", "obc-1").await.unwrap_err();
         assert!(matches!(&err, StoreError::NotOurs { owner, .. } if owner == "theirs"), "{err}");
         assert!(err.to_string().contains("left alone"));
         assert!(ours.bucket_exists("shared").unwrap());
         assert!(ours.lookup_key(&key.access_key_id).is_some());
-        assert!(matches!(ours.create_bucket("shared").await, Err(StoreError::NotOurs { .. })));
+        assert!(matches!(ours.create_bucket("shared", ONE).await, Err(StoreError::NotOurs { .. })));
 
         // A directory made by an operator has no record: never adopted, never deleted.
         fs::create_dir(ours.bucket_path("handmade").unwrap()).unwrap();
         assert!(matches!(
-            ours.create_bucket("handmade").await,
+            ours.create_bucket("handmade", ONE).await,
             Err(StoreError::BucketAlreadyExists(_))
         ));
-        assert!(matches!(ours.delete_bucket("handmade").await, Err(StoreError::NotOurs { .. })));
+        assert!(!ours.delete_bucket("handmade", "obc-1").await.unwrap());
         assert!(ours.bucket_exists("handmade").unwrap());
         // ...but it can be granted.
         ours.issue_key("obc-3", "handmade").await.unwrap();
@@ -682,7 +815,7 @@ mod tests {
     async fn secrets_are_private() {
         let tmp = tempfile::tempdir().unwrap();
         let store = open(tmp.path(), "ours");
-        store.create_bucket("abc").await.unwrap();
+        store.create_bucket("abc", ONE).await.unwrap();
         store.issue_key("u", "abc").await.unwrap();
         let dir = fs::metadata(tmp.path().join(STATE_DIR)).unwrap();
         assert_eq!(dir.permissions().mode() & 0o777, 0o700);

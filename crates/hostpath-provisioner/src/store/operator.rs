@@ -119,6 +119,8 @@ impl BucketStore {
                 name: bucket.to_owned(),
                 owner: OPERATOR_OWNER.to_owned(),
                 created_by_provisioner: false,
+                creator: None,
+                delete_with_claim: false,
                 created_unix: unix_now(),
             };
             state.buckets.insert(bucket.to_owned(), record.clone());
@@ -219,8 +221,9 @@ mod tests {
             store.create_operator_bucket("brown").await,
             Err(StoreError::BucketAlreadyOwnedByYou(_))
         ));
-        assert!(matches!(store.create_bucket("brown").await, Err(StoreError::NotOurs { .. })));
-        assert!(matches!(store.delete_bucket("brown").await, Err(StoreError::NotOurs { .. })));
+        let claim = super::super::Creator { user_id: "obc-1", delete_with_claim: true };
+        assert!(store.create_bucket("brown", claim).await.is_err());
+        assert!(!store.delete_bucket("brown", "obc-1").await.unwrap());
         assert!(store.bucket_exists("brown").unwrap());
 
         // Removed by hand: created again.
