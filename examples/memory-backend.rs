@@ -33,7 +33,11 @@ struct MemoryBuckets(Mutex<BTreeMap<String, Bucket>>);
 impl MemoryBuckets {
     fn give_access(&self, options: &BucketOptions) -> ProvisionedBucket {
         let mut buckets = self.0.lock().unwrap();
-        buckets.entry(options.bucket_name.clone()).or_default().users.insert(options.user_id.clone());
+        buckets
+            .entry(options.bucket_name.clone())
+            .or_default()
+            .users
+            .insert(options.user_id.clone());
         ProvisionedBucket {
             endpoint: Endpoint {
                 scheme: "http".into(),

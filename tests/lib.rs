@@ -106,7 +106,11 @@ impl MemoryBackend {
 
     /// Users holding keys on `bucket`.
     pub fn users_of(&self, bucket: &str) -> BTreeSet<String> {
-        self.state().buckets.get(bucket).map(|b| b.keys.keys().cloned().collect()).unwrap_or_default()
+        self.state()
+            .buckets
+            .get(bucket)
+            .map(|b| b.keys.keys().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// How often `op` was called (failed calls included).
@@ -216,12 +220,11 @@ impl Provisioner for MemoryBackend {
         let fault = self.enter(Op::Provision, &options.bucket_name).await?;
         let created_by_claim = {
             let mut state = self.state();
-            let bucket = state.buckets.entry(options.bucket_name.clone()).or_insert_with(|| {
-                Bucket {
+            let bucket =
+                state.buckets.entry(options.bucket_name.clone()).or_insert_with(|| Bucket {
                     creator: Some((options.user_id.clone(), options.reclaim_policy)),
                     keys: BTreeMap::new(),
-                }
-            });
+                });
             bucket.creator.as_ref().map(|(user, _)| user) == Some(&options.user_id)
         };
         if !created_by_claim {

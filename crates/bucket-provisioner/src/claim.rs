@@ -160,10 +160,17 @@ pub async fn apply<P: Provisioner>(
             }
             // Credentials are never stored outside the Secret: the backend issues them again.
             objects::CredentialsCheck::Missing | objects::CredentialsCheck::Changed => {
-                let message = "the claim's Secret lost or changed its credentials; issuing them again";
+                let message =
+                    "the claim's Secret lost or changed its credentials; issuing them again";
                 tracing::info!(claim = %key(&*claim), "{message}");
-                ctx.event(&claim, EventType::Normal, "RestoringCredentials", message, Operation::Provision)
-                    .await;
+                ctx.event(
+                    &claim,
+                    EventType::Normal,
+                    "RestoringCredentials",
+                    message,
+                    Operation::Provision,
+                )
+                .await;
             }
         }
         observed.bound = Some(bound);
@@ -194,8 +201,7 @@ pub async fn apply<P: Provisioner>(
         };
         ctx.provisioner.validate(&options).map_err(backend_error)?;
         let cleanup_state = ctx.provisioner.cleanup_state(&options);
-        claim =
-            persist_intent(&observed, &claim, &plan, &ctx.name, &cleanup_state).await?;
+        claim = persist_intent(&observed, &claim, &plan, &ctx.name, &cleanup_state).await?;
         let options = BucketOptions { claim: (*claim).clone(), ..options };
         let started = Instant::now();
         let answer = match plan.source {

@@ -91,14 +91,14 @@ pub async fn cleanup<P: Provisioner>(
         return Ok(Action::await_change());
     }
 
-    settle(&observed.buckets, &record, source, real_record, &subject, ctx)
-        .await
-        .map_err(|e| match e {
+    settle(&observed.buckets, &record, source, real_record, &subject, ctx).await.map_err(|e| {
+        match e {
             Error::Backend { operation, bucket, source, .. } => {
                 Error::Backend { operation, bucket, source, hint: ABANDON_HINT }
             }
             other => other,
-        })?;
+        }
+    })?;
     delete_owned_outputs(&observed, &claim_name).await?;
     Ok(Action::await_change())
 }
@@ -137,7 +137,8 @@ async fn abandon<P: Provisioner>(
         (Ok(()), false) => Ok(()),
         // Hand the revoke over to the sweep, through an ObjectBucket it will find.
         (Err(_), true) => {
-            let patch = json!({ "metadata": { "annotations": { annotations::ABANDONED: "true" } } });
+            let patch =
+                json!({ "metadata": { "annotations": { annotations::ABANDONED: "true" } } });
             let marked = buckets
                 .patch(&record.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
@@ -148,7 +149,9 @@ async fn abandon<P: Provisioner>(
         (Err(_), false) => {
             let mut marked = record.clone();
             let meta = &mut marked.metadata;
-            meta.annotations.get_or_insert_default().insert(annotations::ABANDONED.into(), "true".into());
+            meta.annotations
+                .get_or_insert_default()
+                .insert(annotations::ABANDONED.into(), "true".into());
             meta.annotations
                 .get_or_insert_default()
                 .insert(annotations::PROVISIONER.into(), ctx.name.clone());
@@ -214,8 +217,7 @@ async fn settle<P: Provisioner>(
                  the Delete policy, so only the claim's access was revoked and the bucket was kept"
             );
             if real_record {
-                release(buckets, record, ObjectBucketPhase::Failed, "BucketKept", &message)
-                    .await?;
+                release(buckets, record, ObjectBucketPhase::Failed, "BucketKept", &message).await?;
             }
             (EventType::Warning, "BucketKept".to_string(), message)
         }
@@ -224,8 +226,7 @@ async fn settle<P: Provisioner>(
             // the claim's leaves nothing to describe.
             if real_record && source == BucketSource::New {
                 let message = "claim deleted; the bucket was retained";
-                release(buckets, record, ObjectBucketPhase::Released, "Released", message)
-                    .await?;
+                release(buckets, record, ObjectBucketPhase::Released, "Released", message).await?;
             } else if real_record {
                 delete_object_bucket(buckets, record).await?;
             }

@@ -194,11 +194,21 @@ pub async fn run_controller<P: Provisioner>(
         .labels(&format!("{LABEL_PROVISIONER}={}", label_value(&config.provisioner_name)));
     let all = watcher::Config::default();
 
+    // Which caches hold their first list (claims, ObjectBuckets). Told by the events themselves:
+    // a store's own readiness wakes only one of several waiters, and the controller waits on it.
+    let (listed, ready) = tokio::sync::watch::channel((false, false));
+    let listed = Arc::new(listed);
     let (claims, claims_writer) = reflector::store();
+    let claims_listed = listed.clone();
     let claim_events = reflector::reflector(
         claims_writer,
         resilient_watch(Api::<Guarded>::all(client.clone()), all.clone(), "claims", health.clone()),
     )
+    .inspect(move |event| {
+        if matches!(event, Ok(watcher::Event::InitDone)) {
+            claims_listed.send_modify(|(claims, _)| *claims = true);
+        }
+    })
     .applied_objects();
     // One watch of our ObjectBuckets feeds both the controller (a bucket deleted or changed by
     // hand wakes its claim) and the sweep (a bucket whose claim went without its cleanup).
@@ -207,11 +217,20 @@ pub async fn run_controller<P: Provisioner>(
     let bucket_watch = reflector::reflector(
         buckets_writer,
         resilient_watch(Api::all(client.clone()), ours.clone(), "objectbuckets", health.clone()),
-    );
+    )
+    .inspect(move |event| {
+        if matches!(event, Ok(watcher::Event::InitDone)) {
+            listed.send_modify(|(_, buckets)| *buckets = true);
+        }
+    });
     let drive_buckets = tokio::spawn(bucket_watch.for_each(|_| std::future::ready(())));
-    let secrets =
-        resilient_watch(Api::<Secret>::all(client.clone()), ours.clone(), "secrets", health.clone())
-            .touched_objects();
+    let secrets = resilient_watch(
+        Api::<Secret>::all(client.clone()),
+        ours.clone(),
+        "secrets",
+        health.clone(),
+    )
+    .touched_objects();
     let config_maps =
         resilient_watch(Api::<ConfigMap>::all(client.clone()), ours, "configmaps", health.clone())
             .touched_objects();
@@ -224,7 +243,7 @@ pub async fn run_controller<P: Provisioner>(
     .touched_objects();
 
     let phases = tokio::spawn(count_phases(claims.clone(), context.clone()));
-    let sweep = tokio::spawn(sweep(claims.clone(), buckets, context.clone()));
+    let sweep = tokio::spawn(sweep(claims.clone(), buckets, ready, context.clone()));
     let by_class = claims.clone();
     Controller::for_stream(claim_events, claims)
         .owns_stream(secrets)
@@ -266,9 +285,11 @@ fn claim_of_bucket(bucket: &ObjectBucket) -> Option<ObjectRef<Guarded>> {
 async fn sweep<P: Provisioner>(
     claims: Store<Guarded>,
     buckets: Store<ObjectBucket>,
+    mut ready: tokio::sync::watch::Receiver<(bool, bool)>,
     ctx: Arc<Context<P>>,
 ) {
-    if claims.wait_until_ready().await.is_err() || buckets.wait_until_ready().await.is_err() {
+    // Both caches must hold their first list, or every ObjectBucket would look orphaned.
+    if ready.wait_for(|(claims, buckets)| *claims && *buckets).await.is_err() {
         return;
     }
     let mut interval = tokio::time::interval(SWEEP_INTERVAL);
@@ -310,12 +331,12 @@ async fn sweep<P: Provisioner>(
 
 /// Ours, still holding our finalizer, and not already released.
 fn awaits_cleanup(bucket: &ObjectBucket, provisioner: &str) -> bool {
-    let ours = bucket.annotations().get(annotations::PROVISIONER).map(String::as_str)
-        == Some(provisioner);
+    let ours =
+        bucket.annotations().get(annotations::PROVISIONER).map(String::as_str) == Some(provisioner);
     let held = bucket.finalizers().iter().any(|f| f == FINALIZER);
     let phase = bucket.status.as_ref().and_then(|s| s.phase);
-    let abandoned = bucket.annotations().get(annotations::ABANDONED).map(String::as_str)
-        == Some("true");
+    let abandoned =
+        bucket.annotations().get(annotations::ABANDONED).map(String::as_str) == Some("true");
     let released = matches!(phase, Some(ObjectBucketPhase::Released | ObjectBucketPhase::Failed));
     ours && held && (abandoned || !released)
 }

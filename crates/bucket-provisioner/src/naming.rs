@@ -54,7 +54,8 @@ pub fn validate_bucket_name(name: &str) -> Result<(), String> {
 /// Four dot-separated groups of digits, valid address or not (`999.168.1.1`): S3 refuses them all.
 fn is_ip_address_shaped(name: &str) -> bool {
     let groups: Vec<&str> = name.split('.').collect();
-    groups.len() == 4 && groups.iter().all(|g| !g.is_empty() && g.bytes().all(|b| b.is_ascii_digit()))
+    groups.len() == 4
+        && groups.iter().all(|g| !g.is_empty() && g.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Checks a `generateBucketName` prefix: it must leave room for the suffix, and the generated
@@ -192,6 +193,9 @@ mod tests {
         assert_eq!(long.conventional, None);
         assert!(long.unique.len() <= MAX_OBJECT_NAME);
         assert!(!long.unique.contains(".-"), "{}", long.unique);
-        assert_eq!(long.unique, object_bucket_names("ns", &format!("{}.-x", "n".repeat(246)), "uid").unique);
+        assert_eq!(
+            long.unique,
+            object_bucket_names("ns", &format!("{}.-x", "n".repeat(246)), "uid").unique
+        );
     }
 }

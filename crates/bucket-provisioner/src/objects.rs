@@ -424,7 +424,8 @@ mod tests {
     fn object_bucket_round_trips_the_endpoint() {
         let claim = claim();
         let endpoint = endpoint("eu-west-1");
-        let credentials = Credentials { access_key_id: "AK".into(), secret_access_key: "SK".into() };
+        let credentials =
+            Credentials { access_key_id: "AK".into(), secret_access_key: "SK".into() };
         let bucket = object_bucket(&BucketRecord {
             name: "obc-team-photos",
             claim: &claim,
@@ -440,10 +441,11 @@ mod tests {
         let written = secret(&claim, "p", &credentials);
         assert_eq!(check_credentials(Some(&written), &bucket), CredentialsCheck::Recorded);
         let mut edited = written.clone();
-        edited.data.as_mut().unwrap().insert(
-            contract::SECRET_SECRET_ACCESS_KEY.into(),
-            ByteString(b"guessed".to_vec()),
-        );
+        edited
+            .data
+            .as_mut()
+            .unwrap()
+            .insert(contract::SECRET_SECRET_ACCESS_KEY.into(), ByteString(b"guessed".to_vec()));
         assert_eq!(check_credentials(Some(&edited), &bucket), CredentialsCheck::Changed);
         edited.data.as_mut().unwrap().remove(contract::SECRET_SECRET_ACCESS_KEY);
         assert_eq!(check_credentials(Some(&edited), &bucket), CredentialsCheck::Missing);

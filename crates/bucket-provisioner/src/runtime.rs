@@ -174,9 +174,14 @@ pub async fn run<P: Provisioner>(
             }
             None => None,
         };
-        tracing::info!(provisioner = provisioner_name, workers = config.workers, "controller starting");
-        let lost = lead(&client, &provisioner, &config, &metrics, &health, guard.as_ref(), stopped())
-            .await;
+        tracing::info!(
+            provisioner = provisioner_name,
+            workers = config.workers,
+            "controller starting"
+        );
+        let lost =
+            lead(&client, &provisioner, &config, &metrics, &health, guard.as_ref(), stopped())
+                .await;
         health.forget(CONTROLLER_LOOP);
         match (guard, lost) {
             (Some(_), true) => {

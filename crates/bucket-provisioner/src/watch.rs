@@ -121,11 +121,8 @@ mod tests {
 
     #[test]
     fn only_a_gone_resource_version_restarts_the_watch() {
-        let status = |code| {
-            kube::Error::Api(
-                kube::core::Status::failure("x", "y").with_code(code).boxed(),
-            )
-        };
+        let status =
+            |code| kube::Error::Api(kube::core::Status::failure("x", "y").with_code(code).boxed());
         assert!(is_stale(&watcher::Error::WatchStartFailed(status(410))));
         assert!(is_stale(&watcher::Error::WatchFailed(status(410))));
         assert!(!is_stale(&watcher::Error::WatchStartFailed(status(500))));

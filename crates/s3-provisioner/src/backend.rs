@@ -228,7 +228,12 @@ impl Provisioner for S3Provisioner {
         let buckets =
             Buckets { s3: &session.clients.s3, owner: &session.owner, locks: &self.creating };
         buckets
-            .create(&options.bucket_name, &settings.region, &options.user_id, options.reclaim_policy)
+            .create(
+                &options.bucket_name,
+                &settings.region,
+                &options.user_id,
+                options.reclaim_policy,
+            )
             .await?;
         self.access(&session, &settings, options).await
     }

@@ -146,6 +146,39 @@ impl ControlPlane {
         &self.kubeconfig_path
     }
 
+    /// Kills kube-apiserver (etcd and the controller manager keep running) and waits until it no
+    /// longer answers: an apiserver outage.
+    pub fn stop_apiserver(&mut self) -> Result<()> {
+        self.processes.stop("kube-apiserver")?;
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while std::net::TcpStream::connect(self.apiserver_address()?).is_ok() {
+            if Instant::now() > deadline {
+                bail!("kube-apiserver still answers after being stopped");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
+
+    /// Starts kube-apiserver again after [`ControlPlane::stop_apiserver`], on the same address,
+    /// and waits until it is ready.
+    pub fn start_apiserver(&mut self) -> Result<()> {
+        self.processes.start_again("kube-apiserver")?;
+        self.wait_ready()
+    }
+
+    fn apiserver_address(&self) -> Result<std::net::SocketAddr> {
+        let server = self
+            .kubeconfig
+            .clusters
+            .first()
+            .and_then(|c| c.cluster.as_ref())
+            .and_then(|c| c.server.clone())
+            .context("the kubeconfig names no server")?;
+        let address = server.trim_start_matches("https://");
+        Ok(address.parse()?)
+    }
+
     /// The last lines of one component's log (`etcd`, `kube-apiserver`, `kube-controller-manager`).
     pub fn log_tail(&self, component: &str, lines: usize) -> String {
         self.processes.log_tail(component, lines)

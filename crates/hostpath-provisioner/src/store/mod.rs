@@ -500,8 +500,8 @@ impl BucketStore {
                     ours,
                 });
             }
-            Some(record) if record.delete_with_claim && record.creator.as_deref() == Some(user_id) => {
-            }
+            Some(record)
+                if record.delete_with_claim && record.creator.as_deref() == Some(user_id) => {}
             Some(_) => return revoke_only(),
             None if fs::symlink_metadata(&path).is_ok() => return revoke_only(),
             None => return Ok(true),
