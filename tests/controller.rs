@@ -137,6 +137,32 @@ async fn greenfield_claim_is_provisioned_bound_and_deleted() {
 }
 
 #[tokio::test]
+async fn a_generated_name_found_taken_is_replaced_and_recorded_before_it_is_tried() {
+    let s = setup("ctl-regen").await;
+    // The backend finds the first generated name taken, as a collision in a burst would.
+    s.backend.inject(Op::Provision, Fault::Permanent(bucket_provisioner::BUCKET_NAME_TAKEN), 1);
+    let controller = Harness::start(&s.client, &s.backend);
+    let class = storage_class(&s.client, &controller.provisioner, &[], None).await;
+    let spec = bucket_api::ObjectBucketClaimSpec {
+        generate_bucket_name: Some("burst".into()),
+        ..claim_spec(&class)
+    };
+    create_claim(&s.claims, "c", spec).await;
+    let claim = wait_for(&s.claims, "c", ClaimPhase::Bound, "Bound").await;
+
+    let attempts = s.backend.provisioned_names();
+    assert_eq!(attempts.len(), 2, "{attempts:?}");
+    let (taken, replacement) = (&attempts[0].0, &attempts[1].0);
+    assert_ne!(taken, replacement, "a taken name is never shared");
+    assert!(replacement.starts_with("burst-"), "{replacement}");
+    for (asked, recorded) in &attempts {
+        assert_eq!(recorded.as_ref(), Some(asked), "each name was recorded before it was tried");
+    }
+    assert_eq!(claim.spec.bucket_name.as_ref(), Some(replacement));
+    assert_eq!(s.backend.buckets(), [replacement.clone()].into());
+}
+
+#[tokio::test]
 async fn brownfield_claim_is_granted_and_revoked_leaving_the_bucket() {
     let s = setup("ctl-brown").await;
     s.backend.add_existing_bucket("shared-data");

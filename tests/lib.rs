@@ -66,6 +66,8 @@ struct State {
     calls: Vec<(Op, String)>,
     updates: Vec<BTreeMap<String, String>>,
     cleanup_states: Vec<BTreeMap<String, String>>,
+    /// For each provision call: (the bucket asked for, the name the claim recorded by then).
+    provisioned_names: Vec<(String, Option<String>)>,
     faults: BTreeMap<Op, (Fault, usize)>,
 }
 
@@ -126,6 +128,12 @@ impl MemoryBackend {
     /// The `additionalState` handed to every `delete` and `revoke` call.
     pub fn cleanup_states(&self) -> Vec<BTreeMap<String, String>> {
         self.state().cleanup_states.clone()
+    }
+
+    /// For each `provision` call: the bucket asked for, and the name its claim had recorded by
+    /// the time of the call.
+    pub fn provisioned_names(&self) -> Vec<(String, Option<String>)> {
+        self.state().provisioned_names.clone()
     }
 
     /// The `additionalConfig` of every `update` call.
@@ -217,6 +225,8 @@ impl Provisioner for MemoryBackend {
     }
 
     async fn provision(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
+        let recorded = options.claim.spec.bucket_name.clone();
+        self.state().provisioned_names.push((options.bucket_name.clone(), recorded));
         let fault = self.enter(Op::Provision, &options.bucket_name).await?;
         let created_by_claim = {
             let mut state = self.state();

@@ -245,7 +245,7 @@ async fn settle<P: Provisioner>(
         }
         Err(source) => return Err(Error::Backend { operation, bucket, source, hint: "" }),
     };
-    ctx.publish(subject, type_.clone(), &reason, &message, operation).await;
+    ctx.publish(subject, type_, &reason, &message, operation).await;
     if type_ == EventType::Warning {
         tracing::warn!(claim = %who, reason = %reason, "{message}");
     } else {

@@ -19,8 +19,8 @@ use serde::de::DeserializeOwned;
 
 use crate::telemetry::Health;
 
-/// Doubling from half a second to five: one client watching a handful of kinds can afford to
-/// come back quickly, and claims created right after an outage should not wait a minute.
+/// Doubling from half a second to two: one client watching a handful of kinds can afford to
+/// come back quickly, and claims created right after an outage should not wait.
 #[derive(Clone, Debug)]
 pub struct ShortBackoff {
     next: Duration,
@@ -28,7 +28,7 @@ pub struct ShortBackoff {
 
 impl ShortBackoff {
     const FIRST: Duration = Duration::from_millis(500);
-    const MAX: Duration = Duration::from_secs(5);
+    const MAX: Duration = Duration::from_secs(2);
 }
 
 impl Default for ShortBackoff {
@@ -111,10 +111,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn backoff_doubles_to_five_seconds_and_resets() {
+    fn backoff_doubles_to_two_seconds_and_resets() {
         let mut backoff = ShortBackoff::default();
-        let delays: Vec<u64> = backoff.by_ref().take(6).map(|d| d.as_millis() as u64).collect();
-        assert_eq!(delays, [500, 1000, 2000, 4000, 5000, 5000]);
+        let delays: Vec<u64> = backoff.by_ref().take(4).map(|d| d.as_millis() as u64).collect();
+        assert_eq!(delays, [500, 1000, 2000, 2000]);
         backoff.reset();
         assert_eq!(backoff.next(), Some(Duration::from_millis(500)));
     }

@@ -189,12 +189,10 @@ impl Buckets<'_> {
         match self.s3.get_bucket_tagging().bucket(bucket).send().await {
             Ok(output) => {
                 let tags = output.tag_set();
-                let policy = tags.iter().find(|t| t.key() == POLICY_TAG).and_then(|t| {
-                    match t.value() {
-                        "Delete" => Some(ReclaimPolicy::Delete),
-                        // Anything else keeps the bucket: deleting is the one thing to be sure of.
-                        _ => Some(ReclaimPolicy::Retain),
-                    }
+                // Anything but Delete keeps the bucket: deleting is the one thing to be sure of.
+                let policy = tags.iter().find(|t| t.key() == POLICY_TAG).map(|t| match t.value() {
+                    "Delete" => ReclaimPolicy::Delete,
+                    _ => ReclaimPolicy::Retain,
                 });
                 Ok(match tags.iter().find(|t| t.key() == CLAIM_TAG) {
                     Some(tag) => Ownership::Claim(tag.value().to_string(), policy),

@@ -187,7 +187,8 @@ async fn iam_failure_leaves_the_claim_unbound_and_the_owner_keys_nowhere_else() 
     let owner_secret = [format!("{}/owner", s.ns)].into();
     assert_eq!(s.secrets_holding(&owner.secret_access_key).await, owner_secret);
     assert_eq!(s.secrets_holding(&owner.access_key_id).await, owner_secret);
-    assert!(claim.spec.object_bucket_name.is_none());
+    let ob_name = claim.spec.object_bucket_name.clone().expect("recorded before the backend call");
+    assert!(s.buckets.get_opt(&ob_name).await.unwrap().is_none(), "no ObjectBucket, nothing bound");
     assert!(s.moto.provisioned_users().await.is_empty());
     for (reason, note) in s.events("c").await {
         assert!(!note.contains(&owner.secret_access_key), "Event {reason} shows a secret");

@@ -22,6 +22,8 @@ use tokio::process::{Child, Command};
 /// One `hostpath-bucket-provisioner` process; killed when dropped.
 pub struct Provisioner {
     child: Child,
+    /// Port of its /metrics, /healthz and /readyz.
+    pub metrics_port: u16,
 }
 
 impl Provisioner {
@@ -38,6 +40,7 @@ impl Provisioner {
         kubeconfig: &Path,
         extra: &[&str],
     ) -> Provisioner {
+        let metrics_port = free_port();
         let child = Command::new(env!("CARGO_BIN_EXE_hostpath-bucket-provisioner"))
             .arg(format!("--root={}", root.display()))
             .arg(format!("--provisioner-name={name}"))
@@ -45,7 +48,7 @@ impl Provisioner {
             .arg(format!("--s3-listen=127.0.0.1:{s3_port}"))
             .arg("--endpoint-host=127.0.0.1")
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg("--metrics-address=127.0.0.1:0")
+            .arg(format!("--metrics-address=127.0.0.1:{metrics_port}"))
             .args(extra)
             .env(
                 "RUST_LOG",
@@ -61,7 +64,7 @@ impl Provisioner {
             .kill_on_drop(true)
             .spawn()
             .expect("starting hostpath-bucket-provisioner");
-        Provisioner { child }
+        Provisioner { child, metrics_port }
     }
 
     pub fn pid(&self) -> u32 {
