@@ -5,7 +5,8 @@
 //! ```text
 //! <root>/buckets/<bucket>/<key>          object data; a key's '/' are directories
 //! <root>/.provisioner/              0700 bookkeeping, never served
-//!     state.json                    0600 bucket records and access keys (secrets)
+//!     records/<bucket>.json         0600 who created a bucket, and under which policy
+//!     keys/<access-key-id>.json     0600 one access key (a secret) and the bucket it reaches
 //!     meta/<bucket>/<hh>/<md5>.json      ETag, content type and user metadata of one object
 //!     uploads/<bucket>/<upload-id>/      multipart uploads in progress
 //!     tmp/                               temporary files, renamed into place when complete
@@ -18,7 +19,10 @@
 //! stale, and the object is then served with a derived ETag instead of a wrong one.
 //!
 //! Every write goes to `tmp/` first and is renamed into place, so readers never see a partial
-//! object, and `state.json` is replaced atomically (temp file, fsync, rename, fsync directory).
+//! object. Records and keys are a file each, replaced atomically (temp file, fsync, rename, fsync
+//! directory), so provisioning one claim writes what concerns that claim and nothing else, however
+//! many buckets there are. A `state.json` from earlier versions (everything in one file) is split
+//! into these files when the store opens.
 //!
 //! # Limits of keys as paths
 //!
@@ -34,7 +38,7 @@ mod names;
 mod objects;
 mod operator;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -58,8 +62,11 @@ use crate::admin::AdminCredentials;
 const STATE_DIR: &str = ".provisioner";
 /// Name of the directory holding bucket directories under the root.
 const BUCKETS_DIR: &str = "buckets";
-const STATE_FILE: &str = "state.json";
-const STATE_VERSION: u32 = 1;
+/// The single bookkeeping file of earlier versions, split up when found.
+const LEGACY_STATE_FILE: &str = "state.json";
+const LEGACY_STATE_VERSION: u32 = 1;
+const RECORDS_DIR: &str = "records";
+const KEYS_DIR: &str = "keys";
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -223,13 +230,87 @@ impl AccessKey {
     }
 }
 
-/// The whole of `state.json`.
+/// The whole of a legacy `state.json`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-struct State {
+struct LegacyState {
     version: u32,
+    buckets: BTreeMap<String, BucketRecord>,
+    keys: BTreeMap<String, AccessKey>,
+}
+
+/// Every record and key, in memory, with indexes so that no operation on one claim looks at
+/// every key.
+#[derive(Debug, Default)]
+struct State {
     buckets: BTreeMap<String, BucketRecord>,
     /// By access key id.
     keys: BTreeMap<String, AccessKey>,
+    /// User id → its access key ids.
+    by_user: HashMap<String, BTreeSet<String>>,
+    /// Bucket → access key ids reaching it.
+    by_bucket: HashMap<String, BTreeSet<String>>,
+}
+
+impl State {
+    fn insert_key(&mut self, key: AccessKey) {
+        self.by_user.entry(key.user_id.clone()).or_default().insert(key.access_key_id.clone());
+        for bucket in &key.buckets {
+            self.by_bucket.entry(bucket.clone()).or_default().insert(key.access_key_id.clone());
+        }
+        self.keys.insert(key.access_key_id.clone(), key);
+    }
+
+    fn remove_key(&mut self, id: &str) {
+        let Some(key) = self.keys.remove(id) else { return };
+        unindex(&mut self.by_user, &key.user_id, id);
+        for bucket in &key.buckets {
+            unindex(&mut self.by_bucket, bucket, id);
+        }
+    }
+
+    /// The ids of `user_id`'s keys.
+    fn keys_of_user(&self, user_id: &str) -> Vec<String> {
+        self.by_user.get(user_id).map(|ids| ids.iter().cloned().collect()).unwrap_or_default()
+    }
+
+    /// The keys reaching `bucket`.
+    fn keys_of_bucket(&self, bucket: &str) -> impl Iterator<Item = &AccessKey> {
+        self.by_bucket.get(bucket).into_iter().flatten().filter_map(|id| self.keys.get(id))
+    }
+}
+
+fn unindex(index: &mut HashMap<String, BTreeSet<String>>, entry: &str, id: &str) {
+    if let Some(ids) = index.get_mut(entry) {
+        ids.remove(id);
+        if ids.is_empty() {
+            index.remove(entry);
+        }
+    }
+}
+
+/// Changes decided under the writer lock, persisted before anyone can see them.
+struct Tx<'a> {
+    state: &'a State,
+    buckets: BTreeMap<String, Option<BucketRecord>>,
+    keys: BTreeMap<String, Option<AccessKey>>,
+}
+
+impl Tx<'_> {
+    fn put_bucket(&mut self, record: BucketRecord) {
+        self.buckets.insert(record.name.clone(), Some(record));
+    }
+
+    fn remove_bucket(&mut self, name: &str) {
+        self.buckets.insert(name.to_owned(), None);
+    }
+
+    fn put_key(&mut self, key: AccessKey) {
+        self.keys.insert(key.access_key_id.clone(), Some(key));
+    }
+
+    fn remove_key(&mut self, id: &str) {
+        self.keys.insert(id.to_owned(), None);
+    }
 }
 
 /// Buckets, objects and access keys under one root directory. Cheap to clone.
@@ -250,9 +331,9 @@ impl std::fmt::Debug for BucketStore {
 struct Inner {
     root: PathBuf,
     identity: String,
-    /// In-memory copy of `state.json`, read on every request by authentication.
-    state: RwLock<Arc<State>>,
-    /// Serializes read-modify-write cycles of `state.json`.
+    /// In-memory copy of the records and keys, read on every request by authentication.
+    state: RwLock<State>,
+    /// Serializes read-decide-persist cycles of the records and keys.
     writer: Mutex<()>,
     /// The operator credential; configuration, never persisted.
     admin: RwLock<Option<Arc<AdminCredentials>>>,
@@ -274,7 +355,7 @@ impl BucketStore {
         let root = fs::canonicalize(&root)?;
         fs::create_dir_all(root.join(BUCKETS_DIR))?;
         let state_dir = root.join(STATE_DIR);
-        for dir in ["", "meta", "uploads", "tmp"] {
+        for dir in ["", "meta", "uploads", "tmp", RECORDS_DIR, KEYS_DIR] {
             let dir = state_dir.join(dir);
             match fs::DirBuilder::new().mode(0o700).create(&dir) {
                 Ok(()) => {}
@@ -291,12 +372,13 @@ impl BucketStore {
             let path = entry?.path();
             let _ = fs::remove_file(&path).or_else(|_| fs::remove_dir_all(&path));
         }
-        let state = load_state(&state_dir.join(STATE_FILE))?;
+        split_legacy_state(&state_dir)?;
+        let state = load_state(&state_dir)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 root,
                 identity,
-                state: RwLock::new(Arc::new(state)),
+                state: RwLock::new(state),
                 writer: Mutex::new(()),
                 admin: RwLock::new(None),
             }),
@@ -332,17 +414,18 @@ impl BucketStore {
 
     /// The record of `bucket`, if this store (under any identity) created it.
     pub fn bucket_record(&self, bucket: &str) -> Option<BucketRecord> {
-        self.inner.snapshot().buckets.get(bucket).cloned()
+        self.inner.read().buckets.get(bucket).cloned()
     }
 
     /// The key with this access key id, if it exists.
     pub fn lookup_key(&self, access_key_id: &str) -> Option<AccessKey> {
-        self.inner.snapshot().keys.get(access_key_id).cloned()
+        self.inner.read().keys.get(access_key_id).cloned()
     }
 
     /// All keys issued for `user_id`.
     pub fn keys_for_user(&self, user_id: &str) -> Vec<AccessKey> {
-        self.inner.snapshot().keys.values().filter(|k| k.user_id == user_id).cloned().collect()
+        let state = self.inner.read();
+        state.keys_of_user(user_id).iter().filter_map(|id| state.keys.get(id).cloned()).collect()
     }
 
     /// Creates `bucket` owned by our identity for `creator`. Idempotent for the same creator:
@@ -373,10 +456,12 @@ impl BucketStore {
     pub async fn revoke_keys(&self, user_id: &str) -> Result<usize, StoreError> {
         let user_id = user_id.to_owned();
         self.blocking(move |store| {
-            store.inner.mutate(|state| {
-                let before = state.keys.len();
-                state.keys.retain(|_, k| k.user_id != user_id);
-                Ok(before - state.keys.len())
+            store.inner.mutate(|tx| {
+                let ids = tx.state.keys_of_user(&user_id);
+                for id in &ids {
+                    tx.remove_key(id);
+                }
+                Ok(ids.len())
             })
         })
         .await
@@ -412,8 +497,8 @@ impl BucketStore {
         let ours = self.identity().to_owned();
         // Checked and recorded under the writer lock: of two claims racing for one name, the
         // second finds the first's record.
-        let record = self.inner.mutate(|state| {
-            if let Some(record) = state.buckets.get(bucket) {
+        let record = self.inner.mutate(|tx| {
+            if let Some(record) = tx.state.buckets.get(bucket) {
                 if record.owner != ours {
                     return Err(StoreError::NotOurs {
                         bucket: bucket.to_owned(),
@@ -443,7 +528,7 @@ impl BucketStore {
                 creator: Some(creator.user_id.to_owned()),
                 delete_with_claim: creator.delete_with_claim,
             };
-            state.buckets.insert(bucket.to_owned(), record.clone());
+            tx.put_bucket(record.clone());
             Ok(record)
         })?;
         match fs::create_dir(&path) {
@@ -460,13 +545,13 @@ impl BucketStore {
             return Err(StoreError::InvalidArgument("user id must not be empty".into()));
         }
         let access_key_id = derive_access_key_id(user_id, bucket);
-        self.inner.mutate(|state| {
+        self.inner.mutate(|tx| {
             // Checked under the writer lock, so that an operator's DeleteBucket (which checks
             // for keys under the same lock) cannot slip in between.
             if !self.bucket_exists(bucket)? {
                 return Err(StoreError::NoSuchBucket(bucket.to_owned()));
             }
-            if let Some(key) = state.keys.get(&access_key_id) {
+            if let Some(key) = tx.state.keys.get(&access_key_id) {
                 return Ok(key.clone());
             }
             let key = AccessKey {
@@ -475,7 +560,7 @@ impl BucketStore {
                 buckets: vec![bucket.to_owned()],
                 user_id: user_id.to_owned(),
             };
-            state.keys.insert(access_key_id.clone(), key.clone());
+            tx.put_key(key.clone());
             Ok(key)
         })
     }
@@ -483,14 +568,16 @@ impl BucketStore {
     fn delete_bucket_blocking(&self, bucket: &str, user_id: &str) -> Result<bool, StoreError> {
         let path = self.bucket_path(bucket)?;
         let ours = self.identity().to_owned();
-        let snapshot = self.inner.snapshot();
+        let record = self.bucket_record(bucket);
         let revoke_only = || {
-            self.inner.mutate(|state| {
-                state.keys.retain(|_, k| k.user_id != user_id);
+            self.inner.mutate(|tx| {
+                for id in tx.state.keys_of_user(user_id) {
+                    tx.remove_key(&id);
+                }
                 Ok(false)
             })
         };
-        match snapshot.buckets.get(bucket) {
+        match &record {
             // An operator's bucket is never a claim's to delete, whoever runs this store.
             Some(record) if !record.created_by_provisioner => return revoke_only(),
             Some(record) if record.owner != ours => {
@@ -507,8 +594,12 @@ impl BucketStore {
             None => return Ok(true),
         }
         // Keys first, so that clients stop writing while the data goes.
-        self.inner.mutate(|state| {
-            state.keys.retain(|_, k| !k.allows(bucket));
+        self.inner.mutate(|tx| {
+            let ids: Vec<String> =
+                tx.state.keys_of_bucket(bucket).map(|k| k.access_key_id.clone()).collect();
+            for id in ids {
+                tx.remove_key(&id);
+            }
             Ok(())
         })?;
         let state_dir = self.inner.state_dir();
@@ -518,67 +609,142 @@ impl BucketStore {
             remove_tree(&dir)?;
         }
         // The record goes last: until then a retry knows the bucket is ours.
-        self.inner.mutate(|state| {
-            state.buckets.remove(bucket);
+        self.inner.mutate(|tx| {
+            tx.remove_bucket(bucket);
             Ok(true)
         })
     }
 }
 
 impl Inner {
-    fn snapshot(&self) -> Arc<State> {
-        self.state.read().unwrap_or_else(PoisonError::into_inner).clone()
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn state_dir(&self) -> PathBuf {
         self.root.join(STATE_DIR)
     }
 
-    /// Applies `f` to a copy of the state and persists it before anyone can see it; nothing is
-    /// written when `f` changed nothing.
+    /// Lets `f` decide changes against the current state, then persists each changed record and
+    /// key (a file each) before anyone can see them. Writers take turns; readers never wait on a
+    /// file system write.
     fn mutate<R>(
         &self,
-        f: impl FnOnce(&mut State) -> Result<R, StoreError>,
+        f: impl FnOnce(&mut Tx<'_>) -> Result<R, StoreError>,
     ) -> Result<R, StoreError> {
         let _guard = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
-        let current = self.snapshot();
-        let mut next = (*current).clone();
-        let out = f(&mut next)?;
-        if next != *current {
-            next.version = STATE_VERSION;
-            let bytes = serde_json::to_vec_pretty(&next).map_err(io::Error::other)?;
-            write_atomic(&self.state_dir().join(STATE_FILE), &bytes, 0o600)?;
-            *self.state.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(next);
+        let (out, buckets, keys) = {
+            let state = self.read();
+            let mut tx = Tx { state: &state, buckets: BTreeMap::new(), keys: BTreeMap::new() };
+            let out = f(&mut tx)?;
+            (out, tx.buckets, tx.keys)
+        };
+        let dir = self.state_dir();
+        for (name, record) in &buckets {
+            persist(&dir.join(RECORDS_DIR), name, record.as_ref())?;
+        }
+        for (id, key) in &keys {
+            persist(&dir.join(KEYS_DIR), id, key.as_ref())?;
+        }
+        if buckets.is_empty() && keys.is_empty() {
+            return Ok(out);
+        }
+        let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
+        for (name, record) in buckets {
+            match record {
+                Some(record) => state.buckets.insert(name, record),
+                None => state.buckets.remove(&name),
+            };
+        }
+        for (id, key) in keys {
+            state.remove_key(&id);
+            if let Some(key) = key {
+                state.insert_key(key);
+            }
         }
         Ok(out)
     }
 }
 
-fn load_state(path: &Path) -> Result<State, StoreError> {
-    let bytes = match fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Ok(State { version: STATE_VERSION, ..State::default() });
+/// Writes `value` as `<dir>/<name>.json` (0600, atomically), or removes the file for `None`.
+fn persist<T: Serialize>(dir: &Path, name: &str, value: Option<&T>) -> Result<(), StoreError> {
+    let path = dir.join(format!("{name}.json"));
+    match value {
+        Some(value) => {
+            let bytes = serde_json::to_vec(value).map_err(io::Error::other)?;
+            write_atomic(&path, &bytes, 0o600)?;
         }
-        Err(e) => return Err(e.into()),
-    };
-    let mut state: State = serde_json::from_slice(&bytes)
-        .map_err(|e| StoreError::Corrupt { path: path.to_owned(), message: e.to_string() })?;
-    adopt_creators(&mut state);
-    if state.version > STATE_VERSION {
-        return Err(StoreError::Corrupt {
-            path: path.to_owned(),
-            message: format!("written by a newer version (format {})", state.version),
-        });
+        None => match fs::remove_file(&path) {
+            Ok(()) => fsync_dir(dir)?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        },
+    }
+    Ok(())
+}
+
+/// Reads every `*.json` file of `dir`.
+fn read_all<T: serde::de::DeserializeOwned>(dir: &Path) -> Result<Vec<T>, StoreError> {
+    let mut values = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue; // a temporary file of an interrupted write
+        }
+        let bytes = fs::read(&path)?;
+        let value = serde_json::from_slice(&bytes)
+            .map_err(|e| StoreError::Corrupt { path: path.clone(), message: e.to_string() })?;
+        values.push(value);
+    }
+    Ok(values)
+}
+
+fn load_state(state_dir: &Path) -> Result<State, StoreError> {
+    let mut state = State::default();
+    for record in read_all::<BucketRecord>(&state_dir.join(RECORDS_DIR))? {
+        state.buckets.insert(record.name.clone(), record);
+    }
+    for key in read_all::<AccessKey>(&state_dir.join(KEYS_DIR))? {
+        state.insert_key(key);
     }
     Ok(state)
+}
+
+/// Splits a `state.json` of earlier versions into a file per record and key, adopting creators
+/// for records that predate them; the old file goes only once everything is written, so a crash
+/// midway splits it again.
+fn split_legacy_state(state_dir: &Path) -> Result<(), StoreError> {
+    let path = state_dir.join(LEGACY_STATE_FILE);
+    let bytes = match fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    let mut legacy: LegacyState = serde_json::from_slice(&bytes)
+        .map_err(|e| StoreError::Corrupt { path: path.clone(), message: e.to_string() })?;
+    if legacy.version > LEGACY_STATE_VERSION {
+        return Err(StoreError::Corrupt {
+            path,
+            message: format!("written by a newer version (format {})", legacy.version),
+        });
+    }
+    adopt_creators(&mut legacy);
+    for record in legacy.buckets.values() {
+        persist(&state_dir.join(RECORDS_DIR), &record.name, Some(record))?;
+    }
+    for key in legacy.keys.values() {
+        persist(&state_dir.join(KEYS_DIR), &key.access_key_id, Some(key))?;
+    }
+    fs::remove_file(&path)?;
+    fsync_dir(state_dir)?;
+    Ok(())
 }
 
 /// Records written before creators were recorded: a bucket the provisioner created whose keys
 /// all belong to one claim was that claim's (provision issues the creator's key right after
 /// creating the bucket); with any other key holders nobody is recorded, and the bucket can only
 /// lose keys, never be deleted or provisioned again.
-fn adopt_creators(state: &mut State) {
+fn adopt_creators(state: &mut LegacyState) {
     for record in state.buckets.values_mut() {
         if !record.created_by_provisioner || record.creator.is_some() {
             continue;
@@ -765,7 +931,7 @@ mod tests {
             creator: None,
             delete_with_claim: false,
         };
-        let mut state = State {
+        let mut state = LegacyState {
             version: 1,
             buckets: [("solo".into(), record("solo")), ("shared".into(), record("shared"))].into(),
             keys: [key("a", "solo"), key("b", "shared"), key("c", "shared")]
@@ -812,6 +978,31 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_legacy_state_file_is_split_into_a_file_per_record_and_key() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::create_dir_all(tmp.path().join(STATE_DIR)).unwrap();
+        fs::create_dir_all(tmp.path().join(BUCKETS_DIR).join("old")).unwrap();
+        let legacy = r#"{"version":1,
+            "buckets":{"old":{"name":"old","owner":"ours","created_by_provisioner":true,
+                "created_unix":1}},
+            "keys":{"HPAK1":{"access_key_id":"HPAK1","secret_access_key":"s","buckets":["old"],
+                "user_id":"obc-a"}}}"#;
+        fs::write(tmp.path().join(STATE_DIR).join(LEGACY_STATE_FILE), legacy).unwrap();
+
+        let store = open(tmp.path(), "ours");
+        assert!(!tmp.path().join(STATE_DIR).join(LEGACY_STATE_FILE).exists());
+        assert_eq!(store.bucket_record("old").unwrap().creator.as_deref(), Some("obc-a"));
+        assert_eq!(store.lookup_key("HPAK1").unwrap().user_id, "obc-a");
+        drop(store);
+        let store = open(tmp.path(), "ours");
+        assert_eq!(store.keys_for_user("obc-a").len(), 1);
+        assert!(store.delete_bucket("old", "obc-a").await.unwrap(), "its only key holder made it");
+        let records = fs::read_dir(tmp.path().join(STATE_DIR).join(RECORDS_DIR)).unwrap().count();
+        let keys = fs::read_dir(tmp.path().join(STATE_DIR).join(KEYS_DIR)).unwrap().count();
+        assert_eq!((records, keys), (0, 0));
+    }
+
+    #[tokio::test]
     async fn secrets_are_private() {
         let tmp = tempfile::tempdir().unwrap();
         let store = open(tmp.path(), "ours");
@@ -819,8 +1010,9 @@ mod tests {
         store.issue_key("u", "abc").await.unwrap();
         let dir = fs::metadata(tmp.path().join(STATE_DIR)).unwrap();
         assert_eq!(dir.permissions().mode() & 0o777, 0o700);
-        let file = fs::metadata(tmp.path().join(STATE_DIR).join(STATE_FILE)).unwrap();
-        assert_eq!(file.permissions().mode() & 0o777, 0o600);
+        let key_id = &store.keys_for_user("u")[0].access_key_id;
+        let file = tmp.path().join(STATE_DIR).join(KEYS_DIR).join(format!("{key_id}.json"));
+        assert_eq!(fs::metadata(file).unwrap().permissions().mode() & 0o777, 0o600);
         assert!(
             !format!("{:?}", store.keys_for_user("u"))
                 .contains(&store.keys_for_user("u")[0].secret_access_key)
