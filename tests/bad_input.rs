@@ -147,12 +147,16 @@ async fn each_bad_input_gets_its_own_clear_condition() {
     }
     wait_for(&claims, "good", ClaimPhase::Bound, "Bound").await;
 
-    // Nothing was created for any bad claim: the backend saw only the good one and the two cases
-    // that only the backend itself can detect.
+    // Nothing was created for any bad claim but those the cluster alone cannot refuse: the two
+    // only the backend can detect, and the two whose Secret or ConfigMap is someone else's (the
+    // controller caches only its own, and finds a foreign one when writing: a bucket is made,
+    // the foreign object is left untouched, and deleting the claim removes the bucket).
     let mut touched: Vec<String> = backend.all_calls().into_iter().map(|(_, b)| b).collect();
     touched.sort();
     touched.dedup();
-    assert_eq!(touched, ["good-bucket", "never-made", "someone-elses"]);
+    assert_eq!(touched, ["fc-bucket", "fs-bucket", "good-bucket", "never-made", "someone-elses"]);
+    let foreign = Api::<Secret>::namespaced(client.clone(), &ns).get("foreign-secret").await;
+    assert_eq!(foreign.unwrap().data, None, "the foreign Secret was not written");
 }
 
 #[tokio::test]

@@ -35,6 +35,7 @@ pub(crate) struct Observed {
     pub(crate) buckets: Api<ObjectBucket>,
     pub(crate) secrets: Api<Secret>,
     pub(crate) config_maps: Api<ConfigMap>,
+    pub(crate) namespace: String,
     /// The ObjectBucket's name: the one bound to this claim, or the one to create.
     pub(crate) bucket_name: String,
     pub(crate) uid: String,
@@ -45,24 +46,21 @@ pub(crate) struct Observed {
 }
 
 /// Finds the claim's ObjectBucket under the names it may have (see
-/// [`naming::object_bucket_names`]), or picks the name to create it under. The claim's
-/// `spec.objectBucketName` is tenant-written, so it only hints which of the two to look at.
-pub(crate) async fn observe(
-    claim: &ObjectBucketClaim,
-    client: &kube::Client,
-) -> Result<Observed, Error> {
+/// [`naming::object_bucket_names`]), or picks the name to create it under, from the caches. The
+/// claim's `spec.objectBucketName` is tenant-written, so it only hints which of the two to look at.
+pub(crate) fn observe<P>(claim: &ObjectBucketClaim, ctx: &Context<P>) -> Observed {
+    let client = &ctx.client;
     let namespace = claim.namespace().unwrap_or_default();
     let uid = claim.uid().unwrap_or_default();
     let names = naming::object_bucket_names(&namespace, &claim.name_any(), &uid);
-    let buckets: Api<ObjectBucket> = Api::all(client.clone());
     let hinted_unique = claim.spec.object_bucket_name.as_deref() == Some(names.unique.as_str());
     let mut free = None;
     let mut bound = None;
     let mut taken_by = None;
     for name in names.conventional.iter().chain([&names.unique]) {
-        match buckets.get_opt(name).await? {
+        match ctx.caches.buckets.get("", name) {
             Some(bucket) if bound_uid(&bucket) == Some(uid.as_str()) => {
-                bound = Some((name.clone(), bucket));
+                bound = Some((name.clone(), (*bucket).clone()));
                 break;
             }
             Some(bucket) => taken_by = Some((name.clone(), bound_uid(&bucket).map(String::from))),
@@ -85,16 +83,17 @@ pub(crate) async fn observe(
             (name.clone(), None, Some(Error::ObjectBucketConflict { name, other_uid }))
         }
     };
-    Ok(Observed {
+    Observed {
         claims: Api::namespaced(client.clone(), &namespace),
-        buckets,
+        buckets: Api::all(client.clone()),
         secrets: Api::namespaced(client.clone(), &namespace),
         config_maps: Api::namespaced(client.clone(), &namespace),
+        namespace,
         bucket_name,
         uid,
         bound,
         names_taken,
-    })
+    }
 }
 
 pub(crate) fn bound_uid(bucket: &ObjectBucket) -> Option<&str> {
@@ -118,22 +117,22 @@ pub async fn apply<P: Provisioner>(
     claim: Arc<ObjectBucketClaim>,
     ctx: &Context<P>,
 ) -> Result<Action, Error> {
-    let mut observed = observe(&claim, &ctx.client).await?;
-    let claim = record_provisioner(&observed.claims, claim, &ctx.name).await?;
+    let mut observed = observe(&claim, ctx);
+    let name = claim.name_any();
     let secret = check_not_foreign(
-        &observed.secrets,
-        &claim.name_any(),
+        &ctx.caches.secrets,
+        &observed.namespace,
+        &name,
         &observed.uid,
         Error::ForeignSecret,
-    )
-    .await?;
+    )?;
     check_not_foreign(
-        &observed.config_maps,
-        &claim.name_any(),
+        &ctx.caches.config_maps,
+        &observed.namespace,
+        &name,
         &observed.uid,
         Error::ForeignConfigMap,
-    )
-    .await?;
+    )?;
 
     if let Some(bound) = observed.bound.take() {
         let bound = if bound.meta().deletion_timestamp.is_some() {
@@ -142,7 +141,7 @@ pub async fn apply<P: Provisioner>(
             bound
         };
         check_unchanged_binding(&claim, &bound)?;
-        match objects::check_credentials(secret.as_ref(), &bound) {
+        match objects::check_credentials(secret.as_deref(), &bound) {
             objects::CredentialsCheck::Recorded => {
                 return keep_bound(claim, &bound, &observed, ctx).await;
             }
@@ -156,6 +155,7 @@ pub async fn apply<P: Provisioner>(
                     .buckets
                     .patch(&observed.bucket_name, &params, &Patch::Merge(&patch))
                     .await?;
+                let bound = ctx.caches.buckets.wrote(bound);
                 return keep_bound(claim, &bound, &observed, ctx).await;
             }
             // Credentials are never stored outside the Secret: the backend issues them again.
@@ -179,7 +179,28 @@ pub async fn apply<P: Provisioner>(
         return Err(error);
     }
 
-    let class = storage_class(&ctx.client, &claim.spec.storage_class_name).await?;
+    // Found blocked before: only the apiserver can tell whether the foreign object is still
+    // there (it is not ours, so not cached), and the backend is not asked again until it is gone.
+    let claim_key = key(&*claim);
+    if ctx.blocked(&claim_key, None) {
+        for (found, foreign) in [
+            (
+                observed.secrets.get_opt(&name).await?.map(|s| s.metadata),
+                Error::ForeignSecret as fn(String) -> Error,
+            ),
+            (
+                observed.config_maps.get_opt(&name).await?.map(|c| c.metadata),
+                Error::ForeignConfigMap,
+            ),
+        ] {
+            if found.is_some_and(|meta| !objects::meta_controlled_by(&meta, &observed.uid)) {
+                return Err(foreign(name));
+            }
+        }
+        ctx.blocked(&claim_key, Some(false));
+    }
+
+    let class = storage_class(ctx, &claim.spec.storage_class_name)?;
     let mut plan = match &observed.bound {
         Some(bound) => plan_for_bound(bound, &class),
         None => plan(&claim, &class)?,
@@ -201,7 +222,7 @@ pub async fn apply<P: Provisioner>(
         };
         ctx.provisioner.validate(&options).map_err(backend_error)?;
         let cleanup_state = ctx.provisioner.cleanup_state(&options);
-        claim = persist_intent(&observed, &claim, &plan, &ctx.name, &cleanup_state).await?;
+        claim = persist_intent(&observed, &claim, &plan, ctx, &cleanup_state).await?;
         let options = BucketOptions { claim: (*claim).clone(), ..options };
         let started = Instant::now();
         let answer = match plan.source {
@@ -230,15 +251,24 @@ pub async fn apply<P: Provisioner>(
     };
 
     write_results(&claim, &observed, &plan, &provisioned, ctx).await?;
-    let (reason, verb) = match plan.source {
-        BucketSource::New => ("Provisioned", "provisioned"),
-        BucketSource::Existing => ("Granted", "granted access to"),
-    };
-    let message = format!("{verb} bucket {:?}", plan.bucket_name);
-    ctx.event(&claim, EventType::Normal, reason, &message, operation).await;
+    // The status says it, so a success is not also an Event: one write fewer per claim.
+    let message = bound_message(plan.source, &plan.bucket_name);
     tracing::info!(claim = %key(&*claim), bucket = %plan.bucket_name, "{message}");
-    set_claim_status(&observed.claims, &claim, &bound_state(&message)).await?;
+    let claim = ctx.caches.claim(&claim).unwrap_or(claim);
+    if let Some(written) =
+        set_claim_status(&observed.claims, &claim, &bound_state(&message)).await?
+    {
+        ctx.caches.claims.wrote(written);
+    }
     Ok(Action::await_change())
+}
+
+/// What a Bound claim's condition says; the same on every reconcile, so that it is written once.
+fn bound_message(source: BucketSource, bucket: &str) -> String {
+    match source {
+        BucketSource::New => format!("provisioned bucket {bucket:?}"),
+        BucketSource::Existing => format!("granted access to bucket {bucket:?}"),
+    }
 }
 
 fn bound_state(message: &str) -> ClaimState {
@@ -286,8 +316,9 @@ async fn recreate_object_bucket<P: Provisioner>(
         ..Default::default()
     };
     copy.status = None;
-    crate::cleanup::remove_bucket_finalizer(&observed.buckets, terminating).await?;
-    let created = observed.buckets.create(&PostParams::default(), &copy).await?;
+    crate::cleanup::remove_bucket_finalizer(&observed.buckets, terminating, ctx).await?;
+    let created =
+        ctx.caches.buckets.wrote(observed.buckets.create(&PostParams::default(), &copy).await?);
     let message = format!(
         "ObjectBucket {:?} was deleted while its claim lives; it was written again",
         observed.bucket_name
@@ -295,7 +326,7 @@ async fn recreate_object_bucket<P: Provisioner>(
     tracing::info!(claim = %key(claim), "{message}");
     ctx.event(claim, EventType::Normal, "ObjectBucketRecreated", &message, Operation::Provision)
         .await;
-    Ok(created)
+    Ok((*created).clone())
 }
 
 /// A bound claim with its Secret: repair the ConfigMap if needed, pass on an `additionalConfig`
@@ -315,6 +346,7 @@ async fn keep_bound<P: Provisioner>(
         let desired = objects::config_map(&claim, &ctx.name, &endpoint, &bucket_name);
         ensure_owned(
             &observed.config_maps,
+            &ctx.caches.config_maps,
             desired,
             &observed.uid,
             Error::ForeignConfigMap,
@@ -322,17 +354,31 @@ async fn keep_bound<P: Provisioner>(
         )
         .await?;
     }
-    let claim = set_object_bucket_name(&observed.claims, claim, &observed.bucket_name).await?;
-    set_bucket_status(
+    let claim = set_object_bucket_name(&observed.claims, claim, &observed.bucket_name, ctx).await?;
+    let bound = ctx
+        .caches
+        .buckets
+        .get("", &observed.bucket_name)
+        .unwrap_or_else(|| Arc::new(bound.clone()));
+    let status = set_bucket_status(
         &observed.buckets,
-        bound,
+        &bound,
         ObjectBucketPhase::Bound,
         "Bound",
         "bound to its claim",
     )
     .await?;
-    let message = format!("bound to bucket {bucket_name:?}");
-    set_claim_status(&observed.claims, &claim, &bound_state(&message)).await?;
+    if let Some(written) = status {
+        ctx.caches.buckets.wrote(written);
+    }
+    let source = source_of(bound.annotations()).unwrap_or(BucketSource::Existing);
+    let message = bound_message(source, &bucket_name);
+    let claim = ctx.caches.claim(&claim).unwrap_or(claim);
+    if let Some(written) =
+        set_claim_status(&observed.claims, &claim, &bound_state(&message)).await?
+    {
+        ctx.caches.claims.wrote(written);
+    }
     Ok(Action::await_change())
 }
 
@@ -356,7 +402,7 @@ async fn update_config<P: Provisioner>(
     observed: &Observed,
     ctx: &Context<P>,
 ) -> Result<(), Error> {
-    let class = storage_class(&ctx.client, &claim.spec.storage_class_name).await?;
+    let class = storage_class(ctx, &claim.spec.storage_class_name)?;
     let plan = plan_for_bound(bound, &class);
     let options = bucket_options(claim, &plan, &observed.uid);
     let backend_error = |source| Error::Backend {
@@ -376,17 +422,16 @@ async fn update_config<P: Provisioner>(
     let clear = json!({ "spec": { "endpoint": { "additionalConfig": null } } });
     let params = PatchParams::default();
     observed.buckets.patch(&observed.bucket_name, &params, &Patch::Merge(&clear)).await?;
-    observed.buckets.patch(&observed.bucket_name, &params, &Patch::Merge(&patch)).await?;
+    let updated =
+        observed.buckets.patch(&observed.bucket_name, &params, &Patch::Merge(&patch)).await?;
+    ctx.caches.buckets.wrote(updated);
     let message = format!("applied additionalConfig to bucket {:?}", plan.bucket_name);
     ctx.event(claim, EventType::Normal, "Updated", &message, Operation::Update).await;
     Ok(())
 }
 
-async fn storage_class(client: &kube::Client, name: &str) -> Result<StorageClass, Error> {
-    Api::<StorageClass>::all(client.clone())
-        .get_opt(name)
-        .await?
-        .ok_or_else(|| Error::StorageClassNotFound(name.to_string()))
+fn storage_class<P>(ctx: &Context<P>, name: &str) -> Result<Arc<StorageClass>, Error> {
+    ctx.caches.class(name).ok_or_else(|| Error::StorageClassNotFound(name.to_string()))
 }
 
 fn bucket_options(claim: &ObjectBucketClaim, plan: &Plan, uid: &str) -> BucketOptions {
@@ -405,13 +450,14 @@ fn bucket_options(claim: &ObjectBucketClaim, plan: &Plan, uid: &str) -> BucketOp
 /// itself, in one write before the backend is called, so neither a crash nor a deleted
 /// StorageClass can lose track of the bucket. The claim's resourceVersion guards the write: a
 /// concurrent change fails it, and the retry starts over.
-async fn persist_intent(
+async fn persist_intent<P>(
     observed: &Observed,
     claim: &ObjectBucketClaim,
     plan: &Plan,
-    provisioner: &str,
+    ctx: &Context<P>,
     cleanup_state: &BTreeMap<String, String>,
 ) -> Result<Arc<ObjectBucketClaim>, Error> {
+    let provisioner = ctx.name.as_str();
     let state = serde_json::to_string(cleanup_state).unwrap_or_default();
     let mut wanted = BTreeMap::from([
         (annotations::PROVISIONER, provisioner),
@@ -427,43 +473,40 @@ async fn persist_intent(
     let current = claim.annotations();
     let annotations_match =
         wanted.iter().all(|(k, v)| current.get(*k).map(String::as_str) == Some(*v));
-    if annotations_match
+    let finalized = claim.finalizers().iter().any(|f| f == FINALIZER);
+    if finalized
+        && annotations_match
         && claim.spec.bucket_name.as_deref() == Some(plan.bucket_name.as_str())
         && claim.spec.object_bucket_name.as_deref() == Some(observed.bucket_name.as_str())
     {
         return Ok(Arc::new(claim.clone()));
     }
+    // The finalizer goes on in the same write: from here on the claim cannot go unseen.
+    let mut finalizers = claim.finalizers().to_vec();
+    if !finalized {
+        finalizers.push(FINALIZER.to_owned());
+    }
     let patch = json!({
-        "metadata": { "resourceVersion": claim.resource_version(), "annotations": wanted },
+        "metadata": {
+            "resourceVersion": claim.resource_version(),
+            "finalizers": finalizers,
+            "annotations": wanted,
+        },
         "spec": { "bucketName": plan.bucket_name, "objectBucketName": observed.bucket_name },
     });
     let updated = observed
         .claims
         .patch(&claim.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
-    Ok(Arc::new(updated))
+    Ok(ctx.caches.claims.wrote(updated))
 }
 
-/// Marks the claim as this provisioner's right after the finalizer is added, so its cleanup is
-/// found again even if the StorageClass disappears before a bucket is chosen.
-async fn record_provisioner(
-    api: &Api<ObjectBucketClaim>,
-    claim: Arc<ObjectBucketClaim>,
-    provisioner: &str,
-) -> Result<Arc<ObjectBucketClaim>, Error> {
-    if claim.annotations().contains_key(annotations::PROVISIONER) {
-        return Ok(claim);
-    }
-    let patch = json!({ "metadata": { "annotations": { annotations::PROVISIONER: provisioner } } });
-    let updated =
-        api.patch(&claim.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
-    Ok(Arc::new(updated))
-}
-
-async fn set_object_bucket_name(
+/// Records the ObjectBucket's name on a claim bound before it was recorded with the intent.
+async fn set_object_bucket_name<P>(
     api: &Api<ObjectBucketClaim>,
     claim: Arc<ObjectBucketClaim>,
     bucket: &str,
+    ctx: &Context<P>,
 ) -> Result<Arc<ObjectBucketClaim>, Error> {
     if claim.spec.object_bucket_name.as_deref() == Some(bucket) {
         return Ok(claim);
@@ -471,7 +514,7 @@ async fn set_object_bucket_name(
     let patch = json!({ "spec": { "objectBucketName": bucket } });
     let updated =
         api.patch(&claim.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
-    Ok(Arc::new(updated))
+    Ok(ctx.caches.claims.wrote(updated))
 }
 
 async fn write_results<P: Provisioner>(
@@ -505,15 +548,22 @@ async fn write_results<P: Provisioner>(
                 .await?
         }
     };
+    let bucket = ctx.caches.buckets.wrote(bucket);
     let secret = objects::secret(claim, &ctx.name, &provisioned.credentials);
-    ensure_owned(&observed.secrets, secret, &observed.uid, Error::ForeignSecret, |a, b| {
-        a.data == b.data
-    })
+    ensure_owned(
+        &observed.secrets,
+        &ctx.caches.secrets,
+        secret,
+        &observed.uid,
+        Error::ForeignSecret,
+        |a, b| a.data == b.data,
+    )
     .await?;
     let config_map =
         objects::config_map(claim, &ctx.name, &provisioned.endpoint, &plan.bucket_name);
     ensure_owned(
         &observed.config_maps,
+        &ctx.caches.config_maps,
         config_map,
         &observed.uid,
         Error::ForeignConfigMap,
@@ -521,7 +571,7 @@ async fn write_results<P: Provisioner>(
     )
     .await?;
 
-    set_bucket_status(
+    let status = set_bucket_status(
         &observed.buckets,
         &bucket,
         ObjectBucketPhase::Bound,
@@ -529,8 +579,9 @@ async fn write_results<P: Provisioner>(
         "bound to its claim",
     )
     .await?;
-    set_object_bucket_name(&observed.claims, Arc::new(claim.clone()), &observed.bucket_name)
-        .await?;
+    if let Some(written) = status {
+        ctx.caches.buckets.wrote(written);
+    }
     Ok(())
 }
 

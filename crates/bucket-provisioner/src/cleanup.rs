@@ -24,7 +24,7 @@ use serde_json::json;
 use crate::claim::{Observed, bound_bucket_name, bound_uid, observe, source_of};
 use crate::controller::Context;
 use crate::error::{ABANDON_HINT, Error, Operation};
-use crate::objects::{self, BucketSource, annotations, delete_if_owned, parse_reclaim_policy};
+use crate::objects::{self, BucketSource, annotations, parse_reclaim_policy};
 use crate::status::set_bucket_status;
 use crate::{BackendError, Provisioner, Removed};
 
@@ -76,10 +76,9 @@ pub async fn cleanup<P: Provisioner>(
     claim: Arc<ObjectBucketClaim>,
     ctx: &Context<P>,
 ) -> Result<Action, Error> {
-    let observed = observe(&claim, &ctx.client).await?;
-    let claim_name = claim.name_any();
+    // The Secret and ConfigMap are the claim's own: the garbage collector removes them with it.
+    let observed = observe(&claim, ctx);
     let Some((record, source)) = cleanup_record(&claim, &observed, &ctx.name) else {
-        delete_owned_outputs(&observed, &claim_name).await?;
         return Ok(Action::await_change());
     };
     let real_record = observed.bound.is_some();
@@ -87,7 +86,6 @@ pub async fn cleanup<P: Provisioner>(
 
     if claim.annotations().get(annotations::ABANDON_BUCKET).map(String::as_str) == Some("true") {
         abandon(&observed.buckets, &record, real_record, &subject, ctx).await?;
-        delete_owned_outputs(&observed, &claim_name).await?;
         return Ok(Action::await_change());
     }
 
@@ -99,7 +97,6 @@ pub async fn cleanup<P: Provisioner>(
             other => other,
         }
     })?;
-    delete_owned_outputs(&observed, &claim_name).await?;
     Ok(Action::await_change())
 }
 
@@ -132,7 +129,7 @@ async fn abandon<P: Provisioner>(
     tracing::warn!(claim = %subject_key(subject), "{message}");
     match (revoked, real_record) {
         (Ok(()), true) => {
-            release(buckets, record, ObjectBucketPhase::Failed, "Abandoned", &message).await
+            release(buckets, record, ObjectBucketPhase::Failed, "Abandoned", &message, ctx).await
         }
         (Ok(()), false) => Ok(()),
         // Hand the revoke over to the sweep, through an ObjectBucket it will find.
@@ -142,9 +139,9 @@ async fn abandon<P: Provisioner>(
             let marked = buckets
                 .patch(&record.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
-            set_bucket_status(buckets, &marked, ObjectBucketPhase::Failed, "Abandoned", &message)
-                .await?;
-            Ok(())
+            let marked = ctx.caches.buckets.wrote(marked);
+            set_status(buckets, &marked, ObjectBucketPhase::Failed, "Abandoned", &message, ctx)
+                .await
         }
         (Err(_), false) => {
             let mut marked = record.clone();
@@ -162,15 +159,16 @@ async fn abandon<P: Provisioner>(
             meta.finalizers = Some(vec![FINALIZER.into()]);
             match buckets.create(&PostParams::default(), &marked).await {
                 Ok(created) => {
-                    set_bucket_status(
+                    let created = ctx.caches.buckets.wrote(created);
+                    set_status(
                         buckets,
                         &created,
                         ObjectBucketPhase::Failed,
                         "Abandoned",
                         &message,
+                        ctx,
                     )
-                    .await?;
-                    Ok(())
+                    .await
                 }
                 Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
                 Err(e) => Err(e.into()),
@@ -207,7 +205,7 @@ async fn settle<P: Provisioner>(
     let (type_, reason, message) = match outcome {
         Ok(Removed::Bucket) => {
             if real_record {
-                delete_object_bucket(buckets, record).await?;
+                delete_object_bucket(buckets, record, ctx).await?;
             }
             (EventType::Normal, "Deleted".to_string(), format!("deleted bucket {bucket:?}"))
         }
@@ -217,7 +215,8 @@ async fn settle<P: Provisioner>(
                  the Delete policy, so only the claim's access was revoked and the bucket was kept"
             );
             if real_record {
-                release(buckets, record, ObjectBucketPhase::Failed, "BucketKept", &message).await?;
+                release(buckets, record, ObjectBucketPhase::Failed, "BucketKept", &message, ctx)
+                    .await?;
             }
             (EventType::Warning, "BucketKept".to_string(), message)
         }
@@ -226,9 +225,10 @@ async fn settle<P: Provisioner>(
             // the claim's leaves nothing to describe.
             if real_record && source == BucketSource::New {
                 let message = "claim deleted; the bucket was retained";
-                release(buckets, record, ObjectBucketPhase::Released, "Released", message).await?;
+                release(buckets, record, ObjectBucketPhase::Released, "Released", message, ctx)
+                    .await?;
             } else if real_record {
-                delete_object_bucket(buckets, record).await?;
+                delete_object_bucket(buckets, record, ctx).await?;
             }
             let message =
                 format!("revoked the claim's access to bucket {bucket:?}; the bucket was kept");
@@ -238,8 +238,15 @@ async fn settle<P: Provisioner>(
             let failure = Error::Backend { operation, bucket, source: error, hint: "" };
             let message = format!("{failure}; the bucket was left behind for manual cleanup");
             if real_record {
-                release(buckets, record, ObjectBucketPhase::Failed, failure.reason(), &message)
-                    .await?;
+                release(
+                    buckets,
+                    record,
+                    ObjectBucketPhase::Failed,
+                    failure.reason(),
+                    &message,
+                    ctx,
+                )
+                .await?;
             }
             (EventType::Warning, failure.reason().to_string(), message)
         }
@@ -272,7 +279,8 @@ pub(crate) async fn sweep_orphan<P: Provisioner>(
         })?;
         let message = "the abandoned claim's access was revoked; the bucket was left as it is";
         ctx.publish(&subject, EventType::Normal, "Revoked", message, Operation::Revoke).await;
-        return release(&buckets, bucket, ObjectBucketPhase::Failed, "Abandoned", message).await;
+        return release(&buckets, bucket, ObjectBucketPhase::Failed, "Abandoned", message, ctx)
+            .await;
     }
     let source = source_of(bucket.annotations()).unwrap_or(BucketSource::Existing);
     tracing::info!(
@@ -290,37 +298,56 @@ fn subject_key(subject: &k8s_openapi::api::core::v1::ObjectReference) -> String 
     }
 }
 
-/// Leaves the ObjectBucket in `phase` without our finalizer, so a person can inspect or delete it.
-async fn release(
+async fn set_status<P>(
     buckets: &Api<ObjectBucket>,
     record: &ObjectBucket,
     phase: ObjectBucketPhase,
     reason: &str,
     message: &str,
+    ctx: &Context<P>,
 ) -> Result<(), Error> {
-    set_bucket_status(buckets, record, phase, reason, message).await?;
-    remove_bucket_finalizer(buckets, record).await
-}
-
-async fn delete_object_bucket(
-    buckets: &Api<ObjectBucket>,
-    record: &ObjectBucket,
-) -> Result<(), Error> {
-    remove_bucket_finalizer(buckets, record).await?;
-    match buckets.delete(&record.name_any(), &Default::default()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(e) => Err(e.into()),
+    if let Some(written) = set_bucket_status(buckets, record, phase, reason, message).await? {
+        ctx.caches.buckets.wrote(written);
     }
+    Ok(())
 }
 
-/// Removes our finalizer from the ObjectBucket, if it still has it.
-pub(crate) async fn remove_bucket_finalizer(
+/// Leaves the ObjectBucket in `phase` without our finalizer, so a person can inspect or delete it.
+async fn release<P>(
     buckets: &Api<ObjectBucket>,
     record: &ObjectBucket,
+    phase: ObjectBucketPhase,
+    reason: &str,
+    message: &str,
+    ctx: &Context<P>,
 ) -> Result<(), Error> {
-    // Read again: a status write just now changed the resourceVersion the patch is guarded by.
-    let Some(current) = buckets.get_opt(&record.name_any()).await? else { return Ok(()) };
+    set_status(buckets, record, phase, reason, message, ctx).await?;
+    remove_bucket_finalizer(buckets, record, ctx).await
+}
+
+async fn delete_object_bucket<P>(
+    buckets: &Api<ObjectBucket>,
+    record: &ObjectBucket,
+    ctx: &Context<P>,
+) -> Result<(), Error> {
+    remove_bucket_finalizer(buckets, record, ctx).await?;
+    match buckets.delete(&record.name_any(), &Default::default()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 => {}
+        Err(e) => return Err(e.into()),
+    }
+    ctx.caches.buckets.deleted(record);
+    Ok(())
+}
+
+/// Removes our finalizer from the ObjectBucket, if it still has it, guarded by the
+/// resourceVersion of the newest copy known.
+pub(crate) async fn remove_bucket_finalizer<P>(
+    buckets: &Api<ObjectBucket>,
+    record: &ObjectBucket,
+    ctx: &Context<P>,
+) -> Result<(), Error> {
+    let Some(current) = ctx.caches.buckets.get("", &record.name_any()) else { return Ok(()) };
     if !current.finalizers().iter().any(|f| f == FINALIZER) {
         return Ok(());
     }
@@ -329,15 +356,12 @@ pub(crate) async fn remove_bucket_finalizer(
         "metadata": { "resourceVersion": current.resource_version(), "finalizers": remaining }
     });
     match buckets.patch(&record.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
-        Ok(_) => Ok(()),
+        Ok(released) => {
+            ctx.caches.buckets.wrote(released);
+            Ok(())
+        }
         // Removing the last finalizer of a deleted object removes the object.
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
         Err(e) => Err(e.into()),
     }
-}
-
-/// The garbage collector removes these too; deleting them now revokes nothing but tidies at once.
-async fn delete_owned_outputs(observed: &Observed, claim_name: &str) -> Result<(), Error> {
-    delete_if_owned(&observed.secrets, claim_name, &observed.uid).await?;
-    delete_if_owned(&observed.config_maps, claim_name, &observed.uid).await
 }

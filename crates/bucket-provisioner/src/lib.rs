@@ -4,6 +4,7 @@
 //! - [`controller`]: the controller that drives a backend for every claim of its StorageClasses.
 //! - [`runtime`]: flags, client, metrics, leader election and shutdown for a backend's `main`.
 
+mod cache;
 mod claim;
 mod cleanup;
 pub mod controller;

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
+use std::sync::Arc;
 
 use bucket_api::contract::{self, LABEL_PROVISIONER};
 use bucket_api::{
@@ -10,12 +11,13 @@ use bucket_api::{
 };
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
+use kube::api::{Api, ObjectMeta, PostParams};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 
+use crate::cache::Recent;
 use crate::error::Error;
 use crate::{Credentials, Endpoint};
 
@@ -276,76 +278,73 @@ pub fn endpoint_of(bucket: &ObjectBucket) -> Option<Endpoint> {
 
 /// Whether `object` is controlled by the object with `owner_uid`.
 pub fn controlled_by(object: &impl Resource, owner_uid: &str) -> bool {
-    object
-        .meta()
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.uid == owner_uid && o.controller == Some(true))
+    meta_controlled_by(object.meta(), owner_uid)
 }
 
-/// Fails when an object named `name` exists and is not controlled by the claim.
-pub async fn check_not_foreign<K>(
-    api: &Api<K>,
+/// Whether the object with `meta` is controlled by the object with `owner_uid`.
+pub fn meta_controlled_by(meta: &ObjectMeta, owner_uid: &str) -> bool {
+    meta.owner_references.iter().flatten().any(|o| o.uid == owner_uid && o.controller == Some(true))
+}
+
+/// Fails when the caches know an object `name` that the claim does not control. (Objects that
+/// are not this provisioner's are not cached; [`ensure_owned`] finds those when it writes.)
+pub(crate) fn check_not_foreign<K>(
+    recent: &Recent<K>,
+    namespace: &str,
     name: &str,
     claim_uid: &str,
     foreign: fn(String) -> Error,
-) -> Result<Option<K>, Error>
+) -> Result<Option<Arc<K>>, Error>
 where
-    K: Resource + Clone + DeserializeOwned + Debug,
+    K: Resource<DynamicType = ()> + Clone + 'static,
 {
-    match api.get_opt(name).await? {
-        Some(existing) if !controlled_by(&existing, claim_uid) => Err(foreign(name.to_string())),
+    match recent.get(namespace, name) {
+        Some(existing) if !controlled_by(&*existing, claim_uid) => Err(foreign(name.to_string())),
         existing => Ok(existing),
     }
 }
 
-/// Creates `desired`, or replaces an existing object that the claim controls when `same` says it
-/// differs. An object the claim does not control is never touched.
-pub async fn ensure_owned<K>(
+/// Creates `desired`, or replaces the object of that name when the claim controls it and `same`
+/// says it differs; nothing is written when the newest known copy already matches. An object the
+/// claim does not control is never touched: one the cache holds is refused at once, and any
+/// other is found by the create failing because the name is taken, which is the one case that
+/// reads from the apiserver.
+pub(crate) async fn ensure_owned<K>(
     api: &Api<K>,
+    recent: &Recent<K>,
     desired: K,
     claim_uid: &str,
     foreign: fn(String) -> Error,
     same: impl Fn(&K, &K) -> bool,
 ) -> Result<(), Error>
 where
-    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug + 'static,
 {
     let name = desired.name_any();
-    match check_not_foreign(api, &name, claim_uid, foreign).await? {
-        None => {
-            api.create(&PostParams::default(), &desired).await?;
-        }
-        Some(existing) if !same(&existing, &desired) => {
-            let mut replacement = desired;
-            replacement.meta_mut().resource_version = existing.resource_version();
-            api.replace(&name, &PostParams::default(), &replacement).await?;
-        }
-        Some(_) => {}
+    let namespace = desired.namespace().unwrap_or_default();
+    let existing = match check_not_foreign(recent, &namespace, &name, claim_uid, foreign)? {
+        Some(existing) => existing,
+        None => match api.create(&PostParams::default(), &desired).await {
+            Ok(created) => {
+                recent.wrote(created);
+                return Ok(());
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                let existing = api.get(&name).await?;
+                if !controlled_by(&existing, claim_uid) {
+                    return Err(foreign(name));
+                }
+                Arc::new(existing)
+            }
+            Err(e) => return Err(e.into()),
+        },
+    };
+    if !same(&existing, &desired) {
+        let mut replacement = desired;
+        replacement.meta_mut().resource_version = existing.resource_version();
+        recent.wrote(api.replace(&name, &PostParams::default(), &replacement).await?);
     }
     Ok(())
-}
-
-/// Deletes `name` only if the claim controls it (checked again by the apiserver through a UID
-/// precondition). Absence counts as done.
-pub async fn delete_if_owned<K>(api: &Api<K>, name: &str, claim_uid: &str) -> Result<(), Error>
-where
-    K: Resource + Clone + DeserializeOwned + Debug,
-{
-    let Some(existing) = api.get_opt(name).await? else { return Ok(()) };
-    if !controlled_by(&existing, claim_uid) {
-        return Ok(());
-    }
-    let params = DeleteParams {
-        preconditions: Some(Preconditions { uid: existing.uid(), resource_version: None }),
-        ..Default::default()
-    };
-    match api.delete(name, &params).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
 }
 
 #[cfg(test)]

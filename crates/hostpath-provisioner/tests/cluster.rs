@@ -234,12 +234,12 @@ async fn the_deployed_rbac_is_enough_for_a_whole_lifecycle() {
 
     let (s3, bucket) = env.bound("least", "Delete").await;
     put(&s3, &bucket, "object", b"with least privilege").await.unwrap();
+    env.delete("least").await;
+    assert!(!env.bucket_dir(&bucket).exists());
     let events: Api<k8s_openapi::api::events::v1::Event> =
         Api::namespaced(env.client.clone(), &env.ns);
     let recorded = events.list(&Default::default()).await.unwrap();
-    assert!(recorded.items.iter().any(|e| e.reason.as_deref() == Some("Provisioned")));
-    env.delete("least").await;
-    assert!(!env.bucket_dir(&bucket).exists());
+    assert!(recorded.items.iter().any(|e| e.reason.as_deref() == Some("Deleted")));
 }
 
 #[tokio::test]
