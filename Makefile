@@ -12,11 +12,20 @@ CONTROLPLANE_BIN = $(shell tests/controlplane/build.sh)
 # moto (S3 + IAM) for the S3 provisioner's tests, pinned in tests/moto/requirements.txt.
 export BUCKET_PROVISIONER_MOTO_VENV ?= $(BUCKET_PROVISIONER_CACHE)/moto-venv
 
-.PHONY: help toolchain controlplane test lint crds demo bench
+# The image: static binaries for this machine's architecture, from the Dockerfile, no registry.
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+IMAGE ?= localhost/bucket-provisioner:$(VERSION)
+IMAGES_DIR = $(BUCKET_PROVISIONER_CACHE)/images
+STATIC_TARGET := $(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p')
+STATIC_DIR = $(CARGO_TARGET_DIR)/$(STATIC_TARGET)/release
+STATIC_RUSTFLAGS_VAR := CARGO_TARGET_$(shell echo '$(STATIC_TARGET)' | tr 'a-z-' 'A-Z_')_RUSTFLAGS
+
+.PHONY: help toolchain controlplane test lint crds demo bench static image
 
 help:
 	@echo "make demo   - local control plane + hostPath provisioner + a claim + a consumer"
 	@echo "make test   - fmt, clippy and every test (unit and real control plane)"
+	@echo "make image  - the provisioner image from the Dockerfile, as an archive (no registry)"
 	@echo "make crds   - regenerate crds/ from crates/bucket-api"
 	@echo "make bench  - measure the S3 endpoint (release build); results in bench-results.txt"
 
@@ -54,6 +63,23 @@ demo: controlplane
 	cargo build -q -p hostpath-provisioner --bin hostpath-bucket-provisioner --example consumer --example demo
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" "$(CARGO_TARGET_DIR)/debug/examples/demo" \
 		"$(CARGO_TARGET_DIR)/debug/hostpath-bucket-provisioner" "$(CARGO_TARGET_DIR)/debug/examples/consumer"
+
+# Both provisioners and the consumer example, linked statically (glibc), in one build so that
+# they share one set of compiled dependencies.
+static: toolchain
+	$(STATIC_RUSTFLAGS_VAR)="-C target-feature=+crt-static" cargo build --release --locked \
+		--target $(STATIC_TARGET) -p hostpath-provisioner --bin hostpath-bucket-provisioner \
+		--example consumer -p s3-provisioner --bin s3-bucket-provisioner
+
+# The Dockerfile's context is dist/image/; buildah builds it without a daemon or registry, and
+# the archive loads with `ctr images import` or `docker load`.
+image: static
+	@tests/node/install.sh
+	@rm -rf dist/image && mkdir -p dist/image
+	@cp "$(STATIC_DIR)/hostpath-bucket-provisioner" "$(STATIC_DIR)/s3-bucket-provisioner" \
+		/etc/ssl/certs/ca-certificates.crt dist/image/
+	@tests/node/oci-build.sh "$(IMAGE)" Dockerfile dist/image "$(IMAGES_DIR)/bucket-provisioner"
+	@echo "image: $(IMAGE) in $(IMAGES_DIR)/bucket-provisioner.tar"
 
 bench: toolchain
 	cargo bench -p hostpath-provisioner --bench s3_endpoint -- --output "$(CURDIR)/bench-results.txt"
