@@ -1,11 +1,18 @@
 //! An application using a claim, as a pod with `envFrom` on the claim's Secret and ConfigMap
 //! would: credentials, endpoint, region and bucket all come from the environment, so there is
-//! no endpoint code here. It writes an object, reads it back and lists the bucket.
+//! no endpoint code here. It writes an object, reads it back and lists the bucket, then reads
+//! each object named on its command line (objects someone else put there).
 
 use std::error::Error;
 
 use aws_config::BehaviorVersion;
+use aws_sdk_s3::error::DisplayErrorContext;
 use aws_sdk_s3::primitives::ByteStream;
+
+/// An SDK error with its causes on one line (what the service said, not only "service error").
+fn explain(e: impl Error) -> String {
+    DisplayErrorContext(e).to_string()
+}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {
@@ -26,23 +33,32 @@ async fn main() -> Result<(), Box<dyn Error>> {
         .key(key)
         .body(ByteStream::from(text.clone().into_bytes()))
         .send()
-        .await?;
+        .await
+        .map_err(explain)?;
     println!("consumer: wrote s3://{bucket}/{key}");
 
-    let read = s3.get_object().bucket(&bucket).key(key).send().await?.body.collect().await?;
+    let read = s3.get_object().bucket(&bucket).key(key).send().await.map_err(explain)?;
+    let read = read.body.collect().await?;
     let read = String::from_utf8(read.into_bytes().to_vec())?;
     if read != text {
         return Err(format!("read back {read:?}, expected {text:?}").into());
     }
     println!("consumer: read it back: {read:?}");
 
-    let listed = s3.list_objects_v2().bucket(&bucket).send().await?;
+    let listed = s3.list_objects_v2().bucket(&bucket).send().await.map_err(explain)?;
     for object in listed.contents() {
         println!(
             "consumer: listed {} ({} bytes)",
             object.key().unwrap_or(""),
             object.size().unwrap_or(0)
         );
+    }
+
+    for key in std::env::args().skip(1) {
+        let body = s3.get_object().bucket(&bucket).key(&key).send().await.map_err(explain)?;
+        let body = body.body.collect().await?;
+        let body = String::from_utf8_lossy(&body.into_bytes()).into_owned();
+        println!("consumer: read s3://{bucket}/{key}: {body:?}");
     }
     Ok(())
 }
