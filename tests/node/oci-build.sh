@@ -11,11 +11,12 @@ reference=$1 dockerfile=$2 context=$3 out=$4
 cache_root=${BUCKET_PROVISIONER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/bucket-provisioner}
 command -v buildah >/dev/null || { echo "image: buildah is required (tests/node/install.sh)" >&2; exit 1; }
 
-# Storage in the cache, not in /var/lib/containers; buildah still keeps a blob-info cache there,
-# removed again unless it was there before.
+# Storage in the cache, not in /var/lib/containers. buildah still writes a blob-info cache there
+# and a network lock under /etc/cni: removed again unless they were there before.
 storage=(--root "$cache_root/buildah/root" --runroot "$cache_root/buildah/run" --storage-driver vfs)
-had_containers_dir=false
-[[ -e /var/lib/containers ]] && had_containers_dir=true
+made=()
+for path in /var/lib/containers /etc/cni; do [[ -e $path ]] || made+=("$path"); done
+trap 'rm -rf "${made[@]}"' EXIT
 mkdir -p "$(dirname "$out")"
 started=$SECONDS
 buildah "${storage[@]}" bud --quiet --network=none --layers=false -f "$dockerfile" \
@@ -24,6 +25,5 @@ rm -f "$out.tar"
 buildah "${storage[@]}" push --quiet "$reference" "docker-archive:$out.tar:$reference"
 # Only the archive is kept: the next build starts from the Dockerfile again.
 buildah "${storage[@]}" rmi --force "$reference" >/dev/null 2>&1 || true
-$had_containers_dir || rm -rf /var/lib/containers
 echo "$reference" >"$out.ref"
 echo "image: built $reference ($(du -h "$out.tar" | cut -f1)) in $((SECONDS - started))s" >&2
