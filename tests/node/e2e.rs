@@ -266,8 +266,9 @@ async fn hostpath_provisioner_serves_pods_on_a_node() {
     ]
     .into();
     pods.delete(&pod_name, &DeleteParams::default()).await.unwrap();
+    let ours = ListParams::default().labels(&format!("app.kubernetes.io/name={HOSTPATH}"));
     let restarted = eventually("a new provisioner pod", || async {
-        let listed = pods.list(&Default::default()).await.ok()?;
+        let listed = pods.list(&ours).await.ok()?;
         listed
             .items
             .into_iter()
@@ -278,11 +279,20 @@ async fn hostpath_provisioner_serves_pods_on_a_node() {
     })
     .await;
     // Until the new process has looked at both claims, "no backend call" would prove nothing.
-    let metrics = eventually("the new provisioner to reconcile both claims", || async {
-        let metrics = pod_get(&client, NS, &restarted, 8080, "/metrics").await.ok()?;
-        (metric(&metrics, "bucket_provisioner_reconciles_total") >= 2.0).then_some(metrics)
-    })
-    .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    let metrics = loop {
+        let metrics = pod_get(&client, NS, &restarted, 8080, "/metrics").await;
+        if let Ok(metrics) = &metrics
+            && metric(metrics, "bucket_provisioner_reconciles_total") >= 2.0
+        {
+            break metrics.clone();
+        }
+        if tokio::time::Instant::now() > deadline {
+            let logs = pods.logs(&restarted, &LogParams::default()).await.unwrap_or_default();
+            panic!("{restarted} did not reconcile both claims in 90s: {metrics:?}\n{logs}");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
     let backend_calls = metric(&metrics, "bucket_provisioner_provisioning_duration_seconds_count");
     assert_eq!(backend_calls, 0.0, "no backend call for unchanged claims:\n{metrics}");
     for name in ["photos", "others"] {
