@@ -4,18 +4,43 @@
 //! each object named on its command line (objects someone else put there).
 
 use std::error::Error;
+use std::fmt::Debug;
+use std::process::ExitCode;
 
 use aws_config::BehaviorVersion;
-use aws_sdk_s3::error::DisplayErrorContext;
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 
-/// An SDK error with its causes on one line (what the service said, not only "service error").
-fn explain(e: impl Error) -> String {
-    DisplayErrorContext(e).to_string()
+/// What the service answered (`AccessDenied: ...`), or why there was no answer.
+fn explain<E, R>(e: SdkError<E, R>) -> String
+where
+    E: ProvideErrorMetadata + Error + 'static,
+    R: Debug,
+{
+    if let Some(code) = e.code() {
+        return format!("{code}: {}", e.message().unwrap_or_default());
+    }
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn Error>> {
+async fn main() -> ExitCode {
+    match run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("consumer: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<(), Box<dyn Error>> {
     let bucket = std::env::var("BUCKET_NAME").map_err(|_| "BUCKET_NAME is not set")?;
     // Reads AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION and AWS_ENDPOINT_URL.
     let shared = aws_config::defaults(BehaviorVersion::latest())
