@@ -96,7 +96,9 @@ e2e: controlplane moto node image
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" \
 		BUCKET_PROVISIONER_NODE_BIN="$$(tests/node/build.sh 2>/dev/null)" \
 		BUCKET_PROVISIONER_IMAGES="$(IMAGES_DIR)" \
-		cargo test -p node-tests --test e2e -- --nocapture
+		cargo test -p node-tests --test e2e -- --nocapture || failed=1; \
+	NODE_DIR="$${TMPDIR:-/tmp}/bucket-provisioner-node" tests/node/node.sh wait; \
+	exit $${failed:-0}
 
 bench: toolchain
 	cargo bench -p hostpath-provisioner --bench s3_endpoint -- --output "$(CURDIR)/bench-results.txt"

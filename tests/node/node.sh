@@ -8,6 +8,7 @@
 #                  standard input closes (however the test process ended), or on a signal, stop
 #                  everything and restore the host.
 #   node.sh clean  restore the host after a run whose supervisor itself was killed.
+#   node.sh wait   wait until a running supervisor has restored the host.
 #
 # Environment: NODE_DIR (state; fixed, so a later run finds what a killed one left), and for
 # run: NODE_BIN (the built binaries), NODE_IMAGES (image archives to import), NODE_BRIDGE,
@@ -417,8 +418,12 @@ case ${1:-} in
     flock 9
     [[ -d $snap ]] && cleanup
     ;;
+  wait)
+    exec 9>"$lock"
+    flock 9
+    ;;
   *)
-    echo "usage: NODE_DIR=... $0 run|clean" >&2
+    echo "usage: NODE_DIR=... $0 run|clean|wait" >&2
     exit 2
     ;;
 esac
