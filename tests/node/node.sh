@@ -206,7 +206,9 @@ wait_for() { # what seconds command...
 start_program() { # name argv...
   local name=$1
   shift
-  "$@" >"$NODE_DIR/$name.log" 2>&1 &
+  # Without the lock's descriptor: if this supervisor is killed, the lock must go with it, so the
+  # next run can take it and clean up after these programs.
+  "$@" 9>&- >"$NODE_DIR/$name.log" 2>&1 &
   echo $! >"$NODE_DIR/$name.pid"
 }
 
