@@ -5,6 +5,7 @@
 //! Run by `make e2e` (root; it builds the node and the images first). The consumer pods' output
 //! is printed, so `make e2e` shows what an application on the cluster sees.
 
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use anyhow::Result;
 use bucket_api::{ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServicePort};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointPort, EndpointSlice};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, LogParams, ObjectMeta, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
@@ -34,8 +36,7 @@ fn repo(relative: &str) -> PathBuf {
 /// `kubectl apply -f crds/`, then wait until the API serves them.
 async fn apply_crds(client: &Client) {
     apply_manifests(client, &repo("crds"), Apply::ForReal).await.unwrap();
-    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
-        Api::all(client.clone());
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in ["objectbucketclaims.objectbucket.io", "objectbuckets.objectbucket.io"] {
         let established = await_condition(crds.clone(), crd, conditions::is_crd_established());
         tokio::time::timeout(Duration::from_secs(60), established).await.unwrap().unwrap();
@@ -160,10 +161,16 @@ async fn hostpath_provisioner_serves_pods_on_a_node() {
     assert_eq!(*uid, 65532, "the provisioner (pid {pid}) runs as the image's non-root user");
     assert!(!env.contains_key("KUBECONFIG"), "in-cluster configuration, no kubeconfig");
     assert!(env.contains_key("KUBERNETES_SERVICE_HOST"), "the in-cluster address is given");
+    let token = format!("/proc/{pid}/root/var/run/secrets/kubernetes.io/serviceaccount/token");
+    assert!(Path::new(&token).is_file(), "its ServiceAccount token is mounted");
+    let account = pod.spec.as_ref().and_then(|s| s.service_account_name.as_deref());
+    assert_eq!(account, Some(HOSTPATH), "it acts as the deployed ServiceAccount");
     let root = std::fs::metadata(HOSTPATH_ROOT).unwrap();
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     assert_eq!((root.uid(), root.permissions().mode() & 0o777), (65532, 0o700));
-    println!("provisioner pod {pod_name}: uid {uid}, init container exit 0, in-cluster config");
+    println!(
+        "provisioner pod {pod_name}: uid {uid}, ServiceAccount {HOSTPATH} with its token, \
+         init container exit 0, no kubeconfig"
+    );
 
     // 2. The example claim binds; its consumer writes, reads and lists through its environment.
     let example = manifests("examples/manifests", node, |_| {});
