@@ -28,7 +28,8 @@ help:
 	@echo "make image  - the provisioner image from the Dockerfile, as an archive (no registry)"
 	@echo "make e2e    - a real node (root): the image deployed from deploy/, pods using claims"
 	@echo "make crds   - regenerate crds/ from crates/bucket-api"
-	@echo "make bench  - measure the S3 endpoint (release build); results in bench-results.txt"
+	@echo "make bench  - measure the S3 endpoint and the controller at scale (release build);"
+	@echo "              results in bench-results.txt and bench-controller-results.txt"
 
 toolchain:
 	@command -v cargo >/dev/null || { echo "cargo (Rust) is required"; exit 1; }
@@ -100,5 +101,8 @@ e2e: controlplane moto node image
 	NODE_DIR="$${TMPDIR:-/tmp}/bucket-provisioner-node" tests/node/node.sh wait; \
 	exit $${failed:-0}
 
-bench: toolchain
+# BENCH_CLAIMS (default 1000) and BENCH_WORKERS (default 4) size the controller benchmark.
+bench: toolchain controlplane
 	cargo bench -p hostpath-provisioner --bench s3_endpoint -- --output "$(CURDIR)/bench-results.txt"
+	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" cargo bench -p hostpath-provisioner \
+		--bench controller -- --output "$(CURDIR)/bench-controller-results.txt"

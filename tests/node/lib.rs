@@ -137,6 +137,7 @@ impl Node {
                 user: format!("system:node:{NODE_NAME}"),
                 groups: vec!["system:nodes".into()],
             }],
+            ..Default::default()
         })?;
         std::fs::copy(plane.kubeconfig_path(), dir.join("admin.kubeconfig"))?;
         std::fs::write(dir.join("kubelet.kubeconfig"), kubeconfig(plane.server(), &kubelet_token))?;

@@ -39,6 +39,9 @@ pub struct Options {
     pub pods: bool,
     /// More users for the token file, e.g. a kubelet's.
     pub tokens: Vec<TokenUser>,
+    /// Record every request of the users in `tokens` (not the administrator's) in an audit log
+    /// ([`ControlPlane::audit_log`]): who asked for what, to count a program's requests.
+    pub audit: bool,
 }
 
 /// One line of the apiserver's token file.
@@ -58,6 +61,7 @@ pub struct ControlPlane {
     kubeconfig: Kubeconfig,
     server: String,
     ca_path: Option<PathBuf>,
+    audit_log: Option<PathBuf>,
     processes: Supervised,
 }
 
@@ -152,6 +156,23 @@ impl ControlPlane {
             "--profiling=false".into(),
         ];
         let mut apiserver = apiserver.to_vec();
+        let audit_log = if options.audit {
+            let users: Vec<String> =
+                options.tokens.iter().map(|t| format!("\"{}\"", t.user)).collect();
+            let policy = format!(
+                "apiVersion: audit.k8s.io/v1\nkind: Policy\n\
+                 omitStages: [RequestReceived, ResponseStarted]\nrules:\n\
+                 - level: Metadata\n  users: [{}]\n- level: None\n",
+                users.join(", ")
+            );
+            std::fs::write(dir.join("audit-policy.yaml"), policy)?;
+            apiserver.push(format!("--audit-policy-file={d}/audit-policy.yaml"));
+            apiserver.push(format!("--audit-log-path={d}/audit.log"));
+            apiserver.push("--audit-log-format=json".into());
+            Some(dir.join("audit.log"))
+        } else {
+            None
+        };
         let mut controllers = "garbagecollector,namespace".to_string();
         let mut controller_manager_extra = Vec::new();
         match &ca_path {
@@ -185,7 +206,8 @@ impl ControlPlane {
             ],
             &[],
         )?;
-        let plane = ControlPlane { kubeconfig_path, kubeconfig, server, ca_path, processes };
+        let plane =
+            ControlPlane { kubeconfig_path, kubeconfig, server, ca_path, audit_log, processes };
         plane.wait_ready()?;
         Ok(plane)
     }
@@ -229,6 +251,19 @@ impl ControlPlane {
 
     fn apiserver_address(&self) -> Result<std::net::SocketAddr> {
         Ok(self.server.trim_start_matches("https://").parse()?)
+    }
+
+    /// The audit log (JSON lines) of a control plane started with [`Options::audit`].
+    pub fn audit_log(&self) -> Option<&Path> {
+        self.audit_log.as_deref()
+    }
+
+    /// Writes a kubeconfig that authenticates with `token` (one of [`Options::tokens`]) and
+    /// answers its path.
+    pub fn kubeconfig_for_token(&self, token: &str) -> Result<PathBuf> {
+        let path = self.processes.dir().join(format!("kubeconfig-{}", unique_suffix()));
+        std::fs::write(&path, kubeconfig_yaml(&self.server, token))?;
+        Ok(path)
     }
 
     /// The apiserver's URL, `https://ADDRESS:PORT`.
