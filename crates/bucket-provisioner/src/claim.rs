@@ -250,16 +250,12 @@ pub async fn apply<P: Provisioner>(
         }
     };
 
-    write_results(&claim, &observed, &plan, &provisioned, ctx).await?;
+    let bucket = write_results(&claim, &observed, &plan, &provisioned, ctx).await?;
     // The status says it, so a success is not also an Event: one write fewer per claim.
     let message = bound_message(plan.source, &plan.bucket_name);
     tracing::info!(claim = %key(&*claim), bucket = %plan.bucket_name, "{message}");
     let claim = ctx.caches.claim(&claim).unwrap_or(claim);
-    if let Some(written) =
-        set_claim_status(&observed.claims, &claim, &bound_state(&message)).await?
-    {
-        ctx.caches.claims.wrote(written);
-    }
+    set_bound(&observed, &bucket, &claim, &message, ctx).await?;
     Ok(Action::await_change())
 }
 
@@ -360,25 +356,10 @@ async fn keep_bound<P: Provisioner>(
         .buckets
         .get("", &observed.bucket_name)
         .unwrap_or_else(|| Arc::new(bound.clone()));
-    let status = set_bucket_status(
-        &observed.buckets,
-        &bound,
-        ObjectBucketPhase::Bound,
-        "Bound",
-        "bound to its claim",
-    )
-    .await?;
-    if let Some(written) = status {
-        ctx.caches.buckets.wrote(written);
-    }
     let source = source_of(bound.annotations()).unwrap_or(BucketSource::Existing);
     let message = bound_message(source, &bucket_name);
     let claim = ctx.caches.claim(&claim).unwrap_or(claim);
-    if let Some(written) =
-        set_claim_status(&observed.claims, &claim, &bound_state(&message)).await?
-    {
-        ctx.caches.claims.wrote(written);
-    }
+    set_bound(observed, &bound, &claim, &message, ctx).await?;
     Ok(Action::await_change())
 }
 
@@ -517,13 +498,14 @@ async fn set_object_bucket_name<P>(
     Ok(ctx.caches.claims.wrote(updated))
 }
 
+/// Writes the ObjectBucket, then the Secret and ConfigMap; answers the ObjectBucket as written.
 async fn write_results<P: Provisioner>(
     claim: &ObjectBucketClaim,
     observed: &Observed,
     plan: &Plan,
     provisioned: &ProvisionedBucket,
     ctx: &Context<P>,
-) -> Result<(), Error> {
+) -> Result<Arc<ObjectBucket>, Error> {
     // The ObjectBucket first: it is the record of what the backend made (with its state), so a
     // crash from here on still leaves cleanup everything it needs.
     let desired = objects::object_bucket(&BucketRecord {
@@ -549,38 +531,55 @@ async fn write_results<P: Provisioner>(
         }
     };
     let bucket = ctx.caches.buckets.wrote(bucket);
+    // The rest depends on the record only, not on each other: written side by side.
     let secret = objects::secret(claim, &ctx.name, &provisioned.credentials);
-    ensure_owned(
-        &observed.secrets,
-        &ctx.caches.secrets,
-        secret,
-        &observed.uid,
-        Error::ForeignSecret,
-        |a, b| a.data == b.data,
-    )
-    .await?;
     let config_map =
         objects::config_map(claim, &ctx.name, &provisioned.endpoint, &plan.bucket_name);
-    ensure_owned(
-        &observed.config_maps,
-        &ctx.caches.config_maps,
-        config_map,
-        &observed.uid,
-        Error::ForeignConfigMap,
-        |a, b| a.data == b.data,
-    )
-    .await?;
+    tokio::try_join!(
+        ensure_owned(
+            &observed.secrets,
+            &ctx.caches.secrets,
+            secret,
+            &observed.uid,
+            Error::ForeignSecret,
+            |a, b| a.data == b.data,
+        ),
+        ensure_owned(
+            &observed.config_maps,
+            &ctx.caches.config_maps,
+            config_map,
+            &observed.uid,
+            Error::ForeignConfigMap,
+            |a, b| a.data == b.data,
+        ),
+    )?;
+    Ok(bucket)
+}
 
-    let status = set_bucket_status(
-        &observed.buckets,
-        &bucket,
-        ObjectBucketPhase::Bound,
-        "Bound",
-        "bound to its claim",
-    )
-    .await?;
-    if let Some(written) = status {
+/// Marks the ObjectBucket and the claim Bound, side by side.
+async fn set_bound<P>(
+    observed: &Observed,
+    bucket: &ObjectBucket,
+    claim: &ObjectBucketClaim,
+    message: &str,
+    ctx: &Context<P>,
+) -> Result<(), Error> {
+    let state = bound_state(message);
+    let (bucket, claim) = tokio::try_join!(
+        set_bucket_status(
+            &observed.buckets,
+            bucket,
+            ObjectBucketPhase::Bound,
+            "Bound",
+            "bound to its claim"
+        ),
+        set_claim_status(&observed.claims, claim, &state),
+    )?;
+    if let Some(written) = bucket {
         ctx.caches.buckets.wrote(written);
+    }
+    if let Some(written) = claim {
+        ctx.caches.claims.wrote(written);
     }
     Ok(())
 }

@@ -220,9 +220,12 @@ pub async fn run_controller<P: Provisioner>(
     health: Health,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let ours = watcher::Config::default()
+    // Initial lists arrive as a stream of watch events rather than pages of hundreds of objects
+    // at once, which would set the process's peak memory at every (re)list.
+    let all = watcher::Config::default().streaming_lists();
+    let ours = all
+        .clone()
         .labels(&format!("{LABEL_PROVISIONER}={}", label_value(&config.provisioner_name)));
-    let all = watcher::Config::default();
     let watch = |name, config: &watcher::Config| (name, config.clone(), health.clone());
 
     let (progress, listed) = ListProgress::new();

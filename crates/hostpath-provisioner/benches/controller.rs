@@ -58,6 +58,19 @@ fn start_provisioner(root: &Path, kubeconfig: &Path, workers: usize, metrics: u1
         .expect("starting hostpath-bucket-provisioner")
 }
 
+/// CPU seconds (user + system) the process has used, from the kernel's accounting.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name, which ends with the last ')'.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name; 100 ticks/s.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 fn memory_mib(pid: u32) -> (f64, f64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let field = |name: &str| -> f64 {
@@ -181,10 +194,10 @@ async fn watch_claims(client: Client, seen: Arc<Mutex<Seen>>) {
         let now = Instant::now();
         let mut seen = seen.lock().unwrap();
         match event {
-            watcher::Event::Apply(claim) | watcher::Event::InitApply(claim) => {
-                if claim.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound) {
-                    seen.bound.entry(key(&claim)).or_insert(now);
-                }
+            watcher::Event::Apply(claim) | watcher::Event::InitApply(claim)
+                if claim.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound) =>
+            {
+                seen.bound.entry(key(&claim)).or_insert(now);
             }
             watcher::Event::Delete(claim) => {
                 seen.gone.insert(key(&claim), now);
@@ -305,6 +318,7 @@ async fn main() {
     };
     latencies.sort();
     let (rss, peak) = memory_mib(provisioner.id().unwrap());
+    let cpu = cpu_seconds(provisioner.id().unwrap());
     writeln!(out, "provisioning").unwrap();
     writeln!(
         out,
@@ -327,6 +341,7 @@ async fn main() {
     let (requests, mark) = audited(&audit, mark);
     per_claim(&requests, claims, &mut out);
     writeln!(out, "  provisioner memory: RSS {rss:.1} MiB, peak {peak:.1} MiB").unwrap();
+    writeln!(out, "  provisioner CPU until all were Bound: {cpu:.1} s").unwrap();
 
     eprintln!("bench: restarting the provisioner");
     provisioner.kill().await.unwrap();
@@ -341,7 +356,7 @@ async fn main() {
     writeln!(out, "restart with {claims} claims bound").unwrap();
     writeln!(
         out,
-        "  in the {:.0} s after it: {} backend calls, {} requests beside {} lists/watches",
+        "  in the {:.0} s after it: {} backend calls, {} requests beside {} lists/watches ended",
         restarted.elapsed().as_secs_f64(),
         backend_calls(metrics).await,
         beyond_lists.len(),
