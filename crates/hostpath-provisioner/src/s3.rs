@@ -22,7 +22,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use s3s::access::{S3Access, S3AccessContext};
 use s3s::auth::{Credentials, S3Auth, SecretKey};
 use s3s::dto::*;
-use s3s::service::{S3Service, S3ServiceBuilder};
+use s3s::service::S3ServiceBuilder;
 use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result, StdError, s3_error};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::net::TcpListener;
@@ -31,6 +31,10 @@ use tokio_util::io::ReaderStream;
 use crate::store::{
     BucketStore, ListPage, ListQuery, ObjectAttrs, ObjectInfo, PutCheck, StoreError,
 };
+
+mod front;
+
+pub use front::{Endpoint, MAX_CLOCK_SKEW, MAX_PRESIGNED_EXPIRY_SECS, RequestId};
 
 /// Most keys one listing page returns, as in S3.
 const MAX_KEYS: i32 = 1000;
@@ -87,13 +91,13 @@ pub async fn serve(
     Ok(())
 }
 
-/// The `s3s` service for `store`, with authentication and per-bucket authorization, for callers
-/// that run their own HTTP server.
-pub fn service(store: Arc<BucketStore>) -> S3Service {
+/// The endpoint's service for `store`, with authentication, per-bucket authorization and
+/// request ids, for callers that run their own HTTP server.
+pub fn service(store: Arc<BucketStore>) -> Endpoint {
     let mut builder = S3ServiceBuilder::new(HostPathS3 { store: store.clone() });
     builder.set_auth(KeyAuth { store: store.clone() });
     builder.set_access(BucketAccess { store });
-    builder.build()
+    Endpoint::new(builder.build())
 }
 
 /// Looks up secrets of access keys in the store.
