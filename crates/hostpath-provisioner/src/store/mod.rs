@@ -28,11 +28,13 @@
 //! stored as a directory plus metadata. Symlinks under a bucket are never followed: they are not
 //! listed, and reading, writing or deleting through one is refused.
 
+mod checksum;
 mod list;
 mod multipart;
 mod names;
 mod objects;
 mod operator;
+mod side;
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -46,10 +48,13 @@ use md5::{Digest, Md5};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
+pub use checksum::{Checksum, ChecksumAlgorithm, ChecksumCheck, ChecksumType, ExpectedChecksum};
 pub use list::{ListPage, ListQuery};
-pub use multipart::PartInfo;
-pub use names::{KeyPath, MAX_KEY_LEN, parse_key, validate_bucket_name};
-pub use objects::{ObjectAttrs, ObjectInfo, PutCheck};
+pub use multipart::{CompleteRequest, CompletedPartSpec, PartInfo, UploadInfo};
+pub use names::{KeyPath, MAX_KEY_LEN, parse_key, validate_bucket_name, validate_key};
+pub use objects::{
+    CopySourceCheck, ObjectAttrs, ObjectInfo, PutCheck, WriteCondition, etag_matches,
+};
 pub use operator::OPERATOR_OWNER;
 
 use crate::admin::AdminCredentials;
@@ -135,6 +140,21 @@ pub enum StoreError {
     /// The body's MD5 differs from the Content-MD5 sent with it.
     #[error("the body does not match its Content-MD5")]
     BadDigest,
+    /// The body's checksum differs from the one the client sent; nothing was stored.
+    #[error("the {} you specified did not match the calculated checksum", .0.header())]
+    BadChecksum(ChecksumAlgorithm),
+    /// A precondition of the request (`If-Match`, `If-None-Match`) does not hold.
+    #[error("at least one of the pre-conditions you specified did not hold")]
+    PreconditionFailed,
+    /// The request is well-formed but asks for something S3 refuses.
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// A byte range outside the object.
+    #[error("{0}")]
+    InvalidRange(String),
+    /// A request body that is not the XML S3 expects.
+    #[error("{0}")]
+    MalformedXml(String),
     /// The body is shorter or longer than its declared length.
     #[error("body length {actual} differs from the declared {expected}")]
     IncompleteBody {
@@ -239,7 +259,14 @@ struct Inner {
     writer: Mutex<()>,
     /// The operator credential; configuration, never persisted.
     admin: RwLock<Option<Arc<AdminCredentials>>>,
+    /// Serializes commits of one key (striped by a hash of bucket and key), so that
+    /// conditional writes are checked and applied atomically.
+    key_locks: Vec<Mutex<()>>,
 }
+
+/// Number of stripes of [`Inner::key_locks`]; keys sharing one only wait for each other's
+/// rename, never for a body upload.
+const KEY_LOCK_STRIPES: usize = 64;
 
 impl BucketStore {
     /// Opens (creating if needed) the store under `root`. `identity` names this provisioner
@@ -282,6 +309,7 @@ impl BucketStore {
                 state: RwLock::new(Arc::new(state)),
                 writer: Mutex::new(()),
                 admin: RwLock::new(None),
+                key_locks: (0..KEY_LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
             }),
         })
     }
@@ -362,6 +390,15 @@ impl BucketStore {
     pub async fn delete_bucket(&self, bucket: &str) -> Result<(), StoreError> {
         let bucket = bucket.to_owned();
         self.blocking(move |store| store.delete_bucket_blocking(&bucket)).await
+    }
+
+    /// The commit lock of `key` in `bucket`.
+    fn key_lock(&self, bucket: &str, key: &str) -> std::sync::MutexGuard<'_, ()> {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (bucket, key).hash(&mut hasher);
+        let stripe = usize::try_from(hasher.finish() % KEY_LOCK_STRIPES as u64).unwrap_or(0);
+        self.inner.key_locks[stripe].lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Runs blocking file system work off the async threads.
