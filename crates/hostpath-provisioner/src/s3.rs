@@ -99,8 +99,8 @@ pub async fn serve(
 pub fn service(store: Arc<BucketStore>) -> Endpoint {
     let mut builder = S3ServiceBuilder::new(HostPathS3 { store: store.clone() });
     builder.set_auth(KeyAuth { store: store.clone() });
-    builder.set_access(BucketAccess { store });
-    Endpoint::new(builder.build())
+    builder.set_access(BucketAccess { store: store.clone() });
+    Endpoint::new(builder.build(), store)
 }
 
 /// Looks up secrets of access keys in the store.
@@ -361,7 +361,13 @@ fn metadata_of(attrs: &ObjectAttrs) -> Option<Metadata> {
     (!attrs.metadata.is_empty()).then(|| attrs.metadata.clone().into_iter().collect())
 }
 
-fn check_of(length: Option<i64>, md5: Option<&str>) -> S3Result<PutCheck> {
+fn check_of(
+    headers: &http::HeaderMap,
+    length: Option<i64>,
+    md5: Option<&str>,
+) -> S3Result<PutCheck> {
+    // An empty Content-MD5 header is a malformed digest, not a missing one.
+    let md5 = md5.or_else(|| headers.get("content-md5").map(|_| ""));
     let md5 = match md5 {
         None => None,
         Some(text) => {
@@ -659,15 +665,8 @@ impl S3 for HostPathS3 {
         if input.object_lock_enabled_for_bucket == Some(true) {
             return Err(s3_error!(NotImplemented, "object lock is not supported"));
         }
-        // Buckets here are never public: a canned ACL granting more than the owner is refused
-        // as S3 does for buckets with "bucket owner enforced" object ownership.
-        let acl = input.acl.as_ref().map(BucketCannedACL::as_str);
-        if !matches!(acl, None | Some("private")) {
-            return Err(s3_error!(
-                InvalidBucketAclWithObjectOwnership,
-                "Bucket cannot have ACLs set with ObjectOwnership's BucketOwnerEnforced setting"
-            ));
-        }
+        // ACLs and ownership controls are accepted and ignored: buckets here are never public,
+        // whatever the operator asks for at creation (GetBucketAcl shows them private).
         let constraint = input
             .create_bucket_configuration
             .as_ref()
@@ -805,8 +804,9 @@ impl S3 for HostPathS3 {
         let next_marker = page.next_after.as_deref().map(|m| encode_if(url, m));
         Ok(S3Response::new(ListObjectsOutput {
             name: Some(input.bucket),
-            prefix: Some(encode_if(url, input.prefix.as_deref().unwrap_or_default())),
-            delimiter: input.delimiter.map(|d| encode_if(url, &d)),
+            // V1 clients (botocore among them) decode Delimiter and markers, never Prefix.
+            prefix: Some(input.prefix.clone().unwrap_or_default()),
+            delimiter: input.delimiter.filter(|d| !d.is_empty()).map(|d| encode_if(url, &d)),
             marker: Some(encode_if(url, input.marker.as_deref().unwrap_or_default())),
             max_keys: Some(input.max_keys.unwrap_or(MAX_KEYS)),
             is_truncated: Some(page.is_truncated),
@@ -846,7 +846,7 @@ impl S3 for HostPathS3 {
         Ok(S3Response::new(ListObjectsV2Output {
             name: Some(input.bucket),
             prefix: Some(encode_if(url, input.prefix.as_deref().unwrap_or_default())),
-            delimiter: input.delimiter.map(|d| encode_if(url, &d)),
+            delimiter: input.delimiter.filter(|d| !d.is_empty()).map(|d| encode_if(url, &d)),
             max_keys: Some(input.max_keys.unwrap_or(MAX_KEYS)),
             key_count: i32::try_from(key_count).ok(),
             continuation_token: input.continuation_token,
@@ -902,7 +902,7 @@ impl S3 for HostPathS3 {
         Ok(S3Response::new(ListObjectVersionsOutput {
             name: Some(input.bucket),
             prefix: Some(encode_if(url, input.prefix.as_deref().unwrap_or_default())),
-            delimiter: input.delimiter.map(|d| encode_if(url, &d)),
+            delimiter: input.delimiter.filter(|d| !d.is_empty()).map(|d| encode_if(url, &d)),
             key_marker: Some(encode_if(url, input.key_marker.as_deref().unwrap_or_default())),
             version_id_marker: Some(input.version_id_marker.unwrap_or_default()),
             max_keys: Some(input.max_keys.unwrap_or(MAX_KEYS)),
@@ -930,7 +930,7 @@ impl S3 for HostPathS3 {
                 input.grant_write_acp.as_ref(),
             ],
         )?;
-        let mut check = check_of(input.content_length, input.content_md5.as_deref())?;
+        let mut check = check_of(&req.headers, input.content_length, input.content_md5.as_deref())?;
         check.checksum = rules::checksum_check(
             &req.headers,
             checksum_fields!(input),
@@ -1273,7 +1273,7 @@ impl S3 for HostPathS3 {
         req: S3Request<UploadPartInput>,
     ) -> S3Result<S3Response<UploadPartOutput>> {
         let input = req.input;
-        let mut check = check_of(input.content_length, input.content_md5.as_deref())?;
+        let mut check = check_of(&req.headers, input.content_length, input.content_md5.as_deref())?;
         check.checksum = rules::checksum_check(
             &req.headers,
             checksum_fields!(input),
@@ -1524,7 +1524,7 @@ impl S3 for HostPathS3 {
         Ok(S3Response::new(ListMultipartUploadsOutput {
             bucket: Some(input.bucket),
             prefix: Some(encode_if(url, &prefix)),
-            delimiter: input.delimiter.map(|d| encode_if(url, &d)),
+            delimiter: input.delimiter.filter(|d| !d.is_empty()).map(|d| encode_if(url, &d)),
             key_marker: Some(encode_if(url, &key_marker)),
             upload_id_marker: Some(input.upload_id_marker.unwrap_or_default()),
             max_uploads: Some(input.max_uploads.unwrap_or(MAX_KEYS)),

@@ -75,6 +75,32 @@ async fn sig_v2_requests_outside_the_clock_skew_are_refused() {
     let response = sig_v2_get(&server, &key, "/clock/k", Some(&stale), Some(&http_date(now))).await;
     assert_eq!(response.status, 200, "{}", response.text());
 
+    // A weekday that does not match the date is tolerated; the date itself still counts.
+    let response =
+        sig_v2_get(&server, &key, "/clock/k", Some("Tue, 07 Jul 2010 21:53:04 GMT"), None).await;
+    assert_eq!(response.error_code().as_deref(), Some("RequestTimeTooSkewed"));
+
+    // Bucket-level requests: clients sign the resource as "/clock/" while sending "/clock";
+    // both spellings are accepted, and a wrong signature still is not.
+    for signed in ["/clock/", "/clock"] {
+        let date = http_date(now);
+        let string_to_sign = format!("GET\n\n\n{date}\n{signed}");
+        let auth = format!(
+            "AWS {}:{}",
+            key.access_key_id,
+            sign_v2(&key.secret_access_key, &string_to_sign)
+        );
+        let headers = [("Authorization", auth.as_str()), ("Date", date.as_str())];
+        let response = raw_request(server.addr, "GET", "/clock", &headers, b"").await;
+        assert_eq!(response.status, 200, "{signed}: {}", response.text());
+        assert!(response.text().contains("<Key>k</Key>"), "{}", response.text());
+    }
+    let date = http_date(now);
+    let auth = format!("AWS {}:{}", key.access_key_id, sign_v2("wrong", "GET\n\n\n\n/clock/"));
+    let headers = [("Authorization", auth.as_str()), ("Date", date.as_str())];
+    let response = raw_request(server.addr, "GET", "/clock", &headers, b"").await;
+    assert_eq!(response.error_code().as_deref(), Some("SignatureDoesNotMatch"));
+
     // No date, an unreadable one or one before 1970: S3 refuses to authenticate.
     for date in [None, Some("yesterday"), Some("Tue, 07 Jul 1950 21:53:04 GMT")] {
         let response = sig_v2_get(&server, &key, "/clock/k", date, None).await;
@@ -999,6 +1025,19 @@ async fn conditional_writes_are_atomic() {
         .unwrap_err();
     assert_eq!(code(&err), "NoSuchKey");
 
+    // If-None-Match with an ETag writes unless the current object has that ETag.
+    let current = s3.head_object().bucket("locks").key("lock").send().await.unwrap();
+    let err = s3
+        .put_object()
+        .bucket("locks")
+        .key("lock")
+        .if_none_match(current.e_tag().unwrap())
+        .body(ByteStream::from_static(b"unchanged"))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(status(&err), Some(412));
+
     // Many writers racing for one lock object: exactly one wins.
     let mut racers = Vec::new();
     for i in 0..12 {
@@ -1244,6 +1283,10 @@ async fn listing_versions_uploads_and_details() {
     assert!(v2.contents()[0].owner().is_none());
     let v2 = s3.list_objects_v2().bucket("lists").fetch_owner(true).send().await.unwrap();
     assert!(v2.contents()[0].owner().is_some());
+    // An empty delimiter is no delimiter, and is not echoed.
+    let raw = s3.list_objects().bucket("lists").delimiter("").send().await.unwrap();
+    assert_eq!(raw.delimiter(), None);
+    assert_eq!(raw.contents().len(), 4);
     // Keys come back encoded only when asked to.
     let plain = s3.list_objects_v2().bucket("lists").prefix("c").send().await.unwrap();
     assert_eq!(plain.contents()[0].key(), Some("c d"));
@@ -1392,6 +1435,38 @@ async fn upload_part_copy_and_multipart_edges() {
         .unwrap();
     assert_eq!(again.e_tag(), done.e_tag());
 
+    // A part listed twice (re-sent while the first send was under way) means its last upload.
+    let upload = s3.create_multipart_upload().bucket("copies").key("resent").send().await.unwrap();
+    let id = upload.upload_id().unwrap();
+    let mut tags = Vec::new();
+    for body in [&b"first send"[..], b"second send"] {
+        let out = s3
+            .upload_part()
+            .bucket("copies")
+            .key("resent")
+            .upload_id(id)
+            .part_number(1)
+            .body(ByteStream::from(body.to_vec()))
+            .send()
+            .await
+            .unwrap();
+        tags.push(out.e_tag().unwrap().to_owned());
+    }
+    let listed = CompletedMultipartUpload::builder()
+        .parts(CompletedPart::builder().part_number(1).e_tag(&tags[0]).build())
+        .parts(CompletedPart::builder().part_number(1).e_tag(&tags[1]).build())
+        .build();
+    s3.complete_multipart_upload()
+        .bucket("copies")
+        .key("resent")
+        .upload_id(id)
+        .multipart_upload(listed)
+        .send()
+        .await
+        .unwrap();
+    let out = s3.get_object().bucket("copies").key("resent").send().await.unwrap();
+    assert_eq!(out.body.collect().await.unwrap().into_bytes().as_ref(), b"second send");
+
     // Copying an object onto itself must change something.
     let err = s3
         .copy_object()
@@ -1504,6 +1579,10 @@ async fn keys_that_are_both_an_object_and_a_prefix() {
     put("foo/bar/xyzzy", b"deep").await;
     put("foo/bar", b"middle").await;
     put("foo/bar/", b"").await;
+    // A key ending in '/' may hold bytes too.
+    put("notes/", b"not a folder").await;
+    assert_eq!(get("notes/").await, b"not a folder");
+    s3.delete_object().bucket("tree").key("notes/").send().await.unwrap();
     assert_eq!(get("a").await, b"object a");
     assert_eq!(get("a/b").await, b"object a/b");
     assert_eq!(get("foo/bar/xyzzy").await, b"deep");

@@ -213,10 +213,10 @@ pub fn write_condition(
         (Some(_), Some(_)) => {
             Err(s3_error!(NotImplemented, "If-Match and If-None-Match together are not supported"))
         }
-        (None, Some(condition)) if condition.is_any() => Ok(Some(WriteCondition::IfNoneMatchAny)),
-        (None, Some(_)) => {
-            Err(s3_error!(NotImplemented, "If-None-Match on writes only supports '*'"))
-        }
+        (None, Some(condition)) => match condition.as_etag() {
+            Some(etag) => Ok(Some(WriteCondition::IfNoneMatch(etag.value().to_owned()))),
+            None => Ok(Some(WriteCondition::IfNoneMatchAny)),
+        },
         (Some(condition), None) => match condition.as_etag() {
             Some(etag) => Ok(Some(WriteCondition::IfMatch(etag.value().to_owned()))),
             None => Ok(Some(WriteCondition::IfMatch("*".to_owned()))),

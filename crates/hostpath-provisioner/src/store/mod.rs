@@ -6,7 +6,8 @@
 //! <root>/buckets/<bucket>/<key>          object data; a key's '/' are directories
 //! <root>/.provisioner/              0700 bookkeeping, never served
 //!     state.json                    0600 bucket records and access keys (secrets)
-//!     meta/<bucket>/<hh>/<md5>.json      ETag, content type and user metadata of one object
+//!     meta/<bucket>/<hh>/<md5>.json      ETag, headers, checksums of one object
+//!     meta/<bucket>/side/<hh>/<md5>.{json,data}  objects whose key cannot be a path (see below)
 //!     uploads/<bucket>/<upload-id>/      multipart uploads in progress
 //!     tmp/                               temporary files, renamed into place when complete
 //! ```
@@ -20,13 +21,16 @@
 //! Every write goes to `tmp/` first and is renamed into place, so readers never see a partial
 //! object, and `state.json` is replaced atomically (temp file, fsync, rename, fsync directory).
 //!
-//! # Limits of keys as paths
+//! # Keys that cannot be paths
 //!
-//! A key cannot be both an object and a prefix of others (`a` and `a/b`): the second write fails
-//! with [`StoreError::KeyConflict`]. Keys with empty, `.` or `..` segments, a leading `/`, NUL,
-//! or a segment over 255 bytes are refused. A key ending in `/` is an empty "folder" marker,
-//! stored as a directory plus metadata. Symlinks under a bucket are never followed: they are not
-//! listed, and reading, writing or deleting through one is refused.
+//! S3 keys are not all file paths: a key may be both an object and a prefix of others (`a` and
+//! `a/b`), or hold empty, `.` or `..` segments, a leading `/` or a segment over 255 bytes. Such
+//! an object is kept "on the side", under the bucket's metadata directory by a hash of its key
+//! (module `side`), whenever its plain path is impossible or taken; lookups try the plain path
+//! first, listings merge both in key order. A key ending in `/` is an empty "folder" marker,
+//! stored as a directory plus metadata where it can be. Empty keys, keys over 1024 bytes and
+//! NUL are refused. Symlinks under a bucket are never followed: they are not listed, and
+//! reading, writing or deleting through one is refused.
 
 mod checksum;
 mod list;

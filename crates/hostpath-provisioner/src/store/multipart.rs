@@ -128,11 +128,6 @@ impl BucketStore {
         checksum: Option<(ChecksumAlgorithm, ChecksumType)>,
     ) -> Result<String, StoreError> {
         validate_key(key)?;
-        if key.ends_with('/') {
-            return Err(StoreError::InvalidArgument(
-                "an object whose key ends with '/' must be empty".into(),
-            ));
-        }
         if let Some((algorithm, ChecksumType::FullObject)) = checksum
             && !algorithm.is_crc()
         {
@@ -347,7 +342,15 @@ impl BucketStore {
                 }
                 Err(e) => return Err(e),
             };
-            let parts = request.parts;
+            // A part number listed twice (a part re-sent while the first send was still on
+            // its way) means its last upload, which is the one stored.
+            let mut parts: Vec<CompletedPartSpec> = Vec::with_capacity(request.parts.len());
+            for spec in request.parts {
+                match parts.last_mut() {
+                    Some(last) if last.number == spec.number => *last = spec,
+                    _ => parts.push(spec),
+                }
+            }
             if parts.is_empty() {
                 return Err(StoreError::MalformedXml(
                     "The XML you provided was not well-formed or did not validate against our \

@@ -53,6 +53,8 @@ pub enum WriteCondition {
     IfNoneMatchAny,
     /// `If-Match: <etag>`: only if the current object has this ETag (without quotes).
     IfMatch(String),
+    /// `If-None-Match: <etag>`: only if no object has the key or it has another ETag.
+    IfNoneMatch(String),
 }
 
 /// Integrity checks and preconditions on an uploaded body.
@@ -393,6 +395,11 @@ impl BucketStore {
     /// safe relative path at all. Those keys are kept beside the bucket (see `side`).
     fn plain_target(&self, dir: &Path, key: &str) -> Result<Option<PathBuf>, StoreError> {
         let Ok(path) = parse_key(key) else { return Ok(None) };
+        // A key ending in '/' is a directory where it can be, which holds no bytes: one with
+        // content is kept beside the bucket.
+        if path.dir_marker {
+            return Ok(None);
+        }
         match self.prepare_path(dir, key, &path) {
             Ok(target) => Ok(Some(target)),
             Err(StoreError::KeyConflict(_)) => Ok(None),
@@ -420,6 +427,10 @@ impl BucketStore {
             (WriteCondition::IfMatch(_), None) => Err(StoreError::NoSuchKey(key.to_owned())),
             (WriteCondition::IfMatch(etag), Some(info)) if etag_matches(etag, &info.etag) => Ok(()),
             (WriteCondition::IfMatch(_), Some(_)) => Err(StoreError::PreconditionFailed),
+            (WriteCondition::IfNoneMatch(etag), Some(info)) if etag_matches(etag, &info.etag) => {
+                Err(StoreError::PreconditionFailed)
+            }
+            (WriteCondition::IfNoneMatch(_), _) => Ok(()),
         }
     }
 
@@ -476,7 +487,7 @@ impl BucketStore {
         bucket: &str,
         key: &str,
         attrs: ObjectAttrs,
-        mut body: S,
+        body: S,
         check: PutCheck,
     ) -> Result<ObjectInfo, StoreError>
     where
@@ -489,23 +500,17 @@ impl BucketStore {
             let bucket = bucket.clone();
             self.blocking(move |store| store.bucket_dir(&bucket).map(drop)).await?;
         }
-        if parse_key(&key).is_ok_and(|path| path.dir_marker) {
-            while let Some(chunk) = body.next().await {
-                if !chunk.map_err(|e| StoreError::Body(e.to_string()))?.is_empty() {
-                    return Err(StoreError::InvalidArgument(
-                        "an object whose key ends with '/' must be empty".into(),
-                    ));
-                }
-            }
-            let condition = check.condition;
+        let condition = check.condition.clone();
+        let received = self.receive(body, check).await?;
+        if received.size == 0 && parse_key(&key).is_ok_and(|path| path.dir_marker) {
+            // An empty "folder" object: a directory, where the path allows one.
+            drop(received.temp);
             return self
                 .blocking(move |store| {
                     store.commit_marker(&bucket, &key, attrs, condition.as_ref())
                 })
                 .await;
         }
-        let condition = check.condition.clone();
-        let received = self.receive(body, check).await?;
         let object = NewObject {
             etag: hex::encode(received.md5),
             attrs,
@@ -712,7 +717,7 @@ impl BucketStore {
             store.bucket_dir(&dst_bucket)?;
             validate_key(&dst_key)?;
             let dst_marker = dst_key.ends_with('/');
-            let (info, file) = store.open_blocking(&src_bucket, &src_key)?;
+            let (info, mut file) = store.open_blocking(&src_bucket, &src_key)?;
             (source.check)(&info)?;
             if src_bucket == dst_bucket && src_key == dst_key && attrs.is_none() {
                 return Err(StoreError::InvalidRequest(
@@ -725,25 +730,15 @@ impl BucketStore {
             let keep_checksum =
                 info.checksum.clone().filter(|c| c.kind == ChecksumType::FullObject);
             let attrs = attrs.unwrap_or(info.attrs);
-            // A folder marker is copied as a marker; anything else byte by byte.
-            let is_marker = src_key.ends_with('/') && info.size == 0;
-            let Some(mut src) = file.filter(|_| !is_marker) else {
-                if !dst_marker {
-                    return Err(StoreError::InvalidArgument(
-                        "a folder marker can only be copied to a key ending with '/'".into(),
-                    ));
-                }
+            // An empty object copied to a key ending in '/' is a folder marker; anything else
+            // is copied byte by byte (a plain folder marker has no file: no bytes).
+            if dst_marker && info.size == 0 {
                 return store.commit_marker(&dst_bucket, &dst_key, attrs, None);
-            };
-            if dst_marker && info.size > 0 {
-                return Err(StoreError::InvalidArgument(
-                    "an object whose key ends with '/' must be empty".into(),
-                ));
             }
             let (temp, mut out) = store.temp_file()?;
             let mut hash = Md5::new();
             let mut buf = vec![0u8; COPY_BUF];
-            loop {
+            while let Some(src) = &mut file {
                 let n = src.read(&mut buf)?;
                 if n == 0 {
                     break;
