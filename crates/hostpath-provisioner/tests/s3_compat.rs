@@ -1626,6 +1626,36 @@ async fn keys_that_are_both_an_object_and_a_prefix() {
     let keys: Vec<_> = all.contents().iter().filter_map(|o| o.key()).collect();
     assert_eq!(keys, ["a/b"], "the earlier copy is gone");
 
+    // Writers of a key and of a key below it, racing: both always end up readable.
+    let mut racers = Vec::new();
+    for round in 0..10 {
+        for k in ["race/p", "race/p/q"] {
+            let s3 = s3.clone();
+            racers.push(tokio::spawn(async move {
+                s3.put_object()
+                    .bucket("tree")
+                    .key(k)
+                    .body(ByteStream::from(format!("{k} {round}").into_bytes()))
+                    .send()
+                    .await
+                    .unwrap();
+                if round % 3 == 0 {
+                    s3.delete_object().bucket("tree").key(k).send().await.unwrap();
+                }
+            }));
+        }
+    }
+    for racer in racers {
+        racer.await.unwrap();
+    }
+    put("race/p", b"final p").await;
+    put("race/p/q", b"final q").await;
+    assert_eq!(get("race/p").await, b"final p");
+    assert_eq!(get("race/p/q").await, b"final q");
+    let listed = s3.list_objects_v2().bucket("tree").prefix("race/").send().await.unwrap();
+    let keys: Vec<_> = listed.contents().iter().filter_map(|o| o.key()).collect();
+    assert_eq!(keys, ["race/p", "race/p/q"], "one copy of each key");
+
     // The operator cannot delete a bucket that still holds such objects.
     server.store.set_admin(Some(
         hostpath_provisioner::AdminCredentials::new("operator", "operator-secret").unwrap(),

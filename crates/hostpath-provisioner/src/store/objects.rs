@@ -354,7 +354,7 @@ impl BucketStore {
         &self,
         bucket: &str,
         key: &str,
-        temp: TempFile,
+        mut temp: TempFile,
         object: NewObject,
         condition: Option<&WriteCondition>,
     ) -> Result<ObjectInfo, StoreError> {
@@ -380,7 +380,25 @@ impl BucketStore {
         match target {
             Some(target) => {
                 self.write_meta(bucket, &meta)?;
-                temp.rename_to(&target)?;
+                match fs::rename(&temp.path, &target) {
+                    Ok(()) => temp.keep = true,
+                    // Another key made the path a directory (or a file in its way) since it
+                    // was prepared: this object goes beside the bucket after all.
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::IsADirectory
+                                | io::ErrorKind::NotADirectory
+                                | io::ErrorKind::DirectoryNotEmpty
+                                | io::ErrorKind::NotFound
+                        ) =>
+                    {
+                        let _ = remove_if_exists(&self.meta_path(bucket, key));
+                        self.write_side(bucket, &meta, temp)?;
+                        return Ok(meta.info(data.modified().unwrap_or(SystemTime::UNIX_EPOCH)));
+                    }
+                    Err(e) => return Err(e.into()),
+                }
                 fsync_dir(target.parent().unwrap_or(&dir))?;
                 // Only now, so that a crash never loses the key's current object.
                 self.remove_side(bucket, key)?;
