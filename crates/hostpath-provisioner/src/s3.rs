@@ -6,6 +6,11 @@
 //! CreateBucket or DeleteBucket; the operator key (see [`crate::admin`]) on everything. Bodies
 //! are streamed between the socket and the files in both directions; no object is ever held
 //! whole in memory.
+//!
+//! In front of `s3s`, [`Endpoint`] adds request ids and the request-time rules `s3s` leaves
+//! out (SigV2 clock skew, the one-week limit of presigned URLs, SigV2 bucket-level resources);
+//! the `rules` module holds what sits between the wire and the store: checksums the client
+//! sent, preconditions, the private-only ACLs and the refusal of server-side encryption.
 
 use std::future::Future;
 use std::io;

@@ -17,7 +17,7 @@ use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
 
 use super::checksum::{self, Checksum, ChecksumAlgorithm, ChecksumType, Hasher};
-use super::objects::{COPY_BUF, CopySourceCheck, NewObject, TempFile};
+use super::objects::{COPY_BUF, CopySourceCheck, NewObject, Received};
 use super::{
     BucketStore, ChecksumCheck, ExpectedChecksum, ObjectAttrs, ObjectInfo, PutCheck, StoreError,
     WriteCondition, fsync_dir, random_hex, remove_tree, unix_now, validate_key, write_atomic,
@@ -192,12 +192,7 @@ impl BucketStore {
         }
         let received = self.receive(body, check).await?;
         let upload_id = upload_id.to_owned();
-        self.blocking(move |_| {
-            publish_part(&dir, &upload_id, number, received.temp, received.md5, received.size, {
-                received.checksum
-            })
-        })
-        .await
+        self.blocking(move |_| publish_part(&dir, &upload_id, number, received)).await
     }
 
     /// Copies `range` (start, end exclusive) of an existing object, or all of it, into part
@@ -263,9 +258,9 @@ impl BucketStore {
                     value: checksum::encode(&extra.finalize()),
                     kind: ChecksumType::FullObject,
                 });
-            publish_part(&dir, &upload_id, number, temp, md5.finalize().into(), end - start, {
-                checksum
-            })
+            let received =
+                Received { temp, md5: md5.finalize().into(), size: end - start, checksum };
+            publish_part(&dir, &upload_id, number, received)
         })
         .await
     }
@@ -549,11 +544,9 @@ fn publish_part(
     dir: &Path,
     upload_id: &str,
     number: u32,
-    temp: TempFile,
-    md5: [u8; 16],
-    size: u64,
-    checksum: Option<Checksum>,
+    received: Received,
 ) -> Result<PartInfo, StoreError> {
+    let Received { temp, md5, size, checksum } = received;
     let mut part = PartInfo {
         part_number: number,
         etag: hex::encode(md5),
