@@ -621,6 +621,14 @@ fn served_part(info: &ObjectInfo, range: Option<&Range>, part: Option<i32>) -> S
     }
 }
 
+/// The checksum of part `number` of a multipart object, when its upload kept them.
+fn part_checksum(info: &ObjectInfo, number: Option<i32>) -> Option<Checksum> {
+    let index = usize::try_from(number?).ok()?.checked_sub(1)?;
+    let algorithm = info.checksum.as_ref()?.algorithm;
+    let value = info.part_checksums.get(index)?.clone();
+    Some(Checksum { algorithm, value, kind: ChecksumType::FullObject })
+}
+
 #[async_trait::async_trait]
 impl S3 for HostPathS3 {
     async fn list_buckets(
@@ -1011,6 +1019,10 @@ impl S3 for HostPathS3 {
         if checksum_enabled && whole {
             output.checksum_type = checksum_type_of(info.checksum.as_ref());
             set_checksum!(output, info.checksum.as_ref());
+        } else if checksum_enabled && let Some(part) = part_checksum(&info, input.part_number) {
+            // One part of a multipart object: that part's own checksum.
+            output.checksum_type = checksum_type_of(Some(&part));
+            set_checksum!(output, Some(&part));
         }
         // The response-* query parameters override what the object was stored with.
         if let Some(v) = input.response_content_type {
