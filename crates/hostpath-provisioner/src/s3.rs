@@ -1079,6 +1079,9 @@ impl S3 for HostPathS3 {
         if checksum_enabled && !served.partial {
             output.checksum_type = checksum_type_of(info.checksum.as_ref());
             set_checksum!(output, info.checksum.as_ref());
+        } else if checksum_enabled && let Some(part) = part_checksum(&info, input.part_number) {
+            output.checksum_type = checksum_type_of(Some(&part));
+            set_checksum!(output, Some(&part));
         }
         Ok(S3Response::new(output))
     }
