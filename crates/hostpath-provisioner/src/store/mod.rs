@@ -122,7 +122,9 @@ pub enum StoreError {
         /// Our identity.
         ours: String,
     },
-    /// The key names a directory that holds other objects, or a path through an object.
+    /// The key's plain path is a directory that holds other objects, or runs through an
+    /// object. Writes answer it by keeping the object beside the bucket; it reaches clients
+    /// only where that cannot be done.
     #[error("object key {0:?} conflicts with another object's path")]
     KeyConflict(String),
     /// A symbolic link was found where the store expected a file or directory; it is never
