@@ -12,11 +12,21 @@ CONTROLPLANE_BIN = $(shell tests/controlplane/build.sh)
 # moto (S3 + IAM) for the S3 provisioner's tests, pinned in tests/moto/requirements.txt.
 export BUCKET_PROVISIONER_MOTO_VENV ?= $(BUCKET_PROVISIONER_CACHE)/moto-venv
 
-.PHONY: help toolchain controlplane test lint crds demo bench
+# The image: static binaries for this machine's architecture, from the Dockerfile, no registry.
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+IMAGE ?= localhost/bucket-provisioner:$(VERSION)
+IMAGES_DIR = $(BUCKET_PROVISIONER_CACHE)/images
+STATIC_TARGET := $(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p')
+STATIC_DIR = $(CARGO_TARGET_DIR)/$(STATIC_TARGET)/release
+STATIC_RUSTFLAGS_VAR := CARGO_TARGET_$(shell echo '$(STATIC_TARGET)' | tr 'a-z-' 'A-Z_')_RUSTFLAGS
+
+.PHONY: help toolchain controlplane test lint crds demo bench static image node e2e
 
 help:
 	@echo "make demo   - local control plane + hostPath provisioner + a claim + a consumer"
-	@echo "make test   - fmt, clippy and every test (unit and real control plane)"
+	@echo "make test   - fmt, clippy and every test (unit, real control plane, and make e2e)"
+	@echo "make image  - the provisioner image from the Dockerfile, as an archive (no registry)"
+	@echo "make e2e    - a real node (root): the image deployed from deploy/, pods using claims"
 	@echo "make crds   - regenerate crds/ from crates/bucket-api"
 	@echo "make bench  - measure the S3 endpoint (release build); results in bench-results.txt"
 
@@ -33,11 +43,13 @@ lint: toolchain
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 
-# The demo runs first, and one summary line of every test binary's results closes the output.
+# The demo runs first, the node tests last, and one summary line of every test binary's results
+# closes the output.
 test: lint controlplane demo moto
 	@mkdir -p "$(BUCKET_PROVISIONER_CACHE)"
-	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" cargo test --workspace 2>&1 \
-		| tee "$(BUCKET_PROVISIONER_CACHE)/last-test-run.txt"
+	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" cargo test --workspace \
+		--exclude node-tests 2>&1 | tee "$(BUCKET_PROVISIONER_CACHE)/last-test-run.txt"
+	$(MAKE) --no-print-directory e2e 2>&1 | tee -a "$(BUCKET_PROVISIONER_CACHE)/last-test-run.txt"
 	@awk '/^test result:/ { passed += $$4; failed += $$6 } \
 		END { printf "tests: %d passed, %d failed\n", passed, failed }' \
 		"$(BUCKET_PROVISIONER_CACHE)/last-test-run.txt"
@@ -54,6 +66,39 @@ demo: controlplane
 	cargo build -q -p hostpath-provisioner --bin hostpath-bucket-provisioner --example consumer --example demo
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" "$(CARGO_TARGET_DIR)/debug/examples/demo" \
 		"$(CARGO_TARGET_DIR)/debug/hostpath-bucket-provisioner" "$(CARGO_TARGET_DIR)/debug/examples/consumer"
+
+# Both provisioners and the consumer example, linked statically (glibc), in one build so that
+# they share one set of compiled dependencies.
+static: toolchain
+	$(STATIC_RUSTFLAGS_VAR)="-C target-feature=+crt-static" cargo build --release --locked \
+		--target $(STATIC_TARGET) -p hostpath-provisioner --bin hostpath-bucket-provisioner \
+		--example consumer -p s3-provisioner --bin s3-bucket-provisioner
+
+# The Dockerfile's context is dist/image/; buildah builds it without a daemon or registry, and
+# the archive loads with `ctr images import` or `docker load`.
+image: static
+	@tests/node/install.sh
+	@rm -rf dist/image && mkdir -p dist/image
+	@cp "$(STATIC_DIR)/hostpath-bucket-provisioner" "$(STATIC_DIR)/s3-bucket-provisioner" \
+		/etc/ssl/certs/ca-certificates.crt dist/image/
+	@tests/node/oci-build.sh "$(IMAGE)" Dockerfile dist/image "$(IMAGES_DIR)/bucket-provisioner"
+	@echo "image: $(IMAGE) in $(IMAGES_DIR)/bucket-provisioner.tar"
+
+# The node's programs (kubelet, kube-proxy, kube-scheduler, CoreDNS, pause) and Debian packages.
+node: toolchain
+	@tests/node/install.sh
+	@tests/node/build.sh >/dev/null
+
+# A real node running the image, deployed from deploy/; needs root. The consumer pods' output
+# is printed.
+e2e: controlplane moto node image
+	@tests/node/images.sh "$$(tests/node/build.sh 2>/dev/null)" "$(STATIC_DIR)" "$(IMAGES_DIR)"
+	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" \
+		BUCKET_PROVISIONER_NODE_BIN="$$(tests/node/build.sh 2>/dev/null)" \
+		BUCKET_PROVISIONER_IMAGES="$(IMAGES_DIR)" \
+		cargo test -p node-tests --test e2e -- --nocapture || failed=1; \
+	NODE_DIR="$${TMPDIR:-/tmp}/bucket-provisioner-node" tests/node/node.sh wait; \
+	exit $${failed:-0}
 
 bench: toolchain
 	cargo bench -p hostpath-provisioner --bench s3_endpoint -- --output "$(CURDIR)/bench-results.txt"

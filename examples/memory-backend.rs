@@ -9,21 +9,35 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
-use bucket_api::ObjectBucket;
+use bucket_api::{ObjectBucket, ReclaimPolicy};
 use bucket_provisioner::runtime::{ControllerArgs, RunError, init_logging, run, shutdown_signal};
 use bucket_provisioner::{
-    BackendError, BucketOptions, Credentials, Endpoint, ProvisionedBucket, Provisioner, user_id_of,
+    BackendError, BucketOptions, Credentials, Endpoint, ProvisionedBucket, Provisioner, Removed,
+    user_id_of,
 };
 use clap::Parser;
 
-/// bucket name → users with access
+/// What the backend itself records of a bucket: the claim that created it (never taken from the
+/// claim's spec or annotations, which its tenant writes) and who has access.
 #[derive(Default)]
-struct MemoryBuckets(Mutex<BTreeMap<String, BTreeSet<String>>>);
+struct Bucket {
+    /// User id of the creating claim and whether the bucket goes with it; `None` when the bucket
+    /// existed before any claim.
+    creator: Option<(String, ReclaimPolicy)>,
+    users: BTreeSet<String>,
+}
+
+#[derive(Default)]
+struct MemoryBuckets(Mutex<BTreeMap<String, Bucket>>);
 
 impl MemoryBuckets {
     fn give_access(&self, options: &BucketOptions) -> ProvisionedBucket {
         let mut buckets = self.0.lock().unwrap();
-        buckets.entry(options.bucket_name.clone()).or_default().insert(options.user_id.clone());
+        buckets
+            .entry(options.bucket_name.clone())
+            .or_default()
+            .users
+            .insert(options.user_id.clone());
         ProvisionedBucket {
             endpoint: Endpoint {
                 scheme: "http".into(),
@@ -55,7 +69,18 @@ impl Provisioner for MemoryBuckets {
     }
 
     async fn provision(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
-        Ok(self.give_access(options)) // creating twice is fine: the map entry is reused
+        {
+            let mut buckets = self.0.lock().unwrap();
+            let bucket = buckets.entry(options.bucket_name.clone()).or_insert_with(|| Bucket {
+                creator: Some((options.user_id.clone(), options.reclaim_policy)),
+                users: BTreeSet::new(),
+            });
+            // A retry by the creating claim is fine; anyone else gets no foothold.
+            if bucket.creator.as_ref().map(|(user, _)| user) != Some(&options.user_id) {
+                return Err(BackendError::name_taken(&options.bucket_name));
+            }
+        }
+        Ok(self.give_access(options))
     }
 
     async fn grant(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
@@ -66,16 +91,31 @@ impl Provisioner for MemoryBuckets {
         Ok(self.give_access(options))
     }
 
-    async fn delete(&self, bucket: &ObjectBucket) -> Result<(), BackendError> {
-        self.0.lock().unwrap().remove(&bucket_of(bucket)); // already gone counts as done
-        Ok(())
+    async fn delete(&self, bucket: &ObjectBucket) -> Result<Removed, BackendError> {
+        let name = bucket_of(bucket);
+        let claimant = user_id_of(bucket);
+        let mut buckets = self.0.lock().unwrap();
+        let Some(recorded) = buckets.get_mut(&name) else { return Ok(Removed::Bucket) };
+        match (&recorded.creator, &claimant) {
+            (Some((creator, ReclaimPolicy::Delete)), Some(user)) if creator == user => {
+                buckets.remove(&name);
+                Ok(Removed::Bucket)
+            }
+            // Our record does not say this claim made it to go with it: only its access goes.
+            _ => {
+                if let Some(user) = claimant {
+                    recorded.users.remove(&user);
+                }
+                Ok(Removed::AccessOnly)
+            }
+        }
     }
 
     async fn revoke(&self, bucket: &ObjectBucket) -> Result<(), BackendError> {
-        if let (Some(users), Some(user)) =
+        if let (Some(recorded), Some(user)) =
             (self.0.lock().unwrap().get_mut(&bucket_of(bucket)), user_id_of(bucket))
         {
-            users.remove(&user);
+            recorded.users.remove(&user);
         }
         Ok(())
     }

@@ -5,11 +5,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec};
-use bucket_provisioner::telemetry::Metrics;
+use bucket_api::{
+    ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec, ReclaimPolicy,
+};
+use bucket_provisioner::telemetry::{Health, Metrics};
 use bucket_provisioner::{
     BackendError, BucketOptions, ControllerConfig, Credentials, Endpoint, ProvisionedBucket,
-    Provisioner, run_controller, user_id_of,
+    Provisioner, Removed, run_controller, user_id_of,
 };
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -48,13 +50,24 @@ pub enum Fault {
     HangAfter,
 }
 
+/// The backend's own record of a bucket.
+#[derive(Default)]
+struct Bucket {
+    /// The claim (user id) that created it and the policy it was created under; `None` for a
+    /// bucket that existed before any claim.
+    creator: Option<(String, ReclaimPolicy)>,
+    /// user id → key id
+    keys: BTreeMap<String, String>,
+}
+
 #[derive(Default)]
 struct State {
-    /// bucket → (created by the provisioner?, user id → key id)
-    buckets: BTreeMap<String, (bool, BTreeMap<String, String>)>,
+    buckets: BTreeMap<String, Bucket>,
     calls: Vec<(Op, String)>,
     updates: Vec<BTreeMap<String, String>>,
     cleanup_states: Vec<BTreeMap<String, String>>,
+    /// For each provision call: (the bucket asked for, the name the claim recorded by then).
+    provisioned_names: Vec<(String, Option<String>)>,
     faults: BTreeMap<Op, (Fault, usize)>,
 }
 
@@ -85,7 +98,7 @@ impl MemoryBackend {
 
     /// A bucket that exists before any claim (for grants), or one owned by someone else.
     pub fn add_existing_bucket(&self, name: &str) {
-        self.state().buckets.insert(name.into(), (false, BTreeMap::new()));
+        self.state().buckets.insert(name.into(), Bucket::default());
     }
 
     /// The buckets that exist now.
@@ -95,7 +108,11 @@ impl MemoryBackend {
 
     /// Users holding keys on `bucket`.
     pub fn users_of(&self, bucket: &str) -> BTreeSet<String> {
-        self.state().buckets.get(bucket).map(|b| b.1.keys().cloned().collect()).unwrap_or_default()
+        self.state()
+            .buckets
+            .get(bucket)
+            .map(|b| b.keys.keys().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// How often `op` was called (failed calls included).
@@ -111,6 +128,12 @@ impl MemoryBackend {
     /// The `additionalState` handed to every `delete` and `revoke` call.
     pub fn cleanup_states(&self) -> Vec<BTreeMap<String, String>> {
         self.state().cleanup_states.clone()
+    }
+
+    /// For each `provision` call: the bucket asked for, and the name its claim had recorded by
+    /// the time of the call.
+    pub fn provisioned_names(&self) -> Vec<(String, Option<String>)> {
+        self.state().provisioned_names.clone()
     }
 
     /// The `additionalConfig` of every `update` call.
@@ -157,7 +180,7 @@ impl MemoryBackend {
         self.state()
             .buckets
             .get_mut(&options.bucket_name)
-            .map(|b| b.1.insert(options.user_id.clone(), key.clone()));
+            .map(|b| b.keys.insert(options.user_id.clone(), key.clone()));
         ProvisionedBucket {
             endpoint: Endpoint {
                 scheme: "http".into(),
@@ -202,18 +225,20 @@ impl Provisioner for MemoryBackend {
     }
 
     async fn provision(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
+        let recorded = options.claim.spec.bucket_name.clone();
+        self.state().provisioned_names.push((options.bucket_name.clone(), recorded));
         let fault = self.enter(Op::Provision, &options.bucket_name).await?;
-        let owned_by_others = {
+        let created_by_claim = {
             let mut state = self.state();
             let bucket =
-                state.buckets.entry(options.bucket_name.clone()).or_insert((true, BTreeMap::new()));
-            !bucket.0
+                state.buckets.entry(options.bucket_name.clone()).or_insert_with(|| Bucket {
+                    creator: Some((options.user_id.clone(), options.reclaim_policy)),
+                    keys: BTreeMap::new(),
+                });
+            bucket.creator.as_ref().map(|(user, _)| user) == Some(&options.user_id)
         };
-        if owned_by_others {
-            return Err(BackendError::permanent(
-                "BucketOwnedByOthers",
-                format!("bucket {:?} exists and belongs to someone else", options.bucket_name),
-            ));
+        if !created_by_claim {
+            return Err(BackendError::name_taken(&options.bucket_name));
         }
         let answer = self.answer(options);
         self.leave(fault).await;
@@ -233,16 +258,30 @@ impl Provisioner for MemoryBackend {
         Ok(answer)
     }
 
-    async fn delete(&self, bucket: &ObjectBucket) -> Result<(), BackendError> {
+    async fn delete(&self, bucket: &ObjectBucket) -> Result<Removed, BackendError> {
         let name = bucket_name(bucket);
         let fault = self.enter(Op::Delete, &name).await?;
-        {
+        let user = user_id_of(bucket).unwrap_or_default();
+        let removed = {
             let mut state = self.state();
-            state.buckets.remove(&name);
             state.cleanup_states.push(bucket.spec.additional_state.clone().unwrap_or_default());
-        }
+            let creator = state.buckets.get(&name).map(|b| b.creator.clone());
+            match creator {
+                None => Removed::Bucket,
+                Some(Some((creator, ReclaimPolicy::Delete))) if creator == user => {
+                    state.buckets.remove(&name);
+                    Removed::Bucket
+                }
+                Some(_) => {
+                    if let Some(b) = state.buckets.get_mut(&name) {
+                        b.keys.remove(&user);
+                    }
+                    Removed::AccessOnly
+                }
+            }
+        };
         self.leave(fault).await;
-        Ok(())
+        Ok(removed)
     }
 
     async fn revoke(&self, bucket: &ObjectBucket) -> Result<(), BackendError> {
@@ -252,7 +291,7 @@ impl Provisioner for MemoryBackend {
         {
             let mut state = self.state();
             if let Some(b) = state.buckets.get_mut(&name) {
-                b.1.remove(&user);
+                b.keys.remove(&user);
             }
             state.cleanup_states.push(bucket.spec.additional_state.clone().unwrap_or_default());
         }
@@ -300,6 +339,7 @@ impl Harness {
             backend.clone(),
             config,
             metrics.clone(),
+            Health::default(),
             async move {
                 let _ = stopped.await;
             },

@@ -1,15 +1,13 @@
-//! One claim's reconcile, in phases: read → decide → persist intent → call the backend → write
-//! results → status. Each phase is idempotent, so a crash anywhere is healed by the next run.
+//! One live claim's reconcile, in phases: read → decide → persist intent → call the backend →
+//! write results → status. Each phase is idempotent, so a crash anywhere is healed by the next run.
+//! What happens when a claim goes is in [`crate::cleanup`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use bucket_api::contract::{FINALIZER, STORAGE_CLASS_BUCKET_NAME};
-use bucket_api::{
-    BucketEndpoint, ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketPhase,
-    ObjectBucketSpec, ReclaimPolicy,
-};
+use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketPhase};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
@@ -19,60 +17,95 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::controller::Context;
-use crate::error::{ABANDON_HINT, Error, Operation};
+use crate::error::{Error, Operation};
 use crate::objects::{
-    self, BucketRecord, BucketSource, annotations, check_not_foreign, delete_if_owned,
-    ensure_owned, parse_reclaim_policy, reclaim_policy_str,
+    self, BucketRecord, BucketSource, annotations, check_not_foreign, ensure_owned,
+    reclaim_policy_str,
 };
 use crate::plan::{Plan, plan};
 use crate::status::{ClaimState, set_bucket_status, set_claim_status};
 use crate::{BackendError, BucketOptions, ProvisionedBucket, Provisioner, naming};
 
+/// How often one reconcile generates a new name after the backend says a generated one is taken.
+const NAME_ATTEMPTS: usize = 3;
+
 /// The objects a claim's reconcile reads first.
-struct Observed {
-    claims: Api<ObjectBucketClaim>,
-    buckets: Api<ObjectBucket>,
-    secrets: Api<Secret>,
-    config_maps: Api<ConfigMap>,
-    bucket_name: String,
-    uid: String,
+pub(crate) struct Observed {
+    pub(crate) claims: Api<ObjectBucketClaim>,
+    pub(crate) buckets: Api<ObjectBucket>,
+    pub(crate) secrets: Api<Secret>,
+    pub(crate) config_maps: Api<ConfigMap>,
+    pub(crate) namespace: String,
+    /// The ObjectBucket's name: the one bound to this claim, or the one to create.
+    pub(crate) bucket_name: String,
+    pub(crate) uid: String,
     /// The ObjectBucket bound to this claim, if any.
-    bound: Option<ObjectBucket>,
+    pub(crate) bound: Option<ObjectBucket>,
+    /// Both names this claim's ObjectBucket may have are taken by other claims' ObjectBuckets.
+    pub(crate) names_taken: Option<Error>,
 }
 
-async fn observe(claim: &ObjectBucketClaim, client: &kube::Client) -> Result<Observed, Error> {
+/// Finds the claim's ObjectBucket under the names it may have (see
+/// [`naming::object_bucket_names`]), or picks the name to create it under, from the caches. The
+/// claim's `spec.objectBucketName` is tenant-written, so it only hints which of the two to look at.
+pub(crate) fn observe<P>(claim: &ObjectBucketClaim, ctx: &Context<P>) -> Observed {
+    let client = &ctx.client;
     let namespace = claim.namespace().unwrap_or_default();
     let uid = claim.uid().unwrap_or_default();
-    let bucket_name = naming::object_bucket_name(&namespace, &claim.name_any())
-        .map_err(Error::ObjectBucketNameTooLong)?;
-    let buckets: Api<ObjectBucket> = Api::all(client.clone());
-    let bound = match buckets.get_opt(&bucket_name).await? {
-        Some(bucket) if bound_uid(&bucket) == Some(uid.as_str()) => Some(bucket),
-        Some(bucket) => {
-            return Err(Error::ObjectBucketConflict {
-                name: bucket_name,
-                other_uid: bound_uid(&bucket).unwrap_or("unknown").to_string(),
-            });
+    let names = naming::object_bucket_names(&namespace, &claim.name_any(), &uid);
+    let hinted_unique = claim.spec.object_bucket_name.as_deref() == Some(names.unique.as_str());
+    let mut free = None;
+    let mut bound = None;
+    let mut taken_by = None;
+    for name in names.conventional.iter().chain([&names.unique]) {
+        match ctx.caches.buckets.get("", name) {
+            Some(bucket) if bound_uid(&bucket) == Some(uid.as_str()) => {
+                bound = Some((name.clone(), (*bucket).clone()));
+                break;
+            }
+            Some(bucket) => taken_by = Some((name.clone(), bound_uid(&bucket).map(String::from))),
+            // The unique name is only worth a look when the claim says it may be there.
+            None if free.is_none() => {
+                free = Some(name.clone());
+                if !hinted_unique {
+                    break;
+                }
+            }
+            None => {}
         }
-        None => None,
+    }
+    let (bucket_name, bound, names_taken) = match (bound, free) {
+        (Some((name, bucket)), _) => (name, Some(bucket), None),
+        (None, Some(name)) => (name, None, None),
+        (None, None) => {
+            let (name, other) = taken_by.unwrap_or_else(|| (names.unique.clone(), None));
+            let other_uid = other.unwrap_or_else(|| "unknown".into());
+            (name.clone(), None, Some(Error::ObjectBucketConflict { name, other_uid }))
+        }
     };
-    Ok(Observed {
+    Observed {
         claims: Api::namespaced(client.clone(), &namespace),
-        buckets,
+        buckets: Api::all(client.clone()),
         secrets: Api::namespaced(client.clone(), &namespace),
         config_maps: Api::namespaced(client.clone(), &namespace),
+        namespace,
         bucket_name,
         uid,
         bound,
-    })
+        names_taken,
+    }
 }
 
-fn bound_uid(bucket: &ObjectBucket) -> Option<&str> {
+pub(crate) fn bound_uid(bucket: &ObjectBucket) -> Option<&str> {
     bucket.spec.claim_ref.as_ref()?.uid.as_deref()
 }
 
-fn bound_bucket_name(bucket: &ObjectBucket) -> &str {
+pub(crate) fn bound_bucket_name(bucket: &ObjectBucket) -> &str {
     bucket.spec.endpoint.as_ref().map(|e| e.bucket_name.as_str()).unwrap_or_default()
+}
+
+pub(crate) fn source_of(annotations: &BTreeMap<String, String>) -> Option<BucketSource> {
+    annotations.get(annotations::BUCKET_SOURCE).and_then(|s| BucketSource::parse(s))
 }
 
 fn same_config(a: &Option<BTreeMap<String, String>>, b: &Option<BTreeMap<String, String>>) -> bool {
@@ -84,67 +117,158 @@ pub async fn apply<P: Provisioner>(
     claim: Arc<ObjectBucketClaim>,
     ctx: &Context<P>,
 ) -> Result<Action, Error> {
-    let observed = observe(&claim, &ctx.client).await?;
-    let claim = record_provisioner(&observed.claims, claim, &ctx.name).await?;
+    let mut observed = observe(&claim, ctx);
+    let name = claim.name_any();
     let secret = check_not_foreign(
-        &observed.secrets,
-        &claim.name_any(),
+        &ctx.caches.secrets,
+        &observed.namespace,
+        &name,
         &observed.uid,
         Error::ForeignSecret,
-    )
-    .await?;
+    )?;
     check_not_foreign(
-        &observed.config_maps,
-        &claim.name_any(),
+        &ctx.caches.config_maps,
+        &observed.namespace,
+        &name,
         &observed.uid,
         Error::ForeignConfigMap,
-    )
-    .await?;
+    )?;
 
-    if let Some(bound) = &observed.bound {
-        check_unchanged_binding(&claim, bound)?;
-        // Credentials are never stored outside the Secret: without it the backend must mint new ones.
-        if secret.is_some() {
-            return keep_bound(claim, bound, &observed, ctx).await;
+    if let Some(bound) = observed.bound.take() {
+        let bound = if bound.meta().deletion_timestamp.is_some() {
+            recreate_object_bucket(&observed, &bound, &claim, ctx).await?
+        } else {
+            bound
+        };
+        check_unchanged_binding(&claim, &bound)?;
+        match objects::check_credentials(secret.as_deref(), &bound) {
+            objects::CredentialsCheck::Recorded => {
+                return keep_bound(claim, &bound, &observed, ctx).await;
+            }
+            objects::CredentialsCheck::Unrecorded(digest) => {
+                // Bound before digests were recorded: the Secret as it is becomes the record.
+                let patch = json!({
+                    "metadata": { "annotations": { annotations::CREDENTIALS_DIGEST: digest } }
+                });
+                let params = PatchParams::default();
+                let bound = observed
+                    .buckets
+                    .patch(&observed.bucket_name, &params, &Patch::Merge(&patch))
+                    .await?;
+                let bound = ctx.caches.buckets.wrote(bound);
+                return keep_bound(claim, &bound, &observed, ctx).await;
+            }
+            // Credentials are never stored outside the Secret: the backend issues them again.
+            objects::CredentialsCheck::Missing | objects::CredentialsCheck::Changed => {
+                let message =
+                    "the claim's Secret lost or changed its credentials; issuing them again";
+                tracing::info!(claim = %key(&*claim), "{message}");
+                ctx.event(
+                    &claim,
+                    EventType::Normal,
+                    "RestoringCredentials",
+                    message,
+                    Operation::Provision,
+                )
+                .await;
+            }
         }
+        observed.bound = Some(bound);
+    }
+    if let Some(error) = observed.names_taken.take() {
+        return Err(error);
     }
 
-    let class = storage_class(&ctx.client, &claim.spec.storage_class_name).await?;
-    let plan = plan(&claim, &class)?;
-    let options = bucket_options(&claim, &plan, &observed.uid);
+    // Found blocked before: only the apiserver can tell whether the foreign object is still
+    // there (it is not ours, so not cached), and the backend is not asked again until it is gone.
+    let claim_key = key(&*claim);
+    if ctx.blocked(&claim_key, None) {
+        for (found, foreign) in [
+            (
+                observed.secrets.get_opt(&name).await?.map(|s| s.metadata),
+                Error::ForeignSecret as fn(String) -> Error,
+            ),
+            (
+                observed.config_maps.get_opt(&name).await?.map(|c| c.metadata),
+                Error::ForeignConfigMap,
+            ),
+        ] {
+            if found.is_some_and(|meta| !objects::meta_controlled_by(&meta, &observed.uid)) {
+                return Err(foreign(name));
+            }
+        }
+        ctx.blocked(&claim_key, Some(false));
+    }
+
+    let class = storage_class(ctx, &claim.spec.storage_class_name)?;
+    let mut plan = match &observed.bound {
+        Some(bound) => plan_for_bound(bound, &class),
+        None => plan(&claim, &class)?,
+    };
     let operation = match plan.source {
         BucketSource::New => Operation::Provision,
         BucketSource::Existing => Operation::Grant,
     };
-    let backend_error = |source: BackendError| Error::Backend {
-        operation,
-        bucket: plan.bucket_name.clone(),
-        source,
-        hint: "",
+    let mut claim = claim;
+    let mut attempts = 0;
+    let provisioned = loop {
+        attempts += 1;
+        let options = bucket_options(&claim, &plan, &observed.uid);
+        let backend_error = |source: BackendError| Error::Backend {
+            operation,
+            bucket: plan.bucket_name.clone(),
+            source,
+            hint: "",
+        };
+        ctx.provisioner.validate(&options).map_err(backend_error)?;
+        let cleanup_state = ctx.provisioner.cleanup_state(&options);
+        claim = persist_intent(&observed, &claim, &plan, ctx, &cleanup_state).await?;
+        let options = BucketOptions { claim: (*claim).clone(), ..options };
+        let started = Instant::now();
+        let answer = match plan.source {
+            BucketSource::New => ctx.provisioner.provision(&options).await,
+            BucketSource::Existing => ctx.provisioner.grant(&options).await,
+        };
+        ctx.metrics.observe_provisioning(operation.as_str(), started.elapsed().as_secs_f64());
+        match answer {
+            Ok(provisioned) => break provisioned,
+            // A generated name is ours to change: pick another and record it before trying it.
+            Err(error)
+                if error.is_name_taken()
+                    && plan.generated
+                    && observed.bound.is_none()
+                    && attempts < NAME_ATTEMPTS =>
+            {
+                let taken = std::mem::take(&mut plan.bucket_name);
+                plan.bucket_name = naming::generate_bucket_name(
+                    claim.spec.generate_bucket_name.as_deref().unwrap_or_default(),
+                );
+                tracing::info!(claim = %key(&*claim), taken = %taken, bucket = %plan.bucket_name,
+                    "generated bucket name is taken; generated another");
+            }
+            Err(error) => return Err(backend_error(error)),
+        }
     };
-    ctx.provisioner.validate(&options).map_err(backend_error)?;
-
-    let cleanup_state = ctx.provisioner.cleanup_state(&options);
-    let claim = persist_intent(&observed.claims, &claim, &plan, &ctx.name, &cleanup_state).await?;
-    let options = BucketOptions { claim: (*claim).clone(), ..options };
-    let started = Instant::now();
-    let provisioned = match plan.source {
-        BucketSource::New => ctx.provisioner.provision(&options).await,
-        BucketSource::Existing => ctx.provisioner.grant(&options).await,
-    }
-    .map_err(backend_error)?;
-    ctx.metrics.observe_provisioning(operation.as_str(), started.elapsed().as_secs_f64());
 
     write_results(&claim, &observed, &plan, &provisioned, ctx).await?;
-    let (reason, verb) = match plan.source {
-        BucketSource::New => ("Provisioned", "provisioned"),
-        BucketSource::Existing => ("Granted", "granted access to"),
-    };
-    let message = format!("{verb} bucket {:?}", plan.bucket_name);
-    ctx.event(&claim, EventType::Normal, reason, &message, operation).await;
+    // The status says it, so a success is not also an Event: one write fewer per claim.
+    let message = bound_message(plan.source, &plan.bucket_name);
     tracing::info!(claim = %key(&*claim), bucket = %plan.bucket_name, "{message}");
-    set_claim_status(&observed.claims, &claim, &bound_state(&message)).await?;
+    let claim = ctx.caches.claim(&claim).unwrap_or(claim);
+    if let Some(written) =
+        set_claim_status(&observed.claims, &claim, &bound_state(&message)).await?
+    {
+        ctx.caches.claims.wrote(written);
+    }
     Ok(Action::await_change())
+}
+
+/// What a Bound claim's condition says; the same on every reconcile, so that it is written once.
+fn bound_message(source: BucketSource, bucket: &str) -> String {
+    match source {
+        BucketSource::New => format!("provisioned bucket {bucket:?}"),
+        BucketSource::Existing => format!("granted access to bucket {bucket:?}"),
+    }
 }
 
 fn bound_state(message: &str) -> ClaimState {
@@ -175,6 +299,36 @@ fn check_unchanged_binding(claim: &ObjectBucketClaim, bound: &ObjectBucket) -> R
     Ok(())
 }
 
+/// A live claim's ObjectBucket was deleted (it waits on our finalizer): let it go and write it
+/// again from the copy, which keeps everything the backend answered.
+async fn recreate_object_bucket<P: Provisioner>(
+    observed: &Observed,
+    terminating: &ObjectBucket,
+    claim: &ObjectBucketClaim,
+    ctx: &Context<P>,
+) -> Result<ObjectBucket, Error> {
+    let mut copy = terminating.clone();
+    copy.metadata = ObjectMeta {
+        name: terminating.metadata.name.clone(),
+        labels: terminating.metadata.labels.clone(),
+        annotations: terminating.metadata.annotations.clone(),
+        finalizers: Some(vec![FINALIZER.into()]),
+        ..Default::default()
+    };
+    copy.status = None;
+    crate::cleanup::remove_bucket_finalizer(&observed.buckets, terminating, ctx).await?;
+    let created =
+        ctx.caches.buckets.wrote(observed.buckets.create(&PostParams::default(), &copy).await?);
+    let message = format!(
+        "ObjectBucket {:?} was deleted while its claim lives; it was written again",
+        observed.bucket_name
+    );
+    tracing::info!(claim = %key(claim), "{message}");
+    ctx.event(claim, EventType::Normal, "ObjectBucketRecreated", &message, Operation::Provision)
+        .await;
+    Ok((*created).clone())
+}
+
 /// A bound claim with its Secret: repair the ConfigMap if needed, pass on an `additionalConfig`
 /// change, and report Bound, all without asking the backend for anything else.
 async fn keep_bound<P: Provisioner>(
@@ -186,12 +340,13 @@ async fn keep_bound<P: Provisioner>(
     let bucket_name = bound_bucket_name(bound).to_string();
     let recorded_config = bound.spec.endpoint.as_ref().and_then(|e| e.additional_config.clone());
     if !same_config(&claim.spec.additional_config, &recorded_config) {
-        update_config(&claim, bound, &bucket_name, observed, ctx).await?;
+        update_config(&claim, bound, observed, ctx).await?;
     }
     if let Some(endpoint) = objects::endpoint_of(bound) {
         let desired = objects::config_map(&claim, &ctx.name, &endpoint, &bucket_name);
         ensure_owned(
             &observed.config_maps,
+            &ctx.caches.config_maps,
             desired,
             &observed.uid,
             Error::ForeignConfigMap,
@@ -199,41 +354,60 @@ async fn keep_bound<P: Provisioner>(
         )
         .await?;
     }
-    let claim = set_object_bucket_name(&observed.claims, claim, &observed.bucket_name).await?;
-    set_bucket_status(
+    let claim = set_object_bucket_name(&observed.claims, claim, &observed.bucket_name, ctx).await?;
+    let bound = ctx
+        .caches
+        .buckets
+        .get("", &observed.bucket_name)
+        .unwrap_or_else(|| Arc::new(bound.clone()));
+    let status = set_bucket_status(
         &observed.buckets,
-        bound,
+        &bound,
         ObjectBucketPhase::Bound,
         "Bound",
         "bound to its claim",
     )
     .await?;
-    let message = format!("bound to bucket {bucket_name:?}");
-    set_claim_status(&observed.claims, &claim, &bound_state(&message)).await?;
+    if let Some(written) = status {
+        ctx.caches.buckets.wrote(written);
+    }
+    let source = source_of(bound.annotations()).unwrap_or(BucketSource::Existing);
+    let message = bound_message(source, &bucket_name);
+    let claim = ctx.caches.claim(&claim).unwrap_or(claim);
+    if let Some(written) =
+        set_claim_status(&observed.claims, &claim, &bound_state(&message)).await?
+    {
+        ctx.caches.claims.wrote(written);
+    }
     Ok(Action::await_change())
+}
+
+/// The plan of a bound claim: its bucket and how it came to be are what the ObjectBucket says,
+/// whatever the claim or the StorageClass say now.
+fn plan_for_bound(bound: &ObjectBucket, class: &StorageClass) -> Plan {
+    let mut parameters = class.parameters.clone().unwrap_or_default();
+    parameters.remove(STORAGE_CLASS_BUCKET_NAME);
+    Plan {
+        bucket_name: bound_bucket_name(bound).to_string(),
+        source: source_of(bound.annotations()).unwrap_or(BucketSource::Existing),
+        reclaim_policy: bound.spec.reclaim_policy.unwrap_or_default(),
+        parameters,
+        generated: false,
+    }
 }
 
 async fn update_config<P: Provisioner>(
     claim: &ObjectBucketClaim,
     bound: &ObjectBucket,
-    bucket_name: &str,
     observed: &Observed,
     ctx: &Context<P>,
 ) -> Result<(), Error> {
-    let class = storage_class(&ctx.client, &claim.spec.storage_class_name).await?;
-    let source = source_of(bound.annotations()).unwrap_or(BucketSource::Existing);
-    let mut parameters = class.parameters.clone().unwrap_or_default();
-    parameters.remove(STORAGE_CLASS_BUCKET_NAME);
-    let plan = Plan {
-        bucket_name: bucket_name.to_string(),
-        source,
-        reclaim_policy: bound.spec.reclaim_policy.unwrap_or_default(),
-        parameters,
-    };
+    let class = storage_class(ctx, &claim.spec.storage_class_name)?;
+    let plan = plan_for_bound(bound, &class);
     let options = bucket_options(claim, &plan, &observed.uid);
     let backend_error = |source| Error::Backend {
         operation: Operation::Update,
-        bucket: bucket_name.to_string(),
+        bucket: plan.bucket_name.clone(),
         source,
         hint: "",
     };
@@ -248,17 +422,16 @@ async fn update_config<P: Provisioner>(
     let clear = json!({ "spec": { "endpoint": { "additionalConfig": null } } });
     let params = PatchParams::default();
     observed.buckets.patch(&observed.bucket_name, &params, &Patch::Merge(&clear)).await?;
-    observed.buckets.patch(&observed.bucket_name, &params, &Patch::Merge(&patch)).await?;
-    let message = format!("applied additionalConfig to bucket {bucket_name:?}");
+    let updated =
+        observed.buckets.patch(&observed.bucket_name, &params, &Patch::Merge(&patch)).await?;
+    ctx.caches.buckets.wrote(updated);
+    let message = format!("applied additionalConfig to bucket {:?}", plan.bucket_name);
     ctx.event(claim, EventType::Normal, "Updated", &message, Operation::Update).await;
     Ok(())
 }
 
-async fn storage_class(client: &kube::Client, name: &str) -> Result<StorageClass, Error> {
-    Api::<StorageClass>::all(client.clone())
-        .get_opt(name)
-        .await?
-        .ok_or_else(|| Error::StorageClassNotFound(name.to_string()))
+fn storage_class<P>(ctx: &Context<P>, name: &str) -> Result<Arc<StorageClass>, Error> {
+    ctx.caches.class(name).ok_or_else(|| Error::StorageClassNotFound(name.to_string()))
 }
 
 fn bucket_options(claim: &ObjectBucketClaim, plan: &Plan, uid: &str) -> BucketOptions {
@@ -273,16 +446,18 @@ fn bucket_options(claim: &ObjectBucketClaim, plan: &Plan, uid: &str) -> BucketOp
     }
 }
 
-/// Records the bucket name and what cleanup will need on the claim itself, before the backend is
-/// called, so neither a crash nor a deleted StorageClass can lose track of the bucket. The claim's
-/// resourceVersion guards the write: a concurrent change fails it, and the retry starts over.
-async fn persist_intent(
-    api: &Api<ObjectBucketClaim>,
+/// Records the bucket name, the ObjectBucket's name and what cleanup will need on the claim
+/// itself, in one write before the backend is called, so neither a crash nor a deleted
+/// StorageClass can lose track of the bucket. The claim's resourceVersion guards the write: a
+/// concurrent change fails it, and the retry starts over.
+async fn persist_intent<P>(
+    observed: &Observed,
     claim: &ObjectBucketClaim,
     plan: &Plan,
-    provisioner: &str,
+    ctx: &Context<P>,
     cleanup_state: &BTreeMap<String, String>,
 ) -> Result<Arc<ObjectBucketClaim>, Error> {
+    let provisioner = ctx.name.as_str();
     let state = serde_json::to_string(cleanup_state).unwrap_or_default();
     let mut wanted = BTreeMap::from([
         (annotations::PROVISIONER, provisioner),
@@ -292,41 +467,46 @@ async fn persist_intent(
     if !cleanup_state.is_empty() {
         wanted.insert(annotations::CLEANUP_STATE, &state);
     }
+    if plan.generated {
+        wanted.insert(annotations::GENERATED_BUCKET_NAME, &plan.bucket_name);
+    }
     let current = claim.annotations();
     let annotations_match =
         wanted.iter().all(|(k, v)| current.get(*k).map(String::as_str) == Some(*v));
-    if annotations_match && claim.spec.bucket_name.as_deref() == Some(plan.bucket_name.as_str()) {
+    let finalized = claim.finalizers().iter().any(|f| f == FINALIZER);
+    if finalized
+        && annotations_match
+        && claim.spec.bucket_name.as_deref() == Some(plan.bucket_name.as_str())
+        && claim.spec.object_bucket_name.as_deref() == Some(observed.bucket_name.as_str())
+    {
         return Ok(Arc::new(claim.clone()));
     }
-    let patch = json!({
-        "metadata": { "resourceVersion": claim.resource_version(), "annotations": wanted },
-        "spec": { "bucketName": plan.bucket_name },
-    });
-    let updated =
-        api.patch(&claim.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
-    Ok(Arc::new(updated))
-}
-
-/// Marks the claim as this provisioner's right after the finalizer is added, so its cleanup is
-/// found again even if the StorageClass disappears before a bucket is chosen.
-async fn record_provisioner(
-    api: &Api<ObjectBucketClaim>,
-    claim: Arc<ObjectBucketClaim>,
-    provisioner: &str,
-) -> Result<Arc<ObjectBucketClaim>, Error> {
-    if claim.annotations().contains_key(annotations::PROVISIONER) {
-        return Ok(claim);
+    // The finalizer goes on in the same write: from here on the claim cannot go unseen.
+    let mut finalizers = claim.finalizers().to_vec();
+    if !finalized {
+        finalizers.push(FINALIZER.to_owned());
     }
-    let patch = json!({ "metadata": { "annotations": { annotations::PROVISIONER: provisioner } } });
-    let updated =
-        api.patch(&claim.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
-    Ok(Arc::new(updated))
+    let patch = json!({
+        "metadata": {
+            "resourceVersion": claim.resource_version(),
+            "finalizers": finalizers,
+            "annotations": wanted,
+        },
+        "spec": { "bucketName": plan.bucket_name, "objectBucketName": observed.bucket_name },
+    });
+    let updated = observed
+        .claims
+        .patch(&claim.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(ctx.caches.claims.wrote(updated))
 }
 
-async fn set_object_bucket_name(
+/// Records the ObjectBucket's name on a claim bound before it was recorded with the intent.
+async fn set_object_bucket_name<P>(
     api: &Api<ObjectBucketClaim>,
     claim: Arc<ObjectBucketClaim>,
     bucket: &str,
+    ctx: &Context<P>,
 ) -> Result<Arc<ObjectBucketClaim>, Error> {
     if claim.spec.object_bucket_name.as_deref() == Some(bucket) {
         return Ok(claim);
@@ -334,7 +514,7 @@ async fn set_object_bucket_name(
     let patch = json!({ "spec": { "objectBucketName": bucket } });
     let updated =
         api.patch(&claim.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
-    Ok(Arc::new(updated))
+    Ok(ctx.caches.claims.wrote(updated))
 }
 
 async fn write_results<P: Provisioner>(
@@ -354,6 +534,7 @@ async fn write_results<P: Provisioner>(
         source: plan.source,
         reclaim_policy: plan.reclaim_policy,
         endpoint: &provisioned.endpoint,
+        credentials: &provisioned.credentials,
         additional_state: provisioned.additional_state.clone(),
     });
     let bucket = match &observed.bound {
@@ -367,15 +548,22 @@ async fn write_results<P: Provisioner>(
                 .await?
         }
     };
+    let bucket = ctx.caches.buckets.wrote(bucket);
     let secret = objects::secret(claim, &ctx.name, &provisioned.credentials);
-    ensure_owned(&observed.secrets, secret, &observed.uid, Error::ForeignSecret, |a, b| {
-        a.data == b.data
-    })
+    ensure_owned(
+        &observed.secrets,
+        &ctx.caches.secrets,
+        secret,
+        &observed.uid,
+        Error::ForeignSecret,
+        |a, b| a.data == b.data,
+    )
     .await?;
     let config_map =
         objects::config_map(claim, &ctx.name, &provisioned.endpoint, &plan.bucket_name);
     ensure_owned(
         &observed.config_maps,
+        &ctx.caches.config_maps,
         config_map,
         &observed.uid,
         Error::ForeignConfigMap,
@@ -383,7 +571,7 @@ async fn write_results<P: Provisioner>(
     )
     .await?;
 
-    set_bucket_status(
+    let status = set_bucket_status(
         &observed.buckets,
         &bucket,
         ObjectBucketPhase::Bound,
@@ -391,180 +579,10 @@ async fn write_results<P: Provisioner>(
         "bound to its claim",
     )
     .await?;
-    set_object_bucket_name(&observed.claims, Arc::new(claim.clone()), &observed.bucket_name)
-        .await?;
+    if let Some(written) = status {
+        ctx.caches.buckets.wrote(written);
+    }
     Ok(())
-}
-
-fn source_of(annotations: &BTreeMap<String, String>) -> Option<BucketSource> {
-    annotations.get(annotations::BUCKET_SOURCE).and_then(|s| BucketSource::parse(s))
-}
-
-/// The record cleanup works from: the bound ObjectBucket, or, when a crash came between the
-/// backend call and writing it, what the claim recorded before the call. `None` when the backend
-/// was never called for this claim.
-fn cleanup_record(
-    claim: &ObjectBucketClaim,
-    observed: &Observed,
-    provisioner: &str,
-) -> Option<(ObjectBucket, BucketSource)> {
-    if let Some(bound) = &observed.bound {
-        // Unknown origin: assume the bucket is not ours to delete.
-        let source = source_of(bound.annotations()).unwrap_or(BucketSource::Existing);
-        return Some((bound.clone(), source));
-    }
-    let recorded = claim.annotations();
-    if recorded.get(annotations::PROVISIONER).map(String::as_str) != Some(provisioner) {
-        return None;
-    }
-    let source = source_of(recorded)?;
-    let bucket = claim.spec.bucket_name.clone().filter(|b| !b.is_empty())?;
-    let reclaim_policy = recorded
-        .get(annotations::RECLAIM_POLICY)
-        .and_then(|p| parse_reclaim_policy(p))
-        .unwrap_or(ReclaimPolicy::Retain);
-    let synthesized = ObjectBucket {
-        metadata: ObjectMeta { name: Some(observed.bucket_name.clone()), ..Default::default() },
-        spec: ObjectBucketSpec {
-            storage_class_name: claim.spec.storage_class_name.clone(),
-            reclaim_policy: Some(reclaim_policy),
-            claim_ref: Some(objects::claim_ref(claim)),
-            endpoint: Some(BucketEndpoint { bucket_name: bucket, ..Default::default() }),
-            additional_state: recorded
-                .get(annotations::CLEANUP_STATE)
-                .and_then(|state| serde_json::from_str(state).ok()),
-        },
-        status: None,
-    };
-    Some((synthesized, source))
-}
-
-/// Cleans up after a deleted claim: delete or revoke through the backend, then release or delete
-/// the ObjectBucket. Never needs the StorageClass.
-pub async fn cleanup<P: Provisioner>(
-    claim: Arc<ObjectBucketClaim>,
-    ctx: &Context<P>,
-) -> Result<Action, Error> {
-    let observed = match observe(&claim, &ctx.client).await {
-        // An ObjectBucket of another claim is not ours to touch; nothing of this claim's exists.
-        Err(Error::ObjectBucketConflict { .. } | Error::ObjectBucketNameTooLong(_)) => {
-            return Ok(Action::await_change());
-        }
-        other => other?,
-    };
-    let claim_name = claim.name_any();
-    let Some((record, source)) = cleanup_record(&claim, &observed, &ctx.name) else {
-        delete_owned_outputs(&observed, &claim_name).await?;
-        return Ok(Action::await_change());
-    };
-    let bucket = bound_bucket_name(&record).to_string();
-    let real_record = observed.bound.is_some();
-
-    if claim.annotations().get(annotations::ABANDON_BUCKET).map(String::as_str) == Some("true") {
-        let message = format!(
-            "bucket {bucket:?} abandoned on request ({}); it and any access keys were left as they are",
-            annotations::ABANDON_BUCKET
-        );
-        ctx.event(&claim, EventType::Warning, "Abandoned", &message, Operation::Revoke).await;
-        tracing::warn!(claim = %key(&*claim), "{message}");
-        if real_record {
-            release(&observed, &record, ObjectBucketPhase::Failed, "Abandoned", &message).await?;
-        }
-        delete_owned_outputs(&observed, &claim_name).await?;
-        return Ok(Action::await_change());
-    }
-
-    let delete_bucket =
-        source == BucketSource::New && record.spec.reclaim_policy == Some(ReclaimPolicy::Delete);
-    let operation = if delete_bucket { Operation::Delete } else { Operation::Revoke };
-    let started = Instant::now();
-    let outcome = if delete_bucket {
-        ctx.provisioner.delete(&record).await
-    } else {
-        ctx.provisioner.revoke(&record).await
-    };
-    ctx.metrics.observe_provisioning(operation.as_str(), started.elapsed().as_secs_f64());
-
-    match outcome {
-        Ok(()) => {
-            // A retained bucket stays on record as Released; anything else has nothing left to
-            // describe (a deleted bucket, or access to a bucket that was never ours).
-            let retained = source == BucketSource::New && !delete_bucket;
-            if real_record && retained {
-                let message = "claim deleted; the bucket was retained";
-                release(&observed, &record, ObjectBucketPhase::Released, "Released", message)
-                    .await?;
-            } else if real_record {
-                remove_bucket_finalizer(&observed, &record).await?;
-                match observed.buckets.delete(&observed.bucket_name, &Default::default()).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(status)) if status.code == 404 => {}
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            let message = if delete_bucket {
-                format!("deleted bucket {bucket:?}")
-            } else {
-                format!("revoked the claim's access to bucket {bucket:?}; the bucket was kept")
-            };
-            let reason = if delete_bucket { "Deleted" } else { "Revoked" };
-            ctx.event(&claim, EventType::Normal, reason, &message, operation).await;
-            tracing::info!(claim = %key(&*claim), "{message}");
-        }
-        // Retrying cannot help: say so everywhere and let the claim go, keeping the ObjectBucket
-        // as the record of what was left behind.
-        Err(error @ BackendError::Permanent { .. }) => {
-            let failure =
-                Error::Backend { operation, bucket: bucket.clone(), source: error, hint: "" };
-            let message = format!("{failure}; the bucket was left behind for manual cleanup");
-            ctx.event(&claim, EventType::Warning, failure.reason(), &message, operation).await;
-            tracing::warn!(claim = %key(&*claim), reason = failure.reason(), "{message}");
-            if real_record {
-                release(&observed, &record, ObjectBucketPhase::Failed, failure.reason(), &message)
-                    .await?;
-            }
-        }
-        Err(source) => {
-            return Err(Error::Backend { operation, bucket, source, hint: ABANDON_HINT });
-        }
-    }
-    delete_owned_outputs(&observed, &claim_name).await?;
-    Ok(Action::await_change())
-}
-
-/// Leaves the ObjectBucket in `phase` without our finalizer, so a person can inspect or delete it.
-async fn release(
-    observed: &Observed,
-    record: &ObjectBucket,
-    phase: ObjectBucketPhase,
-    reason: &str,
-    message: &str,
-) -> Result<(), Error> {
-    set_bucket_status(&observed.buckets, record, phase, reason, message).await?;
-    remove_bucket_finalizer(observed, record).await
-}
-
-async fn remove_bucket_finalizer(observed: &Observed, record: &ObjectBucket) -> Result<(), Error> {
-    // Read again: a status write just now changed the resourceVersion the patch is guarded by.
-    let Some(current) = observed.buckets.get_opt(&record.name_any()).await? else { return Ok(()) };
-    if !current.finalizers().iter().any(|f| f == FINALIZER) {
-        return Ok(());
-    }
-    let remaining: Vec<&String> = current.finalizers().iter().filter(|f| *f != FINALIZER).collect();
-    let patch = json!({
-        "metadata": { "resourceVersion": current.resource_version(), "finalizers": remaining }
-    });
-    observed
-        .buckets
-        .patch(&observed.bucket_name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
-    Ok(())
-}
-
-/// The garbage collector removes these too; deleting them now revokes nothing but tidies at once.
-async fn delete_owned_outputs(observed: &Observed, claim_name: &str) -> Result<(), Error> {
-    delete_if_owned(&observed.secrets, claim_name, &observed.uid).await?;
-    delete_if_owned(&observed.config_maps, claim_name, &observed.uid).await
 }
 
 /// `namespace/name`, for logs.

@@ -8,25 +8,29 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bucket_api::contract::{FINALIZER, LABEL_PROVISIONER};
-use bucket_api::{ClaimPhase, ObjectBucketClaim};
+use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketPhase};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::Api;
-use kube::core::DeserializeGuard;
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::finalizer::{self, finalizer};
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 
 use crate::Provisioner;
+use crate::cache::{Caches, Guarded, Recent, Writes};
 use crate::claim::{self, key};
+use crate::cleanup;
 use crate::error::{Error, Operation, Retry};
 use crate::objects::{annotations, label_value};
 use crate::status::{ClaimState, set_claim_status};
-use crate::telemetry::Metrics;
+use crate::telemetry::{Health, Metrics};
+use crate::watch::{ShortBackoff, resilient_watch};
+
+/// How often ObjectBuckets are checked for claims that went without their cleanup.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(10);
 
 /// How the controller runs.
 #[derive(Clone, Debug)]
@@ -60,8 +64,11 @@ pub(crate) struct Context<P> {
     pub(crate) name: String,
     pub(crate) recorder: Recorder,
     pub(crate) metrics: Metrics,
+    pub(crate) caches: Caches,
     backoff: Backoff,
     parked: Mutex<HashMap<String, Inputs>>,
+    /// Claims whose Secret or ConfigMap name was found taken by an object not theirs.
+    blocked: Mutex<std::collections::HashSet<String>>,
 }
 
 /// What a permanent failure depended on: the claim's spec and its StorageClass.
@@ -72,40 +79,60 @@ struct Inputs {
 }
 
 impl<P> Context<P> {
-    async fn inputs(&self, claim: &ObjectBucketClaim) -> Result<Inputs, Error> {
-        let class = Api::<StorageClass>::all(self.client.clone())
-            .get_opt(&claim.spec.storage_class_name)
-            .await?;
-        Ok(Inputs {
+    fn inputs(&self, claim: &ObjectBucketClaim) -> Inputs {
+        let class = self.caches.class(&claim.spec.storage_class_name);
+        Inputs {
             generation: claim.metadata.generation,
             class_version: class.and_then(|c| c.resource_version()),
-        })
+        }
     }
 
     /// Remembers that the claim failed permanently with these inputs. Our own status writes wake
     /// the claim up again; parking keeps that from calling the backend until something changed.
     /// (After a restart a parked claim is tried once more, which is harmless.)
-    async fn park(&self, key: &str, claim: &ObjectBucketClaim) -> Result<(), Error> {
-        let inputs = self.inputs(claim).await?;
+    fn park(&self, key: &str, claim: &ObjectBucketClaim) {
+        let inputs = self.inputs(claim);
         self.parked.lock().unwrap_or_else(|e| e.into_inner()).insert(key.to_string(), inputs);
-        Ok(())
     }
 
     /// Whether the claim failed permanently and neither it nor its StorageClass changed since.
-    async fn is_parked(&self, key: &str, claim: &ObjectBucketClaim) -> Result<bool, Error> {
-        let parked = self.parked.lock().unwrap_or_else(|e| e.into_inner()).get(key).cloned();
-        let Some(parked) = parked else { return Ok(false) };
-        if claim.meta().deletion_timestamp.is_none() && parked == self.inputs(claim).await? {
-            return Ok(true);
+    fn is_parked(&self, key: &str, claim: &ObjectBucketClaim) -> bool {
+        let mut parked = self.parked.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(inputs) = parked.get(key) else { return false };
+        if claim.meta().deletion_timestamp.is_none() && *inputs == self.inputs(claim) {
+            return true;
         }
-        self.parked.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
-        Ok(false)
+        parked.remove(key);
+        false
+    }
+
+    /// Whether the claim was found blocked by a foreign Secret or ConfigMap; `Some(blocked)`
+    /// records a new finding.
+    pub(crate) fn blocked(&self, key: &str, blocked: Option<bool>) -> bool {
+        let mut set = self.blocked.lock().unwrap_or_else(|e| e.into_inner());
+        match blocked {
+            Some(true) => set.insert(key.to_owned()),
+            Some(false) => set.remove(key),
+            None => set.contains(key),
+        }
     }
 
     /// Publishes an Event on the claim; a failure to publish is logged, never fatal.
     pub(crate) async fn event(
         &self,
         claim: &ObjectBucketClaim,
+        type_: EventType,
+        reason: &str,
+        note: &str,
+        operation: Operation,
+    ) {
+        self.publish(&claim.object_ref(&()), type_, reason, note, operation).await;
+    }
+
+    /// Publishes an Event on any object; a failure to publish is logged, never fatal.
+    pub(crate) async fn publish(
+        &self,
+        subject: &ObjectReference,
         type_: EventType,
         reason: &str,
         note: &str,
@@ -119,8 +146,9 @@ impl<P> Context<P> {
             action: format!("{operation:?}"),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, &claim.object_ref(&())).await {
-            tracing::warn!(claim = %key(claim), error = %e, "could not publish event {reason}");
+        if let Err(e) = self.recorder.publish(&event, subject).await {
+            let name = subject.name.as_deref().unwrap_or("");
+            tracing::warn!(object = name, error = %e, "could not publish event {reason}");
         }
     }
 }
@@ -146,16 +174,125 @@ impl Backoff {
     }
 }
 
-type Guarded = DeserializeGuard<ObjectBucketClaim>;
+/// Which caches hold their first list (claims, ObjectBuckets, Secrets, ConfigMaps,
+/// StorageClasses): told by the events themselves, since a store's own readiness wakes only one
+/// of several waiters and the controller waits on the claims'.
+struct ListProgress {
+    done: Mutex<[bool; 5]>,
+    listed: tokio::sync::watch::Sender<bool>,
+}
 
-/// Runs the controller until `shutdown` resolves, then lets running reconciles finish.
+impl ListProgress {
+    fn new() -> (Arc<Self>, tokio::sync::watch::Receiver<bool>) {
+        let (listed, receiver) = tokio::sync::watch::channel(false);
+        (Arc::new(Self { done: Mutex::default(), listed }), receiver)
+    }
+
+    /// Marks cache `kind` listed when its watch says its first list is complete.
+    fn marker<K>(
+        self: &Arc<Self>,
+        kind: usize,
+    ) -> impl Fn(&watcher::Result<watcher::Event<K>>) + Send + Sync + 'static {
+        let progress = self.clone();
+        move |event| {
+            if matches!(event, Ok(watcher::Event::InitDone)) {
+                let mut done = progress.done.lock().unwrap_or_else(|e| e.into_inner());
+                done[kind] = true;
+                progress.listed.send_replace(done.iter().all(|d| *d));
+            }
+        }
+    }
+}
+
+/// Watch caches hold what the controller needs of each object and nothing more: the fields
+/// servers keep about who wrote what are the bulk of an object and never read here.
+fn slim<K: Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
+}
+
+/// Runs the controller until `shutdown` resolves, then lets running reconciles finish. Watch
+/// failures are reported to `health`.
 pub async fn run_controller<P: Provisioner>(
     client: Client,
     provisioner: P,
     config: ControllerConfig,
     metrics: Metrics,
+    health: Health,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
+    let ours = watcher::Config::default()
+        .labels(&format!("{LABEL_PROVISIONER}={}", label_value(&config.provisioner_name)));
+    let all = watcher::Config::default();
+    let watch = |name, config: &watcher::Config| (name, config.clone(), health.clone());
+
+    let (progress, listed) = ListProgress::new();
+
+    let (claim_store, claims_writer) = reflector::store::<Guarded>();
+    let (name, config_, health_) = watch("claims", &all);
+    let claim_events = reflector::reflector(
+        claims_writer,
+        resilient_watch(Api::<Guarded>::all(client.clone()), config_, name, health_).modify(
+            |guarded: &mut Guarded| match &mut guarded.0 {
+                Ok(claim) => slim(claim),
+                Err(invalid) => invalid.metadata.managed_fields = None,
+            },
+        ),
+    )
+    .inspect(progress.marker(0))
+    .applied_objects();
+
+    // One watch of our ObjectBuckets feeds both the controller (a bucket deleted or changed by
+    // hand wakes its claim, deletions included) and the sweep (a bucket whose claim went without
+    // its cleanup), which reads the cache it fills.
+    let (buckets, buckets_writer) = reflector::store::<ObjectBucket>();
+    let (name, config_, health_) = watch("objectbuckets", &ours);
+    let (touched_tx, touched) = tokio::sync::mpsc::channel::<ObjectBucket>(1024);
+    let bucket_watch = reflector::reflector(
+        buckets_writer,
+        resilient_watch(Api::all(client.clone()), config_, name, health_).modify(slim),
+    )
+    .inspect(progress.marker(1))
+    .touched_objects();
+    let drive_buckets = tokio::spawn(async move {
+        futures::pin_mut!(bucket_watch);
+        while let Some(bucket) = bucket_watch.next().await {
+            if let Ok(bucket) = bucket
+                && touched_tx.send(bucket).await.is_err()
+            {
+                break;
+            }
+        }
+    });
+    let bucket_events = futures::stream::unfold(touched, |mut touched| async move {
+        let bucket = touched.recv().await?;
+        Some((Ok(bucket), touched))
+    });
+
+    let (secrets, secrets_writer) = reflector::store::<Secret>();
+    let (name, config_, health_) = watch("secrets", &ours);
+    let secret_events = reflector::reflector(
+        secrets_writer,
+        resilient_watch(Api::all(client.clone()), config_, name, health_).modify(slim),
+    )
+    .inspect(progress.marker(2))
+    .touched_objects();
+    let (config_maps, config_maps_writer) = reflector::store::<ConfigMap>();
+    let (name, config_, health_) = watch("configmaps", &ours);
+    let config_map_events = reflector::reflector(
+        config_maps_writer,
+        resilient_watch(Api::all(client.clone()), config_, name, health_).modify(slim),
+    )
+    .inspect(progress.marker(3))
+    .touched_objects();
+    let (classes, classes_writer) = reflector::store::<StorageClass>();
+    let (name, config_, health_) = watch("storageclasses", &all);
+    let class_events = reflector::reflector(
+        classes_writer,
+        resilient_watch(Api::all(client.clone()), config_, name, health_).modify(slim),
+    )
+    .inspect(progress.marker(4))
+    .touched_objects();
+
     let reporter = Reporter { controller: config.provisioner_name.clone(), instance: None };
     let context = Arc::new(Context {
         recorder: Recorder::new(client.clone(), reporter),
@@ -163,25 +300,33 @@ pub async fn run_controller<P: Provisioner>(
         provisioner,
         name: config.provisioner_name.clone(),
         metrics,
+        caches: Caches {
+            claim_store: claim_store.clone(),
+            claims: Writes::default(),
+            buckets: Recent::new(buckets),
+            secrets: Recent::new(secrets),
+            config_maps: Recent::new(config_maps),
+            classes,
+            listed,
+        },
         backoff: Backoff {
             initial: config.backoff_initial,
             max: config.backoff_max,
             failures: Mutex::default(),
         },
         parked: Mutex::default(),
+        blocked: Mutex::default(),
     });
-    let ours = watcher::Config::default()
-        .labels(&format!("{LABEL_PROVISIONER}={}", label_value(&config.provisioner_name)));
-    let controller =
-        Controller::new(Api::<Guarded>::all(client.clone()), watcher::Config::default())
-            .owns(Api::<Secret>::all(client.clone()), ours.clone())
-            .owns(Api::<ConfigMap>::all(client.clone()), ours);
-    let store = controller.store();
-    let phases = tokio::spawn(count_phases(store.clone(), context.clone()));
-    controller
-        .watches(Api::<StorageClass>::all(client), watcher::Config::default(), move |class| {
-            claims_of_class(&store, &class.name_any())
-        })
+
+    let phases = tokio::spawn(count_phases(claim_store.clone(), context.clone()));
+    let sweep = tokio::spawn(sweep(context.clone()));
+    let by_class = claim_store.clone();
+    Controller::for_stream(claim_events, claim_store)
+        .owns_stream(secret_events)
+        .owns_stream(config_map_events)
+        .watches_stream(class_events, move |class| claims_of_class(&by_class, &class.name_any()))
+        .watches_stream(bucket_events, |bucket| claim_of_bucket(&bucket))
+        .trigger_backoff(ShortBackoff::default())
         .with_config(controller::Config::default().concurrency(config.workers))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, context)
@@ -192,6 +337,8 @@ pub async fn run_controller<P: Provisioner>(
         })
         .await;
     phases.abort();
+    sweep.abort();
+    drive_buckets.abort();
 }
 
 fn claims_of_class(store: &Store<Guarded>, class: &str) -> Vec<ObjectRef<Guarded>> {
@@ -201,6 +348,83 @@ fn claims_of_class(store: &Store<Guarded>, class: &str) -> Vec<ObjectRef<Guarded
         .filter(|g| g.0.as_ref().is_ok_and(|c| c.spec.storage_class_name == class))
         .map(|g| ObjectRef::from_obj(&**g))
         .collect()
+}
+
+fn claim_of_bucket(bucket: &ObjectBucket) -> Option<ObjectRef<Guarded>> {
+    let claim = bucket.spec.claim_ref.as_ref()?;
+    Some(ObjectRef::new(claim.name.as_deref()?).within(claim.namespace.as_deref()?))
+}
+
+/// Finishes the cleanup of claims that went without it (their finalizer removed by hand): every
+/// ObjectBucket of ours still holding our finalizer whose claim is gone is cleaned up as the
+/// claim's deletion would have, after the apiserver itself confirmed the claim is gone.
+async fn sweep<P: Provisioner>(ctx: Arc<Context<P>>) {
+    // The caches must hold their first list, or every ObjectBucket would look orphaned.
+    ctx.caches.until_listed().await;
+    let mut interval = tokio::time::interval(SWEEP_INTERVAL);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        for cached in ctx.caches.buckets.store().state() {
+            // Corrected by our own writes: a bucket just released or deleted is not an orphan.
+            let Some(bucket) = ctx.caches.buckets.get("", &cached.name_any()) else { continue };
+            if !awaits_cleanup(&bucket, &ctx.name) {
+                continue;
+            }
+            let Some(claim_ref) = bucket.spec.claim_ref.as_ref() else { continue };
+            let (Some(namespace), Some(name)) = (&claim_ref.namespace, &claim_ref.name) else {
+                continue;
+            };
+            let uid = claim_ref.uid.as_deref();
+            let cached = ctx.caches.claim_store.get(&ObjectRef::new(name).within(namespace));
+            if cached.is_some_and(|c| c.meta().uid.as_deref() == uid) {
+                continue;
+            }
+            // The caches may lag: only the apiserver decides that the claim is gone and the
+            // bucket still waits for its cleanup.
+            match orphaned(&ctx, &bucket, namespace, name, uid).await {
+                Ok(Some(bucket)) => {
+                    if let Err(error) = cleanup::sweep_orphan(&bucket, &ctx).await {
+                        ctx.metrics.error(error.reason());
+                        tracing::warn!(object_bucket = %bucket.name_any(), reason = error.reason(),
+                            "cleaning up after a claim that is gone failed; retrying: {error}");
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(object_bucket = %bucket.name_any(), error = %e,
+                    "could not check whether an ObjectBucket's claim is gone"),
+            }
+        }
+    }
+}
+
+/// The ObjectBucket as the apiserver has it now, if it still awaits cleanup and its claim is gone.
+async fn orphaned<P>(
+    ctx: &Context<P>,
+    bucket: &ObjectBucket,
+    namespace: &str,
+    name: &str,
+    uid: Option<&str>,
+) -> Result<Option<ObjectBucket>, kube::Error> {
+    let claims: Api<ObjectBucketClaim> = Api::namespaced(ctx.client.clone(), namespace);
+    if claims.get_opt(name).await?.is_some_and(|live| live.uid().as_deref() == uid) {
+        return Ok(None);
+    }
+    let buckets: Api<ObjectBucket> = Api::all(ctx.client.clone());
+    let current = buckets.get_opt(&bucket.name_any()).await?;
+    Ok(current.filter(|b| b.uid() == bucket.uid() && awaits_cleanup(b, &ctx.name)))
+}
+
+/// Ours, still holding our finalizer, and not already released.
+fn awaits_cleanup(bucket: &ObjectBucket, provisioner: &str) -> bool {
+    let ours =
+        bucket.annotations().get(annotations::PROVISIONER).map(String::as_str) == Some(provisioner);
+    let held = bucket.finalizers().iter().any(|f| f == FINALIZER);
+    let phase = bucket.status.as_ref().and_then(|s| s.phase);
+    let abandoned =
+        bucket.annotations().get(annotations::ABANDONED).map(String::as_str) == Some("true");
+    let released = matches!(phase, Some(ObjectBucketPhase::Released | ObjectBucketPhase::Failed));
+    ours && held && (abandoned || !released)
 }
 
 /// Keeps the claims-by-phase gauge current for the claims this provisioner has taken on.
@@ -237,19 +461,16 @@ enum Ownership {
     Unknown,
 }
 
-async fn ownership<P>(claim: &ObjectBucketClaim, ctx: &Context<P>) -> Result<Ownership, Error> {
+fn ownership<P>(claim: &ObjectBucketClaim, ctx: &Context<P>) -> Ownership {
     // Once intent is recorded the claim stays with its provisioner, even if the class changes.
     if let Some(recorded) = claim.annotations().get(annotations::PROVISIONER) {
-        return Ok(if *recorded == ctx.name { Ownership::Ours } else { Ownership::NotOurs });
+        return if *recorded == ctx.name { Ownership::Ours } else { Ownership::NotOurs };
     }
-    let class = Api::<StorageClass>::all(ctx.client.clone())
-        .get_opt(&claim.spec.storage_class_name)
-        .await?;
-    Ok(match class {
+    match ctx.caches.class(&claim.spec.storage_class_name) {
         Some(class) if class.provisioner == ctx.name => Ownership::Ours,
         Some(_) => Ownership::NotOurs,
         None => Ownership::Unknown,
-    })
+    }
 }
 
 async fn reconcile<P: Provisioner>(
@@ -271,30 +492,23 @@ async fn reconcile<P: Provisioner>(
             return Ok(Action::await_change());
         }
     };
-    // The cache can lag behind our own writes (a removed finalizer, a recorded name); acting on a
-    // stale copy would repeat backend calls, so every reconcile starts from a fresh read.
-    let api: Api<ObjectBucketClaim> =
-        Api::namespaced(ctx.client.clone(), &cached.namespace().unwrap_or_default());
-    let claim = match api.get_opt(&cached.name_any()).await {
-        Ok(Some(claim)) => Arc::new(claim),
-        Ok(None) => return Ok(Action::await_change()),
-        Err(e) => return Err(e.into()),
-    };
+    // Before every cache holds its first list, a missing StorageClass or ObjectBucket proves
+    // nothing.
+    ctx.caches.until_listed().await;
+    // The cache may lag behind our own writes (a recorded name, a removed finalizer): those win.
+    let Some(claim) = ctx.caches.claim(cached) else { return Ok(Action::await_change()) };
     let key = key(&*claim);
-    let result = match ownership(&claim, &ctx).await {
-        Ok(Ownership::NotOurs) => return Ok(Action::await_change()),
+    let result = match ownership(&claim, &ctx) {
+        Ownership::NotOurs => return Ok(Action::await_change()),
         // Deleting a claim that never recorded us: it may be another provisioner's to clean up.
-        Ok(Ownership::Unknown) if claim.meta().deletion_timestamp.is_some() => {
+        Ownership::Unknown if claim.meta().deletion_timestamp.is_some() => {
             return Ok(Action::await_change());
         }
-        Ok(Ownership::Unknown) => {
+        Ownership::Unknown => {
             Err(Error::StorageClassNotFound(claim.spec.storage_class_name.clone()))
         }
-        Ok(Ownership::Ours) if ctx.is_parked(&key, &claim).await? => {
-            return Ok(Action::await_change());
-        }
-        Ok(Ownership::Ours) => run_with_finalizer(claim.clone(), &ctx).await,
-        Err(e) => Err(e),
+        Ownership::Ours if ctx.is_parked(&key, &claim) => return Ok(Action::await_change()),
+        Ownership::Ours => run_with_finalizer(claim.clone(), &ctx).await,
     };
     match result {
         Ok(action) => {
@@ -305,24 +519,46 @@ async fn reconcile<P: Provisioner>(
     }
 }
 
+/// A live claim is brought to Bound (its finalizer goes on with the first record of intent); a
+/// deleted one holding our finalizer is cleaned up, then let go.
 async fn run_with_finalizer<P: Provisioner>(
     claim: Arc<ObjectBucketClaim>,
     ctx: &Context<P>,
 ) -> Result<Action, Error> {
+    if claim.meta().deletion_timestamp.is_none() {
+        return claim::apply(claim, ctx).await;
+    }
+    if !claim.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(Action::await_change());
+    }
+    let action = cleanup::cleanup(claim.clone(), ctx).await?;
+    remove_finalizer(&claim, ctx).await?;
+    Ok(action)
+}
+
+/// Removes our finalizer, guarded by the resourceVersion so that a concurrent change of the list
+/// fails the write (and is retried) rather than being undone.
+async fn remove_finalizer<P>(claim: &ObjectBucketClaim, ctx: &Context<P>) -> Result<(), Error> {
+    let remaining: Vec<&String> = claim.finalizers().iter().filter(|f| *f != FINALIZER).collect();
+    let patch = serde_json::json!({
+        "metadata": { "resourceVersion": claim.resource_version(), "finalizers": remaining }
+    });
     let api: Api<ObjectBucketClaim> =
         Api::namespaced(ctx.client.clone(), &claim.namespace().unwrap_or_default());
-    finalizer(&api, FINALIZER, claim, |event| async move {
-        match event {
-            finalizer::Event::Apply(claim) => claim::apply(claim, ctx).await,
-            finalizer::Event::Cleanup(claim) => claim::cleanup(claim, ctx).await,
+    match api.patch(&claim.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+        Ok(released) if remaining.is_empty() => {
+            // Gone with its last finalizer, though the cache may show it for a moment longer.
+            ctx.caches.claims.deleted(&released);
+            Ok(())
         }
-    })
-    .await
-    .map_err(|e| match e {
-        finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
-        finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => Error::Kube(e),
-        other => Error::Internal(other.to_string()),
-    })
+        Ok(released) => {
+            ctx.caches.claims.wrote(released);
+            Ok(())
+        }
+        // Gone already: someone removed the last finalizer first.
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Makes a failure visible (status condition, Event, log line, metric) and picks the retry.
@@ -335,6 +571,9 @@ async fn report<P>(
     let reason = error.reason().to_string();
     let message = error.to_string();
     ctx.metrics.error(&reason);
+    if matches!(error, Error::ForeignSecret(_) | Error::ForeignConfigMap(_)) {
+        ctx.blocked(key, Some(true));
+    }
     let deleting = claim.meta().deletion_timestamp.is_some();
     let current = claim.status.as_ref().and_then(|s| s.phase);
     let phase = match (error.is_permanent(), current) {
@@ -349,17 +588,17 @@ async fn report<P>(
     let api: Api<ObjectBucketClaim> =
         Api::namespaced(ctx.client.clone(), &claim.namespace().unwrap_or_default());
     // Status goes on the newest version: earlier phases of this reconcile may have changed it.
-    let latest = api.get_opt(&claim.name_any()).await?;
-    if let Some(latest) = &latest {
-        let state = ClaimState { phase, ready: false, reason, message };
-        set_claim_status(&api, latest, &state).await?;
+    let Some(latest) = ctx.caches.claim(claim) else { return Ok(Action::await_change()) };
+    let state = ClaimState { phase, ready: false, reason, message };
+    if let Some(written) = set_claim_status(&api, &latest, &state).await? {
+        ctx.caches.claims.wrote(written);
     }
     Ok(match error.retry() {
         Retry::Backoff => Action::requeue(ctx.backoff.next(key)),
         Retry::Slowly => Action::requeue(ctx.backoff.max),
         Retry::OnChange => {
-            if let Some(latest) = latest.filter(|_| !deleting) {
-                ctx.park(key, &latest).await?;
+            if !deleting {
+                ctx.park(key, &latest);
             }
             Action::await_change()
         }

@@ -118,13 +118,10 @@ pub enum Error {
         /// The requested StorageClass.
         requested: String,
     },
-    /// The derived ObjectBucket name would be invalid.
-    #[error("{0}")]
-    ObjectBucketNameTooLong(String),
-    /// An ObjectBucket with the claim's name is bound to another claim.
+    /// Both names the claim's ObjectBucket may have are bound to other claims.
     #[error(
-        "ObjectBucket {name:?} already exists for another claim (uid {other_uid}); delete it or \
-         give this claim another name"
+        "ObjectBucket {name:?} already exists for another claim (uid {other_uid}), and so does \
+         the conventional name; delete it or give this claim another name"
     )]
     ObjectBucketConflict {
         /// The ObjectBucket.
@@ -174,7 +171,6 @@ impl Error {
             Self::BucketNameConflict { .. } => "BucketNameConflict",
             Self::BucketNameImmutable { .. } => "BucketNameImmutable",
             Self::StorageClassImmutable { .. } => "StorageClassImmutable",
-            Self::ObjectBucketNameTooLong(_) => "ObjectBucketNameTooLong",
             Self::ObjectBucketConflict { .. } => "ObjectBucketConflict",
             Self::ForeignSecret(_) => "ForeignSecret",
             Self::ForeignConfigMap(_) => "ForeignConfigMap",

@@ -24,6 +24,11 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
+use crate::telemetry::Health;
+
+/// The name the election loop beats under on [`Health`].
+pub const ELECTION_LOOP: &str = "leader election";
+
 /// Where the Lease lives, who we are, and how the timing of the election works.
 #[derive(Clone, Debug)]
 pub struct LeaseConfig {
@@ -50,6 +55,7 @@ pub struct LeaseConfig {
 pub struct LeaderElector {
     api: Api<Lease>,
     config: LeaseConfig,
+    health: Health,
 }
 
 impl LeaderElector {
@@ -66,7 +72,24 @@ impl LeaderElector {
             );
         }
         let api = Api::namespaced(client, &config.namespace);
-        LeaderElector { api, config }
+        LeaderElector { api, config, health: Health::default() }
+    }
+
+    /// Reports the election's progress to `health`: every attempt and renewal beats
+    /// [`ELECTION_LOOP`], and a successful write counts as the API answering.
+    pub fn reporting_to(mut self, health: Health) -> Self {
+        self.health = health;
+        self
+    }
+
+    /// The longest the election loop stays silent while it works: one attempt bounded by the
+    /// lease duration, one pause, and slack.
+    fn max_silence(&self) -> Duration {
+        self.config.lease_duration * 2 + self.config.retry_interval + Duration::from_secs(5)
+    }
+
+    fn beat(&self) {
+        self.health.beat(ELECTION_LOOP, self.max_silence());
     }
 
     /// Waits until this identity holds the lease (creating the Lease if absent, taking it over when
@@ -80,9 +103,23 @@ impl LeaderElector {
     pub async fn acquire(&self) -> Result<LeaderGuard, kube::Error> {
         let mut last_holder: Option<String> = None;
         loop {
+            self.beat();
             // Taken before the request: the term is counted from no later than the write.
             let attempt_started = Instant::now();
-            match self.try_acquire().await {
+            // A request hanging on a half-dead apiserver must not stall the campaign.
+            let attempt =
+                match tokio::time::timeout(self.config.lease_duration, self.try_acquire()).await {
+                    Ok(attempt) => attempt,
+                    Err(_) => {
+                        warn!(lease = %self.config.name, "checking the lease timed out; retrying");
+                        tokio::time::sleep(self.config.retry_interval).await;
+                        continue;
+                    }
+                };
+            if attempt.is_ok() {
+                self.health.api_succeeded();
+            }
+            match attempt {
                 Ok(Attempt::Acquired { transitions }) => {
                     info!(
                         lease = %self.config.name,
@@ -232,6 +269,7 @@ impl LeaderElector {
                 _ = &mut stop => return,
                 () = tokio::time::sleep_until(next_renewal.min(deadline)) => {}
             }
+            self.beat();
             if Instant::now() >= deadline {
                 break "the lease could not be renewed within its duration".to_owned();
             }
@@ -244,6 +282,7 @@ impl LeaderElector {
             match attempt {
                 Ok(Ok(Renewal::Renewed)) => {
                     debug!(lease = %config.name, "renewed the lease");
+                    self.health.api_succeeded();
                     deadline = attempt_started + self.term();
                     next_renewal = attempt_started + config.renew_interval;
                 }

@@ -4,7 +4,9 @@
 //! - [`controller`]: the controller that drives a backend for every claim of its StorageClasses.
 //! - [`runtime`]: flags, client, metrics, leader election and shutdown for a backend's `main`.
 
+mod cache;
 mod claim;
+mod cleanup;
 pub mod controller;
 pub mod error;
 pub mod leader;
@@ -15,10 +17,11 @@ pub mod provisioner;
 pub mod runtime;
 pub mod status;
 pub mod telemetry;
+pub mod watch;
 
 pub use controller::{ControllerConfig, run_controller};
 pub use error::Error;
 pub use provisioner::{
-    BackendError, BucketOptions, Credentials, Endpoint, ProvisionedBucket, Provisioner,
-    user_id_for_claim, user_id_of,
+    BUCKET_NAME_TAKEN, BackendError, BucketOptions, Credentials, Endpoint, ProvisionedBucket,
+    Provisioner, Removed, user_id_for_claim, user_id_of,
 };

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
+use std::sync::Arc;
 
 use bucket_api::contract::{self, LABEL_PROVISIONER};
 use bucket_api::{
@@ -10,11 +11,13 @@ use bucket_api::{
 };
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
+use kube::api::{Api, ObjectMeta, PostParams};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use sha2::{Digest, Sha256};
 
+use crate::cache::Recent;
 use crate::error::Error;
 use crate::{Credentials, Endpoint};
 
@@ -34,6 +37,16 @@ pub mod annotations {
     pub const ENDPOINT_SCHEME: &str = "objectbucket.io/endpoint-scheme";
     /// On a claim, set by a person: `"true"` finishes deletion without cleaning up the bucket.
     pub const ABANDON_BUCKET: &str = "objectbucket.io/abandon-bucket";
+    /// On an ObjectBucket: its claim was deleted with [`ABANDON_BUCKET`] while the backend could
+    /// not revoke the claim's access; the sweep revokes it, and never deletes the bucket.
+    pub const ABANDONED: &str = "objectbucket.io/abandoned";
+    /// On a claim: the bucket name the library generated from `generateBucketName` (so it may
+    /// generate another should the backend find it taken).
+    pub const GENERATED_BUCKET_NAME: &str = "objectbucket.io/generated-bucket-name";
+    /// On an ObjectBucket: a digest of the credentials written to the claim's Secret, so an
+    /// edited or emptied Secret is noticed and repaired (the credentials themselves are kept
+    /// nowhere else).
+    pub const CREDENTIALS_DIGEST: &str = "objectbucket.io/credentials-digest";
 }
 
 /// Where a claim's bucket came from, which decides what deleting the claim may remove.
@@ -153,6 +166,8 @@ pub struct BucketRecord<'a> {
     pub reclaim_policy: ReclaimPolicy,
     /// How consumers reach it.
     pub endpoint: &'a Endpoint,
+    /// The credentials written to the claim's Secret (only their digest is recorded).
+    pub credentials: &'a Credentials,
     /// Backend bookkeeping.
     pub additional_state: BTreeMap<String, String>,
 }
@@ -172,6 +187,7 @@ pub fn object_bucket(record: &BucketRecord<'_>) -> ObjectBucket {
                 (annotations::BUCKET_SOURCE.into(), record.source.as_str().into()),
                 (annotations::ENDPOINT_SCHEME.into(), endpoint.scheme.clone()),
                 (annotations::PROVISIONER.into(), record.provisioner.into()),
+                (annotations::CREDENTIALS_DIGEST.into(), credentials_digest(record.credentials)),
             ])),
             finalizers: Some(vec![contract::FINALIZER.into()]),
             ..Default::default()
@@ -191,6 +207,48 @@ pub fn object_bucket(record: &BucketRecord<'_>) -> ObjectBucket {
             additional_state: Some(record.additional_state.clone()),
         },
         status: None,
+    }
+}
+
+/// SHA-256 of the key pair: recognises the Secret's credentials without keeping them (the secret
+/// half is random and long, so the digest reveals nothing).
+pub fn credentials_digest(credentials: &Credentials) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(credentials.access_key_id.as_bytes());
+    hasher.update(b"\n");
+    hasher.update(credentials.secret_access_key.as_bytes());
+    hex::encode(hasher.finalize())
+}
+
+/// What the claim's Secret holds, compared with the ObjectBucket's record of it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum CredentialsCheck {
+    /// Exactly the credentials that were written.
+    Recorded,
+    /// A complete key pair, but the ObjectBucket records no digest (it predates them): this digest.
+    Unrecorded(String),
+    /// No Secret, or one without both keys.
+    Missing,
+    /// Other credentials than the ones written.
+    Changed,
+}
+
+/// Compares the claim's Secret with what `bucket` records of the credentials written to it.
+pub fn check_credentials(secret: Option<&Secret>, bucket: &ObjectBucket) -> CredentialsCheck {
+    let value = |key: &str| {
+        let bytes = secret?.data.as_ref()?.get(key)?;
+        String::from_utf8(bytes.0.clone()).ok().filter(|v| !v.is_empty())
+    };
+    let (Some(access_key_id), Some(secret_access_key)) =
+        (value(contract::SECRET_ACCESS_KEY_ID), value(contract::SECRET_SECRET_ACCESS_KEY))
+    else {
+        return CredentialsCheck::Missing;
+    };
+    let digest = credentials_digest(&Credentials { access_key_id, secret_access_key });
+    match bucket.annotations().get(annotations::CREDENTIALS_DIGEST) {
+        Some(recorded) if *recorded == digest => CredentialsCheck::Recorded,
+        Some(_) => CredentialsCheck::Changed,
+        None => CredentialsCheck::Unrecorded(digest),
     }
 }
 
@@ -220,76 +278,73 @@ pub fn endpoint_of(bucket: &ObjectBucket) -> Option<Endpoint> {
 
 /// Whether `object` is controlled by the object with `owner_uid`.
 pub fn controlled_by(object: &impl Resource, owner_uid: &str) -> bool {
-    object
-        .meta()
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.uid == owner_uid && o.controller == Some(true))
+    meta_controlled_by(object.meta(), owner_uid)
 }
 
-/// Fails when an object named `name` exists and is not controlled by the claim.
-pub async fn check_not_foreign<K>(
-    api: &Api<K>,
+/// Whether the object with `meta` is controlled by the object with `owner_uid`.
+pub fn meta_controlled_by(meta: &ObjectMeta, owner_uid: &str) -> bool {
+    meta.owner_references.iter().flatten().any(|o| o.uid == owner_uid && o.controller == Some(true))
+}
+
+/// Fails when the caches know an object `name` that the claim does not control. (Objects that
+/// are not this provisioner's are not cached; [`ensure_owned`] finds those when it writes.)
+pub(crate) fn check_not_foreign<K>(
+    recent: &Recent<K>,
+    namespace: &str,
     name: &str,
     claim_uid: &str,
     foreign: fn(String) -> Error,
-) -> Result<Option<K>, Error>
+) -> Result<Option<Arc<K>>, Error>
 where
-    K: Resource + Clone + DeserializeOwned + Debug,
+    K: Resource<DynamicType = ()> + Clone + 'static,
 {
-    match api.get_opt(name).await? {
-        Some(existing) if !controlled_by(&existing, claim_uid) => Err(foreign(name.to_string())),
+    match recent.get(namespace, name) {
+        Some(existing) if !controlled_by(&*existing, claim_uid) => Err(foreign(name.to_string())),
         existing => Ok(existing),
     }
 }
 
-/// Creates `desired`, or replaces an existing object that the claim controls when `same` says it
-/// differs. An object the claim does not control is never touched.
-pub async fn ensure_owned<K>(
+/// Creates `desired`, or replaces the object of that name when the claim controls it and `same`
+/// says it differs; nothing is written when the newest known copy already matches. An object the
+/// claim does not control is never touched: one the cache holds is refused at once, and any
+/// other is found by the create failing because the name is taken, which is the one case that
+/// reads from the apiserver.
+pub(crate) async fn ensure_owned<K>(
     api: &Api<K>,
+    recent: &Recent<K>,
     desired: K,
     claim_uid: &str,
     foreign: fn(String) -> Error,
     same: impl Fn(&K, &K) -> bool,
 ) -> Result<(), Error>
 where
-    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug + 'static,
 {
     let name = desired.name_any();
-    match check_not_foreign(api, &name, claim_uid, foreign).await? {
-        None => {
-            api.create(&PostParams::default(), &desired).await?;
-        }
-        Some(existing) if !same(&existing, &desired) => {
-            let mut replacement = desired;
-            replacement.meta_mut().resource_version = existing.resource_version();
-            api.replace(&name, &PostParams::default(), &replacement).await?;
-        }
-        Some(_) => {}
+    let namespace = desired.namespace().unwrap_or_default();
+    let existing = match check_not_foreign(recent, &namespace, &name, claim_uid, foreign)? {
+        Some(existing) => existing,
+        None => match api.create(&PostParams::default(), &desired).await {
+            Ok(created) => {
+                recent.wrote(created);
+                return Ok(());
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                let existing = api.get(&name).await?;
+                if !controlled_by(&existing, claim_uid) {
+                    return Err(foreign(name));
+                }
+                Arc::new(existing)
+            }
+            Err(e) => return Err(e.into()),
+        },
+    };
+    if !same(&existing, &desired) {
+        let mut replacement = desired;
+        replacement.meta_mut().resource_version = existing.resource_version();
+        recent.wrote(api.replace(&name, &PostParams::default(), &replacement).await?);
     }
     Ok(())
-}
-
-/// Deletes `name` only if the claim controls it (checked again by the apiserver through a UID
-/// precondition). Absence counts as done.
-pub async fn delete_if_owned<K>(api: &Api<K>, name: &str, claim_uid: &str) -> Result<(), Error>
-where
-    K: Resource + Clone + DeserializeOwned + Debug,
-{
-    let Some(existing) = api.get_opt(name).await? else { return Ok(()) };
-    if !controlled_by(&existing, claim_uid) {
-        return Ok(());
-    }
-    let params = DeleteParams {
-        preconditions: Some(Preconditions { uid: existing.uid(), resource_version: None }),
-        ..Default::default()
-    };
-    match api.delete(name, &params).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
 }
 
 #[cfg(test)]
@@ -368,6 +423,8 @@ mod tests {
     fn object_bucket_round_trips_the_endpoint() {
         let claim = claim();
         let endpoint = endpoint("eu-west-1");
+        let credentials =
+            Credentials { access_key_id: "AK".into(), secret_access_key: "SK".into() };
         let bucket = object_bucket(&BucketRecord {
             name: "obc-team-photos",
             claim: &claim,
@@ -376,9 +433,28 @@ mod tests {
             source: BucketSource::New,
             reclaim_policy: ReclaimPolicy::Retain,
             endpoint: &endpoint,
+            credentials: &credentials,
             additional_state: BTreeMap::new(),
         });
         assert_eq!(endpoint_of(&bucket), Some(endpoint));
+        let written = secret(&claim, "p", &credentials);
+        assert_eq!(check_credentials(Some(&written), &bucket), CredentialsCheck::Recorded);
+        let mut edited = written.clone();
+        edited
+            .data
+            .as_mut()
+            .unwrap()
+            .insert(contract::SECRET_SECRET_ACCESS_KEY.into(), ByteString(b"guessed".to_vec()));
+        assert_eq!(check_credentials(Some(&edited), &bucket), CredentialsCheck::Changed);
+        edited.data.as_mut().unwrap().remove(contract::SECRET_SECRET_ACCESS_KEY);
+        assert_eq!(check_credentials(Some(&edited), &bucket), CredentialsCheck::Missing);
+        assert_eq!(check_credentials(None, &bucket), CredentialsCheck::Missing);
+        let mut legacy = bucket.clone();
+        legacy.metadata.annotations.as_mut().unwrap().remove(annotations::CREDENTIALS_DIGEST);
+        assert!(matches!(
+            check_credentials(Some(&written), &legacy),
+            CredentialsCheck::Unrecorded(_)
+        ));
         assert_eq!(bucket.spec.claim_ref.unwrap().uid.as_deref(), Some("uid-1"));
         assert_eq!(bucket.metadata.finalizers.unwrap(), [contract::FINALIZER]);
     }

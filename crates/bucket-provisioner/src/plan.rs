@@ -9,7 +9,7 @@ use kube::ResourceExt;
 
 use crate::error::Error;
 use crate::naming;
-use crate::objects::{BucketSource, parse_reclaim_policy};
+use crate::objects::{BucketSource, annotations, parse_reclaim_policy};
 
 /// What the controller will do for a claim.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,6 +22,9 @@ pub struct Plan {
     pub reclaim_policy: ReclaimPolicy,
     /// StorageClass parameters for the backend (without `bucketName`).
     pub parameters: BTreeMap<String, String>,
+    /// The name was generated from `generateBucketName`, so another may replace it if the
+    /// backend finds it taken.
+    pub generated: bool,
 }
 
 fn non_empty(value: &Option<String>) -> Option<&str> {
@@ -45,7 +48,8 @@ pub fn plan(claim: &ObjectBucketClaim, class: &StorageClass) -> Result<Plan, Err
     let mut parameters = class.parameters.clone().unwrap_or_default();
     let existing = parameters.remove(STORAGE_CLASS_BUCKET_NAME);
 
-    let (bucket_name, source) = if let Some(existing) = existing {
+    let generated_before = claim.annotations().get(annotations::GENERATED_BUCKET_NAME);
+    let (bucket_name, source, generated) = if let Some(existing) = existing {
         naming::validate_bucket_name(&existing)
             .map_err(|e| invalid_class(format!("parameter {STORAGE_CLASS_BUCKET_NAME}: {e}")))?;
         if let Some(requested) = non_empty(&claim.spec.bucket_name)
@@ -53,17 +57,21 @@ pub fn plan(claim: &ObjectBucketClaim, class: &StorageClass) -> Result<Plan, Err
         {
             return Err(Error::BucketNameConflict { claim: requested.into(), class: existing });
         }
-        (existing, BucketSource::Existing)
+        (existing, BucketSource::Existing, false)
     } else if let Some(name) = non_empty(&claim.spec.bucket_name) {
         naming::validate_bucket_name(name).map_err(Error::InvalidBucketName)?;
-        (name.to_string(), BucketSource::New)
+        // Tenant-written like everything on the claim, but it only lets us rename this claim's
+        // own bucket-to-be.
+        let generated = generated_before.is_some_and(|g| g == name)
+            && non_empty(&claim.spec.generate_bucket_name).is_some();
+        (name.to_string(), BucketSource::New, generated)
     } else if let Some(prefix) = non_empty(&claim.spec.generate_bucket_name) {
         naming::validate_generate_prefix(prefix).map_err(Error::InvalidGenerateBucketName)?;
-        (naming::generate_bucket_name(prefix), BucketSource::New)
+        (naming::generate_bucket_name(prefix), BucketSource::New, true)
     } else {
         return Err(Error::BucketNameMissing);
     };
-    Ok(Plan { bucket_name, source, reclaim_policy, parameters })
+    Ok(Plan { bucket_name, source, reclaim_policy, parameters, generated })
 }
 
 #[cfg(test)]

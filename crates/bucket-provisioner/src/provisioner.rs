@@ -12,13 +12,32 @@
 //! | created / recreated | no (greenfield) | [`Provisioner::provision`] |
 //! | created / recreated | yes (brownfield) | [`Provisioner::grant`] |
 //! | `additionalConfig` changed | — | [`Provisioner::update`] |
-//! | deleted, bucket ours, policy `Delete` | — | [`Provisioner::delete`] |
+//! | deleted, bucket created for it, policy `Delete` | — | [`Provisioner::delete`] |
 //! | deleted, otherwise | — | [`Provisioner::revoke`] |
+//!
+//! ## Ownership is yours to record
+//! Everything on a claim (spec, labels, annotations) is written by its tenant and proves nothing,
+//! and a hand-made ObjectBucket proves little more. So the backend keeps its own record, with the
+//! bucket, of the claim that created it ([`BucketOptions::user_id`], derived from the claim UID
+//! the apiserver assigns) and of the reclaim policy it was created under:
+//!
+//! - `provision` of a bucket that exists succeeds only for the claim your record says created it
+//!   (a retry). For anyone else, or a bucket you have no record of, return
+//!   [`BackendError::name_taken`]: the claim fails without learning anything about the owner, and
+//!   a generated name is replaced by a fresh one.
+//! - `delete` removes the bucket only when your record says this claim created it under
+//!   [`ReclaimPolicy::Delete`]; otherwise it removes the claim's own access and answers
+//!   [`Removed::AccessOnly`]. The library asks for `delete` only when its own records say so, but
+//!   those can be forged by a cluster administrator's hand-made ObjectBucket or, after a crash,
+//!   rebuilt from the claim: your record decides.
+//! - A bucket kept after its claim went (`Retain`) stays recorded as that claim's, so no new
+//!   claim can take it over by name; an operator's StorageClass naming it (`bucketName`) is the
+//!   only way back to it, through `grant`.
 //!
 //! ## Every call may be repeated
 //! The controller can crash or lose its connection between any two steps, and a retried call gets
 //! **the same** bucket name and [`BucketOptions::user_id`]. So every operation must be idempotent:
-//! `provision` of a bucket that already exists and is yours succeeds; `delete` or `revoke` of
+//! `provision` of a bucket that this claim already created succeeds; `delete` or `revoke` of
 //! something already gone succeeds. Derive every name you create (users, keys, policies) from the
 //! bucket name and `user_id`, never from randomness or time, and a retry can never create a second
 //! one.
@@ -116,6 +135,19 @@ impl fmt::Debug for Credentials {
     }
 }
 
+/// What [`Provisioner::delete`] removed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Removed {
+    /// The bucket, its data and the claim's access (or they were already gone).
+    Bucket,
+    /// Only the claim's access: the backend's records do not show this claim creating the bucket
+    /// under the `Delete` policy, so the bucket and its data stay.
+    AccessOnly,
+}
+
+/// The reason of [`BackendError::name_taken`].
+pub const BUCKET_NAME_TAKEN: &str = "BucketNameTaken";
+
 /// A failed backend call, saying whether retrying can help.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum BackendError {
@@ -145,6 +177,23 @@ impl BackendError {
     /// cannot accept.
     pub fn invalid_parameter(message: impl Into<String>) -> Self {
         Self::permanent("InvalidParameters", message)
+    }
+
+    /// The bucket exists and was not created by this claim (or nothing records who created it).
+    /// The message names nobody: the claim's tenant learns only that the name is not available.
+    pub fn name_taken(bucket: &str) -> Self {
+        Self::permanent(
+            BUCKET_NAME_TAKEN,
+            format!(
+                "bucket name {bucket:?} is not available: a bucket of that name exists and was \
+                 not created by this claim; choose another name"
+            ),
+        )
+    }
+
+    /// Whether this is [`BackendError::name_taken`].
+    pub fn is_name_taken(&self) -> bool {
+        matches!(self, Self::Permanent { reason, .. } if reason == BUCKET_NAME_TAKEN)
     }
 
     /// An error that retrying may fix.
@@ -181,8 +230,10 @@ pub trait Provisioner: Send + Sync + 'static {
         BTreeMap::new()
     }
 
-    /// Creates the bucket `options.bucket_name` and credentials for it. Must succeed when called
-    /// again for a bucket that an earlier call created.
+    /// Creates the bucket `options.bucket_name` and credentials for it, recording with the bucket
+    /// that `options.user_id` created it under `options.reclaim_policy`. Must succeed when called
+    /// again for a bucket that an earlier call for the same `user_id` created; any other existing
+    /// bucket is [`BackendError::name_taken`].
     fn provision(
         &self,
         options: &BucketOptions,
@@ -195,11 +246,14 @@ pub trait Provisioner: Send + Sync + 'static {
         options: &BucketOptions,
     ) -> impl Future<Output = Result<ProvisionedBucket, BackendError>> + Send;
 
-    /// Removes the bucket, its data and the claim's access. Something already gone counts as done.
+    /// Removes the bucket, its data and the claim's access, if the backend's own record says the
+    /// claim ([`user_id_of`] the ObjectBucket) created it under the `Delete` policy; otherwise
+    /// removes only the claim's access and answers [`Removed::AccessOnly`]. Something already
+    /// gone counts as done.
     fn delete(
         &self,
         bucket: &ObjectBucket,
-    ) -> impl Future<Output = Result<(), BackendError>> + Send;
+    ) -> impl Future<Output = Result<Removed, BackendError>> + Send;
 
     /// Removes the claim's access only; the bucket and its data stay. Something already gone
     /// counts as done.
@@ -228,4 +282,51 @@ pub fn user_id_for_claim(claim_uid: &str) -> String {
 /// The user id of the claim an ObjectBucket is bound to (what [`BucketOptions::user_id`] was).
 pub fn user_id_of(bucket: &ObjectBucket) -> Option<String> {
     bucket.spec.claim_ref.as_ref()?.uid.as_deref().map(user_id_for_claim)
+}
+
+/// A shared backend is a backend: the runtime keeps one across leadership terms.
+impl<P: Provisioner> Provisioner for std::sync::Arc<P> {
+    fn validate(&self, options: &BucketOptions) -> Result<(), BackendError> {
+        (**self).validate(options)
+    }
+
+    fn cleanup_state(&self, options: &BucketOptions) -> BTreeMap<String, String> {
+        (**self).cleanup_state(options)
+    }
+
+    fn provision(
+        &self,
+        options: &BucketOptions,
+    ) -> impl Future<Output = Result<ProvisionedBucket, BackendError>> + Send {
+        (**self).provision(options)
+    }
+
+    fn grant(
+        &self,
+        options: &BucketOptions,
+    ) -> impl Future<Output = Result<ProvisionedBucket, BackendError>> + Send {
+        (**self).grant(options)
+    }
+
+    fn delete(
+        &self,
+        bucket: &ObjectBucket,
+    ) -> impl Future<Output = Result<Removed, BackendError>> + Send {
+        (**self).delete(bucket)
+    }
+
+    fn revoke(
+        &self,
+        bucket: &ObjectBucket,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send {
+        (**self).revoke(bucket)
+    }
+
+    fn update(
+        &self,
+        options: &BucketOptions,
+        bucket: &ObjectBucket,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send {
+        (**self).update(options, bucket)
+    }
 }

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 use crate::Provisioner;
 use crate::controller::{ControllerConfig, run_controller};
-use crate::leader::{LeaderElector, LeaseConfig};
+use crate::leader::{LeaderElector, LeaderGuard, LeaseConfig};
 use crate::telemetry::{Health, Metrics, serve};
 
 /// Flags shared by every provisioner binary.
@@ -63,9 +63,6 @@ pub enum RunError {
         /// What failed.
         source: std::io::Error,
     },
-    /// Another replica took over; exiting lets the orchestrator restart this one as a standby.
-    #[error("leadership lost")]
-    LeadershipLost,
 }
 
 /// Sets up logging from `RUST_LOG` (default `info`).
@@ -114,9 +111,17 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + Sync + 'static {
     }
 }
 
+/// How long reconciles still running when leadership is lost may take to finish before they are
+/// dropped (every step is crash-safe, so dropping one is like a crash at that point).
+const DRAIN_AFTER_LOSS: Duration = Duration::from_secs(10);
+/// The name the controller loop beats under on [`Health`], and how often it does.
+const CONTROLLER_LOOP: &str = "controller";
+const CONTROLLER_BEAT: Duration = Duration::from_secs(5);
+
 /// Runs `provisioner` as `provisioner_name` until `shutdown` resolves: serves metrics and health,
-/// waits for leadership when enabled, and drives the controller. Returns
-/// [`RunError::LeadershipLost`] when another replica takes over.
+/// waits for leadership when enabled, and drives the controller. Leadership lost (another replica
+/// took over, or the lease could not be renewed through an outage) stops the controller at once
+/// and the process campaigns again, keeping everything else it serves up.
 pub async fn run<P: Provisioner>(
     provisioner: P,
     provisioner_name: &str,
@@ -148,23 +153,65 @@ pub async fn run<P: Provisioner>(
     client.apiserver_version().await?;
     health.set_ready(true);
 
-    let guard = if args.leader_elect {
-        let elector = LeaderElector::new(client.clone(), lease_config(provisioner_name, args));
-        tracing::info!("waiting for leadership");
-        tokio::select! {
-            guard = elector.acquire() => Some(guard?),
-            _ = stopped() => {
-                let _ = server.await;
-                return Ok(());
+    let elector = args.leader_elect.then(|| {
+        LeaderElector::new(client.clone(), lease_config(provisioner_name, args))
+            .reporting_to(health.clone())
+    });
+    let mut config = ControllerConfig::new(provisioner_name);
+    config.workers = args.workers.max(1);
+    let provisioner = std::sync::Arc::new(provisioner);
+    let result = loop {
+        let guard = match &elector {
+            Some(elector) => {
+                tracing::info!("waiting for leadership");
+                tokio::select! {
+                    guard = elector.acquire() => match guard {
+                        Ok(guard) => Some(guard),
+                        Err(e) => break Err(e.into()),
+                    },
+                    _ = stopped() => break Ok(()),
+                }
             }
+            None => None,
+        };
+        tracing::info!(
+            provisioner = provisioner_name,
+            workers = config.workers,
+            "controller starting"
+        );
+        let lost =
+            lead(&client, &provisioner, &config, &metrics, &health, guard.as_ref(), stopped())
+                .await;
+        health.forget(CONTROLLER_LOOP);
+        match (guard, lost) {
+            (Some(_), true) => {
+                // Not ours to release any more; campaign again.
+                tracing::warn!("leadership lost; the controller stopped and campaigns again");
+            }
+            (Some(guard), false) => {
+                guard.release().await;
+                break Ok(());
+            }
+            (None, _) => break Ok(()),
         }
-    } else {
-        None
     };
+    health.forget(crate::leader::ELECTION_LOOP);
+    let _ = server.await;
+    result
+}
 
+/// Drives the controller until `stopped` resolves (false) or leadership is lost (true).
+async fn lead<P: Provisioner>(
+    client: &Client,
+    provisioner: &std::sync::Arc<P>,
+    config: &ControllerConfig,
+    metrics: &Metrics,
+    health: &Health,
+    guard: Option<&LeaderGuard>,
+    stopped: impl Future<Output = ()> + Send + Sync + 'static,
+) -> bool {
     let (lost_tx, lost_rx) = watch::channel(false);
     let controller_stop = {
-        let stopped = stopped();
         let mut lost = lost_rx.clone();
         async move {
             tokio::select! {
@@ -173,33 +220,36 @@ pub async fn run<P: Provisioner>(
             }
         }
     };
-    let mut config = ControllerConfig::new(provisioner_name);
-    config.workers = args.workers.max(1);
-    tracing::info!(provisioner = provisioner_name, workers = config.workers, "controller starting");
-    let controller = run_controller(client, provisioner, config, metrics, controller_stop);
-    let lost = match &guard {
-        Some(guard) => {
-            tokio::pin!(controller);
-            tokio::select! {
-                _ = &mut controller => false,
-                _ = guard.lost() => {
-                    // Stop acting at once; in-flight reconciles finish, none start.
-                    let _ = lost_tx.send(true);
-                    controller.await;
-                    true
-                }
-            }
-        }
-        None => {
-            controller.await;
-            false
+    let controller = run_controller(
+        client.clone(),
+        provisioner.clone(),
+        config.clone(),
+        metrics.clone(),
+        health.clone(),
+        controller_stop,
+    );
+    tokio::pin!(controller);
+    let lost = async {
+        match guard {
+            Some(guard) => guard.lost().await,
+            None => std::future::pending().await,
         }
     };
-    if let Some(guard) = guard {
-        guard.release().await;
+    tokio::pin!(lost);
+    let mut beat = tokio::time::interval(CONTROLLER_BEAT);
+    loop {
+        tokio::select! {
+            _ = &mut controller => return false,
+            _ = &mut lost => break,
+            _ = beat.tick() => health.beat(CONTROLLER_LOOP, CONTROLLER_BEAT * 6),
+        }
     }
-    let _ = server.await;
-    if lost { Err(RunError::LeadershipLost) } else { Ok(()) }
+    // Stop acting at once: no new reconciles start, running ones get a moment to finish.
+    let _ = lost_tx.send(true);
+    if tokio::time::timeout(DRAIN_AFTER_LOSS, controller).await.is_err() {
+        tracing::warn!("reconciles still running after leadership was lost were dropped");
+    }
+    true
 }
 
 fn lease_config(provisioner_name: &str, args: &ControllerArgs) -> LeaseConfig {

@@ -79,27 +79,28 @@ pub fn claim_status(claim: &ObjectBucketClaim, state: &ClaimState) -> ObjectBuck
     }
 }
 
-/// Writes the claim's status, unless it already says exactly this.
+/// Writes the claim's status, unless it already says exactly this; answers the claim as written.
 pub async fn set_claim_status(
     api: &Api<ObjectBucketClaim>,
     claim: &ObjectBucketClaim,
     state: &ClaimState,
-) -> Result<(), kube::Error> {
+) -> Result<Option<ObjectBucketClaim>, kube::Error> {
     let status = claim_status(claim, state);
     if claim.status.as_ref() == Some(&status) {
-        return Ok(());
+        return Ok(None);
     }
-    apply_status::<ObjectBucketClaim>(api, &claim.name_any(), json!(status)).await
+    apply_status::<ObjectBucketClaim>(api, &claim.name_any(), json!(status)).await.map(Some)
 }
 
-/// Writes an ObjectBucket's phase and `Ready` condition, unless they already say exactly this.
+/// Writes an ObjectBucket's phase and `Ready` condition, unless they already say exactly this;
+/// answers the ObjectBucket as written.
 pub async fn set_bucket_status(
     api: &Api<ObjectBucket>,
     bucket: &ObjectBucket,
     phase: ObjectBucketPhase,
     reason: &str,
     message: &str,
-) -> Result<(), kube::Error> {
+) -> Result<Option<ObjectBucket>, kube::Error> {
     let previous = bucket.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
     let ready = phase == ObjectBucketPhase::Bound;
     let status = ObjectBucketStatus {
@@ -107,16 +108,16 @@ pub async fn set_bucket_status(
         conditions: vec![ready_condition(previous, ready, reason, message, None)],
     };
     if bucket.status.as_ref() == Some(&status) {
-        return Ok(());
+        return Ok(None);
     }
-    apply_status::<ObjectBucket>(api, &bucket.name_any(), json!(status)).await
+    apply_status::<ObjectBucket>(api, &bucket.name_any(), json!(status)).await.map(Some)
 }
 
 async fn apply_status<K>(
     api: &Api<K>,
     name: &str,
     status: serde_json::Value,
-) -> Result<(), kube::Error>
+) -> Result<K, kube::Error>
 where
     K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
@@ -126,7 +127,7 @@ where
         "status": status,
     });
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    api.patch_status(name, &params, &Patch::Apply(&patch)).await.map(|_| ())
+    api.patch_status(name, &params, &Patch::Apply(&patch)).await
 }
 
 #[cfg(test)]

@@ -143,7 +143,8 @@ async fn main() {
     }
     let scratch = tempfile::tempdir().unwrap();
     let store = Arc::new(BucketStore::open(scratch.path().join("root"), "bench").unwrap());
-    store.create_bucket("bench").await.unwrap();
+    let creator = hostpath_provisioner::Creator { user_id: "bench", delete_with_claim: true };
+    store.create_bucket("bench", creator).await.unwrap();
     let key = store.issue_key("bench-user", "bench").await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();

@@ -4,12 +4,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use bucket_api::ObjectBucket;
+use bucket_api::{ObjectBucket, ReclaimPolicy};
 use bucket_provisioner::{
-    BackendError, BucketOptions, Credentials, Endpoint, ProvisionedBucket, Provisioner, user_id_of,
+    BackendError, BucketOptions, Credentials, Endpoint, ProvisionedBucket, Provisioner, Removed,
+    user_id_of,
 };
 
-use crate::store::{AccessKey, BucketStore, StoreError};
+use crate::store::{AccessKey, BucketStore, Creator, StoreError};
 
 /// Key in an ObjectBucket's `additionalState` holding the identity that provisioned it.
 pub const STATE_IDENTITY: &str = "identity";
@@ -88,7 +89,9 @@ fn backend_error(e: StoreError) -> BackendError {
         }
         StoreError::InvalidBucketName(_) => "InvalidBucketName",
         StoreError::NoSuchBucket(_) => "BucketNotFound",
-        StoreError::BucketAlreadyExists(_) => "BucketAlreadyExists",
+        StoreError::BucketAlreadyExists(name) => {
+            return BackendError::name_taken(name);
+        }
         StoreError::NotOurs { .. } => "NotOurs",
         StoreError::Symlink(_) => "Symlink",
         _ => "InvalidArgument",
@@ -115,7 +118,15 @@ impl Provisioner for HostPathProvisioner {
 
     async fn provision(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
         self.validate(options)?;
-        self.store.create_bucket(&options.bucket_name).await.map_err(backend_error)?;
+        let creator = Creator {
+            user_id: &options.user_id,
+            delete_with_claim: options.reclaim_policy == ReclaimPolicy::Delete,
+        };
+        self.store.create_bucket(&options.bucket_name, creator).await.map_err(|e| match e {
+            // Another node's bucket is as unavailable as another claim's, and says no more.
+            StoreError::NotOurs { bucket, .. } => BackendError::name_taken(&bucket),
+            e => backend_error(e),
+        })?;
         self.issue(options).await
     }
 
@@ -136,7 +147,7 @@ impl Provisioner for HostPathProvisioner {
         self.issue(options).await
     }
 
-    async fn delete(&self, bucket: &ObjectBucket) -> Result<(), BackendError> {
+    async fn delete(&self, bucket: &ObjectBucket) -> Result<Removed, BackendError> {
         let name = bucket_name_of(bucket)?;
         let ours = self.store.identity();
         let state = bucket.spec.additional_state.as_ref();
@@ -151,12 +162,16 @@ impl Provisioner for HostPathProvisioner {
                 ),
             ));
         }
-        self.store.delete_bucket(&name).await.map_err(backend_error)?;
+        // The claim UID of the ObjectBucket, never a recorded user id: only the store's own
+        // record of the creator may let a bucket go.
+        let Some(user_id) = user_id_of(bucket) else {
+            self.revoke(bucket).await?;
+            return Ok(Removed::AccessOnly);
+        };
+        let deleted = self.store.delete_bucket(&name, &user_id).await.map_err(backend_error)?;
         // The bucket's keys went with it; a key of this claim elsewhere would be a leftover.
-        if let Some(user_id) = claim_user_id(bucket) {
-            self.store.revoke_keys(&user_id).await.map_err(backend_error)?;
-        }
-        Ok(())
+        self.store.revoke_keys(&user_id).await.map_err(backend_error)?;
+        Ok(if deleted { Removed::Bucket } else { Removed::AccessOnly })
     }
 
     async fn revoke(&self, bucket: &ObjectBucket) -> Result<(), BackendError> {

@@ -16,7 +16,8 @@ use bucket_api::{
     BucketEndpoint, ObjectBucket, ObjectBucketClaim, ObjectBucketSpec, ReclaimPolicy,
 };
 use bucket_provisioner::{
-    BackendError, BucketOptions, ProvisionedBucket, Provisioner, user_id_for_claim,
+    BUCKET_NAME_TAKEN, BackendError, BucketOptions, ProvisionedBucket, Provisioner, Removed,
+    user_id_for_claim,
 };
 use common::{Server, client_for, code};
 use hostpath_provisioner::{AdminCredentials, HostPathConfig, HostPathProvisioner, OPERATOR_OWNER};
@@ -146,13 +147,11 @@ async fn operator_bucket_granted_to_a_claim_then_emptied_and_deleted() {
     let message = err.message().unwrap_or_default();
     assert!(message.contains("bound to claim(s) obc-uid-1"), "{message}");
 
-    // Even if asked to, the provisioner never deletes an operator bucket.
+    // Even if asked to, the provisioner never deletes an operator bucket: the claim's key goes,
+    // the bucket and both objects stay.
     let ob = object_bucket("brownfield", "uid-1", &granted);
-    let err = backend.delete(&ob).await.unwrap_err();
-    assert_permanent(&err, "NotOurs");
+    assert_eq!(backend.delete(&ob).await.unwrap(), Removed::AccessOnly);
     assert!(tmp.path().join("buckets/brownfield/app/out.txt").is_file());
-
-    // The claim is deleted: its key stops working, the bucket and both objects stay.
     backend.revoke(&ob).await.unwrap();
     let err = claim.get_object().bucket("brownfield").key("seed.txt").send().await.unwrap_err();
     assert_eq!(code(&err), "InvalidAccessKeyId");
@@ -268,7 +267,7 @@ async fn create_bucket_enforces_names_and_refuses_existing_buckets() {
 
     // Provisioning a new bucket under an operator bucket's name does not adopt it.
     let err = backend(&server).provision(&options("by-operator", "uid-9")).await.unwrap_err();
-    assert_permanent(&err, "NotOurs");
+    assert_permanent(&err, BUCKET_NAME_TAKEN);
 
     // Object lock cannot be honoured, so it is refused rather than ignored.
     let err = admin

@@ -11,7 +11,8 @@ use bucket_api::{
     BucketEndpoint, ObjectBucket, ObjectBucketClaim, ObjectBucketSpec, ReclaimPolicy,
 };
 use bucket_provisioner::{
-    BackendError, BucketOptions, ProvisionedBucket, Provisioner, user_id_for_claim,
+    BUCKET_NAME_TAKEN, BackendError, BucketOptions, ProvisionedBucket, Provisioner, Removed,
+    user_id_for_claim,
 };
 use common::{Server, client_for, code};
 use hostpath_provisioner::backend::{STATE_IDENTITY, STATE_USER_ID};
@@ -145,15 +146,15 @@ async fn grant_needs_an_existing_bucket() {
     assert!(server.store.lookup_key(&other.credentials.access_key_id).is_some());
     assert!(tmp.path().join("buckets/existing/hello").is_file());
 
-    // A directory the provisioner did not create is never deleted.
-    let err = backend.delete(&object_bucket("existing", Some("uid-3"), &other)).await.unwrap_err();
-    assert_permanent(&err, "NotOurs");
-    assert!(err.to_string().contains("left alone"), "{err}");
+    // A directory the provisioner did not create is never deleted: only the claim's key goes.
+    let removed = backend.delete(&object_bucket("existing", Some("uid-3"), &other)).await.unwrap();
+    assert_eq!(removed, Removed::AccessOnly);
+    assert!(server.store.lookup_key(&other.credentials.access_key_id).is_none());
     assert!(tmp.path().join("buckets/existing/hello").is_file());
 
     // Nor is provisioning allowed to adopt it.
     let err = backend.provision(&options("existing", "uid-4")).await.unwrap_err();
-    assert_permanent(&err, "BucketAlreadyExists");
+    assert_permanent(&err, BUCKET_NAME_TAKEN);
 
     server.stop().await;
 }
@@ -183,7 +184,7 @@ async fn buckets_of_another_identity_are_left_alone() {
     assert!(tmp.path().join("buckets/foreign").is_dir());
 
     let err = backend.provision(&options("foreign", "uid-6")).await.unwrap_err();
-    assert_permanent(&err, "NotOurs");
+    assert_permanent(&err, BUCKET_NAME_TAKEN);
 }
 
 #[tokio::test]

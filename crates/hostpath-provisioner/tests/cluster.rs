@@ -1,231 +1,19 @@
 //! `hostpath-bucket-provisioner` as a real process against the real control plane, used through
 //! the credentials it writes, with the AWS SDK as the client.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+mod harness;
 
-use aws_sdk_s3::Client as S3;
-use aws_sdk_s3::config::{Credentials, Region};
+use std::collections::BTreeMap;
+use std::path::Path;
+
 use aws_sdk_s3::error::ProvideErrorMetadata;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
-use bucket_api::{
-    ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec, ObjectBucketPhase,
-};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use k8s_openapi::api::storage::v1::StorageClass;
-use kube::Client;
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
-use test_support::{ControlPlane, client_with_crds, eventually, test_namespace, unique_suffix};
-use tokio::process::{Child, Command};
-
-/// One `hostpath-bucket-provisioner` process; killed when dropped.
-struct Provisioner {
-    child: Child,
-}
-
-impl Provisioner {
-    fn start(root: &Path, name: &str, identity: &str, s3_port: u16) -> Provisioner {
-        let kubeconfig = ControlPlane::shared().kubeconfig_path().to_owned();
-        Self::start_with(root, name, identity, s3_port, &kubeconfig, &["--leader-elect=false"])
-    }
-
-    fn start_with(
-        root: &Path,
-        name: &str,
-        identity: &str,
-        s3_port: u16,
-        kubeconfig: &Path,
-        extra: &[&str],
-    ) -> Provisioner {
-        let child = Command::new(env!("CARGO_BIN_EXE_hostpath-bucket-provisioner"))
-            .arg(format!("--root={}", root.display()))
-            .arg(format!("--provisioner-name={name}"))
-            .arg(format!("--identity={identity}"))
-            .arg(format!("--s3-listen=127.0.0.1:{s3_port}"))
-            .arg("--endpoint-host=127.0.0.1")
-            .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg("--metrics-address=127.0.0.1:0")
-            .args(extra)
-            .env("RUST_LOG", "warn,kube_client::client::tls=error")
-            .stdout(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("starting hostpath-bucket-provisioner");
-        Provisioner { child }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id().expect("running")
-    }
-
-    /// Peak resident memory so far, from the kernel's own accounting.
-    fn peak_rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
-        let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-        line.split_whitespace().nth(1).unwrap().parse().unwrap()
-    }
-
-    async fn kill(mut self) {
-        self.child.kill().await.unwrap();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-struct Env {
-    client: Client,
-    ns: String,
-    claims: Api<ObjectBucketClaim>,
-    root: tempfile::TempDir,
-    name: String,
-    port: u16,
-}
-
-impl Env {
-    async fn new(prefix: &str) -> Env {
-        let client = client_with_crds().await;
-        let ns = test_namespace(&client, prefix).await;
-        Env {
-            claims: Api::namespaced(client.clone(), &ns),
-            client,
-            ns,
-            root: tempfile::tempdir().unwrap(),
-            name: format!("hostpath.test/{}", unique_suffix()),
-            port: free_port(),
-        }
-    }
-
-    fn start(&self, identity: &str) -> Provisioner {
-        Provisioner::start(self.root.path(), &self.name, identity, self.port)
-    }
-
-    fn bucket_dir(&self, bucket: &str) -> PathBuf {
-        self.root.path().join("buckets").join(bucket)
-    }
-
-    async fn class(&self, parameters: &[(&str, &str)], reclaim: &str) -> String {
-        let name = format!("hostpath-{}", unique_suffix());
-        let class = StorageClass {
-            metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() },
-            provisioner: self.name.clone(),
-            reclaim_policy: Some(reclaim.into()),
-            parameters: Some(
-                parameters.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            ),
-            ..Default::default()
-        };
-        Api::<StorageClass>::all(self.client.clone())
-            .create(&PostParams::default(), &class)
-            .await
-            .unwrap();
-        name
-    }
-
-    async fn claim(&self, name: &str, class: &str, bucket: Option<&str>) {
-        let spec = ObjectBucketClaimSpec {
-            storage_class_name: class.into(),
-            bucket_name: bucket.map(Into::into),
-            generate_bucket_name: Some(name.into()),
-            ..Default::default()
-        };
-        self.claims
-            .create(&PostParams::default(), &ObjectBucketClaim::new(name, spec))
-            .await
-            .unwrap();
-    }
-
-    async fn wait(&self, name: &str, phase: ClaimPhase, reason: &str) -> ObjectBucketClaim {
-        eventually(&format!("claim {name} {phase:?}/{reason}"), || async {
-            let claim = self.claims.get_opt(name).await.ok()??;
-            let status = claim.status.as_ref()?;
-            let ready = status.conditions.iter().find(|c| c.type_ == "Ready")?;
-            (status.phase == Some(phase) && ready.reason == reason).then_some(claim)
-        })
-        .await
-    }
-
-    async fn delete(&self, name: &str) {
-        self.claims.delete(name, &DeleteParams::default()).await.unwrap();
-        eventually(&format!("claim {name} to be gone"), || async {
-            self.claims.get_opt(name).await.ok()?.is_none().then_some(())
-        })
-        .await;
-    }
-
-    /// A new class with `reclaim`, claim `name` of a new bucket on it, Bound; returns an S3
-    /// client made from the claim's credentials and the bucket's name.
-    async fn bound(&self, name: &str, reclaim: &str) -> (S3, String) {
-        let class = self.class(&[], reclaim).await;
-        self.claim(name, &class, None).await;
-        self.wait(name, ClaimPhase::Bound, "Bound").await;
-        self.s3_for(name).await
-    }
-
-    /// What a pod gets through `envFrom` on the claim's Secret and ConfigMap.
-    async fn env_of(&self, name: &str) -> BTreeMap<String, String> {
-        let secret =
-            Api::<Secret>::namespaced(self.client.clone(), &self.ns).get(name).await.unwrap();
-        let config =
-            Api::<ConfigMap>::namespaced(self.client.clone(), &self.ns).get(name).await.unwrap();
-        let mut env = config.data.unwrap_or_default();
-        for (key, value) in secret.data.unwrap_or_default() {
-            env.insert(key, String::from_utf8(value.0).unwrap());
-        }
-        env
-    }
-
-    /// An S3 client configured from nothing but the claim's environment.
-    async fn s3_for(&self, name: &str) -> (S3, String) {
-        let env = self.env_of(name).await;
-        (s3_client(&env), env["BUCKET_NAME"].clone())
-    }
-}
-
-fn s3_client(env: &BTreeMap<String, String>) -> S3 {
-    let credentials = Credentials::new(
-        &env["AWS_ACCESS_KEY_ID"],
-        &env["AWS_SECRET_ACCESS_KEY"],
-        None,
-        None,
-        "claim",
-    );
-    let http = aws_smithy_http_client::Builder::new().build_http();
-    let config = aws_sdk_s3::Config::builder()
-        .behavior_version_latest()
-        .http_client(http)
-        .region(Region::new(env["AWS_REGION"].clone()))
-        .endpoint_url(&env["AWS_ENDPOINT_URL"])
-        .credentials_provider(credentials)
-        .force_path_style(true)
-        .build();
-    S3::from_conf(config)
-}
-
-async fn put(s3: &S3, bucket: &str, key: &str, body: &[u8]) -> Result<(), String> {
-    s3.put_object()
-        .bucket(bucket)
-        .key(key)
-        .body(ByteStream::from(body.to_vec()))
-        .send()
-        .await
-        .map(|_| ())
-        .map_err(|e| e.into_service_error().code().unwrap_or("unknown").to_string())
-}
-
-async fn get(s3: &S3, bucket: &str, key: &str) -> Result<Vec<u8>, String> {
-    let output = s3
-        .get_object()
-        .bucket(bucket)
-        .key(key)
-        .send()
-        .await
-        .map_err(|e| e.into_service_error().code().unwrap_or("unknown").to_string())?;
-    Ok(output.body.collect().await.unwrap().into_bytes().to_vec())
-}
+use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketPhase};
+use harness::*;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ObjectMeta, PostParams};
+use test_support::{ControlPlane, eventually};
 
 #[tokio::test]
 async fn claim_lifecycle_with_real_objects() {
@@ -446,29 +234,12 @@ async fn the_deployed_rbac_is_enough_for_a_whole_lifecycle() {
 
     let (s3, bucket) = env.bound("least", "Delete").await;
     put(&s3, &bucket, "object", b"with least privilege").await.unwrap();
+    env.delete("least").await;
+    assert!(!env.bucket_dir(&bucket).exists());
     let events: Api<k8s_openapi::api::events::v1::Event> =
         Api::namespaced(env.client.clone(), &env.ns);
     let recorded = events.list(&Default::default()).await.unwrap();
-    assert!(recorded.items.iter().any(|e| e.reason.as_deref() == Some("Provisioned")));
-    env.delete("least").await;
-    assert!(!env.bucket_dir(&bucket).exists());
-}
-
-fn s3_with(port: u16, key: &str, secret: &str) -> S3 {
-    let env = BTreeMap::from([
-        ("AWS_ACCESS_KEY_ID".to_string(), key.to_string()),
-        ("AWS_SECRET_ACCESS_KEY".to_string(), secret.to_string()),
-        ("AWS_REGION".to_string(), "us-east-1".to_string()),
-        ("AWS_ENDPOINT_URL".to_string(), format!("http://127.0.0.1:{port}")),
-    ]);
-    s3_client(&env)
-}
-
-fn code<T, E: ProvideErrorMetadata>(result: Result<T, E>) -> String {
-    match result {
-        Ok(_) => "ok".into(),
-        Err(e) => e.code().unwrap_or("unknown").to_string(),
-    }
+    assert!(recorded.items.iter().any(|e| e.reason.as_deref() == Some("Deleted")));
 }
 
 #[tokio::test]

@@ -7,12 +7,12 @@ use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::{BehaviorVersion, Region, SharedCredentialsProvider, SharedHttpClient};
 use bucket_api::ObjectBucket;
 use bucket_provisioner::{
-    BackendError, BucketOptions, Credentials, ProvisionedBucket, Provisioner, user_id_of,
+    BackendError, BucketOptions, Credentials, ProvisionedBucket, Provisioner, Removed, user_id_of,
 };
 use tokio::sync::OnceCell;
 
 use crate::aws::{Clients, clients, http_client, retry_config};
-use crate::bucket::Buckets;
+use crate::bucket::{Buckets, NameLocks};
 use crate::iam::{self, Users};
 use crate::owner::{ClassParameters, OwnerCredentials};
 use crate::params::{DEFAULT_REGION, STATE_POLICY_NAME, STATE_USER_NAME, Settings};
@@ -29,6 +29,7 @@ pub struct S3Provisioner {
     http: SharedHttpClient,
     retry: RetryConfig,
     default_chain: OnceCell<Option<SharedCredentialsProvider>>,
+    creating: NameLocks,
 }
 
 /// Clients for one call, with what messages say about the owner.
@@ -49,6 +50,7 @@ impl S3Provisioner {
             http: http_client(),
             retry: retry_config(4),
             default_chain: OnceCell::new(),
+            creating: NameLocks::default(),
         }
     }
 
@@ -223,30 +225,39 @@ impl Provisioner for S3Provisioner {
     async fn provision(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
         let settings = Settings::from_parameters(&options.parameters)?;
         let session = self.session(&settings).await?;
-        let buckets = Buckets { s3: &session.clients.s3, owner: &session.owner };
-        buckets.create(&options.bucket_name, &settings.region, &options.user_id).await?;
+        let buckets =
+            Buckets { s3: &session.clients.s3, owner: &session.owner, locks: &self.creating };
+        buckets
+            .create(
+                &options.bucket_name,
+                &settings.region,
+                &options.user_id,
+                options.reclaim_policy,
+            )
+            .await?;
         self.access(&session, &settings, options).await
     }
 
     async fn grant(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
         let settings = Settings::from_parameters(&options.parameters)?;
         let session = self.session(&settings).await?;
-        Buckets { s3: &session.clients.s3, owner: &session.owner }
+        Buckets { s3: &session.clients.s3, owner: &session.owner, locks: &self.creating }
             .head(&options.bucket_name)
             .await?;
         self.access(&session, &settings, options).await
     }
 
-    async fn delete(&self, bucket: &ObjectBucket) -> Result<(), BackendError> {
+    async fn delete(&self, bucket: &ObjectBucket) -> Result<Removed, BackendError> {
         let settings = self.cleanup_settings(bucket).await?;
         let session = self.cleanup_session(&settings).await?;
         self.remove_user(&session, &settings, bucket).await?;
         let name = bucket_name(bucket);
         if name.is_empty() {
-            return Ok(()); // no bucket was ever chosen, so none was created
+            return Ok(Removed::Bucket); // no bucket was ever chosen, so none was created
         }
-        let user_id = user_id_of(bucket).unwrap_or_default();
-        Buckets { s3: &session.clients.s3, owner: &session.owner }
+        // Only the claim UID identifies the claim; the bucket's tags decide.
+        let Some(user_id) = user_id_of(bucket) else { return Ok(Removed::AccessOnly) };
+        Buckets { s3: &session.clients.s3, owner: &session.owner, locks: &self.creating }
             .empty_and_delete(&name, &user_id)
             .await
     }

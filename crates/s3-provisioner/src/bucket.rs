@@ -2,26 +2,61 @@
 //! exists, and empty and delete a claim's bucket.
 //!
 //! S3 reports a bucket of the same account as "already owned by you" (or, in us-east-1, simply
-//! succeeds), whoever in that account made it. So a bucket made for a claim carries a tag with the
-//! claim's user id: a retry recognises it, and neither another claim nor the cleanup of one can
-//! take over a bucket that is not theirs.
+//! succeeds), whoever in that account made it. So a bucket made for a claim carries tags with the
+//! claim's user id and the reclaim policy it was made under: a retry recognises it, no other
+//! claim can take it over, and only the creating claim's deletion under `Delete` removes it. The
+//! tags are the record; a service that keeps none cannot hold claims' buckets.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use aws_sdk_s3::Client;
 use aws_sdk_s3::types::{
     BucketLocationConstraint, CreateBucketConfiguration, Delete, ObjectIdentifier, Tag, Tagging,
 };
-use bucket_provisioner::BackendError;
+use bucket_api::ReclaimPolicy;
+use bucket_provisioner::{BackendError, Removed};
 
 use crate::aws::{classify, code};
 
 /// The tag naming the claim (its user id) a bucket was created for.
 pub const CLAIM_TAG: &str = "objectbucket.io/claim-user";
+/// The tag naming the reclaim policy the bucket was created under.
+pub const POLICY_TAG: &str = "objectbucket.io/reclaim-policy";
+
+/// One lock per bucket name being created, so that two claims of this process racing for one
+/// name cannot both find it untagged and both tag it.
+#[derive(Default)]
+pub(crate) struct NameLocks(Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>);
+
+impl NameLocks {
+    async fn hold<T>(&self, name: &str, work: impl Future<Output = T>) -> T {
+        let lock = self
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(name.to_owned())
+            .or_default()
+            .clone();
+        let result = {
+            let _held = lock.lock().await;
+            work.await
+        };
+        let mut locks = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        // Ours and the map's: nobody else waits, so the entry can go.
+        if Arc::strong_count(&lock) == 2 {
+            locks.remove(name);
+        }
+        result
+    }
+}
 
 /// A bucket's relation to claims, as its tags tell.
 #[derive(Debug, PartialEq, Eq)]
 enum Ownership {
-    /// Tagged for the claim with this user id.
-    Claim(String),
+    /// Tagged for the claim with this user id, with the reclaim policy if recorded (buckets
+    /// tagged before policies were have none).
+    Claim(String, Option<ReclaimPolicy>),
     /// No tags at all.
     Untagged,
     /// Tags, none of them ours: made by someone else.
@@ -37,6 +72,7 @@ pub(crate) struct Buckets<'a> {
     pub(crate) s3: &'a Client,
     /// How the owner's credentials were found, for messages.
     pub(crate) owner: &'a str,
+    pub(crate) locks: &'a NameLocks,
 }
 
 fn invalid(what: &str, error: impl std::fmt::Display) -> BackendError {
@@ -44,12 +80,24 @@ fn invalid(what: &str, error: impl std::fmt::Display) -> BackendError {
 }
 
 impl Buckets<'_> {
-    /// Creates `bucket` for the claim with `user_id`, or finds the one an earlier attempt made.
+    /// Creates `bucket` for the claim with `user_id` under `policy`, or finds the one an earlier
+    /// attempt made; any other bucket of that name is [`BackendError::name_taken`].
     pub(crate) async fn create(
         &self,
         bucket: &str,
         region: &str,
         user_id: &str,
+        policy: ReclaimPolicy,
+    ) -> Result<(), BackendError> {
+        self.locks.hold(bucket, self.create_unlocked(bucket, region, user_id, policy)).await
+    }
+
+    async fn create_unlocked(
+        &self,
+        bucket: &str,
+        region: &str,
+        user_id: &str,
+        policy: ReclaimPolicy,
     ) -> Result<(), BackendError> {
         let mut request = self.s3.create_bucket().bucket(bucket);
         // us-east-1 is the one region that takes no location constraint.
@@ -62,31 +110,28 @@ impl Buckets<'_> {
         match request.send().await {
             Ok(_) => tracing::info!(bucket, region, "created bucket (or found it ours)"),
             Err(e) if code(&e) == Some("BucketAlreadyOwnedByYou") => {}
+            // Another account's: bucket names are global.
             Err(e) if code(&e) == Some("BucketAlreadyExists") => {
-                return Err(BackendError::permanent(
-                    "BucketOwnedByOthers",
-                    format!(
-                        "bucket {bucket:?} already exists and belongs to another account; bucket \
-                         names are global, so choose another name"
-                    ),
-                ));
+                return Err(BackendError::name_taken(bucket));
             }
             Err(e) => return Err(classify(e, &format!("s3:CreateBucket {bucket}"), self.owner)),
         }
         match self.ownership(bucket).await? {
-            Ownership::Claim(owner) if owner == user_id => Ok(()),
-            Ownership::Unknown => Ok(()),
-            Ownership::Claim(other) => Err(BackendError::permanent(
-                "BucketInUse",
-                format!(
-                    "bucket {bucket:?} was created for another claim ({other}); choose another name"
-                ),
-            )),
-            Ownership::Foreign => Err(exists_error(bucket)),
+            Ownership::Claim(owner, _) if owner == user_id => Ok(()),
+            Ownership::Claim(..) | Ownership::Foreign => Err(BackendError::name_taken(bucket)),
+            Ownership::Unknown => Err(untaggable(bucket)),
             // Made by an attempt that stopped before tagging it, or by someone just now: only an
             // empty bucket is taken, so no one's data ever becomes this claim's.
-            Ownership::Untagged if self.is_empty(bucket).await? => self.tag(bucket, user_id).await,
-            Ownership::Untagged => Err(exists_error(bucket)),
+            Ownership::Untagged if self.is_empty(bucket).await? => {
+                self.tag(bucket, user_id, policy).await?;
+                // Read back: another process tagging at the same moment wins or loses here.
+                match self.ownership(bucket).await? {
+                    Ownership::Claim(owner, _) if owner == user_id => Ok(()),
+                    Ownership::Unknown => Err(untaggable(bucket)),
+                    _ => Err(BackendError::name_taken(bucket)),
+                }
+            }
+            Ownership::Untagged => Err(BackendError::name_taken(bucket)),
             Ownership::Missing => Err(BackendError::transient(format!(
                 "bucket {bucket:?} was gone right after it was created"
             ))),
@@ -108,32 +153,30 @@ impl Buckets<'_> {
         }
     }
 
-    /// Deletes every object version, delete marker and unfinished upload of the claim's
-    /// `bucket`, then the bucket. A bucket that is gone counts as deleted; one made for another
-    /// claim, or holding data without being recognisably this claim's, is left alone.
+    /// Deletes every object version, delete marker and unfinished upload of `bucket`, then the
+    /// bucket, when its tags say the claim with `user_id` created it under `Delete` (or under no
+    /// recorded policy, as before policies were tagged). A bucket that is gone counts as
+    /// deleted; any other is left alone and answers [`Removed::AccessOnly`].
     pub(crate) async fn empty_and_delete(
         &self,
         bucket: &str,
         user_id: &str,
-    ) -> Result<(), BackendError> {
+    ) -> Result<Removed, BackendError> {
         match self.ownership(bucket).await? {
-            Ownership::Missing => return Ok(()),
-            Ownership::Claim(owner) if owner == user_id => {}
-            Ownership::Unknown => {}
-            Ownership::Untagged if self.is_empty(bucket).await? => {}
-            Ownership::Claim(other) => {
-                return Err(not_ours(bucket, &format!("it was created for claim user {other}")));
-            }
-            Ownership::Foreign | Ownership::Untagged => {
-                return Err(not_ours(bucket, "it does not carry this claim's tag"));
+            Ownership::Missing => return Ok(Removed::Bucket),
+            Ownership::Claim(owner, policy)
+                if owner == user_id && policy != Some(ReclaimPolicy::Retain) => {}
+            _ => {
+                tracing::info!(bucket, user_id, "not this claim's bucket to delete; left alone");
+                return Ok(Removed::AccessOnly);
             }
         }
         self.abort_uploads(bucket).await?;
         let deleted = self.delete_versions(bucket).await?;
         tracing::info!(bucket, objects = deleted, "emptied bucket");
         match self.s3.delete_bucket().bucket(bucket).send().await {
-            Ok(_) => Ok(()),
-            Err(e) if code(&e) == Some("NoSuchBucket") => Ok(()),
+            Ok(_) => Ok(Removed::Bucket),
+            Err(e) if code(&e) == Some("NoSuchBucket") => Ok(Removed::Bucket),
             // Someone wrote while we emptied it: the retry empties it again.
             Err(e) if code(&e) == Some("BucketNotEmpty") => Err(BackendError::transient(format!(
                 "bucket {bucket:?} received new objects while it was emptied"
@@ -146,8 +189,13 @@ impl Buckets<'_> {
         match self.s3.get_bucket_tagging().bucket(bucket).send().await {
             Ok(output) => {
                 let tags = output.tag_set();
+                // Anything but Delete keeps the bucket: deleting is the one thing to be sure of.
+                let policy = tags.iter().find(|t| t.key() == POLICY_TAG).map(|t| match t.value() {
+                    "Delete" => ReclaimPolicy::Delete,
+                    _ => ReclaimPolicy::Retain,
+                });
                 Ok(match tags.iter().find(|t| t.key() == CLAIM_TAG) {
-                    Some(tag) => Ownership::Claim(tag.value().to_string()),
+                    Some(tag) => Ownership::Claim(tag.value().to_string(), policy),
                     None if tags.is_empty() => Ownership::Untagged,
                     None => Ownership::Foreign,
                 })
@@ -161,15 +209,28 @@ impl Buckets<'_> {
         }
     }
 
-    async fn tag(&self, bucket: &str, user_id: &str) -> Result<(), BackendError> {
-        let tag =
-            Tag::builder().key(CLAIM_TAG).value(user_id).build().map_err(|e| invalid("tag", e))?;
-        let tagging = Tagging::builder().tag_set(tag).build().map_err(|e| invalid("tagging", e))?;
+    async fn tag(
+        &self,
+        bucket: &str,
+        user_id: &str,
+        policy: ReclaimPolicy,
+    ) -> Result<(), BackendError> {
+        let policy = match policy {
+            ReclaimPolicy::Delete => "Delete",
+            ReclaimPolicy::Retain => "Retain",
+        };
+        let tag = |key: &str, value: &str| {
+            Tag::builder().key(key).value(value).build().map_err(|e| invalid("tag", e))
+        };
+        let tagging = Tagging::builder()
+            .tag_set(tag(CLAIM_TAG, user_id)?)
+            .tag_set(tag(POLICY_TAG, policy)?)
+            .build()
+            .map_err(|e| invalid("tagging", e))?;
         match self.s3.put_bucket_tagging().bucket(bucket).tagging(tagging).send().await {
             Ok(_) => Ok(()),
             Err(e) if matches!(code(&e), Some("NotImplemented" | "MethodNotAllowed")) => {
-                tracing::warn!(bucket, "the service keeps no bucket tags; ownership is not marked");
-                Ok(())
+                Err(untaggable(bucket))
             }
             Err(e) => Err(classify(e, &format!("s3:PutBucketTagging {bucket}"), self.owner)),
         }
@@ -340,21 +401,13 @@ fn unfinished(bucket: &str, progress: &str) -> BackendError {
     ))
 }
 
-fn exists_error(bucket: &str) -> BackendError {
+fn untaggable(bucket: &str) -> BackendError {
     BackendError::permanent(
-        "BucketExists",
+        "BucketTaggingUnsupported",
         format!(
-            "bucket {bucket:?} already exists in this account and was not created for this claim; \
-             choose another name, or share it through a StorageClass with bucketName"
-        ),
-    )
-}
-
-fn not_ours(bucket: &str, why: &str) -> BackendError {
-    BackendError::permanent(
-        "BucketNotOurs",
-        format!(
-            "bucket {bucket:?} was left alone: {why}, so its data is not this claim's to delete"
+            "the service keeps no bucket tags, so bucket {bucket:?} cannot record which claim \
+             created it and claims cannot be given new buckets there; share existing buckets \
+             through a StorageClass with bucketName instead"
         ),
     )
 }

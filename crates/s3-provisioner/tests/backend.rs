@@ -5,7 +5,8 @@ mod common;
 
 use std::sync::Arc;
 
-use bucket_provisioner::{BackendError, Provisioner};
+use bucket_api::ReclaimPolicy;
+use bucket_provisioner::{BUCKET_NAME_TAKEN, BackendError, Provisioner, Removed};
 use common::moto::Moto;
 use common::{FixedOwner, claim, denied_elsewhere, error_code, object_bucket, options, read_write};
 use s3_provisioner::bucket::CLAIM_TAG;
@@ -84,20 +85,22 @@ async fn buckets_that_are_not_the_claims_are_refused_and_left_alone() {
     let taken = format!("taken-{}", common::suffix());
     moto.existing_bucket(&taken, &["keep.txt"]).await;
     let intruder = claim(&taken);
+    backend.validate(&options(&intruder, &with(&params, &[]))).unwrap();
     let error = backend.provision(&options(&intruder, &with(&params, &[]))).await.unwrap_err();
-    assert_eq!(reason(&error), "BucketExists", "{error}");
-    let error = backend.delete(&object_bucket(&intruder, None)).await;
-    assert!(error.is_err(), "an untagged bucket with data is not deleted");
+    assert_eq!(reason(&error), BUCKET_NAME_TAKEN, "{error}");
+    let removed = backend.delete(&object_bucket(&intruder, None)).await.unwrap();
+    assert_eq!(removed, Removed::AccessOnly, "an untagged bucket with data is not deleted");
     assert_eq!(moto.object_keys(&taken).await, ["keep.txt"]);
 
-    // Another claim's bucket.
+    // Another claim's bucket: neither taken by name nor deleted by a record naming it.
     let owner = claim(&format!("owned-{}", common::suffix()));
     let owned = backend.provision(&options(&owner, &with(&params, &[]))).await.unwrap();
     let other = claim(&owner.spec.bucket_name.clone().unwrap());
     let error = backend.provision(&options(&other, &with(&params, &[]))).await.unwrap_err();
-    assert_eq!(reason(&error), "BucketInUse", "{error}");
-    let error = backend.delete(&object_bucket(&other, Some(&owned))).await.unwrap_err();
-    assert_eq!(reason(&error), "BucketNotOurs", "{error}");
+    assert_eq!(reason(&error), BUCKET_NAME_TAKEN, "{error}");
+    assert!(!error.to_string().contains(&options(&owner, &[]).user_id), "names nobody: {error}");
+    let removed = backend.delete(&object_bucket(&other, Some(&owned))).await.unwrap();
+    assert_eq!(removed, Removed::AccessOnly);
     assert!(moto.bucket_exists(&owner.spec.bucket_name.clone().unwrap()).await);
 
     // A grant needs the bucket to exist.
@@ -110,6 +113,38 @@ async fn buckets_that_are_not_the_claims_are_refused_and_left_alone() {
             .iter()
             .all(|u| *u == iam::user_name(&options(&owner, &[]).user_id))
     );
+}
+
+#[tokio::test]
+async fn claims_racing_for_one_name_get_it_once_and_retained_buckets_stay() {
+    let moto = Moto::start().await;
+    let backend = S3Provisioner::new(Arc::new(FixedOwner(moto.admin.clone())));
+    let params = parameters(&moto);
+    let name = format!("race-{}", common::suffix());
+    let (first, second) = (claim(&name), claim(&name));
+    let (a, b) = (options(&first, &with(&params, &[])), options(&second, &with(&params, &[])));
+    let (a, b) = tokio::join!(backend.provision(&a), backend.provision(&b));
+    assert!(a.is_ok() != b.is_ok(), "exactly one claim gets the bucket: {a:?} {b:?}");
+    let loser = a.as_ref().err().or(b.as_ref().err()).unwrap();
+    assert_eq!(reason(loser), BUCKET_NAME_TAKEN);
+
+    // Created under Retain: even its own claim's deletion keeps it.
+    let keeper = claim(&format!("kept-{}", common::suffix()));
+    let mut retained = options(&keeper, &with(&params, &[]));
+    retained.reclaim_policy = ReclaimPolicy::Retain;
+    let provisioned = backend.provision(&retained).await.unwrap();
+    moto.s3_in(&provisioned.credentials, "us-east-1")
+        .put_object()
+        .bucket(&retained.bucket_name)
+        .key("keep.txt")
+        .body(b"kept".to_vec().into())
+        .send()
+        .await
+        .unwrap();
+    let removed = backend.delete(&object_bucket(&keeper, Some(&provisioned))).await.unwrap();
+    assert_eq!(removed, Removed::AccessOnly);
+    assert_eq!(moto.object_keys(&retained.bucket_name).await, ["keep.txt"]);
+    assert!(moto.provisioned_users().await.iter().all(|u| *u != iam::user_name(&retained.user_id)));
 }
 
 #[tokio::test]

@@ -1,9 +1,11 @@
 //! A real Kubernetes control plane for tests: etcd, kube-apiserver and kube-controller-manager
 //! (garbage collector and namespace controllers), built by `tests/controlplane/build.sh`.
+//! [`Options::pods`] adds what a node's pods need.
 //!
 //! The processes run under a [`Supervised`], so however the test process ends they stop and their
 //! working directory is removed: nothing outlives a suite.
 
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -20,11 +22,42 @@ pub const BIN_DIR_ENV: &str = "BUCKET_PROVISIONER_CONTROLPLANE_BIN";
 
 const ADMIN_TOKEN_USER: &str = "admin";
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
+/// The Service range; its first address is the `kubernetes` Service.
+const SERVICE_CIDR: &str = "10.0.0.0/24";
+const KUBERNETES_SERVICE_IP: &str = "10.0.0.1";
+
+/// How a control plane is started; [`ControlPlane::start`] uses the defaults (loopback, no pods).
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// The address the apiserver listens on and advertises (default 127.0.0.1). Pods on a bridge
+    /// reach an apiserver only on an address outside the loopback range.
+    pub address: Option<Ipv4Addr>,
+    /// Serve pods: ServiceAccount admission (tokens in pods), a CA of its own whose certificate
+    /// the controller manager publishes to every namespace (`kube-root-ca.crt`), and the
+    /// controllers that run workloads (service accounts, deployments, replica sets, endpoint
+    /// slices, and node lifecycle, which lifts the not-ready taint a kubelet registers with).
+    pub pods: bool,
+    /// More users for the token file, e.g. a kubelet's.
+    pub tokens: Vec<TokenUser>,
+}
+
+/// One line of the apiserver's token file.
+#[derive(Clone, Debug)]
+pub struct TokenUser {
+    /// The bearer token.
+    pub token: String,
+    /// The user name it authenticates as.
+    pub user: String,
+    /// The groups of that user.
+    pub groups: Vec<String>,
+}
 
 /// A running control plane. Dropping it stops the processes and removes its files.
 pub struct ControlPlane {
     kubeconfig_path: PathBuf,
     kubeconfig: Kubeconfig,
+    server: String,
+    ca_path: Option<PathBuf>,
     processes: Supervised,
 }
 
@@ -39,25 +72,33 @@ impl ControlPlane {
 
     /// Starts a new control plane and waits until the apiserver is ready.
     pub fn start() -> Result<ControlPlane> {
+        Self::start_with(&Options::default())
+    }
+
+    /// Starts a new control plane as `options` say and waits until the apiserver is ready.
+    pub fn start_with(options: &Options) -> Result<ControlPlane> {
         let bin = binaries_dir()?;
         let dir = tempfile::Builder::new().prefix("bucket-controlplane-").tempdir()?.keep();
-        let result = Self::start_in(&bin, &dir);
+        let result = Self::start_in(&bin, &dir, options);
         if result.is_err() {
             let _ = std::fs::remove_dir_all(&dir);
         }
         result
     }
 
-    fn start_in(bin: &Path, dir: &Path) -> Result<ControlPlane> {
+    fn start_in(bin: &Path, dir: &Path, options: &Options) -> Result<ControlPlane> {
+        let address = options.address.unwrap_or(Ipv4Addr::LOCALHOST);
         let etcd_port = free_port()?;
         let peer_port = free_port()?;
-        let api_port = free_port()?;
+        let api_port = free_port_on(address.into())?;
         let token = format!("token-{}-{}", std::process::id(), unique_suffix());
 
-        std::fs::write(
-            dir.join("tokens.csv"),
-            format!("{token},{ADMIN_TOKEN_USER},{ADMIN_TOKEN_USER},system:masters\n"),
-        )?;
+        let mut tokens = format!("{token},{ADMIN_TOKEN_USER},{ADMIN_TOKEN_USER},system:masters\n");
+        for user in &options.tokens {
+            let groups = user.groups.join(",");
+            tokens.push_str(&format!("{},{},{},\"{groups}\"\n", user.token, user.user, user.user));
+        }
+        std::fs::write(dir.join("tokens.csv"), tokens)?;
         let sa_key = dir.join("sa.key");
         let openssl = Command::new("openssl")
             .args(["genrsa", "-out"])
@@ -69,8 +110,11 @@ impl ControlPlane {
         if !openssl.success() {
             bail!("openssl genrsa failed");
         }
+        // Pods verify the apiserver (by the `kubernetes` Service's address) against the CA that
+        // kube-root-ca.crt carries, so it needs a certificate from a CA of ours.
+        let ca_path = if options.pods { Some(serving_certificate(dir, address)?) } else { None };
 
-        let server = format!("https://127.0.0.1:{api_port}");
+        let server = format!("https://{address}:{api_port}");
         let kubeconfig_yaml = kubeconfig_yaml(&server, &token);
         let kubeconfig_path = dir.join("kubeconfig");
         std::fs::write(&kubeconfig_path, &kubeconfig_yaml)?;
@@ -93,39 +137,55 @@ impl ControlPlane {
             format!("{}/kube-apiserver", bin.display()),
             format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
             format!("--cert-dir={d}/certs"),
-            "--bind-address=127.0.0.1".into(),
-            "--advertise-address=127.0.0.1".into(),
+            format!("--bind-address={address}"),
+            format!("--advertise-address={address}"),
             format!("--secure-port={api_port}"),
             format!("--token-auth-file={d}/tokens.csv"),
             "--authorization-mode=RBAC".into(),
             "--service-account-issuer=https://kubernetes.default.svc".into(),
             format!("--service-account-key-file={}", sa_key.display()),
             format!("--service-account-signing-key-file={}", sa_key.display()),
-            "--service-cluster-ip-range=10.0.0.0/24".into(),
+            format!("--service-cluster-ip-range={SERVICE_CIDR}"),
             "--allow-privileged=true".into(),
-            "--disable-admission-plugins=ServiceAccount".into(),
             "--enable-priority-and-fairness=false".into(),
             "--shutdown-delay-duration=0s".into(),
             "--profiling=false".into(),
         ];
-        let controller_manager = [
+        let mut apiserver = apiserver.to_vec();
+        let mut controllers = "garbagecollector,namespace".to_string();
+        let mut controller_manager_extra = Vec::new();
+        match &ca_path {
+            Some(ca) => {
+                apiserver.push(format!("--tls-cert-file={d}/apiserver.crt"));
+                apiserver.push(format!("--tls-private-key-file={d}/apiserver.key"));
+                controllers.push_str(
+                    ",serviceaccount-controller,root-ca-certificate-publisher-controller,\
+                     deployment-controller,replicaset-controller,endpointslice-controller,\
+                     node-lifecycle-controller",
+                );
+                controller_manager_extra.push(format!("--root-ca-file={}", ca.display()));
+            }
+            None => apiserver.push("--disable-admission-plugins=ServiceAccount".into()),
+        }
+        let mut controller_manager = vec![
             format!("{}/kube-controller-manager", bin.display()),
             format!("--kubeconfig={}", kubeconfig_path.display()),
-            "--controllers=garbagecollector,namespace".into(),
+            format!("--controllers={controllers}"),
             "--leader-elect=false".into(),
             "--secure-port=0".into(),
             "--concurrent-gc-syncs=5".into(),
         ];
+        controller_manager.extend(controller_manager_extra);
         let processes = Supervised::start(
             dir,
             &[
                 ("etcd", etcd.to_vec()),
-                ("kube-apiserver", apiserver.to_vec()),
-                ("kube-controller-manager", controller_manager.to_vec()),
+                ("kube-apiserver", apiserver),
+                ("kube-controller-manager", controller_manager),
             ],
             &[],
         )?;
-        let plane = ControlPlane { kubeconfig_path, kubeconfig, processes };
+        let plane = ControlPlane { kubeconfig_path, kubeconfig, server, ca_path, processes };
         plane.wait_ready()?;
         Ok(plane)
     }
@@ -144,6 +204,41 @@ impl ControlPlane {
     /// Path of a kubeconfig file for programs under test (administrator credentials).
     pub fn kubeconfig_path(&self) -> &Path {
         &self.kubeconfig_path
+    }
+
+    /// Kills kube-apiserver (etcd and the controller manager keep running) and waits until it no
+    /// longer answers: an apiserver outage.
+    pub fn stop_apiserver(&mut self) -> Result<()> {
+        self.processes.stop("kube-apiserver")?;
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while std::net::TcpStream::connect(self.apiserver_address()?).is_ok() {
+            if Instant::now() > deadline {
+                bail!("kube-apiserver still answers after being stopped");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
+
+    /// Starts kube-apiserver again after [`ControlPlane::stop_apiserver`], on the same address,
+    /// and waits until it is ready.
+    pub fn start_apiserver(&mut self) -> Result<()> {
+        self.processes.start_again("kube-apiserver")?;
+        self.wait_ready()
+    }
+
+    fn apiserver_address(&self) -> Result<std::net::SocketAddr> {
+        Ok(self.server.trim_start_matches("https://").parse()?)
+    }
+
+    /// The apiserver's URL, `https://ADDRESS:PORT`.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The CA that signed the apiserver's certificate, when started with [`Options::pods`].
+    pub fn ca_path(&self) -> Option<&Path> {
+        self.ca_path.as_deref()
     }
 
     /// The last lines of one component's log (`etcd`, `kube-apiserver`, `kube-controller-manager`).
@@ -228,7 +323,57 @@ current-context: test
 }
 
 fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    free_port_on(IpAddr::V4(Ipv4Addr::LOCALHOST))
+}
+
+fn free_port_on(address: IpAddr) -> Result<u16> {
+    Ok(std::net::TcpListener::bind((address, 0))?.local_addr()?.port())
+}
+
+/// Runs `openssl` with the words of `fixed` and then the `(option, path)` pairs (paths may hold
+/// any character).
+fn openssl(fixed: &str, paths: &[(&str, &Path)]) -> Result<()> {
+    let mut command = Command::new("openssl");
+    command.args(fixed.split_whitespace());
+    for (option, path) in paths {
+        command.arg(option).arg(path);
+    }
+    let status =
+        command.stdout(Stdio::null()).stderr(Stdio::null()).status().context("running openssl")?;
+    if !status.success() {
+        bail!("openssl {fixed} failed");
+    }
+    Ok(())
+}
+
+/// A CA (`ca.crt`) and an apiserver certificate it signed (`apiserver.crt`, `apiserver.key`)
+/// for every name and address pods and tests use. Returns the CA's path.
+fn serving_certificate(dir: &Path, address: Ipv4Addr) -> Result<PathBuf> {
+    let [ca_key, ca, key, csr, cert, ext] =
+        ["ca.key", "ca.crt", "apiserver.key", "apiserver.csr", "apiserver.crt", "apiserver.ext"]
+            .map(|name| dir.join(name));
+    openssl(
+        "req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=bucket-provisioner-test-ca",
+        &[("-keyout", &ca_key), ("-out", &ca)],
+    )?;
+    openssl(
+        "req -newkey rsa:2048 -nodes -subj /CN=kube-apiserver",
+        &[("-keyout", &key), ("-out", &csr)],
+    )?;
+    std::fs::write(
+        &ext,
+        format!(
+            "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n\
+             extendedKeyUsage=serverAuth\nsubjectAltName=IP:{address},IP:127.0.0.1,\
+             IP:{KUBERNETES_SERVICE_IP},DNS:kubernetes,DNS:kubernetes.default,\
+             DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,DNS:localhost\n"
+        ),
+    )?;
+    openssl(
+        "x509 -req -days 2 -CAcreateserial",
+        &[("-in", &csr), ("-CA", &ca), ("-CAkey", &ca_key), ("-extfile", &ext), ("-out", &cert)],
+    )?;
+    Ok(ca)
 }
 
 /// A short string that differs between calls and processes, for unique names.

@@ -15,8 +15,10 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, ResourceExt};
 
-pub use control_plane::{BIN_DIR_ENV, ControlPlane, binaries_dir, unique_suffix};
-pub use manifests::{Apply, apply_manifests, read_manifests};
+pub use control_plane::{
+    BIN_DIR_ENV, ControlPlane, Options, TokenUser, binaries_dir, unique_suffix,
+};
+pub use manifests::{Apply, apply_manifests, apply_objects, read_manifests};
 pub use supervised::Supervised;
 
 /// How long helpers wait for the cluster to reach an expected state.

@@ -46,7 +46,18 @@ pub enum Apply {
 /// objects in them need them). Returns how many objects were sent.
 pub async fn apply_manifests(client: &Client, dir: &Path, mode: Apply) -> Result<usize> {
     let objects = read_manifests(dir)?;
-    for (file, object) in &objects {
+    apply_objects(client, &objects, mode).await?;
+    Ok(objects.len())
+}
+
+/// Sends `objects` (as from [`read_manifests`], perhaps edited) to the apiserver, in order, the
+/// way [`apply_manifests`] does.
+pub async fn apply_objects(
+    client: &Client,
+    objects: &[(PathBuf, DynamicObject)],
+    mode: Apply,
+) -> Result<()> {
+    for (file, object) in objects {
         let types = object.types.as_ref().ok_or_else(|| anyhow!("{}: no kind", file.display()))?;
         let gvk = GroupVersionKind::try_from(types)?;
         let (resource, capabilities) = pinned_kind(client, &gvk)
@@ -84,5 +95,5 @@ pub async fn apply_manifests(client: &Client, dir: &Path, mode: Apply) -> Result
             }
         }
     }
-    Ok(objects.len())
+    Ok(())
 }

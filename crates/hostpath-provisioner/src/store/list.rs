@@ -299,7 +299,8 @@ mod tests {
     async fn order_prefixes_and_pages() {
         let tmp = tempfile::tempdir().unwrap();
         let store = BucketStore::open(tmp.path().to_owned(), "id").unwrap();
-        store.create_bucket("b-1").await.unwrap();
+        let creator = super::super::Creator { user_id: "obc-1", delete_with_claim: true };
+        store.create_bucket("b-1", creator).await.unwrap();
         for key in ["a/b", "a-c", "a0", "a/c/d", "b", "a/c/e", "dir/", "dir/x"] {
             put(&store, key).await;
         }

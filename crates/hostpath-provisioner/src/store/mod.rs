@@ -5,7 +5,8 @@
 //! ```text
 //! <root>/buckets/<bucket>/<key>          object data; a key's '/' are directories
 //! <root>/.provisioner/              0700 bookkeeping, never served
-//!     state.json                    0600 bucket records and access keys (secrets)
+//!     records/<bucket>.json         0600 who created a bucket, and under which policy
+//!     keys/<access-key-id>.json     0600 one access key (a secret) and the bucket it reaches
 //!     meta/<bucket>/<hh>/<md5>.json      ETag, headers, checksums of one object
 //!     meta/<bucket>/side/<hh>/<md5>.{json,data}  objects whose key cannot be a path (see below)
 //!     uploads/<bucket>/<upload-id>/      multipart uploads in progress
@@ -19,7 +20,10 @@
 //! stale, and the object is then served with a derived ETag instead of a wrong one.
 //!
 //! Every write goes to `tmp/` first and is renamed into place, so readers never see a partial
-//! object, and `state.json` is replaced atomically (temp file, fsync, rename, fsync directory).
+//! object. Records and keys are a file each, replaced atomically (temp file, fsync, rename, fsync
+//! directory), so provisioning one claim writes what concerns that claim and nothing else, however
+//! many buckets there are. A `state.json` from earlier versions (everything in one file) is split
+//! into these files when the store opens.
 //!
 //! # Keys that cannot be paths
 //!
@@ -40,7 +44,7 @@ mod objects;
 mod operator;
 mod side;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -67,14 +71,17 @@ use crate::admin::AdminCredentials;
 const STATE_DIR: &str = ".provisioner";
 /// Name of the directory holding bucket directories under the root.
 const BUCKETS_DIR: &str = "buckets";
-const STATE_FILE: &str = "state.json";
-const STATE_VERSION: u32 = 1;
+/// The single bookkeeping file of earlier versions, split up when found.
+const LEGACY_STATE_FILE: &str = "state.json";
+const LEGACY_STATE_VERSION: u32 = 1;
+const RECORDS_DIR: &str = "records";
+const KEYS_DIR: &str = "keys";
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The bucket name breaks the S3 naming rules.
-    #[error("invalid bucket name {0}")]
+    #[error("{0}")]
     InvalidBucketName(String),
     /// The object key cannot be stored safely.
     #[error("invalid object key {0}")]
@@ -88,8 +95,9 @@ pub enum StoreError {
     /// No object of that key exists.
     #[error("object {0:?} does not exist")]
     NoSuchKey(String),
-    /// A bucket directory exists that this store did not create.
-    #[error("bucket {0:?} already exists and was not created by this provisioner")]
+    /// The bucket exists and was not created for the claim asking (or nothing records who
+    /// created it). Names nobody else.
+    #[error("bucket {0:?} already exists and was not created for this claim")]
     BucketAlreadyExists(String),
     /// The operator asked to create a bucket that already exists (whoever made it).
     #[error("bucket {0:?} already exists")]
@@ -199,6 +207,22 @@ pub struct BucketRecord {
     pub created_by_provisioner: bool,
     /// When the record was written, in seconds since the Unix epoch.
     pub created_unix: u64,
+    /// User id of the claim the bucket was created for: only that claim may provision it again
+    /// or have it deleted. `None` for operator buckets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creator: Option<String>,
+    /// Whether deleting the creating claim deletes the bucket (it was created under `Delete`).
+    #[serde(default)]
+    pub delete_with_claim: bool,
+}
+
+/// The claim a bucket is created for, as the store records it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Creator<'a> {
+    /// The claim's user id.
+    pub user_id: &'a str,
+    /// Whether deleting the claim deletes the bucket.
+    pub delete_with_claim: bool,
 }
 
 /// An access key pair and what it may reach. `Debug` never shows the secret.
@@ -232,13 +256,87 @@ impl AccessKey {
     }
 }
 
-/// The whole of `state.json`.
+/// The whole of a legacy `state.json`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-struct State {
+struct LegacyState {
     version: u32,
+    buckets: BTreeMap<String, BucketRecord>,
+    keys: BTreeMap<String, AccessKey>,
+}
+
+/// Every record and key, in memory, with indexes so that no operation on one claim looks at
+/// every key.
+#[derive(Debug, Default)]
+struct State {
     buckets: BTreeMap<String, BucketRecord>,
     /// By access key id.
     keys: BTreeMap<String, AccessKey>,
+    /// User id → its access key ids.
+    by_user: HashMap<String, BTreeSet<String>>,
+    /// Bucket → access key ids reaching it.
+    by_bucket: HashMap<String, BTreeSet<String>>,
+}
+
+impl State {
+    fn insert_key(&mut self, key: AccessKey) {
+        self.by_user.entry(key.user_id.clone()).or_default().insert(key.access_key_id.clone());
+        for bucket in &key.buckets {
+            self.by_bucket.entry(bucket.clone()).or_default().insert(key.access_key_id.clone());
+        }
+        self.keys.insert(key.access_key_id.clone(), key);
+    }
+
+    fn remove_key(&mut self, id: &str) {
+        let Some(key) = self.keys.remove(id) else { return };
+        unindex(&mut self.by_user, &key.user_id, id);
+        for bucket in &key.buckets {
+            unindex(&mut self.by_bucket, bucket, id);
+        }
+    }
+
+    /// The ids of `user_id`'s keys.
+    fn keys_of_user(&self, user_id: &str) -> Vec<String> {
+        self.by_user.get(user_id).map(|ids| ids.iter().cloned().collect()).unwrap_or_default()
+    }
+
+    /// The keys reaching `bucket`.
+    fn keys_of_bucket(&self, bucket: &str) -> impl Iterator<Item = &AccessKey> {
+        self.by_bucket.get(bucket).into_iter().flatten().filter_map(|id| self.keys.get(id))
+    }
+}
+
+fn unindex(index: &mut HashMap<String, BTreeSet<String>>, entry: &str, id: &str) {
+    if let Some(ids) = index.get_mut(entry) {
+        ids.remove(id);
+        if ids.is_empty() {
+            index.remove(entry);
+        }
+    }
+}
+
+/// Changes decided under the writer lock, persisted before anyone can see them.
+struct Tx<'a> {
+    state: &'a State,
+    buckets: BTreeMap<String, Option<BucketRecord>>,
+    keys: BTreeMap<String, Option<AccessKey>>,
+}
+
+impl Tx<'_> {
+    fn put_bucket(&mut self, record: BucketRecord) {
+        self.buckets.insert(record.name.clone(), Some(record));
+    }
+
+    fn remove_bucket(&mut self, name: &str) {
+        self.buckets.insert(name.to_owned(), None);
+    }
+
+    fn put_key(&mut self, key: AccessKey) {
+        self.keys.insert(key.access_key_id.clone(), Some(key));
+    }
+
+    fn remove_key(&mut self, id: &str) {
+        self.keys.insert(id.to_owned(), None);
+    }
 }
 
 /// Buckets, objects and access keys under one root directory. Cheap to clone.
@@ -259,9 +357,9 @@ impl std::fmt::Debug for BucketStore {
 struct Inner {
     root: PathBuf,
     identity: String,
-    /// In-memory copy of `state.json`, read on every request by authentication.
-    state: RwLock<Arc<State>>,
-    /// Serializes read-modify-write cycles of `state.json`.
+    /// In-memory copy of the records and keys, read on every request by authentication.
+    state: RwLock<State>,
+    /// Serializes read-decide-persist cycles of the records and keys.
     writer: Mutex<()>,
     /// The operator credential; configuration, never persisted.
     admin: RwLock<Option<Arc<AdminCredentials>>>,
@@ -290,7 +388,7 @@ impl BucketStore {
         let root = fs::canonicalize(&root)?;
         fs::create_dir_all(root.join(BUCKETS_DIR))?;
         let state_dir = root.join(STATE_DIR);
-        for dir in ["", "meta", "uploads", "tmp"] {
+        for dir in ["", "meta", "uploads", "tmp", RECORDS_DIR, KEYS_DIR] {
             let dir = state_dir.join(dir);
             match fs::DirBuilder::new().mode(0o700).create(&dir) {
                 Ok(()) => {}
@@ -307,12 +405,13 @@ impl BucketStore {
             let path = entry?.path();
             let _ = fs::remove_file(&path).or_else(|_| fs::remove_dir_all(&path));
         }
-        let state = load_state(&state_dir.join(STATE_FILE))?;
+        split_legacy_state(&state_dir)?;
+        let state = load_state(&state_dir)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 root,
                 identity,
-                state: RwLock::new(Arc::new(state)),
+                state: RwLock::new(state),
                 writer: Mutex::new(()),
                 admin: RwLock::new(None),
                 key_locks: (0..KEY_LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
@@ -349,25 +448,35 @@ impl BucketStore {
 
     /// The record of `bucket`, if this store (under any identity) created it.
     pub fn bucket_record(&self, bucket: &str) -> Option<BucketRecord> {
-        self.inner.snapshot().buckets.get(bucket).cloned()
+        self.inner.read().buckets.get(bucket).cloned()
     }
 
     /// The key with this access key id, if it exists.
     pub fn lookup_key(&self, access_key_id: &str) -> Option<AccessKey> {
-        self.inner.snapshot().keys.get(access_key_id).cloned()
+        self.inner.read().keys.get(access_key_id).cloned()
     }
 
     /// All keys issued for `user_id`.
     pub fn keys_for_user(&self, user_id: &str) -> Vec<AccessKey> {
-        self.inner.snapshot().keys.values().filter(|k| k.user_id == user_id).cloned().collect()
+        let state = self.inner.read();
+        state.keys_of_user(user_id).iter().filter_map(|id| state.keys.get(id).cloned()).collect()
     }
 
-    /// Creates `bucket` owned by our identity. Idempotent: succeeds when an earlier call created
-    /// it (and recreates a directory that went missing since). Fails when the directory exists
-    /// without being ours or the record names another owner.
-    pub async fn create_bucket(&self, bucket: &str) -> Result<BucketRecord, StoreError> {
-        let bucket = bucket.to_owned();
-        self.blocking(move |store| store.create_bucket_blocking(&bucket)).await
+    /// Creates `bucket` owned by our identity for `creator`. Idempotent for the same creator:
+    /// succeeds when an earlier call created it (and recreates a directory that went missing
+    /// since). Any other existing bucket, whoever made it, is
+    /// [`StoreError::BucketAlreadyExists`] (or [`StoreError::NotOurs`] under another identity).
+    pub async fn create_bucket(
+        &self,
+        bucket: &str,
+        creator: Creator<'_>,
+    ) -> Result<BucketRecord, StoreError> {
+        let (bucket, user_id) = (bucket.to_owned(), creator.user_id.to_owned());
+        let delete_with_claim = creator.delete_with_claim;
+        self.blocking(move |store| {
+            store.create_bucket_blocking(&bucket, Creator { user_id: &user_id, delete_with_claim })
+        })
+        .await
     }
 
     /// Returns the key of `user_id` for `bucket`, creating it on the first call. A retry returns
@@ -381,21 +490,24 @@ impl BucketStore {
     pub async fn revoke_keys(&self, user_id: &str) -> Result<usize, StoreError> {
         let user_id = user_id.to_owned();
         self.blocking(move |store| {
-            store.inner.mutate(|state| {
-                let before = state.keys.len();
-                state.keys.retain(|_, k| k.user_id != user_id);
-                Ok(before - state.keys.len())
+            store.inner.mutate(|tx| {
+                let ids = tx.state.keys_of_user(&user_id);
+                for id in &ids {
+                    tx.remove_key(id);
+                }
+                Ok(ids.len())
             })
         })
         .await
     }
 
-    /// Deletes `bucket`, its objects, uploads and keys, only when its record names our
-    /// identity. Already gone counts as done; a bucket that is not ours is
-    /// [`StoreError::NotOurs`] and is left untouched.
-    pub async fn delete_bucket(&self, bucket: &str) -> Result<(), StoreError> {
-        let bucket = bucket.to_owned();
-        self.blocking(move |store| store.delete_bucket_blocking(&bucket)).await
+    /// Deletes `bucket`, its objects, uploads and keys when its record says `user_id` created
+    /// it to go with its claim, and answers `true`; for any other bucket of ours only removes
+    /// `user_id`'s keys and answers `false`. Already gone counts as deleted; a bucket recorded
+    /// under another identity is [`StoreError::NotOurs`] and is left untouched.
+    pub async fn delete_bucket(&self, bucket: &str, user_id: &str) -> Result<bool, StoreError> {
+        let (bucket, user_id) = (bucket.to_owned(), user_id.to_owned());
+        self.blocking(move |store| store.delete_bucket_blocking(&bucket, &user_id)).await
     }
 
     /// The commit lock of `key` in `bucket`.
@@ -419,19 +531,30 @@ impl BucketStore {
             .map_err(|e| StoreError::Io(io::Error::other(e)))?
     }
 
-    fn create_bucket_blocking(&self, bucket: &str) -> Result<BucketRecord, StoreError> {
+    fn create_bucket_blocking(
+        &self,
+        bucket: &str,
+        creator: Creator<'_>,
+    ) -> Result<BucketRecord, StoreError> {
         let path = self.bucket_path(bucket)?;
         let ours = self.identity().to_owned();
-        let record = self.inner.mutate(|state| {
-            if let Some(record) = state.buckets.get(bucket) {
-                // An operator bucket is never adopted, even under an identity that happens to
-                // equal the operator's owner name.
-                if record.owner != ours || !record.created_by_provisioner {
+        // Checked and recorded under the writer lock: of two claims racing for one name, the
+        // second finds the first's record.
+        let record = self.inner.mutate(|tx| {
+            if let Some(record) = tx.state.buckets.get(bucket) {
+                if record.owner != ours {
                     return Err(StoreError::NotOurs {
                         bucket: bucket.to_owned(),
                         owner: record.owner.clone(),
                         ours: ours.clone(),
                     });
+                }
+                // Only a retry of the creating claim; never an operator bucket, never one kept
+                // after its claim went, never another claim's.
+                if !record.created_by_provisioner
+                    || record.creator.as_deref() != Some(creator.user_id)
+                {
+                    return Err(StoreError::BucketAlreadyExists(bucket.to_owned()));
                 }
                 return Ok(record.clone());
             }
@@ -445,8 +568,10 @@ impl BucketStore {
                 owner: ours.clone(),
                 created_by_provisioner: true,
                 created_unix: unix_now(),
+                creator: Some(creator.user_id.to_owned()),
+                delete_with_claim: creator.delete_with_claim,
             };
-            state.buckets.insert(bucket.to_owned(), record.clone());
+            tx.put_bucket(record.clone());
             Ok(record)
         })?;
         match fs::create_dir(&path) {
@@ -463,13 +588,13 @@ impl BucketStore {
             return Err(StoreError::InvalidArgument("user id must not be empty".into()));
         }
         let access_key_id = derive_access_key_id(user_id, bucket);
-        self.inner.mutate(|state| {
+        self.inner.mutate(|tx| {
             // Checked under the writer lock, so that an operator's DeleteBucket (which checks
             // for keys under the same lock) cannot slip in between.
             if !self.bucket_exists(bucket)? {
                 return Err(StoreError::NoSuchBucket(bucket.to_owned()));
             }
-            if let Some(key) = state.keys.get(&access_key_id) {
+            if let Some(key) = tx.state.keys.get(&access_key_id) {
                 return Ok(key.clone());
             }
             let key = AccessKey {
@@ -478,29 +603,46 @@ impl BucketStore {
                 buckets: vec![bucket.to_owned()],
                 user_id: user_id.to_owned(),
             };
-            state.keys.insert(access_key_id.clone(), key.clone());
+            tx.put_key(key.clone());
             Ok(key)
         })
     }
 
-    fn delete_bucket_blocking(&self, bucket: &str) -> Result<(), StoreError> {
+    fn delete_bucket_blocking(&self, bucket: &str, user_id: &str) -> Result<bool, StoreError> {
         let path = self.bucket_path(bucket)?;
         let ours = self.identity().to_owned();
-        let snapshot = self.inner.snapshot();
-        let not_ours = |owner: &str| StoreError::NotOurs {
-            bucket: bucket.to_owned(),
-            owner: owner.to_owned(),
-            ours: ours.clone(),
+        let record = self.bucket_record(bucket);
+        let revoke_only = || {
+            self.inner.mutate(|tx| {
+                for id in tx.state.keys_of_user(user_id) {
+                    tx.remove_key(&id);
+                }
+                Ok(false)
+            })
         };
-        match snapshot.buckets.get(bucket) {
-            Some(record) if record.owner == ours && record.created_by_provisioner => {}
-            Some(record) => return Err(not_ours(&record.owner)),
-            None if fs::symlink_metadata(&path).is_ok() => return Err(not_ours("")),
-            None => return Ok(()),
+        match &record {
+            // An operator's bucket is never a claim's to delete, whoever runs this store.
+            Some(record) if !record.created_by_provisioner => return revoke_only(),
+            Some(record) if record.owner != ours => {
+                return Err(StoreError::NotOurs {
+                    bucket: bucket.to_owned(),
+                    owner: record.owner.clone(),
+                    ours,
+                });
+            }
+            Some(record)
+                if record.delete_with_claim && record.creator.as_deref() == Some(user_id) => {}
+            Some(_) => return revoke_only(),
+            None if fs::symlink_metadata(&path).is_ok() => return revoke_only(),
+            None => return Ok(true),
         }
         // Keys first, so that clients stop writing while the data goes.
-        self.inner.mutate(|state| {
-            state.keys.retain(|_, k| !k.allows(bucket));
+        self.inner.mutate(|tx| {
+            let ids: Vec<String> =
+                tx.state.keys_of_bucket(bucket).map(|k| k.access_key_id.clone()).collect();
+            for id in ids {
+                tx.remove_key(&id);
+            }
             Ok(())
         })?;
         let state_dir = self.inner.state_dir();
@@ -510,59 +652,158 @@ impl BucketStore {
             remove_tree(&dir)?;
         }
         // The record goes last: until then a retry knows the bucket is ours.
-        self.inner.mutate(|state| {
-            state.buckets.remove(bucket);
-            Ok(())
+        self.inner.mutate(|tx| {
+            tx.remove_bucket(bucket);
+            Ok(true)
         })
     }
 }
 
 impl Inner {
-    fn snapshot(&self) -> Arc<State> {
-        self.state.read().unwrap_or_else(PoisonError::into_inner).clone()
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn state_dir(&self) -> PathBuf {
         self.root.join(STATE_DIR)
     }
 
-    /// Applies `f` to a copy of the state and persists it before anyone can see it; nothing is
-    /// written when `f` changed nothing.
+    /// Lets `f` decide changes against the current state, then persists each changed record and
+    /// key (a file each) before anyone can see them. Writers take turns; readers never wait on a
+    /// file system write.
     fn mutate<R>(
         &self,
-        f: impl FnOnce(&mut State) -> Result<R, StoreError>,
+        f: impl FnOnce(&mut Tx<'_>) -> Result<R, StoreError>,
     ) -> Result<R, StoreError> {
         let _guard = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
-        let current = self.snapshot();
-        let mut next = (*current).clone();
-        let out = f(&mut next)?;
-        if next != *current {
-            next.version = STATE_VERSION;
-            let bytes = serde_json::to_vec_pretty(&next).map_err(io::Error::other)?;
-            write_atomic(&self.state_dir().join(STATE_FILE), &bytes, 0o600)?;
-            *self.state.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(next);
+        let (out, buckets, keys) = {
+            let state = self.read();
+            let mut tx = Tx { state: &state, buckets: BTreeMap::new(), keys: BTreeMap::new() };
+            let out = f(&mut tx)?;
+            (out, tx.buckets, tx.keys)
+        };
+        let dir = self.state_dir();
+        for (name, record) in &buckets {
+            persist(&dir.join(RECORDS_DIR), name, record.as_ref())?;
+        }
+        for (id, key) in &keys {
+            persist(&dir.join(KEYS_DIR), id, key.as_ref())?;
+        }
+        if buckets.is_empty() && keys.is_empty() {
+            return Ok(out);
+        }
+        let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
+        for (name, record) in buckets {
+            match record {
+                Some(record) => state.buckets.insert(name, record),
+                None => state.buckets.remove(&name),
+            };
+        }
+        for (id, key) in keys {
+            state.remove_key(&id);
+            if let Some(key) = key {
+                state.insert_key(key);
+            }
         }
         Ok(out)
     }
 }
 
-fn load_state(path: &Path) -> Result<State, StoreError> {
-    let bytes = match fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Ok(State { version: STATE_VERSION, ..State::default() });
+/// Writes `value` as `<dir>/<name>.json` (0600, atomically), or removes the file for `None`.
+fn persist<T: Serialize>(dir: &Path, name: &str, value: Option<&T>) -> Result<(), StoreError> {
+    let path = dir.join(format!("{name}.json"));
+    match value {
+        Some(value) => {
+            let bytes = serde_json::to_vec(value).map_err(io::Error::other)?;
+            write_atomic(&path, &bytes, 0o600)?;
         }
-        Err(e) => return Err(e.into()),
-    };
-    let state: State = serde_json::from_slice(&bytes)
-        .map_err(|e| StoreError::Corrupt { path: path.to_owned(), message: e.to_string() })?;
-    if state.version > STATE_VERSION {
-        return Err(StoreError::Corrupt {
-            path: path.to_owned(),
-            message: format!("written by a newer version (format {})", state.version),
-        });
+        None => match fs::remove_file(&path) {
+            Ok(()) => fsync_dir(dir)?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        },
+    }
+    Ok(())
+}
+
+/// Reads every `*.json` file of `dir`.
+fn read_all<T: serde::de::DeserializeOwned>(dir: &Path) -> Result<Vec<T>, StoreError> {
+    let mut values = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue; // a temporary file of an interrupted write
+        }
+        let bytes = fs::read(&path)?;
+        let value = serde_json::from_slice(&bytes)
+            .map_err(|e| StoreError::Corrupt { path: path.clone(), message: e.to_string() })?;
+        values.push(value);
+    }
+    Ok(values)
+}
+
+fn load_state(state_dir: &Path) -> Result<State, StoreError> {
+    let mut state = State::default();
+    for record in read_all::<BucketRecord>(&state_dir.join(RECORDS_DIR))? {
+        state.buckets.insert(record.name.clone(), record);
+    }
+    for key in read_all::<AccessKey>(&state_dir.join(KEYS_DIR))? {
+        state.insert_key(key);
     }
     Ok(state)
+}
+
+/// Splits a `state.json` of earlier versions into a file per record and key, adopting creators
+/// for records that predate them; the old file goes only once everything is written, so a crash
+/// midway splits it again.
+fn split_legacy_state(state_dir: &Path) -> Result<(), StoreError> {
+    let path = state_dir.join(LEGACY_STATE_FILE);
+    let bytes = match fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    let mut legacy: LegacyState = serde_json::from_slice(&bytes)
+        .map_err(|e| StoreError::Corrupt { path: path.clone(), message: e.to_string() })?;
+    if legacy.version > LEGACY_STATE_VERSION {
+        return Err(StoreError::Corrupt {
+            path,
+            message: format!("written by a newer version (format {})", legacy.version),
+        });
+    }
+    adopt_creators(&mut legacy);
+    for record in legacy.buckets.values() {
+        persist(&state_dir.join(RECORDS_DIR), &record.name, Some(record))?;
+    }
+    for key in legacy.keys.values() {
+        persist(&state_dir.join(KEYS_DIR), &key.access_key_id, Some(key))?;
+    }
+    fs::remove_file(&path)?;
+    fsync_dir(state_dir)?;
+    Ok(())
+}
+
+/// Records written before creators were recorded: a bucket the provisioner created whose keys
+/// all belong to one claim was that claim's (provision issues the creator's key right after
+/// creating the bucket); with any other key holders nobody is recorded, and the bucket can only
+/// lose keys, never be deleted or provisioned again.
+fn adopt_creators(state: &mut LegacyState) {
+    for record in state.buckets.values_mut() {
+        if !record.created_by_provisioner || record.creator.is_some() {
+            continue;
+        }
+        let holders: BTreeSet<&str> = state
+            .keys
+            .values()
+            .filter(|k| k.allows(&record.name))
+            .map(|k| k.user_id.as_str())
+            .collect();
+        if let [only] = holders.into_iter().collect::<Vec<_>>()[..] {
+            record.creator = Some(only.to_owned());
+            // Its ObjectBucket decided deletion until now; it still does.
+            record.delete_with_claim = true;
+        }
+    }
 }
 
 /// A stable access key id for `user_id` on `bucket`, so that a retried issue finds the first.
@@ -649,13 +890,15 @@ mod tests {
         BucketStore::open(dir.to_owned(), identity).unwrap()
     }
 
+    const ONE: Creator<'static> = Creator { user_id: "obc-1", delete_with_claim: true };
+
     #[tokio::test]
     async fn provision_issue_revoke_delete_are_idempotent() {
         let tmp = tempfile::tempdir().unwrap();
         let store = open(tmp.path(), "ours");
 
-        let first = store.create_bucket("photos").await.unwrap();
-        let again = store.create_bucket("photos").await.unwrap();
+        let first = store.create_bucket("photos", ONE).await.unwrap();
+        let again = store.create_bucket("photos", ONE).await.unwrap();
         assert_eq!(first, again);
         assert!(first.created_by_provisioner);
         assert_eq!(first.owner, "ours");
@@ -679,39 +922,95 @@ mod tests {
         assert!(store.lookup_key(&key.access_key_id).is_none());
         assert!(store.lookup_key(&other.access_key_id).is_some());
 
-        store.delete_bucket("photos").await.unwrap();
+        assert!(store.delete_bucket("photos", "obc-1").await.unwrap());
         assert!(!store.bucket_exists("photos").unwrap());
         assert!(store.lookup_key(&other.access_key_id).is_none(), "bucket keys go with it");
         assert!(store.bucket_record("photos").is_none());
-        store.delete_bucket("photos").await.unwrap();
+        assert!(store.delete_bucket("photos", "obc-1").await.unwrap());
 
-        // Provisioning again after a delete works.
-        store.create_bucket("photos").await.unwrap();
+        // Provisioning again after a delete works, for anyone.
+        store.create_bucket("photos", Creator { user_id: "obc-2", ..ONE }).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn only_the_creating_claim_provisions_or_deletes_a_bucket() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = open(tmp.path(), "ours");
+        store.create_bucket("victim", ONE).await.unwrap();
+        let victim = store.issue_key("obc-1", "victim").await.unwrap();
+        let thief = Creator { user_id: "obc-2", delete_with_claim: true };
+        assert!(matches!(
+            store.create_bucket("victim", thief).await,
+            Err(StoreError::BucketAlreadyExists(_))
+        ));
+        // A key the thief got some other way (a grant) goes; the bucket stays.
+        let granted = store.issue_key("obc-2", "victim").await.unwrap();
+        assert!(!store.delete_bucket("victim", "obc-2").await.unwrap());
+        assert!(store.bucket_exists("victim").unwrap());
+        assert!(store.lookup_key(&granted.access_key_id).is_none());
+        assert!(store.lookup_key(&victim.access_key_id).is_some());
+
+        // Retained: even its creator's deletion only takes its key, and nobody takes it over.
+        let keeper = Creator { user_id: "obc-3", delete_with_claim: false };
+        store.create_bucket("kept", keeper).await.unwrap();
+        assert!(!store.delete_bucket("kept", "obc-3").await.unwrap());
+        assert!(store.bucket_exists("kept").unwrap());
+        assert!(store.create_bucket("kept", thief).await.is_err());
+    }
+
+    #[test]
+    fn records_from_before_creators_adopt_their_only_key_holder() {
+        let key = |user: &str, bucket: &str| AccessKey {
+            access_key_id: format!("{user}-{bucket}"),
+            secret_access_key: "s".into(),
+            buckets: vec![bucket.into()],
+            user_id: user.into(),
+        };
+        let record = |name: &str| BucketRecord {
+            name: name.into(),
+            owner: "ours".into(),
+            created_by_provisioner: true,
+            created_unix: 0,
+            creator: None,
+            delete_with_claim: false,
+        };
+        let mut state = LegacyState {
+            version: 1,
+            buckets: [("solo".into(), record("solo")), ("shared".into(), record("shared"))].into(),
+            keys: [key("a", "solo"), key("b", "shared"), key("c", "shared")]
+                .into_iter()
+                .map(|k| (k.access_key_id.clone(), k))
+                .collect(),
+        };
+        adopt_creators(&mut state);
+        assert_eq!(state.buckets["solo"].creator.as_deref(), Some("a"));
+        assert!(state.buckets["solo"].delete_with_claim);
+        assert_eq!(state.buckets["shared"].creator, None);
     }
 
     #[tokio::test]
     async fn buckets_of_others_are_left_alone() {
         let tmp = tempfile::tempdir().unwrap();
         let theirs = open(tmp.path(), "theirs");
-        theirs.create_bucket("shared").await.unwrap();
+        theirs.create_bucket("shared", ONE).await.unwrap();
         let key = theirs.issue_key("obc-9", "shared").await.unwrap();
         drop(theirs);
 
         let ours = open(tmp.path(), "ours");
-        let err = ours.delete_bucket("shared").await.unwrap_err();
+        let err = ours.delete_bucket("shared", "obc-1").await.unwrap_err();
         assert!(matches!(&err, StoreError::NotOurs { owner, .. } if owner == "theirs"), "{err}");
         assert!(err.to_string().contains("left alone"));
         assert!(ours.bucket_exists("shared").unwrap());
         assert!(ours.lookup_key(&key.access_key_id).is_some());
-        assert!(matches!(ours.create_bucket("shared").await, Err(StoreError::NotOurs { .. })));
+        assert!(matches!(ours.create_bucket("shared", ONE).await, Err(StoreError::NotOurs { .. })));
 
         // A directory made by an operator has no record: never adopted, never deleted.
         fs::create_dir(ours.bucket_path("handmade").unwrap()).unwrap();
         assert!(matches!(
-            ours.create_bucket("handmade").await,
+            ours.create_bucket("handmade", ONE).await,
             Err(StoreError::BucketAlreadyExists(_))
         ));
-        assert!(matches!(ours.delete_bucket("handmade").await, Err(StoreError::NotOurs { .. })));
+        assert!(!ours.delete_bucket("handmade", "obc-1").await.unwrap());
         assert!(ours.bucket_exists("handmade").unwrap());
         // ...but it can be granted.
         ours.issue_key("obc-3", "handmade").await.unwrap();
@@ -722,15 +1021,41 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_legacy_state_file_is_split_into_a_file_per_record_and_key() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::create_dir_all(tmp.path().join(STATE_DIR)).unwrap();
+        fs::create_dir_all(tmp.path().join(BUCKETS_DIR).join("old")).unwrap();
+        let legacy = r#"{"version":1,
+            "buckets":{"old":{"name":"old","owner":"ours","created_by_provisioner":true,
+                "created_unix":1}},
+            "keys":{"HPAK1":{"access_key_id":"HPAK1","secret_access_key":"s","buckets":["old"],
+                "user_id":"obc-a"}}}"#;
+        fs::write(tmp.path().join(STATE_DIR).join(LEGACY_STATE_FILE), legacy).unwrap();
+
+        let store = open(tmp.path(), "ours");
+        assert!(!tmp.path().join(STATE_DIR).join(LEGACY_STATE_FILE).exists());
+        assert_eq!(store.bucket_record("old").unwrap().creator.as_deref(), Some("obc-a"));
+        assert_eq!(store.lookup_key("HPAK1").unwrap().user_id, "obc-a");
+        drop(store);
+        let store = open(tmp.path(), "ours");
+        assert_eq!(store.keys_for_user("obc-a").len(), 1);
+        assert!(store.delete_bucket("old", "obc-a").await.unwrap(), "its only key holder made it");
+        let records = fs::read_dir(tmp.path().join(STATE_DIR).join(RECORDS_DIR)).unwrap().count();
+        let keys = fs::read_dir(tmp.path().join(STATE_DIR).join(KEYS_DIR)).unwrap().count();
+        assert_eq!((records, keys), (0, 0));
+    }
+
+    #[tokio::test]
     async fn secrets_are_private() {
         let tmp = tempfile::tempdir().unwrap();
         let store = open(tmp.path(), "ours");
-        store.create_bucket("abc").await.unwrap();
+        store.create_bucket("abc", ONE).await.unwrap();
         store.issue_key("u", "abc").await.unwrap();
         let dir = fs::metadata(tmp.path().join(STATE_DIR)).unwrap();
         assert_eq!(dir.permissions().mode() & 0o777, 0o700);
-        let file = fs::metadata(tmp.path().join(STATE_DIR).join(STATE_FILE)).unwrap();
-        assert_eq!(file.permissions().mode() & 0o777, 0o600);
+        let key_id = &store.keys_for_user("u")[0].access_key_id;
+        let file = tmp.path().join(STATE_DIR).join(KEYS_DIR).join(format!("{key_id}.json"));
+        assert_eq!(fs::metadata(file).unwrap().permissions().mode() & 0o777, 0o600);
         assert!(
             !format!("{:?}", store.keys_for_user("u"))
                 .contains(&store.keys_for_user("u")[0].secret_access_key)

@@ -1,7 +1,5 @@
 //! Validation of bucket names and object keys, the first line against path escapes.
 
-use std::net::Ipv4Addr;
-
 use super::StoreError;
 
 /// Longest object key S3 accepts, in bytes.
@@ -10,40 +8,12 @@ pub const MAX_KEY_LEN: usize = 1024;
 /// Longest file name most Linux file systems accept, in bytes.
 const MAX_SEGMENT_LEN: usize = 255;
 
-/// Checks `name` against the S3 general-purpose bucket naming rules.
+/// Checks `name` against the S3 general-purpose bucket naming rules (the library's, so that a
+/// claim and the endpoint never disagree).
 ///
 /// Bucket names become directory names, so these rules also keep them to one safe path segment.
 pub fn validate_bucket_name(name: &str) -> Result<(), StoreError> {
-    let invalid = |why: &str| Err(StoreError::InvalidBucketName(format!("{name:?}: {why}")));
-    if !(3..=63).contains(&name.len()) {
-        return invalid("must be 3 to 63 characters long");
-    }
-    if !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-')
-    {
-        return invalid("only lowercase letters, digits, dots and hyphens are allowed");
-    }
-    let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-    let bytes = name.as_bytes();
-    if !alnum(bytes[0]) || !alnum(bytes[bytes.len() - 1]) {
-        return invalid("must start and end with a letter or digit");
-    }
-    if name.contains("..") {
-        return invalid("must not contain two adjacent dots");
-    }
-    if name.parse::<Ipv4Addr>().is_ok() {
-        return invalid("must not be formatted as an IP address");
-    }
-    for prefix in ["xn--", "sthree-"] {
-        if name.starts_with(prefix) {
-            return invalid(&format!("must not start with {prefix:?}"));
-        }
-    }
-    for suffix in ["-s3alias", "--ol-s3", ".mrap", "--x-s3"] {
-        if name.ends_with(suffix) {
-            return invalid(&format!("must not end with {suffix:?}"));
-        }
-    }
-    Ok(())
+    bucket_provisioner::naming::validate_bucket_name(name).map_err(StoreError::InvalidBucketName)
 }
 
 /// Checks that `key` is one S3 accepts: 1 to 1024 bytes, no NUL. Whether it can also be a
@@ -124,6 +94,7 @@ mod tests {
             "ab-",
             "a..b",
             "192.168.1.1",
+            "999.168.1.1",
             "xn--abc",
             "abc-s3alias",
             "a/b",

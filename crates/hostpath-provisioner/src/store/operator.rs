@@ -85,7 +85,7 @@ impl BucketStore {
         let path = self.bucket_path(bucket)?;
         let exists = || StoreError::BucketAlreadyOwnedByYou(bucket.to_owned());
         // Under the writer lock, so that two creates of one name cannot both succeed.
-        let record = self.inner.mutate(|state| {
+        let record = self.inner.mutate(|tx| {
             let present = match fs::symlink_metadata(&path) {
                 Ok(m) if m.is_dir() => true,
                 Ok(m) if m.file_type().is_symlink() => {
@@ -100,7 +100,7 @@ impl BucketStore {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => false,
                 Err(e) => return Err(e.into()),
             };
-            match state.buckets.get(bucket) {
+            match tx.state.buckets.get(bucket) {
                 // An operator bucket whose directory was removed by hand is simply made again.
                 Some(r) if !present && r.owner == OPERATOR_OWNER && !r.created_by_provisioner => {}
                 Some(_) => return Err(exists()),
@@ -119,9 +119,11 @@ impl BucketStore {
                 name: bucket.to_owned(),
                 owner: OPERATOR_OWNER.to_owned(),
                 created_by_provisioner: false,
+                creator: None,
+                delete_with_claim: false,
                 created_unix: unix_now(),
             };
-            state.buckets.insert(bucket.to_owned(), record.clone());
+            tx.put_bucket(record.clone());
             Ok(record)
         })?;
         tracing::info!(bucket, "bucket created with the operator credential");
@@ -131,14 +133,10 @@ impl BucketStore {
     fn delete_empty_bucket_blocking(&self, bucket: &str) -> Result<(), StoreError> {
         // Under the writer lock: keys are issued under it too (after checking that the bucket
         // exists), so no claim can be granted the bucket while it goes.
-        self.inner.mutate(|state| {
+        self.inner.mutate(|tx| {
             let dir = self.bucket_dir(bucket)?;
-            let mut users: Vec<String> = state
-                .keys
-                .values()
-                .filter(|k| k.allows(bucket))
-                .map(|k| k.user_id.clone())
-                .collect();
+            let mut users: Vec<String> =
+                tx.state.keys_of_bucket(bucket).map(|k| k.user_id.clone()).collect();
             if !users.is_empty() {
                 users.sort_unstable();
                 users.dedup();
@@ -165,7 +163,7 @@ impl BucketStore {
             let state_dir = self.inner.state_dir();
             remove_tree(&state_dir.join("meta").join(bucket))?;
             remove_tree(&state_dir.join("uploads").join(bucket))?;
-            state.buckets.remove(bucket);
+            tx.remove_bucket(bucket);
             Ok(())
         })?;
         tracing::info!(bucket, "bucket deleted with the operator credential");
@@ -221,8 +219,9 @@ mod tests {
             store.create_operator_bucket("brown").await,
             Err(StoreError::BucketAlreadyOwnedByYou(_))
         ));
-        assert!(matches!(store.create_bucket("brown").await, Err(StoreError::NotOurs { .. })));
-        assert!(matches!(store.delete_bucket("brown").await, Err(StoreError::NotOurs { .. })));
+        let claim = super::super::Creator { user_id: "obc-1", delete_with_claim: true };
+        assert!(store.create_bucket("brown", claim).await.is_err());
+        assert!(!store.delete_bucket("brown", "obc-1").await.unwrap());
         assert!(store.bucket_exists("brown").unwrap());
 
         // Removed by hand: created again.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::{Credentials, Region};
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
-use hostpath_provisioner::{AccessKey, BucketStore};
+use hostpath_provisioner::{AccessKey, BucketStore, Creator};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -47,7 +47,8 @@ impl Server {
 
     /// A bucket created by the provisioner and a key for `user` on it.
     pub async fn bucket_with_key(&self, bucket: &str, user: &str) -> AccessKey {
-        self.store.create_bucket(bucket).await.unwrap();
+        let creator = Creator { user_id: user, delete_with_claim: true };
+        self.store.create_bucket(bucket, creator).await.unwrap();
         self.store.issue_key(user, bucket).await.unwrap()
     }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec};
-use bucket_provisioner::telemetry::Metrics;
+use bucket_provisioner::telemetry::{Health, Metrics};
 use bucket_provisioner::{ControllerConfig, Credentials, Provisioner, run_controller};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::events::v1::Event;
@@ -227,6 +227,7 @@ impl Harness {
             backend,
             config,
             Metrics::new(),
+            Health::default(),
             async move {
                 let _ = stopped.await;
             },

@@ -1,0 +1,228 @@
+//! What the controller knows of the cluster without asking: the watch caches of claims,
+//! ObjectBuckets, our Secrets and ConfigMaps and the StorageClasses, each corrected by the
+//! controller's own writes that its watch has not delivered yet.
+//!
+//! A reconcile reads only from here. A write answers with the object as written, which is kept
+//! until the cache holds that version (or a newer one), so the next reconcile never acts on a copy
+//! older than what it wrote itself: no duplicate ObjectBucket, no undone finalizer, no status
+//! written twice.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bucket_api::{ObjectBucket, ObjectBucketClaim};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::Resource;
+use kube::api::ObjectMeta;
+use kube::core::DeserializeGuard;
+use kube::runtime::reflector::{ObjectRef, Store};
+use tokio::sync::watch;
+
+/// How long a write is remembered at most: far longer than any watch lags.
+const REMEMBER: Duration = Duration::from_secs(600);
+
+/// `namespace/name` (namespace empty for cluster-scoped kinds).
+type Key = (String, String);
+
+/// Our own writes of one kind that the cache may not hold yet, with when they were made.
+pub(crate) struct Writes<K> {
+    written: Mutex<HashMap<Key, (Instant, Written<K>)>>,
+}
+
+enum Written<K> {
+    Object(Arc<K>),
+    /// Deleted by us; the cache may still show the object with this UID.
+    Deleted(Option<String>),
+}
+
+impl<K> Default for Writes<K> {
+    fn default() -> Self {
+        Self { written: Mutex::default() }
+    }
+}
+
+/// Whether `cached` is at least as new as `ours`. resourceVersions are etcd revisions, so they
+/// compare as numbers; should one not parse, the cache is taken as newer.
+fn caught_up(cached: &impl Resource, ours: &impl Resource) -> bool {
+    let version = |meta: &ObjectMeta| meta.resource_version.as_deref()?.parse::<u64>().ok();
+    match (version(cached.meta()), version(ours.meta())) {
+        (Some(cached), Some(ours)) => cached >= ours,
+        _ => true,
+    }
+}
+
+fn key_of(meta: &ObjectMeta) -> Key {
+    (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default())
+}
+
+impl<K: Resource> Writes<K> {
+    /// The newer of `cached` (what the cache holds of `namespace/name`) and our last write of it.
+    pub(crate) fn newest(
+        &self,
+        namespace: &str,
+        name: &str,
+        cached: Option<Arc<K>>,
+    ) -> Option<Arc<K>> {
+        let key = (namespace.to_owned(), name.to_owned());
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((_, ours)) = written.get(&key) else { return cached };
+        let (pick, forget) = match (ours, cached) {
+            (Written::Object(ours), Some(cached)) if caught_up(&*cached, &**ours) => {
+                (Some(cached), true)
+            }
+            (Written::Object(ours), _) => (Some(ours.clone()), false),
+            (Written::Deleted(uid), Some(cached)) if cached.meta().uid == *uid => (None, false),
+            (Written::Deleted(_), cached) => (cached, true),
+        };
+        if forget {
+            written.remove(&key);
+        }
+        pick
+    }
+
+    /// Remembers `object` as just written.
+    pub(crate) fn wrote(&self, object: K) -> Arc<K> {
+        let object = Arc::new(object);
+        self.remember(key_of(object.meta()), Written::Object(object.clone()));
+        object
+    }
+
+    /// Remembers that `object` was just deleted.
+    pub(crate) fn deleted(&self, object: &K) {
+        self.remember(key_of(object.meta()), Written::Deleted(object.meta().uid.clone()));
+    }
+
+    fn remember(&self, key: Key, what: Written<K>) {
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        // Writes of objects nobody reads again (a claim that went) are dropped once old.
+        if written.len() > 64 {
+            written.retain(|_, (at, _)| now.duration_since(*at) < REMEMBER);
+        }
+        written.insert(key, (now, what));
+    }
+}
+
+/// The newest known state of one kind: the cache, unless our own write is newer.
+pub(crate) struct Recent<K: Resource<DynamicType = ()> + Clone + 'static> {
+    store: Store<K>,
+    writes: Writes<K>,
+}
+
+impl<K: Resource<DynamicType = ()> + Clone + 'static> Recent<K> {
+    pub(crate) fn new(store: Store<K>) -> Self {
+        Self { store, writes: Writes::default() }
+    }
+
+    /// The cache itself, for reads that need no correction (counting, mapping events).
+    pub(crate) fn store(&self) -> &Store<K> {
+        &self.store
+    }
+
+    /// The newest known `namespace/name` (`namespace` empty for cluster-scoped kinds).
+    pub(crate) fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
+        let mut reference = ObjectRef::new(name);
+        if !namespace.is_empty() {
+            reference = reference.within(namespace);
+        }
+        self.writes.newest(namespace, name, self.store.get(&reference))
+    }
+
+    /// Remembers `object` as just written.
+    pub(crate) fn wrote(&self, object: K) -> Arc<K> {
+        self.writes.wrote(object)
+    }
+
+    /// Remembers that `object` was just deleted.
+    pub(crate) fn deleted(&self, object: &K) {
+        self.writes.deleted(object)
+    }
+}
+
+/// Claims are cached behind a guard against objects that do not match the schema.
+pub(crate) type Guarded = DeserializeGuard<ObjectBucketClaim>;
+
+/// Every cache a reconcile reads.
+pub(crate) struct Caches {
+    /// Claims as the cache holds them (with malformed ones).
+    pub(crate) claim_store: Store<Guarded>,
+    /// Our own writes of claims.
+    pub(crate) claims: Writes<ObjectBucketClaim>,
+    /// ObjectBuckets of this provisioner.
+    pub(crate) buckets: Recent<ObjectBucket>,
+    /// Secrets of this provisioner (labelled).
+    pub(crate) secrets: Recent<Secret>,
+    /// ConfigMaps of this provisioner (labelled).
+    pub(crate) config_maps: Recent<ConfigMap>,
+    /// Every StorageClass.
+    pub(crate) classes: Store<StorageClass>,
+    /// Whether every cache holds its first list.
+    pub(crate) listed: watch::Receiver<bool>,
+}
+
+impl Caches {
+    /// The newest known version of the claim the controller handed over; `None` once we let it
+    /// go (removed the last finalizer of a deleted claim) even if the cache still shows it.
+    pub(crate) fn claim(&self, cached: &ObjectBucketClaim) -> Option<Arc<ObjectBucketClaim>> {
+        let (namespace, name) = key_of(&cached.metadata);
+        self.claims.newest(&namespace, &name, Some(Arc::new(cached.clone())))
+    }
+
+    /// The StorageClass `name`, if the cache has it.
+    pub(crate) fn class(&self, name: &str) -> Option<Arc<StorageClass>> {
+        self.classes.get(&ObjectRef::new(name))
+    }
+
+    /// Waits until every cache holds its first list: before that, a missing object proves nothing.
+    pub(crate) async fn until_listed(&self) {
+        let mut listed = self.listed.clone();
+        let _ = listed.wait_for(|l| *l).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::ResourceExt;
+    use kube::runtime::reflector::store;
+    use kube::runtime::watcher;
+
+    use super::*;
+
+    fn config_map(version: &str, uid: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("c".into()),
+                namespace: Some("ns".into()),
+                resource_version: Some(version.into()),
+                uid: Some(uid.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn version(object: Option<Arc<ConfigMap>>) -> Option<String> {
+        object.and_then(|o| o.resource_version())
+    }
+
+    #[test]
+    fn our_writes_win_until_the_cache_catches_up() {
+        let (reader, mut writer) = store::<ConfigMap>();
+        let recent = Recent::new(reader);
+        writer.apply_watcher_event(&watcher::Event::Apply(config_map("5", "u1")));
+        assert_eq!(version(recent.get("ns", "c")), Some("5".into()));
+
+        recent.wrote(config_map("7", "u1"));
+        assert_eq!(version(recent.get("ns", "c")), Some("7".into()), "ours is newer");
+        writer.apply_watcher_event(&watcher::Event::Apply(config_map("9", "u1")));
+        assert_eq!(version(recent.get("ns", "c")), Some("9".into()), "someone wrote after us");
+        assert!(recent.writes.written.lock().unwrap().is_empty(), "caught up: forgotten");
+
+        recent.deleted(&config_map("9", "u1"));
+        assert_eq!(recent.get("ns", "c"), None, "deleted, though the cache still shows it");
+        writer.apply_watcher_event(&watcher::Event::Apply(config_map("12", "u2")));
+        assert_eq!(version(recent.get("ns", "c")), Some("12".into()), "a new object of that name");
+    }
+}

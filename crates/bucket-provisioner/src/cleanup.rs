@@ -1,0 +1,367 @@
+//! What happens when a claim goes: delete or revoke through the backend, then release or delete
+//! the ObjectBucket. The same path serves a claim being deleted and an ObjectBucket left behind
+//! by a claim that is gone without its finalizer (the sweep), and never needs the StorageClass.
+//!
+//! The library asks for a bucket's deletion only when its own record (the ObjectBucket, or what
+//! the claim recorded before the backend was first called) says the bucket was made for the
+//! claim under `Delete`; the backend's own record has the last word (see
+//! [`Provisioner::delete`]).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bucket_api::contract::FINALIZER;
+use bucket_api::{
+    BucketEndpoint, ObjectBucket, ObjectBucketClaim, ObjectBucketPhase, ObjectBucketSpec,
+    ReclaimPolicy,
+};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use crate::claim::{Observed, bound_bucket_name, bound_uid, observe, source_of};
+use crate::controller::Context;
+use crate::error::{ABANDON_HINT, Error, Operation};
+use crate::objects::{self, BucketSource, annotations, parse_reclaim_policy};
+use crate::status::set_bucket_status;
+use crate::{BackendError, Provisioner, Removed};
+
+/// The record cleanup works from: the bound ObjectBucket, or, when a crash came between the
+/// backend call and writing it, what the claim recorded before the call. `None` when the backend
+/// was never called for this claim.
+fn cleanup_record(
+    claim: &ObjectBucketClaim,
+    observed: &Observed,
+    provisioner: &str,
+) -> Option<(ObjectBucket, BucketSource)> {
+    if let Some(bound) = &observed.bound {
+        // Unknown origin: assume the bucket is not ours to delete.
+        let source = source_of(bound.annotations()).unwrap_or(BucketSource::Existing);
+        return Some((bound.clone(), source));
+    }
+    let recorded = claim.annotations();
+    if recorded.get(annotations::PROVISIONER).map(String::as_str) != Some(provisioner) {
+        return None;
+    }
+    let source = source_of(recorded)?;
+    let bucket = claim.spec.bucket_name.clone().filter(|b| !b.is_empty())?;
+    let reclaim_policy = recorded
+        .get(annotations::RECLAIM_POLICY)
+        .and_then(|p| parse_reclaim_policy(p))
+        .unwrap_or(ReclaimPolicy::Retain);
+    let synthesized = ObjectBucket {
+        metadata: ObjectMeta {
+            name: Some(observed.bucket_name.clone()),
+            annotations: Some([(annotations::BUCKET_SOURCE.into(), source.as_str().into())].into()),
+            ..Default::default()
+        },
+        spec: ObjectBucketSpec {
+            storage_class_name: claim.spec.storage_class_name.clone(),
+            reclaim_policy: Some(reclaim_policy),
+            claim_ref: Some(objects::claim_ref(claim)),
+            endpoint: Some(BucketEndpoint { bucket_name: bucket, ..Default::default() }),
+            additional_state: recorded
+                .get(annotations::CLEANUP_STATE)
+                .and_then(|state| serde_json::from_str(state).ok()),
+        },
+        status: None,
+    };
+    Some((synthesized, source))
+}
+
+/// Cleans up after a deleted claim. Never needs the StorageClass.
+pub async fn cleanup<P: Provisioner>(
+    claim: Arc<ObjectBucketClaim>,
+    ctx: &Context<P>,
+) -> Result<Action, Error> {
+    // The Secret and ConfigMap are the claim's own: the garbage collector removes them with it.
+    let observed = observe(&claim, ctx);
+    let Some((record, source)) = cleanup_record(&claim, &observed, &ctx.name) else {
+        return Ok(Action::await_change());
+    };
+    let real_record = observed.bound.is_some();
+    let subject = claim.object_ref(&());
+
+    if claim.annotations().get(annotations::ABANDON_BUCKET).map(String::as_str) == Some("true") {
+        abandon(&observed.buckets, &record, real_record, &subject, ctx).await?;
+        return Ok(Action::await_change());
+    }
+
+    settle(&observed.buckets, &record, source, real_record, &subject, ctx).await.map_err(|e| {
+        match e {
+            Error::Backend { operation, bucket, source, .. } => {
+                Error::Backend { operation, bucket, source, hint: ABANDON_HINT }
+            }
+            other => other,
+        }
+    })?;
+    Ok(Action::await_change())
+}
+
+/// Abandoning leaves the bucket as it is, but never the claim's access: the key is revoked now,
+/// or, while the backend cannot answer, by the sweep from an ObjectBucket marked abandoned.
+async fn abandon<P: Provisioner>(
+    buckets: &Api<ObjectBucket>,
+    record: &ObjectBucket,
+    real_record: bool,
+    subject: &k8s_openapi::api::core::v1::ObjectReference,
+    ctx: &Context<P>,
+) -> Result<(), Error> {
+    let bucket = bound_bucket_name(record).to_string();
+    let started = Instant::now();
+    let revoked = ctx.provisioner.revoke(record).await;
+    ctx.metrics.observe_provisioning(Operation::Revoke.as_str(), started.elapsed().as_secs_f64());
+    let message = match &revoked {
+        Ok(()) => format!(
+            "bucket {bucket:?} abandoned on request ({}): it was left as it is, and the claim's \
+             access was revoked",
+            annotations::ABANDON_BUCKET
+        ),
+        Err(e) => format!(
+            "bucket {bucket:?} abandoned on request ({}): it was left as it is; revoking the \
+             claim's access failed ({e}) and is retried until it succeeds",
+            annotations::ABANDON_BUCKET
+        ),
+    };
+    ctx.publish(subject, EventType::Warning, "Abandoned", &message, Operation::Revoke).await;
+    tracing::warn!(claim = %subject_key(subject), "{message}");
+    match (revoked, real_record) {
+        (Ok(()), true) => {
+            release(buckets, record, ObjectBucketPhase::Failed, "Abandoned", &message, ctx).await
+        }
+        (Ok(()), false) => Ok(()),
+        // Hand the revoke over to the sweep, through an ObjectBucket it will find.
+        (Err(_), true) => {
+            let patch =
+                json!({ "metadata": { "annotations": { annotations::ABANDONED: "true" } } });
+            let marked = buckets
+                .patch(&record.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            let marked = ctx.caches.buckets.wrote(marked);
+            set_status(buckets, &marked, ObjectBucketPhase::Failed, "Abandoned", &message, ctx)
+                .await
+        }
+        (Err(_), false) => {
+            let mut marked = record.clone();
+            let meta = &mut marked.metadata;
+            meta.annotations
+                .get_or_insert_default()
+                .insert(annotations::ABANDONED.into(), "true".into());
+            meta.annotations
+                .get_or_insert_default()
+                .insert(annotations::PROVISIONER.into(), ctx.name.clone());
+            meta.labels = Some(
+                [(bucket_api::contract::LABEL_PROVISIONER.into(), objects::label_value(&ctx.name))]
+                    .into(),
+            );
+            meta.finalizers = Some(vec![FINALIZER.into()]);
+            match buckets.create(&PostParams::default(), &marked).await {
+                Ok(created) => {
+                    let created = ctx.caches.buckets.wrote(created);
+                    set_status(
+                        buckets,
+                        &created,
+                        ObjectBucketPhase::Failed,
+                        "Abandoned",
+                        &message,
+                        ctx,
+                    )
+                    .await
+                }
+                Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+                Err(e) => Err(e.into()),
+            }
+        }
+    }
+}
+
+/// Deletes or revokes per the record and the backend's answer, then releases or deletes the
+/// ObjectBucket and says what happened on `subject`. A transient backend failure is returned
+/// for a retry; a permanent one is reported and leaves the ObjectBucket `Failed` as the record
+/// of what was left behind.
+async fn settle<P: Provisioner>(
+    buckets: &Api<ObjectBucket>,
+    record: &ObjectBucket,
+    source: BucketSource,
+    real_record: bool,
+    subject: &k8s_openapi::api::core::v1::ObjectReference,
+    ctx: &Context<P>,
+) -> Result<(), Error> {
+    let bucket = bound_bucket_name(record).to_string();
+    let delete_bucket =
+        source == BucketSource::New && record.spec.reclaim_policy == Some(ReclaimPolicy::Delete);
+    let operation = if delete_bucket { Operation::Delete } else { Operation::Revoke };
+    let started = Instant::now();
+    let outcome = if delete_bucket {
+        ctx.provisioner.delete(record).await
+    } else {
+        ctx.provisioner.revoke(record).await.map(|()| Removed::AccessOnly)
+    };
+    ctx.metrics.observe_provisioning(operation.as_str(), started.elapsed().as_secs_f64());
+    let who = subject_key(subject);
+
+    let (type_, reason, message) = match outcome {
+        Ok(Removed::Bucket) => {
+            if real_record {
+                delete_object_bucket(buckets, record, ctx).await?;
+            }
+            (EventType::Normal, "Deleted".to_string(), format!("deleted bucket {bucket:?}"))
+        }
+        Ok(Removed::AccessOnly) if delete_bucket => {
+            let message = format!(
+                "the backend's records do not show this claim creating bucket {bucket:?} under \
+                 the Delete policy, so only the claim's access was revoked and the bucket was kept"
+            );
+            if real_record {
+                release(buckets, record, ObjectBucketPhase::Failed, "BucketKept", &message, ctx)
+                    .await?;
+            }
+            (EventType::Warning, "BucketKept".to_string(), message)
+        }
+        Ok(Removed::AccessOnly) => {
+            // A retained bucket stays on record as Released; access to a bucket that was never
+            // the claim's leaves nothing to describe.
+            if real_record && source == BucketSource::New {
+                let message = "claim deleted; the bucket was retained";
+                release(buckets, record, ObjectBucketPhase::Released, "Released", message, ctx)
+                    .await?;
+            } else if real_record {
+                delete_object_bucket(buckets, record, ctx).await?;
+            }
+            let message =
+                format!("revoked the claim's access to bucket {bucket:?}; the bucket was kept");
+            (EventType::Normal, "Revoked".to_string(), message)
+        }
+        Err(error @ BackendError::Permanent { .. }) => {
+            let failure = Error::Backend { operation, bucket, source: error, hint: "" };
+            let message = format!("{failure}; the bucket was left behind for manual cleanup");
+            if real_record {
+                release(
+                    buckets,
+                    record,
+                    ObjectBucketPhase::Failed,
+                    failure.reason(),
+                    &message,
+                    ctx,
+                )
+                .await?;
+            }
+            (EventType::Warning, failure.reason().to_string(), message)
+        }
+        Err(source) => return Err(Error::Backend { operation, bucket, source, hint: "" }),
+    };
+    ctx.publish(subject, type_, &reason, &message, operation).await;
+    if type_ == EventType::Warning {
+        tracing::warn!(claim = %who, reason = %reason, "{message}");
+    } else {
+        tracing::info!(claim = %who, "{message}");
+    }
+    Ok(())
+}
+
+/// Finishes what a claim that went without its finalizer left behind: a Bound (or abandoned)
+/// ObjectBucket still holding our finalizer. Called by the sweep only after a read from the
+/// apiserver confirmed the claim is gone.
+pub(crate) async fn sweep_orphan<P: Provisioner>(
+    bucket: &ObjectBucket,
+    ctx: &Context<P>,
+) -> Result<(), Error> {
+    let buckets: Api<ObjectBucket> = Api::all(ctx.client.clone());
+    let subject = bucket.object_ref(&());
+    if bucket.annotations().get(annotations::ABANDONED).map(String::as_str) == Some("true") {
+        ctx.provisioner.revoke(bucket).await.map_err(|source| Error::Backend {
+            operation: Operation::Revoke,
+            bucket: bound_bucket_name(bucket).to_string(),
+            source,
+            hint: "",
+        })?;
+        let message = "the abandoned claim's access was revoked; the bucket was left as it is";
+        ctx.publish(&subject, EventType::Normal, "Revoked", message, Operation::Revoke).await;
+        return release(&buckets, bucket, ObjectBucketPhase::Failed, "Abandoned", message, ctx)
+            .await;
+    }
+    let source = source_of(bucket.annotations()).unwrap_or(BucketSource::Existing);
+    tracing::info!(
+        object_bucket = %bucket.name_any(),
+        claim_uid = bound_uid(bucket).unwrap_or(""),
+        "the claim of this ObjectBucket is gone without its cleanup; cleaning up now"
+    );
+    settle(&buckets, bucket, source, true, &subject, ctx).await
+}
+
+fn subject_key(subject: &k8s_openapi::api::core::v1::ObjectReference) -> String {
+    match &subject.namespace {
+        Some(ns) => format!("{ns}/{}", subject.name.as_deref().unwrap_or("")),
+        None => subject.name.clone().unwrap_or_default(),
+    }
+}
+
+async fn set_status<P>(
+    buckets: &Api<ObjectBucket>,
+    record: &ObjectBucket,
+    phase: ObjectBucketPhase,
+    reason: &str,
+    message: &str,
+    ctx: &Context<P>,
+) -> Result<(), Error> {
+    if let Some(written) = set_bucket_status(buckets, record, phase, reason, message).await? {
+        ctx.caches.buckets.wrote(written);
+    }
+    Ok(())
+}
+
+/// Leaves the ObjectBucket in `phase` without our finalizer, so a person can inspect or delete it.
+async fn release<P>(
+    buckets: &Api<ObjectBucket>,
+    record: &ObjectBucket,
+    phase: ObjectBucketPhase,
+    reason: &str,
+    message: &str,
+    ctx: &Context<P>,
+) -> Result<(), Error> {
+    set_status(buckets, record, phase, reason, message, ctx).await?;
+    remove_bucket_finalizer(buckets, record, ctx).await
+}
+
+async fn delete_object_bucket<P>(
+    buckets: &Api<ObjectBucket>,
+    record: &ObjectBucket,
+    ctx: &Context<P>,
+) -> Result<(), Error> {
+    remove_bucket_finalizer(buckets, record, ctx).await?;
+    match buckets.delete(&record.name_any(), &Default::default()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 => {}
+        Err(e) => return Err(e.into()),
+    }
+    ctx.caches.buckets.deleted(record);
+    Ok(())
+}
+
+/// Removes our finalizer from the ObjectBucket, if it still has it, guarded by the
+/// resourceVersion of the newest copy known.
+pub(crate) async fn remove_bucket_finalizer<P>(
+    buckets: &Api<ObjectBucket>,
+    record: &ObjectBucket,
+    ctx: &Context<P>,
+) -> Result<(), Error> {
+    let Some(current) = ctx.caches.buckets.get("", &record.name_any()) else { return Ok(()) };
+    if !current.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(());
+    }
+    let remaining: Vec<&String> = current.finalizers().iter().filter(|f| *f != FINALIZER).collect();
+    let patch = json!({
+        "metadata": { "resourceVersion": current.resource_version(), "finalizers": remaining }
+    });
+    match buckets.patch(&record.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+        Ok(released) => {
+            ctx.caches.buckets.wrote(released);
+            Ok(())
+        }
+        // Removing the last finalizer of a deleted object removes the object.
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}

@@ -1,0 +1,131 @@
+//! Watches that come back promptly after an apiserver outage and report how they are doing.
+//!
+//! Two things keep a plain watcher away for minutes after an outage: its backoff grows towards
+//! half a minute (with jitter, more) while the apiserver is down, and a watch that fails to
+//! *start* with 410 Gone (its resourceVersion is older than a freshly started apiserver's cache)
+//! is retried with the same stale version for ever. Here the backoff stays short and a stale
+//! version starts the watch over with a fresh list.
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt, stream};
+use kube::Resource;
+use kube::api::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::utils::Backoff;
+use kube::runtime::watcher::{self, Event, watcher};
+use serde::de::DeserializeOwned;
+
+use crate::telemetry::Health;
+
+/// Doubling from half a second to two: one client watching a handful of kinds can afford to
+/// come back quickly, and claims created right after an outage should not wait.
+#[derive(Clone, Debug)]
+pub struct ShortBackoff {
+    next: Duration,
+}
+
+impl ShortBackoff {
+    const FIRST: Duration = Duration::from_millis(500);
+    const MAX: Duration = Duration::from_secs(2);
+}
+
+impl Default for ShortBackoff {
+    fn default() -> Self {
+        Self { next: Self::FIRST }
+    }
+}
+
+impl Iterator for ShortBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let delay = self.next;
+        self.next = (self.next * 2).min(Self::MAX);
+        Some(delay)
+    }
+}
+
+impl Backoff for ShortBackoff {
+    fn reset(&mut self) {
+        self.next = Self::FIRST;
+    }
+}
+
+/// Whether the error means the watcher's resourceVersion is gone and only a new list helps.
+fn is_stale(error: &watcher::Error) -> bool {
+    let gone = |e: &kube::Error| matches!(e, kube::Error::Api(status) if status.code == 410);
+    match error {
+        watcher::Error::WatchStartFailed(e) | watcher::Error::WatchFailed(e) => gone(e),
+        _ => false,
+    }
+}
+
+/// Watches `api` with `config`, restarting from a fresh list when the resourceVersion went stale,
+/// backing off briefly after errors, and reporting each outcome to `health` under `name`. Errors
+/// are logged and reported, then dropped: the stream only ever yields events.
+pub fn resilient_watch<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    name: &'static str,
+    health: Health,
+) -> impl Stream<Item = watcher::Result<Event<K>>> + Send + 'static
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    let start = move || watcher(api.clone(), config.clone()).boxed();
+    let restarting = stream::unfold(start(), move |mut inner| {
+        let start = start.clone();
+        async move {
+            let item = inner.next().await?;
+            if let Err(error) = &item
+                && is_stale(error)
+            {
+                tracing::info!(watch = name, "resourceVersion is gone; listing again");
+                inner = start();
+            }
+            Some((item, inner))
+        }
+    });
+    restarting.backoff(ShortBackoff::default()).filter_map(move |item| {
+        let health = health.clone();
+        async move {
+            match item {
+                Ok(event) => {
+                    health.watch_succeeded(name);
+                    Some(Ok(event))
+                }
+                Err(error) => {
+                    health.watch_failed(name);
+                    tracing::warn!(watch = name, error = %error, "watch failed; retrying");
+                    None
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_to_two_seconds_and_resets() {
+        let mut backoff = ShortBackoff::default();
+        let delays: Vec<u64> = backoff.by_ref().take(4).map(|d| d.as_millis() as u64).collect();
+        assert_eq!(delays, [500, 1000, 2000, 2000]);
+        backoff.reset();
+        assert_eq!(backoff.next(), Some(Duration::from_millis(500)));
+    }
+
+    #[test]
+    fn only_a_gone_resource_version_restarts_the_watch() {
+        let status =
+            |code| kube::Error::Api(kube::core::Status::failure("x", "y").with_code(code).boxed());
+        assert!(is_stale(&watcher::Error::WatchStartFailed(status(410))));
+        assert!(is_stale(&watcher::Error::WatchFailed(status(410))));
+        assert!(!is_stale(&watcher::Error::WatchStartFailed(status(500))));
+        assert!(!is_stale(&watcher::Error::NoResourceVersion));
+    }
+}

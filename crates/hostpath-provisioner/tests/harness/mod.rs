@@ -1,0 +1,348 @@
+//! `hostpath-bucket-provisioner` as a real process against a real control plane, and the claim's
+//! view of it: its Secret and ConfigMap, and an AWS SDK client made from nothing else.
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use aws_sdk_s3::Client as S3;
+use aws_sdk_s3::config::{Credentials, Region};
+use aws_sdk_s3::error::ProvideErrorMetadata;
+use aws_sdk_s3::primitives::ByteStream;
+use bucket_api::{ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::Client;
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use test_support::{ControlPlane, client_with_crds, eventually, test_namespace, unique_suffix};
+use tokio::process::{Child, Command};
+
+/// One `hostpath-bucket-provisioner` process; killed when dropped.
+pub struct Provisioner {
+    child: Child,
+    /// Port of its /metrics, /healthz and /readyz.
+    pub metrics_port: u16,
+}
+
+impl Provisioner {
+    pub fn start(root: &Path, name: &str, identity: &str, s3_port: u16) -> Provisioner {
+        let kubeconfig = ControlPlane::shared().kubeconfig_path().to_owned();
+        Self::start_with(root, name, identity, s3_port, &kubeconfig, &["--leader-elect=false"])
+    }
+
+    pub fn start_with(
+        root: &Path,
+        name: &str,
+        identity: &str,
+        s3_port: u16,
+        kubeconfig: &Path,
+        extra: &[&str],
+    ) -> Provisioner {
+        let metrics_port = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_hostpath-bucket-provisioner"))
+            .arg(format!("--root={}", root.display()))
+            .arg(format!("--provisioner-name={name}"))
+            .arg(format!("--identity={identity}"))
+            .arg(format!("--s3-listen=127.0.0.1:{s3_port}"))
+            .arg("--endpoint-host=127.0.0.1")
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg(format!("--metrics-address=127.0.0.1:{metrics_port}"))
+            .args(extra)
+            .env(
+                "RUST_LOG",
+                std::env::var("PROVISIONER_LOG")
+                    .unwrap_or_else(|_| "warn,kube_client::client::tls=error".into()),
+            )
+            // Logs go to stdout; shown only when asked for, since tests read nothing from it.
+            .stdout(if std::env::var_os("PROVISIONER_LOG").is_some() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
+            .kill_on_drop(true)
+            .spawn()
+            .expect("starting hostpath-bucket-provisioner");
+        Provisioner { child, metrics_port }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("running")
+    }
+
+    /// Peak resident memory so far, from the kernel's own accounting.
+    pub fn peak_rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    pub async fn kill(mut self) {
+        self.child.kill().await.unwrap();
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// One test's world: its namespace, a bucket root, a provisioner name and an S3 port.
+pub struct Env {
+    pub client: Client,
+    pub ns: String,
+    pub claims: Api<ObjectBucketClaim>,
+    pub root: tempfile::TempDir,
+    pub name: String,
+    pub port: u16,
+    pub kubeconfig: PathBuf,
+}
+
+impl Env {
+    pub async fn new(prefix: &str) -> Env {
+        let client = client_with_crds().await;
+        Self::on(client, ControlPlane::shared().kubeconfig_path(), prefix).await
+    }
+
+    /// An environment on the control plane that `client` and `kubeconfig` reach (CRDs
+    /// installed).
+    pub async fn on(client: Client, kubeconfig: &Path, prefix: &str) -> Env {
+        let ns = test_namespace(&client, prefix).await;
+        Env {
+            claims: Api::namespaced(client.clone(), &ns),
+            client,
+            ns,
+            root: tempfile::tempdir().unwrap(),
+            name: format!("hostpath.test/{}", unique_suffix()),
+            port: free_port(),
+            kubeconfig: kubeconfig.to_owned(),
+        }
+    }
+
+    pub fn start(&self, identity: &str) -> Provisioner {
+        self.start_with(identity, &["--leader-elect=false"])
+    }
+
+    /// Starts the provisioner with other flags than the usual `--leader-elect=false`.
+    pub fn start_with(&self, identity: &str, flags: &[&str]) -> Provisioner {
+        Provisioner::start_with(
+            self.root.path(),
+            &self.name,
+            identity,
+            self.port,
+            &self.kubeconfig,
+            flags,
+        )
+    }
+
+    /// Another tenant: a namespace of its own on the same cluster, for the same provisioner.
+    pub async fn tenant(&self, prefix: &str) -> Tenant {
+        Tenant::new(&self.client, test_namespace(&self.client, prefix).await)
+    }
+
+    /// This environment's own namespace, seen as a tenant.
+    pub fn home(&self) -> Tenant {
+        Tenant::new(&self.client, self.ns.clone())
+    }
+
+    pub fn bucket_dir(&self, bucket: &str) -> PathBuf {
+        self.root.path().join("buckets").join(bucket)
+    }
+
+    pub async fn class(&self, parameters: &[(&str, &str)], reclaim: &str) -> String {
+        let name = format!("hostpath-{}", unique_suffix());
+        let class = StorageClass {
+            metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() },
+            provisioner: self.name.clone(),
+            reclaim_policy: Some(reclaim.into()),
+            parameters: Some(
+                parameters.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ),
+            ..Default::default()
+        };
+        Api::<StorageClass>::all(self.client.clone())
+            .create(&PostParams::default(), &class)
+            .await
+            .unwrap();
+        name
+    }
+
+    pub async fn claim(&self, name: &str, class: &str, bucket: Option<&str>) {
+        let spec = ObjectBucketClaimSpec {
+            storage_class_name: class.into(),
+            bucket_name: bucket.map(Into::into),
+            generate_bucket_name: Some(name.into()),
+            ..Default::default()
+        };
+        self.claims
+            .create(&PostParams::default(), &ObjectBucketClaim::new(name, spec))
+            .await
+            .unwrap();
+    }
+
+    pub async fn wait(&self, name: &str, phase: ClaimPhase, reason: &str) -> ObjectBucketClaim {
+        eventually(&format!("claim {name} {phase:?}/{reason}"), || async {
+            let claim = self.claims.get_opt(name).await.ok()??;
+            let status = claim.status.as_ref()?;
+            let ready = status.conditions.iter().find(|c| c.type_ == "Ready")?;
+            (status.phase == Some(phase) && ready.reason == reason).then_some(claim)
+        })
+        .await
+    }
+
+    pub async fn delete(&self, name: &str) {
+        self.claims.delete(name, &DeleteParams::default()).await.unwrap();
+        eventually(&format!("claim {name} to be gone"), || async {
+            self.claims.get_opt(name).await.ok()?.is_none().then_some(())
+        })
+        .await;
+    }
+
+    /// A new class with `reclaim`, claim `name` of a new bucket on it, Bound; returns an S3
+    /// client made from the claim's credentials and the bucket's name.
+    pub async fn bound(&self, name: &str, reclaim: &str) -> (S3, String) {
+        let class = self.class(&[], reclaim).await;
+        self.claim(name, &class, None).await;
+        self.wait(name, ClaimPhase::Bound, "Bound").await;
+        self.s3_for(name).await
+    }
+
+    /// What a pod gets through `envFrom` on the claim's Secret and ConfigMap.
+    pub async fn env_of(&self, name: &str) -> BTreeMap<String, String> {
+        let secret =
+            Api::<Secret>::namespaced(self.client.clone(), &self.ns).get(name).await.unwrap();
+        let config =
+            Api::<ConfigMap>::namespaced(self.client.clone(), &self.ns).get(name).await.unwrap();
+        let mut env = config.data.unwrap_or_default();
+        for (key, value) in secret.data.unwrap_or_default() {
+            env.insert(key, String::from_utf8(value.0).unwrap());
+        }
+        env
+    }
+
+    /// An S3 client configured from nothing but the claim's environment.
+    pub async fn s3_for(&self, name: &str) -> (S3, String) {
+        let env = self.env_of(name).await;
+        (s3_client(&env), env["BUCKET_NAME"].clone())
+    }
+}
+
+pub fn s3_client(env: &BTreeMap<String, String>) -> S3 {
+    let credentials = Credentials::new(
+        &env["AWS_ACCESS_KEY_ID"],
+        &env["AWS_SECRET_ACCESS_KEY"],
+        None,
+        None,
+        "claim",
+    );
+    let http = aws_smithy_http_client::Builder::new().build_http();
+    let config = aws_sdk_s3::Config::builder()
+        .behavior_version_latest()
+        .http_client(http)
+        .region(Region::new(env["AWS_REGION"].clone()))
+        .endpoint_url(&env["AWS_ENDPOINT_URL"])
+        .credentials_provider(credentials)
+        .force_path_style(true)
+        .build();
+    S3::from_conf(config)
+}
+
+pub async fn put(s3: &S3, bucket: &str, key: &str, body: &[u8]) -> Result<(), String> {
+    s3.put_object()
+        .bucket(bucket)
+        .key(key)
+        .body(ByteStream::from(body.to_vec()))
+        .send()
+        .await
+        .map(|_| ())
+        .map_err(|e| e.into_service_error().code().unwrap_or("unknown").to_string())
+}
+
+pub async fn get(s3: &S3, bucket: &str, key: &str) -> Result<Vec<u8>, String> {
+    let output = s3
+        .get_object()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .map_err(|e| e.into_service_error().code().unwrap_or("unknown").to_string())?;
+    Ok(output.body.collect().await.unwrap().into_bytes().to_vec())
+}
+
+pub fn s3_with(port: u16, key: &str, secret: &str) -> S3 {
+    let env = BTreeMap::from([
+        ("AWS_ACCESS_KEY_ID".to_string(), key.to_string()),
+        ("AWS_SECRET_ACCESS_KEY".to_string(), secret.to_string()),
+        ("AWS_REGION".to_string(), "us-east-1".to_string()),
+        ("AWS_ENDPOINT_URL".to_string(), format!("http://127.0.0.1:{port}")),
+    ]);
+    s3_client(&env)
+}
+
+pub fn code<T, E: ProvideErrorMetadata>(result: Result<T, E>) -> String {
+    match result {
+        Ok(_) => "ok".into(),
+        Err(e) => e.code().unwrap_or("unknown").to_string(),
+    }
+}
+
+/// A namespace's claims and what a tenant can do there.
+pub struct Tenant {
+    pub client: Client,
+    pub ns: String,
+    pub claims: Api<ObjectBucketClaim>,
+}
+
+impl Tenant {
+    pub fn new(client: &Client, ns: String) -> Tenant {
+        Tenant { claims: Api::namespaced(client.clone(), &ns), client: client.clone(), ns }
+    }
+
+    pub async fn create(&self, name: &str, spec: ObjectBucketClaimSpec) -> ObjectBucketClaim {
+        self.create_claim(ObjectBucketClaim::new(name, spec)).await
+    }
+
+    pub async fn create_claim(&self, claim: ObjectBucketClaim) -> ObjectBucketClaim {
+        self.claims.create(&PostParams::default(), &claim).await.unwrap()
+    }
+
+    pub async fn wait(&self, name: &str, phase: ClaimPhase, reason: &str) -> ObjectBucketClaim {
+        eventually(&format!("claim {}/{name} {phase:?}/{reason}", self.ns), || async {
+            let claim = self.claims.get_opt(name).await.ok()??;
+            let status = claim.status.as_ref()?;
+            let ready = status.conditions.iter().find(|c| c.type_ == "Ready")?;
+            (status.phase == Some(phase) && ready.reason == reason).then_some(claim)
+        })
+        .await
+    }
+
+    pub async fn delete(&self, name: &str) {
+        self.claims.delete(name, &DeleteParams::default()).await.unwrap();
+        eventually(&format!("claim {}/{name} to be gone", self.ns), || async {
+            self.claims.get_opt(name).await.ok()?.is_none().then_some(())
+        })
+        .await;
+    }
+
+    pub async fn secret(&self, name: &str) -> Option<Secret> {
+        Api::<Secret>::namespaced(self.client.clone(), &self.ns).get_opt(name).await.unwrap()
+    }
+
+    /// What a pod gets through `envFrom` on the claim's Secret and ConfigMap.
+    pub async fn env_of(&self, name: &str) -> BTreeMap<String, String> {
+        let secret = self.secret(name).await.expect("the claim's Secret");
+        let config =
+            Api::<ConfigMap>::namespaced(self.client.clone(), &self.ns).get(name).await.unwrap();
+        let mut env = config.data.unwrap_or_default();
+        for (key, value) in secret.data.unwrap_or_default() {
+            env.insert(key, String::from_utf8(value.0).unwrap());
+        }
+        env
+    }
+
+    /// An S3 client configured from nothing but the claim's environment, and its bucket.
+    pub async fn s3_for(&self, name: &str) -> (S3, String) {
+        let env = self.env_of(name).await;
+        (s3_client(&env), env["BUCKET_NAME"].clone())
+    }
+}

@@ -1,0 +1,449 @@
+//! The provisioners as a user runs them: the image built from the `Dockerfile`, `crds/` and
+//! `deploy/` applied to a cluster with a real node, and pods consuming their claims through
+//! nothing but `envFrom` of the claim's Secret and ConfigMap.
+//!
+//! Run by `make e2e` (root; it builds the node and the images first). The consumer pods' output
+//! is printed, so `make e2e` shows what an application on the cluster sees.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Result;
+use bucket_api::{ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServicePort};
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointPort, EndpointSlice};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, LogParams, ObjectMeta, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Client, ResourceExt};
+use node_tests::{
+    Finished, Moto, Node, consumer_pod, pod_get, pod_processes, pod_ready, run_to_completion,
+    s3_client, set_images, wait_rollout,
+};
+use test_support::{Apply, apply_manifests, apply_objects, eventually, read_manifests};
+
+const NS: &str = "bucket-provisioner";
+const HOSTPATH: &str = "hostpath-bucket-provisioner";
+const S3: &str = "s3-bucket-provisioner";
+const HOSTPATH_ROOT: &str = "/var/lib/bucket-provisioner";
+
+fn repo(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(relative)
+}
+
+/// `kubectl apply -f crds/`, then wait until the API serves them.
+async fn apply_crds(client: &Client) {
+    apply_manifests(client, &repo("crds"), Apply::ForReal).await.unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in ["objectbucketclaims.objectbucket.io", "objectbuckets.objectbucket.io"] {
+        let established = await_condition(crds.clone(), crd, conditions::is_crd_established());
+        tokio::time::timeout(Duration::from_secs(60), established).await.unwrap().unwrap();
+    }
+}
+
+/// The objects of a manifest directory with the image references pointed at the node's images,
+/// and `edit` applied to each.
+fn manifests(
+    dir: &str,
+    node: &Node,
+    mut edit: impl FnMut(&mut DynamicObject),
+) -> Vec<(PathBuf, DynamicObject)> {
+    let mut objects = read_manifests(&repo(dir)).unwrap();
+    for (_, object) in &mut objects {
+        set_images(object, node.images()).unwrap();
+        edit(object);
+    }
+    objects
+}
+
+fn kind(object: &DynamicObject) -> &str {
+    object.types.as_ref().map(|t| t.kind.as_str()).unwrap_or_default()
+}
+
+/// Waits for claim `name` to be Bound; on time-out, says where it is and what the provisioner
+/// pods (of Deployment `provisioner`) logged.
+async fn wait_bound(
+    client: &Client,
+    claims: &Api<ObjectBucketClaim>,
+    name: &str,
+    provisioner: &str,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        let claim = claims.get_opt(name).await.ok().flatten();
+        let status = claim.as_ref().and_then(|c| c.status.clone());
+        if status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound) {
+            return;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+            let selector = format!("app.kubernetes.io/name={provisioner}");
+            let mut logs = String::new();
+            for pod in pods.list(&ListParams::default().labels(&selector)).await.unwrap() {
+                let params = LogParams { tail_lines: Some(30), ..Default::default() };
+                let tail = pods.logs(&pod.name_any(), &params).await.unwrap_or_default();
+                logs.push_str(&format!("--- {} ---\n{tail}\n", pod.name_any()));
+            }
+            panic!("claim {name} not Bound within 90s: {status:?}\n{logs}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn delete_claim(claims: &Api<ObjectBucketClaim>, name: &str) {
+    claims.delete(name, &DeleteParams::default()).await.unwrap();
+    eventually(&format!("claim {name} to be gone"), || async {
+        claims.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+}
+
+async fn bucket_of(client: &Client, ns: &str, claim: &str) -> String {
+    let config = Api::<ConfigMap>::namespaced(client.clone(), ns).get(claim).await.unwrap();
+    config.data.unwrap()["BUCKET_NAME"].clone()
+}
+
+/// Runs a consumer pod and prints what it printed.
+async fn consume(
+    node: &Node,
+    client: &Client,
+    ns: &str,
+    pod: &str,
+    claim: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Finished {
+    let spec = consumer_pod(pod, &node.images().consumer, claim, args, env);
+    let finished = run_to_completion(client, ns, &spec)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n--- kubelet ---\n{}", node.log_tail("kubelet", 40)));
+    println!("--- pod {ns}/{pod} ({}), claim {claim} ---", finished.phase);
+    print!("{}", finished.logs);
+    finished
+}
+
+/// The provisioner's metric `name` (summed over its label sets) from `/metrics` of `pod`.
+fn metric(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+async fn provisioner_pod(client: &Client, deployment: &str) -> String {
+    let pods = wait_rollout(client, NS, deployment).await.unwrap();
+    assert_eq!(pods.len(), 1, "one provisioner pod: {pods:?}");
+    pods[0].clone()
+}
+
+#[tokio::test]
+async fn hostpath_provisioner_serves_pods_on_a_node() {
+    let node = Node::shared();
+    let client = node.client().await;
+    apply_crds(&client).await;
+
+    // 1. deploy/hostpath/ as a user applies it, with only the image references set.
+    let deploy = manifests("deploy/hostpath", node, |_| {});
+    apply_objects(&client, &deploy, Apply::ForReal).await.unwrap();
+    let pod_name = provisioner_pod(&client, HOSTPATH).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let pod = pods.get(&pod_name).await.unwrap();
+    let status = pod.status.clone().unwrap();
+    let init = &status.init_container_statuses.as_ref().expect("an init container ran")[0];
+    let init_exit = init.state.as_ref().and_then(|s| s.terminated.as_ref()).map(|t| t.exit_code);
+    assert_eq!(init_exit, Some(0), "the init container handed over the root: {init:?}");
+    let processes = pod_processes("hostpath-bucket-provisioner");
+    assert_eq!(processes.len(), 1, "one provisioner process in a pod: {processes:?}");
+    let (pid, uid, env) = &processes[0];
+    assert_eq!(*uid, 65532, "the provisioner (pid {pid}) runs as the image's non-root user");
+    assert!(!env.contains_key("KUBECONFIG"), "in-cluster configuration, no kubeconfig");
+    assert!(env.contains_key("KUBERNETES_SERVICE_HOST"), "the in-cluster address is given");
+    let token = format!("/proc/{pid}/root/var/run/secrets/kubernetes.io/serviceaccount/token");
+    assert!(Path::new(&token).is_file(), "its ServiceAccount token is mounted");
+    let account = pod.spec.as_ref().and_then(|s| s.service_account_name.as_deref());
+    assert_eq!(account, Some(HOSTPATH), "it acts as the deployed ServiceAccount");
+    let root = std::fs::metadata(HOSTPATH_ROOT).unwrap();
+    assert_eq!((root.uid(), root.permissions().mode() & 0o777), (65532, 0o700));
+    println!(
+        "provisioner pod {pod_name}: uid {uid}, ServiceAccount {HOSTPATH} with its token, \
+         init container exit 0, no kubeconfig"
+    );
+
+    // 2. The example claim binds; its consumer writes, reads and lists through its environment.
+    let example = manifests("examples/manifests", node, |_| {});
+    let (claim_objects, rest): (Vec<_>, Vec<_>) = example
+        .into_iter()
+        .partition(|(file, o)| kind(o) == "Namespace" || file.ends_with("10-claim.yaml"));
+    apply_objects(&client, &claim_objects, Apply::ForReal).await.unwrap();
+    let app = "photo-app";
+    let claims: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), app);
+    wait_bound(&client, &claims, "photos", HOSTPATH).await;
+    let photos_bucket = bucket_of(&client, app, "photos").await;
+    let first = consume(node, &client, app, "photos-consumer", "photos", &[], &[]).await;
+    assert_eq!(first.phase, "Succeeded", "{}", first.logs);
+    assert!(first.logs.contains(&format!("consumer: wrote s3://{photos_bucket}/hello.txt")));
+    assert!(first.logs.contains("consumer: read it back"));
+    assert!(first.logs.contains("consumer: listed hello.txt"));
+
+    // A second claim's keys do not open the first claim's bucket.
+    let other = ObjectBucketClaim::new(
+        "others",
+        ObjectBucketClaimSpec {
+            storage_class_name: "hostpath-bucket".into(),
+            generate_bucket_name: Some("others".into()),
+            ..Default::default()
+        },
+    );
+    claims.create(&PostParams::default(), &other).await.unwrap();
+    wait_bound(&client, &claims, "others", HOSTPATH).await;
+    let denied = consume(
+        node,
+        &client,
+        app,
+        "others-consumer",
+        "others",
+        &[],
+        &[("BUCKET_NAME", &photos_bucket)],
+    )
+    .await;
+    assert_eq!(denied.phase, "Failed", "{}", denied.logs);
+    assert!(denied.logs.contains("AccessDenied"), "{}", denied.logs);
+
+    // 3. Brownfield: the operator's bucket, granted to a claim of the bucketName class.
+    let admin_key = format!("operator-{}", test_support::unique_suffix());
+    let admin_secret = Secret {
+        metadata: ObjectMeta { name: Some("hostpath-s3-admin".into()), ..Default::default() },
+        string_data: Some(
+            [
+                ("AWS_ACCESS_KEY_ID".to_string(), "operator".to_string()),
+                ("AWS_SECRET_ACCESS_KEY".to_string(), admin_key.clone()),
+            ]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &admin_secret)
+        .await
+        .unwrap();
+    // The operator works from this machine through the hostpath-s3 Service, as the README says.
+    let service = Api::<Service>::namespaced(client.clone(), NS).get("hostpath-s3").await.unwrap();
+    let cluster_ip = service.spec.unwrap().cluster_ip.unwrap();
+    let operator = s3_client(&format!("http://{cluster_ip}:9000"), "operator", &admin_key);
+    eventually("the operator credential to create shared-data", || async {
+        operator.create_bucket().bucket("shared-data").send().await.ok()
+    })
+    .await;
+    let note = "left here by the operator";
+    operator
+        .put_object()
+        .bucket("shared-data")
+        .key("operator-note.txt")
+        .body(note.as_bytes().to_vec().into())
+        .send()
+        .await
+        .unwrap();
+    let static_claim: Vec<_> =
+        rest.into_iter().filter(|(file, _)| file.ends_with("30-static-claim.yaml")).collect();
+    apply_objects(&client, &static_claim, Apply::ForReal).await.unwrap();
+    wait_bound(&client, &claims, "shared", HOSTPATH).await;
+    assert_eq!(bucket_of(&client, app, "shared").await, "shared-data");
+    let reader =
+        consume(node, &client, app, "shared-consumer", "shared", &["operator-note.txt"], &[]).await;
+    assert_eq!(reader.phase, "Succeeded", "{}", reader.logs);
+    assert!(
+        reader.logs.contains(&format!("read s3://shared-data/operator-note.txt: {note:?}")),
+        "{}",
+        reader.logs
+    );
+    delete_claim(&claims, "shared").await;
+    let kept = operator.get_object().bucket("shared-data").key("operator-note.txt").send().await;
+    let kept = kept.unwrap().body.collect().await.unwrap().into_bytes();
+    assert_eq!(kept.as_ref(), note.as_bytes(), "deleting the claim keeps the operator's data");
+    assert!(Path::new(HOSTPATH_ROOT).join("buckets/shared-data/operator-note.txt").exists());
+
+    // 4. A restart of the provisioner pod changes nothing for bound claims.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), app);
+    let before: Vec<String> = [
+        secrets.get("photos").await.unwrap().resource_version().unwrap(),
+        secrets.get("others").await.unwrap().resource_version().unwrap(),
+    ]
+    .into();
+    pods.delete(&pod_name, &DeleteParams::default()).await.unwrap();
+    let ours = ListParams::default().labels(&format!("app.kubernetes.io/name={HOSTPATH}"));
+    let restarted = eventually("a new provisioner pod", || async {
+        let listed = pods.list(&ours).await.ok()?;
+        listed
+            .items
+            .into_iter()
+            .find(|p| {
+                p.name_any() != pod_name && pod_ready(p) && p.metadata.deletion_timestamp.is_none()
+            })
+            .map(|p| p.name_any())
+    })
+    .await;
+    // Until the new process has looked at both claims, "no backend call" would prove nothing.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    let metrics = loop {
+        let metrics = pod_get(&client, NS, &restarted, 8080, "/metrics").await;
+        if let Ok(metrics) = &metrics
+            && metric(metrics, "bucket_provisioner_reconciles_total") >= 2.0
+        {
+            break metrics.clone();
+        }
+        if tokio::time::Instant::now() > deadline {
+            let logs = pods.logs(&restarted, &LogParams::default()).await.unwrap_or_default();
+            panic!("{restarted} did not reconcile both claims in 90s: {metrics:?}\n{logs}");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let backend_calls = metric(&metrics, "bucket_provisioner_provisioning_duration_seconds_count");
+    assert_eq!(backend_calls, 0.0, "no backend call for unchanged claims:\n{metrics}");
+    for name in ["photos", "others"] {
+        let claim = claims.get(name).await.unwrap();
+        assert_eq!(claim.status.unwrap().phase, Some(ClaimPhase::Bound), "{name} stays Bound");
+    }
+    let after: Vec<String> = [
+        secrets.get("photos").await.unwrap().resource_version().unwrap(),
+        secrets.get("others").await.unwrap().resource_version().unwrap(),
+    ]
+    .into();
+    assert_eq!(before, after, "the claims' credentials are untouched");
+    let again = consume(node, &client, app, "photos-after-restart", "photos", &[], &[]).await;
+    assert_eq!(again.phase, "Succeeded", "{}", again.logs);
+    println!("provisioner restarted as {restarted}: claims Bound, no backend call, consumers work");
+}
+
+#[tokio::test]
+async fn s3_provisioner_serves_pods_on_a_node() -> Result<()> {
+    let node = Node::shared();
+    let client = node.client().await;
+    apply_crds(&client).await;
+
+    // moto on this machine, reached by pods through a Service of their cluster.
+    let moto = Moto::start().await?;
+    let moto_ns = "moto";
+    apply_objects(
+        &client,
+        &[(
+            PathBuf::from("moto"),
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": moto_ns }
+            }))?,
+        )],
+        Apply::ForReal,
+    )
+    .await?;
+    let service = Service {
+        metadata: ObjectMeta { name: Some("moto".into()), ..Default::default() },
+        spec: Some(k8s_openapi::api::core::v1::ServiceSpec {
+            ports: Some(vec![ServicePort {
+                name: Some("http".into()),
+                port: 5000,
+                target_port: Some(IntOrString::Int(moto.port.into())),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    Api::<Service>::namespaced(client.clone(), moto_ns)
+        .create(&PostParams::default(), &service)
+        .await?;
+    let slice = EndpointSlice {
+        metadata: ObjectMeta {
+            name: Some("moto".into()),
+            labels: Some([("kubernetes.io/service-name".to_string(), "moto".to_string())].into()),
+            ..Default::default()
+        },
+        address_type: "IPv4".into(),
+        endpoints: Some(vec![Endpoint {
+            addresses: vec![node_tests::NODE_IP.to_string()],
+            ..Default::default()
+        }]),
+        ports: Some(vec![EndpointPort {
+            name: Some("http".into()),
+            port: Some(moto.port.into()),
+            protocol: Some("TCP".into()),
+            ..Default::default()
+        }]),
+    };
+    Api::<EndpointSlice>::namespaced(client.clone(), moto_ns)
+        .create(&PostParams::default(), &slice)
+        .await?;
+    let endpoint = format!("http://moto.{moto_ns}.svc:5000");
+
+    // The owner the README describes, and deploy/s3/ with its keys and moto's address filled in.
+    let owner_policy = serde_json::json!({
+        "Version": "2012-10-17",
+        "Statement": [{
+            "Effect": "Allow",
+            "Action": [
+                "s3:CreateBucket", "s3:DeleteBucket", "s3:ListBucket", "s3:ListBucketVersions",
+                "s3:ListBucketMultipartUploads", "s3:GetBucketTagging", "s3:PutBucketTagging",
+                "s3:DeleteObject", "s3:DeleteObjectVersion", "s3:AbortMultipartUpload",
+                "iam:CreateUser", "iam:TagUser", "iam:DeleteUser", "iam:PutUserPolicy",
+                "iam:DeleteUserPolicy", "iam:ListUserPolicies", "iam:ListAttachedUserPolicies",
+                "iam:DetachUserPolicy", "iam:CreateAccessKey", "iam:DeleteAccessKey",
+                "iam:ListAccessKeys"
+            ],
+            "Resource": "*"
+        }]
+    });
+    let (owner_key, owner_secret) = moto.user("bucket-owner", &owner_policy.to_string()).await?;
+    let deploy = manifests("deploy/s3", node, |object| match kind(object) {
+        "Secret" => {
+            object.data["stringData"]["AWS_ACCESS_KEY_ID"] = owner_key.clone().into();
+            object.data["stringData"]["AWS_SECRET_ACCESS_KEY"] = owner_secret.clone().into();
+        }
+        "StorageClass" => {
+            object.data["parameters"]["endpoint"] = endpoint.clone().into();
+            object.data["parameters"]["forcePathStyle"] = "true".into();
+        }
+        _ => {}
+    });
+    apply_objects(&client, &deploy, Apply::ForReal).await?;
+    wait_rollout(&client, NS, S3).await?;
+
+    let app = "s3-app";
+    apply_objects(
+        &client,
+        &[(
+            PathBuf::from(app),
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": app }
+            }))?,
+        )],
+        Apply::ForReal,
+    )
+    .await?;
+    let claims: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), app);
+    let claim = ObjectBucketClaim::new(
+        "reports",
+        ObjectBucketClaimSpec {
+            storage_class_name: "s3-buckets".into(),
+            generate_bucket_name: Some("reports".into()),
+            ..Default::default()
+        },
+    );
+    claims.create(&PostParams::default(), &claim).await?;
+    wait_bound(&client, &claims, "reports", S3).await;
+    let bucket = bucket_of(&client, app, "reports").await;
+    let config = Api::<ConfigMap>::namespaced(client.clone(), app).get("reports").await?;
+    assert_eq!(config.data.unwrap()["AWS_ENDPOINT_URL"], endpoint);
+    let used = consume(node, &client, app, "reports-consumer", "reports", &[], &[]).await;
+    assert_eq!(used.phase, "Succeeded", "{}", used.logs);
+    assert!(used.logs.contains(&format!("consumer: wrote s3://{bucket}/hello.txt")));
+    let listed = moto.s3().list_objects_v2().bucket(&bucket).send().await?;
+    let keys: Vec<&str> = listed.contents().iter().filter_map(|o| o.key()).collect();
+    assert_eq!(keys, ["hello.txt"], "the object is in moto's bucket");
+
+    // The class deletes what its claims made, data included.
+    delete_claim(&claims, "reports").await;
+    let gone = moto.s3().head_bucket().bucket(&bucket).send().await;
+    assert!(gone.is_err(), "bucket {bucket} deleted with its claim");
+    Ok(())
+}

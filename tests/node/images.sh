@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds the images the end-to-end tests run besides the provisioner's own (`make image`):
+# the pod sandbox (pause), a shell for init containers (busybox) and the consumer application.
+#   images.sh NODE-BIN-DIR STATIC-BINARY-DIR OUTPUT-DIR
+set -euo pipefail
+
+[[ $# -eq 3 ]] || { echo "usage: $0 NODE-BIN-DIR STATIC-BINARY-DIR OUTPUT-DIR" >&2; exit 2; }
+here=$(cd "$(dirname "$0")" && pwd)
+node_bin=$1 static=$2 out=$3
+cache_root=${BUCKET_PROVISIONER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/bucket-provisioner}
+context=$(mktemp -d "$cache_root/image-context.XXXXXX")
+trap 'rm -rf "$context"' EXIT
+
+mkdir -p "$context/pause"
+cp "$node_bin/pause" "$context/pause/"
+"$here/oci-build.sh" localhost/bucket-provisioner-pause:e2e "$here/images/pause.Dockerfile" \
+  "$context/pause" "$out/pause"
+
+mkdir -p "$context/busybox/bin"
+cp /bin/busybox "$context/busybox/bin/"
+for applet in $(/bin/busybox --list); do
+  [[ $applet == busybox ]] || ln -s busybox "$context/busybox/bin/$applet"
+done
+"$here/oci-build.sh" localhost/bucket-provisioner-busybox:e2e "$here/images/busybox.Dockerfile" \
+  "$context/busybox" "$out/busybox"
+
+mkdir -p "$context/consumer"
+cp "$static/examples/consumer" "$context/consumer/bucket-consumer"
+"$here/oci-build.sh" localhost/bucket-consumer:e2e "$here/images/consumer.Dockerfile" \
+  "$context/consumer" "$out/consumer"
