@@ -40,6 +40,70 @@ pub struct ListPage {
 enum Item {
     Object(String, fs::Metadata),
     Marker(String, fs::Metadata),
+    /// An object kept beside the bucket (see `side`), already read.
+    Side(ObjectInfo),
+}
+
+impl Item {
+    fn key(&self) -> &str {
+        match self {
+            Item::Object(key, _) | Item::Marker(key, _) => key,
+            Item::Side(info) => &info.key,
+        }
+    }
+}
+
+/// The directory walk and the side objects, merged in key order. Where a key is in both (a
+/// crash between writing one and removing the other), the plain file wins.
+struct Merged<'a> {
+    walker: Walker<'a>,
+    /// The walker's next item, taken ahead to compare with the side's.
+    pending: Option<Item>,
+    side: std::vec::IntoIter<ObjectInfo>,
+    next_side: Option<ObjectInfo>,
+}
+
+impl<'a> Merged<'a> {
+    fn new(walker: Walker<'a>, side: Vec<ObjectInfo>) -> Self {
+        let mut side = side.into_iter();
+        let next_side = side.next();
+        Self { walker, pending: None, side, next_side }
+    }
+
+    fn next_item(&mut self) -> io::Result<Option<Item>> {
+        if self.pending.is_none() {
+            self.pending = self.walker.next_item()?;
+        }
+        let take_side = match (&self.pending, &self.next_side) {
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some(plain), Some(side)) => {
+                if plain.key() == side.key.as_str() {
+                    // The plain file shadows a leftover side copy.
+                    self.next_side = self.side.next();
+                    false
+                } else {
+                    side.key.as_str() < plain.key()
+                }
+            }
+        };
+        if take_side {
+            let side = self.next_side.take().map(Item::Side);
+            self.next_side = self.side.next();
+            return Ok(side);
+        }
+        Ok(self.pending.take())
+    }
+
+    fn skip_prefix(&mut self, prefix: &str) {
+        if self.pending.as_ref().is_some_and(|p| p.key().starts_with(prefix)) {
+            self.pending = None;
+        }
+        self.walker.skip_prefix(prefix);
+        while self.next_side.as_ref().is_some_and(|s| s.key.starts_with(prefix)) {
+            self.next_side = self.side.next();
+        }
+    }
 }
 
 struct Frame {
@@ -168,12 +232,11 @@ impl BucketStore {
         }
         let after = query.after.clone().unwrap_or_default();
         let delimiter = query.delimiter.as_deref().filter(|d| !d.is_empty());
-        let mut walker = Walker::new(dir, query)?;
+        let side = self.side_objects(bucket, &query.prefix, &after)?;
+        let mut walker = Merged::new(Walker::new(dir, query)?, side);
         let mut count = 0;
         while let Some(item) = walker.next_item()? {
-            let key = match &item {
-                Item::Object(key, _) | Item::Marker(key, _) => key.clone(),
-            };
+            let key = item.key().to_owned();
             let rolled_up = delimiter.and_then(|d| {
                 let rest = &key[query.prefix.len()..];
                 rest.find(d).map(|at| key[..query.prefix.len() + at + d.len()].to_owned())
@@ -196,6 +259,7 @@ impl BucketStore {
             let info = match item {
                 Item::Object(key, meta) => Some(self.object_info(bucket, &key, &meta)),
                 Item::Marker(key, meta) => self.marker_info(bucket, &key, &meta),
+                Item::Side(info) => Some(info),
             };
             let Some(info) = info else { continue };
             if count == query.max_keys {

@@ -7,7 +7,8 @@
 //! <root>/.provisioner/              0700 bookkeeping, never served
 //!     records/<bucket>.json         0600 who created a bucket, and under which policy
 //!     keys/<access-key-id>.json     0600 one access key (a secret) and the bucket it reaches
-//!     meta/<bucket>/<hh>/<md5>.json      ETag, content type and user metadata of one object
+//!     meta/<bucket>/<hh>/<md5>.json      ETag, headers, checksums of one object
+//!     meta/<bucket>/side/<hh>/<md5>.{json,data}  objects whose key cannot be a path (see below)
 //!     uploads/<bucket>/<upload-id>/      multipart uploads in progress
 //!     tmp/                               temporary files, renamed into place when complete
 //! ```
@@ -24,19 +25,24 @@
 //! many buckets there are. A `state.json` from earlier versions (everything in one file) is split
 //! into these files when the store opens.
 //!
-//! # Limits of keys as paths
+//! # Keys that cannot be paths
 //!
-//! A key cannot be both an object and a prefix of others (`a` and `a/b`): the second write fails
-//! with [`StoreError::KeyConflict`]. Keys with empty, `.` or `..` segments, a leading `/`, NUL,
-//! or a segment over 255 bytes are refused. A key ending in `/` is an empty "folder" marker,
-//! stored as a directory plus metadata. Symlinks under a bucket are never followed: they are not
-//! listed, and reading, writing or deleting through one is refused.
+//! S3 keys are not all file paths: a key may be both an object and a prefix of others (`a` and
+//! `a/b`), or hold empty, `.` or `..` segments, a leading `/` or a segment over 255 bytes. Such
+//! an object is kept "on the side", under the bucket's metadata directory by a hash of its key
+//! (module `side`), whenever its plain path is impossible or taken; lookups try the plain path
+//! first, listings merge both in key order. A key ending in `/` is an empty "folder" marker,
+//! stored as a directory plus metadata where it can be. Empty keys, keys over 1024 bytes and
+//! NUL are refused. Symlinks under a bucket are never followed: they are not listed, and
+//! reading, writing or deleting through one is refused.
 
+mod checksum;
 mod list;
 mod multipart;
 mod names;
 mod objects;
 mod operator;
+mod side;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{self, File, OpenOptions};
@@ -50,10 +56,13 @@ use md5::{Digest, Md5};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
+pub use checksum::{Checksum, ChecksumAlgorithm, ChecksumCheck, ChecksumType, ExpectedChecksum};
 pub use list::{ListPage, ListQuery};
-pub use multipart::PartInfo;
-pub use names::{KeyPath, MAX_KEY_LEN, parse_key, validate_bucket_name};
-pub use objects::{ObjectAttrs, ObjectInfo, PutCheck};
+pub use multipart::{CompleteRequest, CompletedPartSpec, PartInfo, UploadInfo};
+pub use names::{KeyPath, MAX_KEY_LEN, parse_key, validate_bucket_name, validate_key};
+pub use objects::{
+    CopySourceCheck, ObjectAttrs, ObjectInfo, PutCheck, WriteCondition, etag_matches,
+};
 pub use operator::OPERATOR_OWNER;
 
 use crate::admin::AdminCredentials;
@@ -121,7 +130,9 @@ pub enum StoreError {
         /// Our identity.
         ours: String,
     },
-    /// The key names a directory that holds other objects, or a path through an object.
+    /// The key's plain path is a directory that holds other objects, or runs through an
+    /// object. Writes answer it by keeping the object beside the bucket; it reaches clients
+    /// only where that cannot be done.
     #[error("object key {0:?} conflicts with another object's path")]
     KeyConflict(String),
     /// A symbolic link was found where the store expected a file or directory; it is never
@@ -143,6 +154,21 @@ pub enum StoreError {
     /// The body's MD5 differs from the Content-MD5 sent with it.
     #[error("the body does not match its Content-MD5")]
     BadDigest,
+    /// The body's checksum differs from the one the client sent; nothing was stored.
+    #[error("the {} you specified did not match the calculated checksum", .0.header())]
+    BadChecksum(ChecksumAlgorithm),
+    /// A precondition of the request (`If-Match`, `If-None-Match`) does not hold.
+    #[error("at least one of the pre-conditions you specified did not hold")]
+    PreconditionFailed,
+    /// The request is well-formed but asks for something S3 refuses.
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// A byte range outside the object.
+    #[error("{0}")]
+    InvalidRange(String),
+    /// A request body that is not the XML S3 expects.
+    #[error("{0}")]
+    MalformedXml(String),
     /// The body is shorter or longer than its declared length.
     #[error("body length {actual} differs from the declared {expected}")]
     IncompleteBody {
@@ -337,7 +363,14 @@ struct Inner {
     writer: Mutex<()>,
     /// The operator credential; configuration, never persisted.
     admin: RwLock<Option<Arc<AdminCredentials>>>,
+    /// Serializes commits of one key (striped by a hash of bucket and key), so that
+    /// conditional writes are checked and applied atomically.
+    key_locks: Vec<Mutex<()>>,
 }
+
+/// Number of stripes of [`Inner::key_locks`]; keys sharing one only wait for each other's
+/// rename, never for a body upload.
+const KEY_LOCK_STRIPES: usize = 64;
 
 impl BucketStore {
     /// Opens (creating if needed) the store under `root`. `identity` names this provisioner
@@ -381,6 +414,7 @@ impl BucketStore {
                 state: RwLock::new(state),
                 writer: Mutex::new(()),
                 admin: RwLock::new(None),
+                key_locks: (0..KEY_LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
             }),
         })
     }
@@ -474,6 +508,15 @@ impl BucketStore {
     pub async fn delete_bucket(&self, bucket: &str, user_id: &str) -> Result<bool, StoreError> {
         let (bucket, user_id) = (bucket.to_owned(), user_id.to_owned());
         self.blocking(move |store| store.delete_bucket_blocking(&bucket, &user_id)).await
+    }
+
+    /// The commit lock of `key` in `bucket`.
+    fn key_lock(&self, bucket: &str, key: &str) -> std::sync::MutexGuard<'_, ()> {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (bucket, key).hash(&mut hasher);
+        let stripe = usize::try_from(hasher.finish() % KEY_LOCK_STRIPES as u64).unwrap_or(0);
+        self.inner.key_locks[stripe].lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Runs blocking file system work off the async threads.

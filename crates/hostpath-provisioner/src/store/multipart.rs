@@ -1,23 +1,26 @@
 //! Multipart uploads: parts are files in the upload's directory, concatenated on completion.
 //!
-//! A part is stored as `<number:05>.<etag>`, so a single rename publishes its data and ETag
-//! together; uploading the same part number again replaces it.
+//! A part is stored as `<number:05>.<etag>` or, with a checksum, `<number:05>.<etag>.<ALG>-<hex>`,
+//! so a single rename publishes its data, ETag and checksum together; uploading the same part
+//! number again replaces it.
 
 use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::fs::{self, File};
-use std::io;
-use std::path::PathBuf;
-use std::time::SystemTime;
+use std::io::{self, Read, Seek, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use futures::Stream;
 use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
 
+use super::checksum::{self, Checksum, ChecksumAlgorithm, ChecksumType, Hasher};
+use super::objects::{COPY_BUF, CopySourceCheck, NewObject, Received};
 use super::{
-    BucketStore, ObjectAttrs, ObjectInfo, PutCheck, StoreError, fsync_dir, parse_key, random_hex,
-    remove_tree, unix_now, write_atomic,
+    BucketStore, ChecksumCheck, ExpectedChecksum, ObjectAttrs, ObjectInfo, PutCheck, StoreError,
+    WriteCondition, fsync_dir, random_hex, remove_tree, unix_now, validate_key, write_atomic,
 };
 
 /// S3's smallest part size, for every part but the last.
@@ -38,6 +41,45 @@ pub struct PartInfo {
     pub size: u64,
     /// When it was received.
     pub last_modified: SystemTime,
+    /// Its additional checksum, when one was sent or the upload has an algorithm.
+    pub checksum: Option<Checksum>,
+}
+
+/// A multipart upload in progress, as ListMultipartUploads shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UploadInfo {
+    /// The key it will create.
+    pub key: String,
+    /// Its id.
+    pub upload_id: String,
+    /// When it was started.
+    pub initiated: SystemTime,
+    /// The checksum algorithm its parts carry, if any.
+    pub checksum_algorithm: Option<ChecksumAlgorithm>,
+    /// The kind of checksum the completed object gets.
+    pub checksum_type: Option<ChecksumType>,
+}
+
+/// A part named in CompleteMultipartUpload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompletedPartSpec {
+    /// Its number.
+    pub number: u32,
+    /// The ETag the client got for it (quotes allowed).
+    pub etag: String,
+    /// The checksum the client got for it, if it names one.
+    pub checksum: Option<(ChecksumAlgorithm, String)>,
+}
+
+/// How a multipart upload is completed.
+#[derive(Debug, Default)]
+pub struct CompleteRequest {
+    /// The parts, in ascending order.
+    pub parts: Vec<CompletedPartSpec>,
+    /// The whole object's checksum the client expects, if it sent one.
+    pub checksum: Option<(ChecksumAlgorithm, String)>,
+    /// Only complete if this holds for the object currently at the key.
+    pub condition: Option<WriteCondition>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -45,12 +87,16 @@ struct UploadFile {
     key: String,
     attrs: ObjectAttrs,
     initiated_unix: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    checksum_algorithm: Option<ChecksumAlgorithm>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    checksum_type: Option<ChecksumType>,
 }
 
 impl BucketStore {
     fn upload_dir(&self, bucket: &str, upload_id: &str) -> Result<PathBuf, StoreError> {
         // The id becomes a directory name: only ids this store could have made are accepted.
-        if upload_id.len() != 32 || !upload_id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if !is_upload_id(upload_id) {
             return Err(StoreError::NoSuchUpload(upload_id.to_owned()));
         }
         Ok(self.inner.state_dir().join("uploads").join(bucket).join(upload_id))
@@ -65,29 +111,29 @@ impl BucketStore {
         self.bucket_dir(bucket)?;
         let dir = self.upload_dir(bucket, upload_id)?;
         let no_such = || StoreError::NoSuchUpload(upload_id.to_owned());
-        let bytes = match fs::read(dir.join(UPLOAD_FILE)) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(no_such()),
-            Err(e) => return Err(e.into()),
-        };
-        let upload: UploadFile = serde_json::from_slice(&bytes).map_err(|_| no_such())?;
+        let upload = read_upload_file(&dir)?.ok_or_else(no_such)?;
         if upload.key != key {
             return Err(no_such());
         }
         Ok((dir, upload))
     }
 
-    /// Starts a multipart upload of `key`; returns its upload id.
+    /// Starts a multipart upload of `key`; returns its upload id. With a checksum algorithm,
+    /// every part gets that checksum and the object a composite or whole-object one.
     pub async fn create_upload(
         &self,
         bucket: &str,
         key: &str,
         attrs: ObjectAttrs,
+        checksum: Option<(ChecksumAlgorithm, ChecksumType)>,
     ) -> Result<String, StoreError> {
-        if parse_key(key)?.dir_marker {
-            return Err(StoreError::InvalidArgument(
-                "an object whose key ends with '/' must be empty".into(),
-            ));
+        validate_key(key)?;
+        if let Some((algorithm, ChecksumType::FullObject)) = checksum
+            && !algorithm.is_crc()
+        {
+            return Err(StoreError::InvalidRequest(format!(
+                "The FULL_OBJECT checksum type cannot be used with the {algorithm} algorithm."
+            )));
         }
         let (bucket, key) = (bucket.to_owned(), key.to_owned());
         self.blocking(move |store| {
@@ -95,7 +141,13 @@ impl BucketStore {
             let id = random_hex(16);
             let dir = store.upload_dir(&bucket, &id)?;
             fs::create_dir_all(&dir)?;
-            let upload = UploadFile { key, attrs, initiated_unix: unix_now() };
+            let upload = UploadFile {
+                key,
+                attrs,
+                initiated_unix: unix_now(),
+                checksum_algorithm: checksum.map(|(a, _)| a),
+                checksum_type: checksum.map(|(_, t)| t),
+            };
             let bytes = serde_json::to_vec(&upload).map_err(io::Error::other)?;
             write_atomic(&dir.join(UPLOAD_FILE), &bytes, 0o600)?;
             Ok(id)
@@ -103,7 +155,7 @@ impl BucketStore {
         .await
     }
 
-    /// Receives part `part_number`, streamed to disk; returns its ETag (hex MD5).
+    /// Receives part `part_number`, streamed to disk and verified; returns its info.
     pub async fn upload_part<S, E>(
         &self,
         bucket: &str,
@@ -111,46 +163,104 @@ impl BucketStore {
         upload_id: &str,
         part_number: i32,
         body: S,
-        check: PutCheck,
-    ) -> Result<String, StoreError>
+        mut check: PutCheck,
+    ) -> Result<PartInfo, StoreError>
     where
         S: Stream<Item = Result<Bytes, E>> + Send + Unpin,
         E: Display,
     {
-        if !(1..=MAX_PART_NUMBER).contains(&part_number) {
-            return Err(StoreError::InvalidArgument(format!(
-                "part number must be between 1 and {MAX_PART_NUMBER}"
-            )));
-        }
-        let args = (bucket.to_owned(), key.to_owned(), upload_id.to_owned());
-        let (dir, _) = {
-            let (bucket, key, upload_id) = args.clone();
-            self.blocking(move |store| store.load_upload(&bucket, &key, &upload_id)).await?
+        let number = checked_part_number(part_number)?;
+        let (dir, upload) = {
+            let args = (bucket.to_owned(), key.to_owned(), upload_id.to_owned());
+            self.blocking(move |store| store.load_upload(&args.0, &args.1, &args.2)).await?
         };
-        let (temp, md5) = self.receive(body, check).await?;
-        let etag = hex::encode(md5);
-        let upload_id = args.2;
-        self.blocking(move |_| {
-            let number = format!("{part_number:05}.");
-            let target = dir.join(format!("{number}{etag}"));
-            match temp.rename_to(&target) {
-                Ok(()) => {}
-                // Aborted while the part was on its way.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    return Err(StoreError::NoSuchUpload(upload_id));
-                }
-                Err(e) => return Err(e.into()),
+        match (&check.checksum, upload.checksum_algorithm) {
+            (Some(sent), Some(wanted)) if sent.algorithm != wanted => {
+                return Err(StoreError::InvalidRequest(format!(
+                    "Checksum Type mismatch occurred, expected checksum Type: {}, actual \
+                     checksum Type: {}",
+                    wanted.name().to_ascii_lowercase(),
+                    sent.algorithm.name().to_ascii_lowercase()
+                )));
             }
-            for entry in fs::read_dir(&dir)? {
-                let entry = entry?;
-                let name = entry.file_name();
-                let name = name.to_string_lossy();
-                if name.starts_with(&number) && entry.path() != target {
-                    let _ = fs::remove_file(entry.path());
+            // The upload's algorithm is kept for every part, sent or not.
+            (None, Some(wanted)) => {
+                check.checksum =
+                    Some(ChecksumCheck { algorithm: wanted, expected: ExpectedChecksum::Compute });
+            }
+            _ => {}
+        }
+        let received = self.receive(body, check).await?;
+        let upload_id = upload_id.to_owned();
+        self.blocking(move |_| publish_part(&dir, &upload_id, number, received)).await
+    }
+
+    /// Copies `range` (start, end exclusive) of an existing object, or all of it, into part
+    /// `part_number` (UploadPartCopy).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn upload_part_copy(
+        &self,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        part_number: i32,
+        source: (&str, &str),
+        range: Option<(u64, u64)>,
+        source_check: CopySourceCheck,
+    ) -> Result<PartInfo, StoreError> {
+        let number = checked_part_number(part_number)?;
+        let args = (
+            bucket.to_owned(),
+            key.to_owned(),
+            upload_id.to_owned(),
+            source.0.to_owned(),
+            source.1.to_owned(),
+        );
+        self.blocking(move |store| {
+            let (bucket, key, upload_id, src_bucket, src_key) = args;
+            let (dir, upload) = store.load_upload(&bucket, &key, &upload_id)?;
+            let (info, file) = store.open_blocking(&src_bucket, &src_key)?;
+            (source_check.check)(&info)?;
+            let (start, end) = match range {
+                Some((start, end)) if start < end && end <= info.size => (start, end),
+                Some(_) => {
+                    return Err(StoreError::InvalidRange(format!(
+                        "the range is not satisfiable for a source of {} bytes",
+                        info.size
+                    )));
+                }
+                None => (0, info.size),
+            };
+            let (temp, mut out) = store.temp_file()?;
+            let mut md5 = Md5::new();
+            let mut extra = upload.checksum_algorithm.map(Hasher::new);
+            if let Some(mut src) = file {
+                src.seek(io::SeekFrom::Start(start))?;
+                let mut src = src.take(end - start);
+                let mut buf = vec![0u8; COPY_BUF];
+                loop {
+                    let n = src.read(&mut buf)?;
+                    if n == 0 {
+                        break;
+                    }
+                    md5.update(&buf[..n]);
+                    if let Some(extra) = &mut extra {
+                        extra.update(&buf[..n]);
+                    }
+                    out.write_all(&buf[..n])?;
                 }
             }
-            fsync_dir(&dir)?;
-            Ok(etag)
+            out.sync_all()?;
+            drop(out);
+            let checksum =
+                upload.checksum_algorithm.zip(extra).map(|(algorithm, extra)| Checksum {
+                    algorithm,
+                    value: checksum::encode(&extra.finalize()),
+                    kind: ChecksumType::FullObject,
+                });
+            let received =
+                Received { temp, md5: md5.finalize().into(), size: end - start, checksum };
+            publish_part(&dir, &upload_id, number, received)
         })
         .await
     }
@@ -161,66 +271,156 @@ impl BucketStore {
         bucket: &str,
         key: &str,
         upload_id: &str,
-    ) -> Result<Vec<PartInfo>, StoreError> {
+    ) -> Result<(UploadInfo, Vec<PartInfo>), StoreError> {
         let args = (bucket.to_owned(), key.to_owned(), upload_id.to_owned());
         self.blocking(move |store| {
-            let (dir, _) = store.load_upload(&args.0, &args.1, &args.2)?;
-            Ok(read_parts(&dir)?.into_values().collect())
+            let (dir, upload) = store.load_upload(&args.0, &args.1, &args.2)?;
+            let parts = read_parts(&dir)?.into_values().collect();
+            Ok((upload_info(args.2, upload), parts))
+        })
+        .await
+    }
+
+    /// The uploads in progress in `bucket`, ordered by key, then by start time.
+    pub async fn list_uploads(&self, bucket: &str) -> Result<Vec<UploadInfo>, StoreError> {
+        let bucket = bucket.to_owned();
+        self.blocking(move |store| {
+            store.bucket_dir(&bucket)?;
+            let dir = store.inner.state_dir().join("uploads").join(&bucket);
+            let entries = match fs::read_dir(&dir) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+                Err(e) => return Err(e.into()),
+            };
+            let mut uploads = Vec::new();
+            for entry in entries {
+                let entry = entry?;
+                let Ok(id) = entry.file_name().into_string() else { continue };
+                if !is_upload_id(&id) {
+                    continue;
+                }
+                // Completed or aborted meanwhile: simply not listed.
+                if let Some(upload) = read_upload_file(&entry.path())? {
+                    uploads.push(upload_info(id, upload));
+                }
+            }
+            uploads.sort_by(|a, b| {
+                (&a.key, a.initiated, &a.upload_id).cmp(&(&b.key, b.initiated, &b.upload_id))
+            });
+            Ok(uploads)
         })
         .await
     }
 
     /// Assembles the listed parts into `key` (streamed file to file) and ends the upload. The
     /// ETag is the MD5 of the parts' binary MD5s, a dash and the number of parts.
+    ///
+    /// Completing an upload again after it succeeded answers with the object it made, as long
+    /// as that object is still in place.
     pub async fn complete_upload(
         &self,
         bucket: &str,
         key: &str,
         upload_id: &str,
-        parts: Vec<(u32, String)>,
+        request: CompleteRequest,
     ) -> Result<ObjectInfo, StoreError> {
         let args = (bucket.to_owned(), key.to_owned(), upload_id.to_owned());
         self.blocking(move |store| {
             let (bucket, key, upload_id) = args;
-            let (dir, upload) = store.load_upload(&bucket, &key, &upload_id)?;
-            if parts.is_empty() {
-                return Err(StoreError::InvalidArgument("at least one part is required".into()));
+            let (dir, upload) = match store.load_upload(&bucket, &key, &upload_id) {
+                Ok(found) => found,
+                Err(StoreError::NoSuchUpload(id)) => {
+                    return match store.completed_by(&bucket, &key, &upload_id) {
+                        Some(info) => Ok(info),
+                        None => Err(StoreError::NoSuchUpload(id)),
+                    };
+                }
+                Err(e) => return Err(e),
+            };
+            // A part number listed twice (a part re-sent while the first send was still on
+            // its way) means its last upload, which is the one stored.
+            let mut parts: Vec<CompletedPartSpec> = Vec::with_capacity(request.parts.len());
+            for spec in request.parts {
+                match parts.last_mut() {
+                    Some(last) if last.number == spec.number => *last = spec,
+                    _ => parts.push(spec),
+                }
             }
-            if parts.windows(2).any(|w| w[0].0 >= w[1].0) {
+            if parts.is_empty() {
+                return Err(StoreError::MalformedXml(
+                    "The XML you provided was not well-formed or did not validate against our \
+                     published schema"
+                        .into(),
+                ));
+            }
+            if parts.windows(2).any(|w| w[0].number >= w[1].number) {
                 return Err(StoreError::InvalidPartOrder);
             }
             let stored = read_parts(&dir)?;
             let mut chosen = Vec::with_capacity(parts.len());
-            for (i, (number, etag)) in parts.iter().enumerate() {
+            for (i, spec) in parts.iter().enumerate() {
+                let not_found = || {
+                    StoreError::InvalidPart(format!(
+                        "part {} with ETag {} not found",
+                        spec.number, spec.etag
+                    ))
+                };
                 let part = stored
-                    .get(number)
-                    .filter(|p| p.etag == etag.trim_matches('"'))
-                    .ok_or_else(|| {
-                        StoreError::InvalidPart(format!("part {number} with ETag {etag} not found"))
-                    })?;
+                    .get(&spec.number)
+                    .filter(|p| p.etag == spec.etag.trim().trim_matches('"'))
+                    .ok_or_else(not_found)?;
+                if let Some((algorithm, value)) = &spec.checksum {
+                    let same = part.checksum.as_ref().is_some_and(|c| {
+                        c.algorithm == *algorithm
+                            && algorithm.decode(&c.value) == algorithm.decode(value)
+                    });
+                    if !same {
+                        return Err(StoreError::InvalidPart(format!(
+                            "part {} does not have the {algorithm} checksum {value}",
+                            spec.number
+                        )));
+                    }
+                }
                 if i + 1 < parts.len() && part.size < MIN_PART_SIZE {
-                    return Err(StoreError::EntityTooSmall(*number));
+                    return Err(StoreError::EntityTooSmall(spec.number));
                 }
                 chosen.push(part);
             }
+            let checksum = object_checksum(&upload, &chosen, request.checksum.as_ref())?;
             let (temp, mut out) = store.temp_file()?;
             let mut digests = Md5::new();
             for part in &chosen {
-                let mut src =
-                    File::open(dir.join(format!("{:05}.{}", part.part_number, part.etag)))?;
+                let mut src = File::open(dir.join(part_file_name(part)))?;
                 // Kernel-side copy where the platform allows it; never the whole part in memory.
                 io::copy(&mut src, &mut out)?;
                 digests.update(hex::decode(&part.etag).map_err(io::Error::other)?);
             }
             out.sync_all()?;
             drop(out);
-            let etag = format!("{}-{}", hex::encode(digests.finalize()), chosen.len());
-            let count = u32::try_from(chosen.len()).unwrap_or(u32::MAX);
-            let info = store.commit(&bucket, &key, temp, etag, upload.attrs, Some(count))?;
+            let object = NewObject {
+                etag: format!("{}-{}", hex::encode(digests.finalize()), chosen.len()),
+                attrs: upload.attrs,
+                checksum,
+                part_sizes: chosen.iter().map(|p| p.size).collect(),
+                part_checksums: chosen
+                    .iter()
+                    .filter_map(|p| p.checksum.as_ref().map(|c| c.value.clone()))
+                    .collect(),
+                upload_id: Some(upload_id),
+            };
+            let info = store.commit(&bucket, &key, temp, object, request.condition.as_ref())?;
             remove_tree(&dir)?;
             Ok(info)
         })
         .await
+    }
+
+    /// The object at `key` if the upload `upload_id` made it and it was not replaced since.
+    fn completed_by(&self, bucket: &str, key: &str, upload_id: &str) -> Option<ObjectInfo> {
+        let (info, file) = self.open_blocking(bucket, key).ok()?;
+        let data = file?.metadata().ok()?;
+        let meta = self.read_meta(bucket, key, Some(&data))?;
+        (meta.upload_id.as_deref() == Some(upload_id)).then_some(info)
     }
 
     /// Abandons an upload and its parts.
@@ -240,15 +440,159 @@ impl BucketStore {
     }
 }
 
+fn is_upload_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+fn checked_part_number(part_number: i32) -> Result<u32, StoreError> {
+    u32::try_from(part_number)
+        .ok()
+        .filter(|n| (1..=MAX_PART_NUMBER.unsigned_abs()).contains(n))
+        .ok_or_else(|| {
+            StoreError::InvalidArgument(format!(
+                "Part number must be an integer between 1 and {MAX_PART_NUMBER}, inclusive"
+            ))
+        })
+}
+
+fn read_upload_file(dir: &Path) -> Result<Option<UploadFile>, StoreError> {
+    let bytes = match fs::read(dir.join(UPLOAD_FILE)) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    Ok(serde_json::from_slice(&bytes).ok())
+}
+
+fn upload_info(upload_id: String, upload: UploadFile) -> UploadInfo {
+    UploadInfo {
+        key: upload.key,
+        upload_id,
+        initiated: UNIX_EPOCH + Duration::from_secs(upload.initiated_unix),
+        checksum_algorithm: upload.checksum_algorithm,
+        checksum_type: upload.checksum_type,
+    }
+}
+
+/// The whole object's checksum from its parts', checked against the client's if it sent one.
+fn object_checksum(
+    upload: &UploadFile,
+    parts: &[&PartInfo],
+    sent: Option<&(ChecksumAlgorithm, String)>,
+) -> Result<Option<Checksum>, StoreError> {
+    let Some(algorithm) = upload.checksum_algorithm else {
+        return Ok(None);
+    };
+    let mut raws = Vec::with_capacity(parts.len());
+    for part in parts {
+        let raw = part
+            .checksum
+            .as_ref()
+            .filter(|c| c.algorithm == algorithm)
+            .and_then(|c| algorithm.decode(&c.value))
+            .ok_or_else(|| {
+                StoreError::InvalidPart(format!(
+                    "part {} has no {algorithm} checksum",
+                    part.part_number
+                ))
+            })?;
+        raws.push((raw, part.size));
+    }
+    let kind = upload.checksum_type.unwrap_or(if algorithm == ChecksumAlgorithm::Crc64Nvme {
+        ChecksumType::FullObject
+    } else {
+        ChecksumType::Composite
+    });
+    let value = match kind {
+        ChecksumType::FullObject => {
+            let whole = checksum::combine_crcs(algorithm, &raws).ok_or_else(|| {
+                StoreError::InvalidRequest(format!(
+                    "{algorithm} cannot make a FULL_OBJECT checksum"
+                ))
+            })?;
+            checksum::encode(&whole)
+        }
+        ChecksumType::Composite => {
+            let raws: Vec<Vec<u8>> = raws.into_iter().map(|(raw, _)| raw).collect();
+            checksum::composite(algorithm, &raws)
+        }
+    };
+    if let Some((sent_algorithm, sent_value)) = sent {
+        let ours = value.split('-').next().unwrap_or_default();
+        let theirs = sent_value.split('-').next().unwrap_or_default();
+        if *sent_algorithm != algorithm || algorithm.decode(ours) != algorithm.decode(theirs) {
+            return Err(StoreError::BadChecksum(*sent_algorithm));
+        }
+    }
+    Ok(Some(Checksum { algorithm, value, kind }))
+}
+
+fn part_file_name(part: &PartInfo) -> String {
+    let number = part.part_number;
+    match &part.checksum {
+        Some(c) => match c.algorithm.decode(&c.value) {
+            Some(raw) => format!("{number:05}.{}.{}-{}", part.etag, c.algorithm, hex::encode(raw)),
+            None => format!("{number:05}.{}", part.etag),
+        },
+        None => format!("{number:05}.{}", part.etag),
+    }
+}
+
+/// Renames a received part into the upload directory, replacing any earlier part of the same
+/// number, and returns its info.
+fn publish_part(
+    dir: &Path,
+    upload_id: &str,
+    number: u32,
+    received: Received,
+) -> Result<PartInfo, StoreError> {
+    let Received { temp, md5, size, checksum } = received;
+    let mut part = PartInfo {
+        part_number: number,
+        etag: hex::encode(md5),
+        size,
+        last_modified: SystemTime::now(),
+        checksum,
+    };
+    let target = dir.join(part_file_name(&part));
+    // The directory must still be there: a part of an aborted upload is refused rather than
+    // recreating the upload.
+    match temp.rename_to(&target) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(StoreError::NoSuchUpload(upload_id.to_owned()));
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let prefix = format!("{number:05}.");
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(&prefix) && entry.path() != target {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+    fsync_dir(dir)?;
+    if let Ok(meta) = fs::metadata(&target)
+        && let Ok(modified) = meta.modified()
+    {
+        part.last_modified = modified;
+    }
+    Ok(part)
+}
+
 /// Parts in an upload directory by number; of two files for one number (a crash while
 /// replacing it), the newer wins.
-fn read_parts(dir: &std::path::Path) -> io::Result<BTreeMap<u32, PartInfo>> {
+fn read_parts(dir: &Path) -> io::Result<BTreeMap<u32, PartInfo>> {
     let mut parts: BTreeMap<u32, PartInfo> = BTreeMap::new();
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
         let Ok(name) = entry.file_name().into_string() else { continue };
-        let Some((number, etag)) = name.split_once('.') else { continue };
+        let mut fields = name.split('.');
+        let (Some(number), Some(etag)) = (fields.next(), fields.next()) else { continue };
         let Ok(part_number) = number.parse::<u32>() else { continue };
+        let checksum = fields.next().and_then(parse_part_checksum);
         let meta = entry.metadata()?;
         if !meta.is_file() {
             continue;
@@ -258,6 +602,7 @@ fn read_parts(dir: &std::path::Path) -> io::Result<BTreeMap<u32, PartInfo>> {
             etag: etag.to_owned(),
             size: meta.len(),
             last_modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            checksum,
         };
         match parts.get(&part_number) {
             Some(existing) if existing.last_modified >= part.last_modified => {}
@@ -267,4 +612,40 @@ fn read_parts(dir: &std::path::Path) -> io::Result<BTreeMap<u32, PartInfo>> {
         }
     }
     Ok(parts)
+}
+
+/// `<ALG>-<hex>` from a part file name.
+fn parse_part_checksum(field: &str) -> Option<Checksum> {
+    let (name, hex_value) = field.split_once('-')?;
+    let algorithm = ChecksumAlgorithm::from_name(name)?;
+    let raw = hex::decode(hex_value).ok().filter(|r| r.len() == algorithm.raw_len())?;
+    Some(Checksum { algorithm, value: checksum::encode(&raw), kind: ChecksumType::FullObject })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn part_names_carry_their_checksum() {
+        let tmp = tempfile::tempdir().unwrap();
+        let raw = checksum::checksum_of(ChecksumAlgorithm::Crc32c, b"part");
+        let part = PartInfo {
+            part_number: 7,
+            etag: hex::encode(Md5::digest(b"part")),
+            size: 4,
+            last_modified: SystemTime::now(),
+            checksum: Some(Checksum {
+                algorithm: ChecksumAlgorithm::Crc32c,
+                value: checksum::encode(&raw),
+                kind: ChecksumType::FullObject,
+            }),
+        };
+        fs::write(tmp.path().join(part_file_name(&part)), b"part").unwrap();
+        fs::write(tmp.path().join("00008.00000000000000000000000000000000"), b"").unwrap();
+        let parts = read_parts(tmp.path()).unwrap();
+        assert_eq!(parts[&7].checksum, part.checksum);
+        assert_eq!(parts[&7].etag, part.etag);
+        assert!(parts[&8].checksum.is_none());
+    }
 }

@@ -16,6 +16,21 @@ pub fn validate_bucket_name(name: &str) -> Result<(), StoreError> {
     bucket_provisioner::naming::validate_bucket_name(name).map_err(StoreError::InvalidBucketName)
 }
 
+/// Checks that `key` is one S3 accepts: 1 to 1024 bytes, no NUL. Whether it can also be a
+/// plain file path is [`parse_key`]'s question.
+pub fn validate_key(key: &str) -> Result<(), StoreError> {
+    if key.is_empty() {
+        return Err(StoreError::InvalidKey("\"\": must not be empty".into()));
+    }
+    if key.len() > MAX_KEY_LEN {
+        return Err(StoreError::KeyTooLong);
+    }
+    if key.contains('\0') {
+        return Err(StoreError::InvalidKey(format!("{key:?}: must not contain NUL")));
+    }
+    Ok(())
+}
+
 /// An object key split into the path segments it is stored under.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyPath<'a> {

@@ -14,27 +14,82 @@ use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncWriteExt, BufWriter};
 
+use super::checksum::{self, Checksum, ChecksumCheck, ChecksumType, ExpectedChecksum, Hasher};
+use super::names::validate_key;
 use super::{BucketStore, KeyPath, StoreError, fsync_dir, parse_key, random_hex, write_atomic};
 
 /// Chunk size for copies done by the store itself: bounds memory per request.
 pub(super) const COPY_BUF: usize = 1 << 20;
 
-/// What a client sets on an object besides its bytes.
+/// What a client sets on an object besides its bytes: the standard headers it is served with
+/// and its user metadata.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObjectAttrs {
     /// `Content-Type` to serve it with.
     pub content_type: Option<String>,
     /// User metadata (`x-amz-meta-*`), names without the prefix.
     pub metadata: BTreeMap<String, String>,
+    /// `Cache-Control`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<String>,
+    /// `Content-Disposition`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_disposition: Option<String>,
+    /// `Content-Encoding`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_encoding: Option<String>,
+    /// `Content-Language`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_language: Option<String>,
+    /// `Expires`, as the HTTP date the client sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<String>,
 }
 
-/// Integrity checks on an uploaded body.
-#[derive(Clone, Copy, Debug, Default)]
+/// A precondition on replacing an object, checked atomically with the write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WriteCondition {
+    /// `If-None-Match: *`: only if no object has the key.
+    IfNoneMatchAny,
+    /// `If-Match: <etag>`: only if the current object has this ETag (without quotes).
+    IfMatch(String),
+    /// `If-None-Match: <etag>`: only if no object has the key or it has another ETag.
+    IfNoneMatch(String),
+}
+
+/// Integrity checks and preconditions on an uploaded body.
+#[derive(Debug, Default)]
 pub struct PutCheck {
     /// The declared `Content-Length`.
     pub length: Option<u64>,
     /// The binary `Content-MD5`.
     pub md5: Option<[u8; 16]>,
+    /// An additional checksum to compute, verify and keep.
+    pub checksum: Option<ChecksumCheck>,
+    /// Only write if this holds.
+    pub condition: Option<WriteCondition>,
+}
+
+/// A body received into a temporary file, verified, not yet visible.
+pub(super) struct Received {
+    pub temp: TempFile,
+    pub md5: [u8; 16],
+    pub size: u64,
+    pub checksum: Option<Checksum>,
+}
+
+/// What is recorded about an object when it is committed.
+#[derive(Debug, Default)]
+pub(super) struct NewObject {
+    pub etag: String,
+    pub attrs: ObjectAttrs,
+    pub checksum: Option<Checksum>,
+    /// Sizes of the parts, for objects from a multipart upload.
+    pub part_sizes: Vec<u64>,
+    /// The parts' checksums (base64), when the upload had an algorithm.
+    pub part_checksums: Vec<String>,
+    /// The multipart upload the object came from.
+    pub upload_id: Option<String>,
 }
 
 /// An object as listed or served.
@@ -52,6 +107,28 @@ pub struct ObjectInfo {
     pub attrs: ObjectAttrs,
     /// Number of parts, for objects from a multipart upload.
     pub parts: Option<u32>,
+    /// The additional checksum kept with it, if it was uploaded with one.
+    pub checksum: Option<Checksum>,
+    /// Sizes of its parts, for objects from a multipart upload.
+    pub part_sizes: Vec<u64>,
+    /// Checksums (base64) of its parts, when its upload had a checksum algorithm.
+    pub part_checksums: Vec<String>,
+}
+
+impl ObjectInfo {
+    pub(super) fn plain(key: &str, size: u64, etag: String, last_modified: SystemTime) -> Self {
+        Self {
+            key: key.to_owned(),
+            size,
+            etag,
+            last_modified,
+            attrs: ObjectAttrs::default(),
+            parts: None,
+            checksum: None,
+            part_sizes: Vec::new(),
+            part_checksums: Vec::new(),
+        }
+    }
 }
 
 /// The metadata file kept for an object under `.provisioner/meta`.
@@ -66,6 +143,31 @@ pub(super) struct MetaFile {
     pub attrs: ObjectAttrs,
     #[serde(default)]
     pub parts: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<Checksum>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub part_sizes: Vec<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub part_checksums: Vec<String>,
+    /// The multipart upload that produced it, so that a repeated completion is recognised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upload_id: Option<String>,
+}
+
+impl MetaFile {
+    pub(super) fn info(self, last_modified: SystemTime) -> ObjectInfo {
+        ObjectInfo {
+            key: self.key,
+            size: self.size,
+            etag: self.etag,
+            last_modified,
+            attrs: self.attrs,
+            parts: self.parts,
+            checksum: self.checksum,
+            part_sizes: self.part_sizes,
+            part_checksums: self.part_checksums,
+        }
+    }
 }
 
 /// A file in `.provisioner/tmp` that is removed unless it was renamed into place.
@@ -155,22 +257,13 @@ impl BucketStore {
     pub(super) fn object_info(&self, bucket: &str, key: &str, data: &fs::Metadata) -> ObjectInfo {
         let last_modified = data.modified().unwrap_or(SystemTime::UNIX_EPOCH);
         match self.read_meta(bucket, key, Some(data)) {
-            Some(meta) => ObjectInfo {
-                key: key.to_owned(),
-                size: data.len(),
-                etag: meta.etag,
+            Some(meta) => meta.info(last_modified),
+            None => ObjectInfo::plain(
+                key,
+                data.len(),
+                hex::encode(Md5::digest(format!("{}:{}", data.len(), mtime_ns(data)))),
                 last_modified,
-                attrs: meta.attrs,
-                parts: meta.parts,
-            },
-            None => ObjectInfo {
-                key: key.to_owned(),
-                size: data.len(),
-                etag: hex::encode(Md5::digest(format!("{}:{}", data.len(), mtime_ns(data)))),
-                last_modified,
-                attrs: ObjectAttrs::default(),
-                parts: None,
-            },
+            ),
         }
     }
 
@@ -182,14 +275,7 @@ impl BucketStore {
         dir: &fs::Metadata,
     ) -> Option<ObjectInfo> {
         let meta = self.read_meta(bucket, key, None)?;
-        Some(ObjectInfo {
-            key: key.to_owned(),
-            size: 0,
-            etag: meta.etag,
-            last_modified: dir.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-            attrs: meta.attrs,
-            parts: None,
-        })
+        Some(meta.info(dir.modified().unwrap_or(SystemTime::UNIX_EPOCH)))
     }
 
     /// Finds the existing file (or marker directory) of `key` without following any symlink.
@@ -262,39 +348,108 @@ impl BucketStore {
     }
 
     /// Moves a complete temporary file into place as `key`, metadata first so that the data
-    /// never appears without it.
+    /// never appears without it. `condition` is checked under the key's lock, so that no
+    /// other write of the key can come between the check and the rename.
     pub(super) fn commit(
         &self,
         bucket: &str,
         key: &str,
-        temp: TempFile,
-        etag: String,
-        attrs: ObjectAttrs,
-        parts: Option<u32>,
+        mut temp: TempFile,
+        object: NewObject,
+        condition: Option<&WriteCondition>,
     ) -> Result<ObjectInfo, StoreError> {
         let dir = self.bucket_dir(bucket)?;
-        let path = parse_key(key)?;
-        let target = self.prepare_path(&dir, key, &path)?;
+        validate_key(key)?;
+        let _guard = self.key_lock(bucket, key);
+        self.check_condition(bucket, key, condition)?;
+        let target = self.plain_target(&dir, key)?;
         let data = fs::symlink_metadata(&temp.path)?;
         let meta = MetaFile {
             key: key.to_owned(),
             size: data.len(),
             mtime_ns: mtime_ns(&data),
-            etag,
-            attrs,
-            parts,
+            etag: object.etag,
+            attrs: object.attrs,
+            parts: (!object.part_sizes.is_empty())
+                .then(|| u32::try_from(object.part_sizes.len()).unwrap_or(u32::MAX)),
+            checksum: object.checksum,
+            part_sizes: object.part_sizes,
+            part_checksums: object.part_checksums,
+            upload_id: object.upload_id,
         };
-        self.write_meta(bucket, &meta)?;
-        temp.rename_to(&target)?;
-        fsync_dir(target.parent().unwrap_or(&dir))?;
-        Ok(ObjectInfo {
-            key: key.to_owned(),
-            size: meta.size,
-            etag: meta.etag,
-            last_modified: data.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-            attrs: meta.attrs,
-            parts,
-        })
+        match target {
+            Some(target) => {
+                self.write_meta(bucket, &meta)?;
+                match fs::rename(&temp.path, &target) {
+                    Ok(()) => temp.keep = true,
+                    // Another key made the path a directory (or a file in its way) since it
+                    // was prepared: this object goes beside the bucket after all.
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::IsADirectory
+                                | io::ErrorKind::NotADirectory
+                                | io::ErrorKind::DirectoryNotEmpty
+                                | io::ErrorKind::NotFound
+                        ) =>
+                    {
+                        let _ = remove_if_exists(&self.meta_path(bucket, key));
+                        self.write_side(bucket, &meta, temp)?;
+                        return Ok(meta.info(data.modified().unwrap_or(SystemTime::UNIX_EPOCH)));
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+                fsync_dir(target.parent().unwrap_or(&dir))?;
+                // Only now, so that a crash never loses the key's current object.
+                self.remove_side(bucket, key)?;
+            }
+            None => self.write_side(bucket, &meta, temp)?,
+        }
+        Ok(meta.info(data.modified().unwrap_or(SystemTime::UNIX_EPOCH)))
+    }
+
+    /// Where `key` is stored as a plain file (its directories made), or `None` when it
+    /// cannot be: its path is taken by a directory or runs through a file, or it is not a
+    /// safe relative path at all. Those keys are kept beside the bucket (see `side`).
+    fn plain_target(&self, dir: &Path, key: &str) -> Result<Option<PathBuf>, StoreError> {
+        let Ok(path) = parse_key(key) else { return Ok(None) };
+        // A key ending in '/' is a directory where it can be, which holds no bytes: one with
+        // content is kept beside the bucket.
+        if path.dir_marker {
+            return Ok(None);
+        }
+        match self.prepare_path(dir, key, &path) {
+            Ok(target) => Ok(Some(target)),
+            Err(StoreError::KeyConflict(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Fails with [`StoreError::PreconditionFailed`] (or `NoSuchKey` for `If-Match` on a
+    /// missing key) unless `condition` holds for the current object at `key`.
+    fn check_condition(
+        &self,
+        bucket: &str,
+        key: &str,
+        condition: Option<&WriteCondition>,
+    ) -> Result<(), StoreError> {
+        let Some(condition) = condition else { return Ok(()) };
+        let current = match self.open_blocking(bucket, key) {
+            Ok((info, _)) => Some(info),
+            Err(StoreError::NoSuchKey(_)) => None,
+            Err(e) => return Err(e),
+        };
+        match (condition, current) {
+            (WriteCondition::IfNoneMatchAny, None) => Ok(()),
+            (WriteCondition::IfNoneMatchAny, Some(_)) => Err(StoreError::PreconditionFailed),
+            (WriteCondition::IfMatch(_), None) => Err(StoreError::NoSuchKey(key.to_owned())),
+            (WriteCondition::IfMatch(etag), Some(info)) if etag_matches(etag, &info.etag) => Ok(()),
+            (WriteCondition::IfMatch(_), Some(_)) => Err(StoreError::PreconditionFailed),
+            (WriteCondition::IfNoneMatch(etag), Some(info)) if etag_matches(etag, &info.etag) => {
+                Err(StoreError::PreconditionFailed)
+            }
+            (WriteCondition::IfNoneMatch(_), _) => Ok(()),
+        }
     }
 
     fn commit_marker(
@@ -302,22 +457,45 @@ impl BucketStore {
         bucket: &str,
         key: &str,
         attrs: ObjectAttrs,
+        condition: Option<&WriteCondition>,
     ) -> Result<ObjectInfo, StoreError> {
         let dir = self.bucket_dir(bucket)?;
         let path = parse_key(key)?;
-        let target = self.prepare_path(&dir, key, &path)?;
+        let plain = match self.prepare_path(&dir, key, &path) {
+            Ok(target) => target,
+            // `a/` where `a` is an object: kept beside the bucket like any other such key.
+            Err(StoreError::KeyConflict(_)) => {
+                let (temp, file) = self.temp_file()?;
+                file.sync_all()?;
+                drop(file);
+                let object = NewObject {
+                    etag: hex::encode(Md5::digest(b"")),
+                    attrs,
+                    ..NewObject::default()
+                };
+                return self.commit(bucket, key, temp, object, condition);
+            }
+            Err(e) => return Err(e),
+        };
+        let _guard = self.key_lock(bucket, key);
+        self.check_condition(bucket, key, condition)?;
         let etag = hex::encode(Md5::digest(b""));
-        let meta = MetaFile { key: key.to_owned(), size: 0, mtime_ns: 0, etag, attrs, parts: None };
-        self.write_meta(bucket, &meta)?;
-        let data = fs::symlink_metadata(&target)?;
-        Ok(ObjectInfo {
+        let meta = MetaFile {
             key: key.to_owned(),
             size: 0,
-            etag: meta.etag,
-            last_modified: data.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-            attrs: meta.attrs,
+            mtime_ns: 0,
+            etag,
+            attrs,
             parts: None,
-        })
+            checksum: None,
+            part_sizes: Vec::new(),
+            part_checksums: Vec::new(),
+            upload_id: None,
+        };
+        self.write_meta(bucket, &meta)?;
+        self.remove_side(bucket, key)?;
+        let data = fs::symlink_metadata(&plain)?;
+        Ok(meta.info(data.modified().unwrap_or(SystemTime::UNIX_EPOCH)))
     }
 
     /// Stores `body` as `key`, streaming it to a temporary file (never holding it in memory)
@@ -327,41 +505,49 @@ impl BucketStore {
         bucket: &str,
         key: &str,
         attrs: ObjectAttrs,
-        mut body: S,
+        body: S,
         check: PutCheck,
     ) -> Result<ObjectInfo, StoreError>
     where
         S: Stream<Item = Result<Bytes, E>> + Send + Unpin,
         E: Display,
     {
-        let path = parse_key(key)?;
+        validate_key(key)?;
         let (bucket, key) = (bucket.to_owned(), key.to_owned());
         {
             let bucket = bucket.clone();
             self.blocking(move |store| store.bucket_dir(&bucket).map(drop)).await?;
         }
-        if path.dir_marker {
-            while let Some(chunk) = body.next().await {
-                if !chunk.map_err(|e| StoreError::Body(e.to_string()))?.is_empty() {
-                    return Err(StoreError::InvalidArgument(
-                        "an object whose key ends with '/' must be empty".into(),
-                    ));
-                }
-            }
-            return self.blocking(move |store| store.commit_marker(&bucket, &key, attrs)).await;
+        let condition = check.condition.clone();
+        let received = self.receive(body, check).await?;
+        if received.size == 0 && parse_key(&key).is_ok_and(|path| path.dir_marker) {
+            // An empty "folder" object: a directory, where the path allows one.
+            drop(received.temp);
+            return self
+                .blocking(move |store| {
+                    store.commit_marker(&bucket, &key, attrs, condition.as_ref())
+                })
+                .await;
         }
-        let (temp, md5) = self.receive(body, check).await?;
-        let etag = hex::encode(md5);
-        self.blocking(move |store| store.commit(&bucket, &key, temp, etag, attrs, None)).await
+        let object = NewObject {
+            etag: hex::encode(received.md5),
+            attrs,
+            checksum: received.checksum,
+            ..NewObject::default()
+        };
+        self.blocking(move |store| {
+            store.commit(&bucket, &key, received.temp, object, condition.as_ref())
+        })
+        .await
     }
 
-    /// Streams `body` into a new temporary file, verifying length and MD5; returns the file
-    /// (synced) and the binary MD5 of its bytes.
+    /// Streams `body` into a new temporary file, verifying length, MD5 and the additional
+    /// checksum; returns the file (synced), its MD5 and the verified checksum.
     pub(super) async fn receive<S, E>(
         &self,
         mut body: S,
         check: PutCheck,
-    ) -> Result<(TempFile, [u8; 16]), StoreError>
+    ) -> Result<Received, StoreError>
     where
         S: Stream<Item = Result<Bytes, E>> + Send + Unpin,
         E: Display,
@@ -370,10 +556,14 @@ impl BucketStore {
         // A bounded write buffer: memory per upload stays constant whatever the object size.
         let mut out = BufWriter::with_capacity(256 * 1024, tokio::fs::File::from_std(file));
         let mut hash = Md5::new();
+        let mut extra = check.checksum.as_ref().map(|c| Hasher::new(c.algorithm));
         let mut size = 0u64;
         while let Some(chunk) = body.next().await {
             let chunk = chunk.map_err(|e| StoreError::Body(e.to_string()))?;
             hash.update(&chunk);
+            if let Some(extra) = &mut extra {
+                extra.update(&chunk);
+            }
             size += chunk.len() as u64;
             if let Some(expected) = check.length
                 && size > expected
@@ -391,10 +581,14 @@ impl BucketStore {
         if check.md5.is_some_and(|sent| sent != md5) {
             return Err(StoreError::BadDigest);
         }
+        let checksum = match (check.checksum, extra) {
+            (Some(wanted), Some(extra)) => Some(verify(wanted, extra.finalize())?),
+            _ => None,
+        };
         out.flush().await?;
         let file = out.into_inner();
         file.sync_all().await?;
-        Ok((temp, md5))
+        Ok(Received { temp, md5, size, checksum })
     }
 
     /// Opens `key` for reading: its info and, unless it is an empty folder marker, the open
@@ -421,8 +615,24 @@ impl BucketStore {
         key: &str,
     ) -> Result<(ObjectInfo, Option<File>), StoreError> {
         let dir = self.bucket_dir(bucket)?;
-        let path = parse_key(key)?;
-        let (target, meta) = self.resolve_existing(&dir, key, &path)?;
+        validate_key(key)?;
+        match parse_key(key) {
+            Ok(path) => match self.open_plain(bucket, key, &dir, &path) {
+                Err(StoreError::NoSuchKey(_)) => self.open_side(bucket, key),
+                found => found,
+            },
+            Err(_) => self.open_side(bucket, key),
+        }
+    }
+
+    fn open_plain(
+        &self,
+        bucket: &str,
+        key: &str,
+        dir: &Path,
+        path: &KeyPath<'_>,
+    ) -> Result<(ObjectInfo, Option<File>), StoreError> {
+        let (target, meta) = self.resolve_existing(dir, key, path)?;
         if path.dir_marker {
             let info = self
                 .marker_info(bucket, key, &meta)
@@ -459,7 +669,10 @@ impl BucketStore {
 
     fn delete_blocking(&self, bucket: &str, key: &str) -> Result<(), StoreError> {
         let dir = self.bucket_dir(bucket)?;
-        let path = parse_key(key)?;
+        validate_key(key)?;
+        let _guard = self.key_lock(bucket, key);
+        self.remove_side(bucket, key)?;
+        let Ok(path) = parse_key(key) else { return Ok(()) };
         let target = match self.resolve_existing(&dir, key, &path) {
             Ok((target, _)) => target,
             Err(StoreError::NoSuchKey(_)) => {
@@ -513,32 +726,37 @@ impl BucketStore {
         dst_bucket: &str,
         dst_key: &str,
         attrs: Option<ObjectAttrs>,
+        source: CopySourceCheck,
     ) -> Result<ObjectInfo, StoreError> {
         let args =
             (src_bucket.to_owned(), src_key.to_owned(), dst_bucket.to_owned(), dst_key.to_owned());
         self.blocking(move |store| {
             let (src_bucket, src_key, dst_bucket, dst_key) = args;
             store.bucket_dir(&dst_bucket)?;
-            let dst_path = parse_key(&dst_key)?;
-            let (info, file) = store.open_blocking(&src_bucket, &src_key)?;
-            let attrs = attrs.unwrap_or(info.attrs);
-            let Some(mut src) = file else {
-                if !dst_path.dir_marker {
-                    return Err(StoreError::InvalidArgument(
-                        "a folder marker can only be copied to a key ending with '/'".into(),
-                    ));
-                }
-                return store.commit_marker(&dst_bucket, &dst_key, attrs);
-            };
-            if dst_path.dir_marker {
-                return Err(StoreError::InvalidArgument(
-                    "an object whose key ends with '/' must be empty".into(),
+            validate_key(&dst_key)?;
+            let dst_marker = dst_key.ends_with('/');
+            let (info, mut file) = store.open_blocking(&src_bucket, &src_key)?;
+            (source.check)(&info)?;
+            if src_bucket == dst_bucket && src_key == dst_key && attrs.is_none() {
+                return Err(StoreError::InvalidRequest(
+                    "This copy request is illegal because it is trying to copy an object to \
+                     itself without changing the object's metadata, storage class, website \
+                     redirect location or encryption attributes."
+                        .into(),
                 ));
+            }
+            let keep_checksum =
+                info.checksum.clone().filter(|c| c.kind == ChecksumType::FullObject);
+            let attrs = attrs.unwrap_or(info.attrs);
+            // An empty object copied to a key ending in '/' is a folder marker; anything else
+            // is copied byte by byte (a plain folder marker has no file: no bytes).
+            if dst_marker && info.size == 0 {
+                return store.commit_marker(&dst_bucket, &dst_key, attrs, None);
             }
             let (temp, mut out) = store.temp_file()?;
             let mut hash = Md5::new();
             let mut buf = vec![0u8; COPY_BUF];
-            loop {
+            while let Some(src) = &mut file {
                 let n = src.read(&mut buf)?;
                 if n == 0 {
                     break;
@@ -548,8 +766,14 @@ impl BucketStore {
             }
             out.sync_all()?;
             drop(out);
-            let etag = hex::encode(hash.finalize());
-            store.commit(&dst_bucket, &dst_key, temp, etag, attrs, None)
+            // The copy has the same bytes, so a whole-object checksum still holds.
+            let object = NewObject {
+                etag: hex::encode(hash.finalize()),
+                attrs,
+                checksum: keep_checksum,
+                ..NewObject::default()
+            };
+            store.commit(&dst_bucket, &dst_key, temp, object, None)
         })
         .await
     }
@@ -574,6 +798,63 @@ fn make_dir_checked(path: &Path, key: &str) -> Result<(), StoreError> {
         }
     }
     Err(StoreError::KeyConflict(key.to_owned()))
+}
+
+/// A test of the source object of a copy, run on the object actually opened.
+pub type SourceTest = Box<dyn FnOnce(&ObjectInfo) -> Result<(), StoreError> + Send>;
+
+/// Preconditions on the source of a copy (`x-amz-copy-source-if-*`), checked on the object
+/// actually opened.
+pub struct CopySourceCheck {
+    /// Fails with the error to return when the source does not qualify.
+    pub check: SourceTest,
+}
+
+impl Default for CopySourceCheck {
+    fn default() -> Self {
+        Self { check: Box::new(|_| Ok(())) }
+    }
+}
+
+impl std::fmt::Debug for CopySourceCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CopySourceCheck")
+    }
+}
+
+/// Whether an `If-Match` value (quoted or not, or `*`) names `etag`.
+pub fn etag_matches(wanted: &str, etag: &str) -> bool {
+    let wanted = wanted.trim();
+    wanted == "*" || wanted.trim_matches('"') == etag
+}
+
+/// Compares a computed checksum with the client's, refusing a mismatch or a missing trailer.
+fn verify(wanted: ChecksumCheck, raw: Vec<u8>) -> Result<Checksum, StoreError> {
+    let algorithm = wanted.algorithm;
+    let value = checksum::encode(&raw);
+    let sent = match wanted.expected {
+        ExpectedChecksum::Compute => None,
+        ExpectedChecksum::Value(sent) => Some(sent),
+        ExpectedChecksum::Trailer(read) => Some(read().ok_or_else(|| {
+            StoreError::InvalidRequest(format!(
+                "the trailer {} announced in x-amz-trailer was not sent",
+                algorithm.header()
+            ))
+        })?),
+    };
+    if let Some(sent) = sent {
+        match algorithm.decode(&sent) {
+            Some(sent) if sent == raw => {}
+            Some(_) => return Err(StoreError::BadChecksum(algorithm)),
+            None => {
+                return Err(StoreError::InvalidRequest(format!(
+                    "Value for {} header is invalid.",
+                    algorithm.header()
+                )));
+            }
+        }
+    }
+    Ok(Checksum { algorithm, value, kind: ChecksumType::FullObject })
 }
 
 fn remove_if_exists(path: &Path) -> io::Result<()> {

@@ -143,7 +143,9 @@ impl BucketStore {
                 return Err(StoreError::BucketInUse { bucket: bucket.to_owned(), users });
             }
             let mut dirs = Vec::new();
-            if !self.only_empty_dirs(bucket, &dir, "", &mut dirs)? {
+            if self.has_side_objects(bucket)?
+                || !self.only_empty_dirs(bucket, &dir, "", &mut dirs)?
+            {
                 return Err(StoreError::BucketNotEmpty(bucket.to_owned()));
             }
             // Children first. `remove_dir` never removes a file, so an object written meanwhile

@@ -106,3 +106,78 @@ pub fn md5_hex(data: &[u8]) -> String {
     use md5::Digest;
     hex::encode(md5::Md5::digest(data))
 }
+
+/// A response read off the wire by [`raw_request`].
+#[derive(Debug)]
+pub struct RawResponse {
+    pub status: u16,
+    /// Header lines as sent, names lower-cased.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl RawResponse {
+    /// The first value of header `name` (lower-case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    /// The body as text.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The `<Code>` of an S3 error body.
+    pub fn error_code(&self) -> Option<String> {
+        let text = self.text();
+        let start = text.find("<Code>")? + "<Code>".len();
+        let end = text[start..].find("</Code>")? + start;
+        Some(text[start..end].to_owned())
+    }
+}
+
+/// Sends one HTTP/1.1 request with exactly the given headers (plus Host and Content-Length)
+/// and reads the whole response, for requests an SDK cannot be made to send.
+pub async fn raw_request(
+    addr: SocketAddr,
+    method: &str,
+    path_and_query: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> RawResponse {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut request = format!("{method} {path_and_query} HTTP/1.1\r\nHost: {addr}\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str(&format!("Content-Length: {}\r\nConnection: close\r\n\r\n", body.len()));
+    conn.write_all(request.as_bytes()).await.unwrap();
+    conn.write_all(body).await.unwrap();
+    let mut response = Vec::new();
+    conn.read_to_end(&mut response).await.unwrap();
+    let split = response.windows(4).position(|w| w == b"\r\n\r\n").expect("a complete response");
+    let head = String::from_utf8(response[..split].to_vec()).unwrap();
+    let mut lines = head.split("\r\n");
+    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+    let headers = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    RawResponse { status, headers, body: response[split + 4..].to_vec() }
+}
+
+/// A SigV2 signature (base64 HMAC-SHA1 of `string_to_sign`), as old S3 clients compute it.
+pub fn sign_v2(secret: &str, string_to_sign: &str) -> String {
+    use base64::Engine as _;
+    use hmac::{KeyInit, Mac};
+    let mut mac = hmac::Hmac::<sha1::Sha1>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(string_to_sign.as_bytes());
+    base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
+}
+
+/// `time` as an HTTP date (`Tue, 27 Mar 2007 19:36:42 +0000`).
+pub fn http_date(time: std::time::SystemTime) -> String {
+    let zoned = jiff::Timestamp::try_from(time).unwrap().to_zoned(jiff::tz::TimeZone::UTC);
+    jiff::fmt::rfc2822::to_string(&zoned).unwrap()
+}
