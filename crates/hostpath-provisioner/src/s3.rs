@@ -1487,9 +1487,18 @@ impl S3 for HostPathS3 {
             usize::try_from(input.max_uploads.unwrap_or(MAX_KEYS).clamp(0, MAX_KEYS)).unwrap_or(0);
         let (mut uploads, mut prefixes): (Vec<UploadInfo>, Vec<String>) = (Vec::new(), Vec::new());
         let mut truncated = false;
+        // Uploads of one key are listed by start time, not by id: the marker key's later uploads
+        // are those after the marker upload in that order (by id only should it be gone).
+        let marker_listed =
+            id_marker.as_ref().is_some_and(|id| all.iter().any(|u| u.upload_id == *id));
+        let mut past_marker = false;
         for upload in all.into_iter().filter(|u| u.key.starts_with(&prefix)) {
-            // After the marker: later keys, or the marker key's later uploads.
             let after = match &id_marker {
+                Some(id) if upload.key == key_marker && marker_listed => {
+                    let after = past_marker;
+                    past_marker |= upload.upload_id == *id;
+                    after
+                }
                 Some(id) => {
                     upload.key > key_marker || (upload.key == key_marker && upload.upload_id > *id)
                 }
