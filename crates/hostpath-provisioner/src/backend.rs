@@ -122,12 +122,14 @@ impl Provisioner for HostPathProvisioner {
             user_id: &options.user_id,
             delete_with_claim: options.reclaim_policy == ReclaimPolicy::Delete,
         };
-        self.store.create_bucket(&options.bucket_name, creator).await.map_err(|e| match e {
-            // Another node's bucket is as unavailable as another claim's, and says no more.
-            StoreError::NotOurs { bucket, .. } => BackendError::name_taken(&bucket),
-            e => backend_error(e),
-        })?;
-        self.issue(options).await
+        let (_, key) = self.store.provision_bucket(&options.bucket_name, creator).await.map_err(
+            |e| match e {
+                // Another node's bucket is as unavailable as another claim's, and says no more.
+                StoreError::NotOurs { bucket, .. } => BackendError::name_taken(&bucket),
+                e => backend_error(e),
+            },
+        )?;
+        Ok(self.answer(key, &options.user_id))
     }
 
     async fn grant(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {

@@ -479,6 +479,24 @@ impl BucketStore {
         .await
     }
 
+    /// [`BucketStore::create_bucket`] and [`BucketStore::issue_key`] for the creator in one
+    /// transaction, the way a claim's bucket is provisioned: both records reach the disk together.
+    pub async fn provision_bucket(
+        &self,
+        bucket: &str,
+        creator: Creator<'_>,
+    ) -> Result<(BucketRecord, AccessKey), StoreError> {
+        let (bucket, user_id) = (bucket.to_owned(), creator.user_id.to_owned());
+        let delete_with_claim = creator.delete_with_claim;
+        self.blocking(move |store| {
+            store.provision_bucket_blocking(
+                &bucket,
+                Creator { user_id: &user_id, delete_with_claim },
+            )
+        })
+        .await
+    }
+
     /// Returns the key of `user_id` for `bucket`, creating it on the first call. A retry returns
     /// the same key pair. The bucket directory must exist.
     pub async fn issue_key(&self, user_id: &str, bucket: &str) -> Result<AccessKey, StoreError> {
@@ -537,49 +555,67 @@ impl BucketStore {
         creator: Creator<'_>,
     ) -> Result<BucketRecord, StoreError> {
         let path = self.bucket_path(bucket)?;
-        let ours = self.identity().to_owned();
-        // Checked and recorded under the writer lock: of two claims racing for one name, the
-        // second finds the first's record.
-        let record = self.inner.mutate(|tx| {
-            if let Some(record) = tx.state.buckets.get(bucket) {
-                if record.owner != ours {
-                    return Err(StoreError::NotOurs {
-                        bucket: bucket.to_owned(),
-                        owner: record.owner.clone(),
-                        ours: ours.clone(),
-                    });
-                }
-                // Only a retry of the creating claim; never an operator bucket, never one kept
-                // after its claim went, never another claim's.
-                if !record.created_by_provisioner
-                    || record.creator.as_deref() != Some(creator.user_id)
-                {
-                    return Err(StoreError::BucketAlreadyExists(bucket.to_owned()));
-                }
-                return Ok(record.clone());
+        let record = self.inner.mutate(|tx| self.record_creation(tx, bucket, &path, creator))?;
+        make_bucket_dir(&path)?;
+        Ok(record)
+    }
+
+    fn provision_bucket_blocking(
+        &self,
+        bucket: &str,
+        creator: Creator<'_>,
+    ) -> Result<(BucketRecord, AccessKey), StoreError> {
+        let path = self.bucket_path(bucket)?;
+        // One transaction: the record and the creator's key are written (and synced) together.
+        let (record, key) = self.inner.mutate(|tx| {
+            let record = self.record_creation(tx, bucket, &path, creator)?;
+            Ok((record, issue_in(tx, creator.user_id, bucket)))
+        })?;
+        make_bucket_dir(&path)?;
+        Ok((record, key))
+    }
+
+    /// Records `bucket` as created for `creator`, or finds the record of an earlier attempt of
+    /// the same creator. Decided under the writer lock: of two claims racing for one name, the
+    /// second finds the first's record.
+    fn record_creation(
+        &self,
+        tx: &mut Tx<'_>,
+        bucket: &str,
+        path: &Path,
+        creator: Creator<'_>,
+    ) -> Result<BucketRecord, StoreError> {
+        let ours = self.identity();
+        if let Some(record) = tx.state.buckets.get(bucket) {
+            if record.owner != ours {
+                return Err(StoreError::NotOurs {
+                    bucket: bucket.to_owned(),
+                    owner: record.owner.clone(),
+                    ours: ours.to_owned(),
+                });
             }
-            // No record: an existing directory belongs to someone else (the record is always
-            // written before the directory is made).
-            if fs::symlink_metadata(&path).is_ok() {
+            // Only a retry of the creating claim; never an operator bucket, never one kept
+            // after its claim went, never another claim's.
+            if !record.created_by_provisioner || record.creator.as_deref() != Some(creator.user_id)
+            {
                 return Err(StoreError::BucketAlreadyExists(bucket.to_owned()));
             }
-            let record = BucketRecord {
-                name: bucket.to_owned(),
-                owner: ours.clone(),
-                created_by_provisioner: true,
-                created_unix: unix_now(),
-                creator: Some(creator.user_id.to_owned()),
-                delete_with_claim: creator.delete_with_claim,
-            };
-            tx.put_bucket(record.clone());
-            Ok(record)
-        })?;
-        match fs::create_dir(&path) {
-            Ok(()) => fsync_dir(path.parent().unwrap_or(&path))?,
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e.into()),
+            return Ok(record.clone());
         }
-        ensure_real_dir(&path)?;
+        // No record: an existing directory belongs to someone else (the record is always
+        // written before the directory is made).
+        if fs::symlink_metadata(path).is_ok() {
+            return Err(StoreError::BucketAlreadyExists(bucket.to_owned()));
+        }
+        let record = BucketRecord {
+            name: bucket.to_owned(),
+            owner: ours.to_owned(),
+            created_by_provisioner: true,
+            created_unix: unix_now(),
+            creator: Some(creator.user_id.to_owned()),
+            delete_with_claim: creator.delete_with_claim,
+        };
+        tx.put_bucket(record.clone());
         Ok(record)
     }
 
@@ -587,24 +623,13 @@ impl BucketStore {
         if user_id.is_empty() {
             return Err(StoreError::InvalidArgument("user id must not be empty".into()));
         }
-        let access_key_id = derive_access_key_id(user_id, bucket);
         self.inner.mutate(|tx| {
             // Checked under the writer lock, so that an operator's DeleteBucket (which checks
             // for keys under the same lock) cannot slip in between.
             if !self.bucket_exists(bucket)? {
                 return Err(StoreError::NoSuchBucket(bucket.to_owned()));
             }
-            if let Some(key) = tx.state.keys.get(&access_key_id) {
-                return Ok(key.clone());
-            }
-            let key = AccessKey {
-                access_key_id: access_key_id.clone(),
-                secret_access_key: random_secret(),
-                buckets: vec![bucket.to_owned()],
-                user_id: user_id.to_owned(),
-            };
-            tx.put_key(key.clone());
-            Ok(key)
+            Ok(issue_in(tx, user_id, bucket))
         })
     }
 
@@ -682,16 +707,18 @@ impl Inner {
             let out = f(&mut tx)?;
             (out, tx.buckets, tx.keys)
         };
-        let dir = self.state_dir();
-        for (name, record) in &buckets {
-            persist(&dir.join(RECORDS_DIR), name, record.as_ref())?;
-        }
-        for (id, key) in &keys {
-            persist(&dir.join(KEYS_DIR), id, key.as_ref())?;
-        }
         if buckets.is_empty() && keys.is_empty() {
             return Ok(out);
         }
+        let dir = self.state_dir();
+        let mut files = Vec::with_capacity(buckets.len() + keys.len());
+        for (name, record) in &buckets {
+            files.push(file_change(&dir.join(RECORDS_DIR), name, record.as_ref())?);
+        }
+        for (id, key) in &keys {
+            files.push(file_change(&dir.join(KEYS_DIR), id, key.as_ref())?);
+        }
+        persist_all(&files)?;
         let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
         for (name, record) in buckets {
             match record {
@@ -709,21 +736,90 @@ impl Inner {
     }
 }
 
+/// The key of `user_id` for `bucket`: the one issued before (a retry gets the same pair), or a new
+/// one recorded in `tx`.
+fn issue_in(tx: &mut Tx<'_>, user_id: &str, bucket: &str) -> AccessKey {
+    let access_key_id = derive_access_key_id(user_id, bucket);
+    if let Some(key) = tx.state.keys.get(&access_key_id) {
+        return key.clone();
+    }
+    let key = AccessKey {
+        access_key_id,
+        secret_access_key: random_secret(),
+        buckets: vec![bucket.to_owned()],
+        user_id: user_id.to_owned(),
+    };
+    tx.put_key(key.clone());
+    key
+}
+
+/// Makes a bucket's directory (durably) unless it is there.
+fn make_bucket_dir(path: &Path) -> Result<(), StoreError> {
+    match fs::create_dir(path) {
+        Ok(()) => fsync_dir(path.parent().unwrap_or(path))?,
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e.into()),
+    }
+    ensure_real_dir(path)
+}
+
+/// One record or key file to write (`Some` bytes) or remove (`None`).
+struct FileChange {
+    path: PathBuf,
+    bytes: Option<Vec<u8>>,
+}
+
+fn file_change<T: Serialize>(
+    dir: &Path,
+    name: &str,
+    value: Option<&T>,
+) -> Result<FileChange, StoreError> {
+    let bytes = value.map(serde_json::to_vec).transpose().map_err(io::Error::other)?;
+    Ok(FileChange { path: dir.join(format!("{name}.json")), bytes })
+}
+
 /// Writes `value` as `<dir>/<name>.json` (0600, atomically), or removes the file for `None`.
 fn persist<T: Serialize>(dir: &Path, name: &str, value: Option<&T>) -> Result<(), StoreError> {
-    let path = dir.join(format!("{name}.json"));
-    match value {
-        Some(value) => {
-            let bytes = serde_json::to_vec(value).map_err(io::Error::other)?;
-            write_atomic(&path, &bytes, 0o600)?;
+    persist_all(&[file_change(dir, name, value)?])
+}
+
+/// Makes every change durable with as few syncs as crash safety allows: each new file is written
+/// and synced beside its place, then all are renamed (and removals done), then each directory
+/// involved is synced once.
+fn persist_all(files: &[FileChange]) -> Result<(), StoreError> {
+    let mut staged = Vec::new();
+    let result = (|| {
+        for change in files {
+            if let Some(bytes) = &change.bytes {
+                let tmp = change.path.with_extension(format!("tmp-{}", random_hex(8)));
+                staged.push(tmp.clone());
+                let mut file =
+                    OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
+                file.write_all(bytes)?;
+                file.sync_all()?;
+            }
         }
-        None => match fs::remove_file(&path) {
-            Ok(()) => fsync_dir(dir)?,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e.into()),
-        },
+        let mut tmps = staged.iter();
+        let mut dirs = BTreeSet::new();
+        for change in files {
+            match &change.bytes {
+                Some(_) => fs::rename(tmps.next().expect("one per written file"), &change.path)?,
+                None => match fs::remove_file(&change.path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(e),
+                },
+            }
+            dirs.insert(change.path.parent().unwrap_or(&change.path).to_owned());
+        }
+        dirs.iter().try_for_each(|dir| fsync_dir(dir))
+    })();
+    if result.is_err() {
+        for tmp in &staged {
+            let _ = fs::remove_file(tmp);
+        }
     }
-    Ok(())
+    Ok(result?)
 }
 
 /// Reads every `*.json` file of `dir`.
