@@ -85,6 +85,21 @@ fn memory_mib(pid: u32) -> (f64, f64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+/// Mean seconds of the backend's `operation` calls so far, from the provisioner's own metrics.
+async fn backend_mean(metrics: u16, operation: &str) -> f64 {
+    let body = reqwest_free_get(metrics, "/metrics").await;
+    let value = |suffix: &str| -> f64 {
+        body.lines()
+            .find(|l| {
+                l.starts_with(&format!("bucket_provisioner_provisioning_duration_seconds_{suffix}"))
+                    && l.contains(&format!("operation=\"{operation}\""))
+            })
+            .and_then(|l| l.split_whitespace().last()?.parse().ok())
+            .unwrap_or(0.0)
+    };
+    value("sum") / value("count").max(1.0)
+}
+
 /// Backend calls so far, from the provisioner's own metrics.
 async fn backend_calls(metrics: u16) -> u64 {
     let body = reqwest_free_get(metrics, "/metrics").await;
@@ -341,7 +356,12 @@ async fn main() {
     let (requests, mark) = audited(&audit, mark);
     per_claim(&requests, claims, &mut out);
     writeln!(out, "  provisioner memory: RSS {rss:.1} MiB, peak {peak:.1} MiB").unwrap();
-    writeln!(out, "  provisioner CPU until all were Bound: {cpu:.1} s").unwrap();
+    writeln!(
+        out,
+        "  provisioner CPU until all were Bound: {cpu:.1} s; backend provision call: {:.1} ms mean",
+        backend_mean(metrics, "provision").await * 1000.0
+    )
+    .unwrap();
 
     eprintln!("bench: restarting the provisioner");
     provisioner.kill().await.unwrap();
