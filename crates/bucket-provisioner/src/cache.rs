@@ -29,6 +29,8 @@ type Key = (String, String);
 /// Our own writes of one kind that the cache may not hold yet, with when they were made.
 pub(crate) struct Writes<K> {
     written: Mutex<HashMap<Key, (Instant, Written<K>)>>,
+    /// When old writes were last dropped.
+    purged: Mutex<Option<Instant>>,
 }
 
 enum Written<K> {
@@ -39,7 +41,7 @@ enum Written<K> {
 
 impl<K> Default for Writes<K> {
     fn default() -> Self {
-        Self { written: Mutex::default() }
+        Self { written: Mutex::default(), purged: Mutex::default() }
     }
 }
 
@@ -97,9 +99,12 @@ impl<K: Resource> Writes<K> {
     fn remember(&self, key: Key, what: Written<K>) {
         let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        // Writes of objects nobody reads again (a claim that went) are dropped once old.
-        if written.len() > 64 {
+        // Writes of objects nobody reads again (a claim that went) are dropped once old, in a
+        // sweep at most once a minute so that a burst of writes does not scan them all each time.
+        let mut purged = self.purged.lock().unwrap_or_else(|e| e.into_inner());
+        if purged.is_none_or(|at| now.duration_since(at) > Duration::from_secs(60)) {
             written.retain(|_, (at, _)| now.duration_since(*at) < REMEMBER);
+            *purged = Some(now);
         }
         written.insert(key, (now, what));
     }
