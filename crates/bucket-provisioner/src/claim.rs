@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bucket_api::contract::{FINALIZER, STORAGE_CLASS_BUCKET_NAME};
+use bucket_api::contract::{FINALIZER, LABEL_PROVISIONER, STORAGE_CLASS_BUCKET_NAME};
 use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketPhase};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -304,9 +304,11 @@ async fn recreate_object_bucket<P: Provisioner>(
     ctx: &Context<P>,
 ) -> Result<ObjectBucket, Error> {
     let mut copy = terminating.clone();
+    // The cache keeps no labels: ours goes back on, or the watch would never see the copy.
+    let label = (LABEL_PROVISIONER.to_owned(), objects::label_value(&ctx.name));
     copy.metadata = ObjectMeta {
         name: terminating.metadata.name.clone(),
-        labels: terminating.metadata.labels.clone(),
+        labels: Some([label].into()),
         annotations: terminating.metadata.annotations.clone(),
         finalizers: Some(vec![FINALIZER.into()]),
         ..Default::default()

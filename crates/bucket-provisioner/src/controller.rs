@@ -207,8 +207,22 @@ impl ListProgress {
 /// Watch caches hold what the controller needs of each object and nothing more: the fields
 /// servers keep about who wrote what are the bulk of an object and never read here.
 fn slim<K: Resource>(object: &mut K) {
-    object.meta_mut().managed_fields = None;
+    slim_meta(object.meta_mut());
 }
+
+/// What of an object's metadata the controller never reads: the server's field bookkeeping,
+/// labels (the watches filter by them already) and annotations but its own (a tenant's can be
+/// kilobytes, such as a last-applied configuration).
+fn slim_meta(meta: &mut kube::api::ObjectMeta) {
+    meta.managed_fields = None;
+    meta.labels = None;
+    if let Some(annotations) = &mut meta.annotations {
+        annotations.retain(|key, _| key.starts_with(OUR_ANNOTATIONS));
+    }
+}
+
+/// The prefix of every annotation the library reads.
+const OUR_ANNOTATIONS: &str = "objectbucket.io/";
 
 /// Runs the controller until `shutdown` resolves, then lets running reconciles finish. Watch
 /// failures are reported to `health`.
@@ -237,7 +251,7 @@ pub async fn run_controller<P: Provisioner>(
         resilient_watch(Api::<Guarded>::all(client.clone()), config_, name, health_).modify(
             |guarded: &mut Guarded| match &mut guarded.0 {
                 Ok(claim) => slim(claim),
-                Err(invalid) => invalid.metadata.managed_fields = None,
+                Err(invalid) => slim_meta(&mut invalid.metadata),
             },
         ),
     )
