@@ -18,4 +18,6 @@ pub mod store;
 pub use admin::{AdminCredentials, AdminCredentialsError};
 pub use backend::{HostPathConfig, HostPathProvisioner};
 pub use s3::serve;
-pub use store::{AccessKey, BucketRecord, BucketStore, Creator, OPERATOR_OWNER, StoreError};
+pub use store::{
+    AccessKey, BucketRecord, BucketStore, Creator, OPERATOR_OWNER, Quota, StoreError, Usage, Writer,
+};
