@@ -48,6 +48,7 @@ mod aws;
 pub mod backend;
 pub mod bucket;
 pub mod cluster;
+pub mod config;
 pub mod iam;
 pub mod owner;
 pub mod params;
