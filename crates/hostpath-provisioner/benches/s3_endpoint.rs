@@ -58,12 +58,12 @@ async fn small_objects(s3: &Client, bucket: &str, out: &mut String) {
         object.body(ByteStream::from(body.clone())).send().await.unwrap();
         latencies.push(t.elapsed());
     }
-    let put_rate = SMALL_COUNT as f64 / started.elapsed().as_secs_f64();
+    let one_client = SMALL_COUNT as f64 / started.elapsed().as_secs_f64();
     latencies.sort();
     let (p50, p99) = (percentile(&latencies, 0.5), percentile(&latencies, 0.99));
     writeln!(
         out,
-        "PUT 4 KiB, one client:      {put_rate:8.0} ops/s  p50 {p50:.2} ms  p99 {p99:.2} ms"
+        "PUT 4 KiB, one client:      {one_client:8.0} ops/s  p50 {p50:.2} ms  p99 {p99:.2} ms"
     )
     .unwrap();
 
@@ -84,22 +84,7 @@ async fn small_objects(s3: &Client, bucket: &str, out: &mut String) {
     )
     .unwrap();
 
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..PARALLEL_CLIENTS)
-        .map(|c| {
-            let (s3, bucket, body) = (s3.clone(), bucket.to_string(), body.clone());
-            tokio::spawn(async move {
-                for i in 0..SMALL_COUNT / PARALLEL_CLIENTS {
-                    let object = s3.put_object().bucket(&bucket).key(format!("parallel/{c}/{i}"));
-                    object.body(ByteStream::from(body.clone())).send().await.unwrap();
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
-    }
-    let rate = SMALL_COUNT as f64 / started.elapsed().as_secs_f64();
+    let rate = put_rate(s3, bucket, "parallel", PARALLEL_CLIENTS, SMALL_COUNT).await;
     writeln!(out, "PUT 4 KiB, {PARALLEL_CLIENTS} clients:     {rate:8.0} ops/s").unwrap();
 }
 

@@ -15,13 +15,17 @@ use test_support::eventually;
 /// The usual flags, with usage reported every second.
 const FLAGS: [&str; 2] = ["--leader-elect=false", "--usage-interval-seconds=1"];
 
-/// A claim from `tests/manifests/<file>`, on `class`.
-fn manifest(file: &str, class: &str) -> ObjectBucketClaim {
+/// The claim of `tests/manifests/<file>`, created on a new class and Bound; the S3 client made
+/// from its Secret and ConfigMap, and its bucket.
+async fn bound_from_manifest(env: &Env, file: &str) -> (aws_sdk_s3::Client, String) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/manifests").join(file);
     let text = std::fs::read_to_string(path).unwrap();
     let mut claim: ObjectBucketClaim = serde_yaml::from_str(&text).unwrap();
-    claim.spec.storage_class_name = class.into();
-    claim
+    claim.spec.storage_class_name = env.class(&[], "Delete").await;
+    let name = claim.metadata.name.clone().unwrap();
+    env.claims.create(&PostParams::default(), &claim).await.unwrap();
+    env.wait(&name, ClaimPhase::Bound, "Bound").await;
+    env.s3_for(&name).await
 }
 
 fn object_bucket_name(env: &Env, claim: &str) -> String {
@@ -72,11 +76,7 @@ fn usage(objects: u64, bytes: u64) -> BucketUsage {
 async fn a_rook_claim_binds_and_its_quotas_follow_the_claim() {
     let env = Env::new("hp-rook").await;
     let provisioner = env.start_with("node-a", &FLAGS);
-    let class = env.class(&[], "Delete").await;
-    let claim = manifest("rook-claim.yaml", &class);
-    env.claims.create(&PostParams::default(), &claim).await.unwrap();
-    env.wait("ceph-bucket", ClaimPhase::Bound, "Bound").await;
-    let (s3, bucket) = env.s3_for("ceph-bucket").await;
+    let (s3, bucket) = bound_from_manifest(&env, "rook-claim.yaml").await;
     put(&s3, &bucket, "a", b"first").await.unwrap();
     put(&s3, &bucket, "b", b"second").await.unwrap();
 
@@ -108,15 +108,11 @@ async fn a_rook_claim_binds_and_its_quotas_follow_the_claim() {
 async fn a_noobaa_claim_binds_with_its_quota() {
     let env = Env::new("hp-noobaa").await;
     let _provisioner = env.start_with("node-a", &FLAGS);
-    let class = env.class(&[], "Delete").await;
-    let claim = manifest("noobaa-claim.yaml", &class);
-    env.claims.create(&PostParams::default(), &claim).await.unwrap();
-    env.wait("my-bucket-claim", ClaimPhase::Bound, "Bound").await;
-    let (s3, bucket) = env.s3_for("my-bucket-claim").await;
+    let (s3, bucket) = bound_from_manifest(&env, "noobaa-claim.yaml").await;
     put(&s3, &bucket, "report.csv", b"a,b\n1,2\n").await.unwrap();
     assert_eq!(get(&s3, &bucket, "report.csv").await.unwrap(), b"a,b\n1,2\n");
 
-    // 1Gi is 2^30 bytes: a byte past what is stored is refused once that is the limit.
+    // Lowered to exactly what is stored (8 bytes), one byte more is refused; at 1Gi it fits.
     change_config(&env, "my-bucket-claim", json!({ "maxSize": "8" })).await;
     assert_eq!(put(&s3, &bucket, "more", b"x").await, Err("QuotaExceeded".into()));
     change_config(&env, "my-bucket-claim", json!({ "maxSize": "1Gi" })).await;

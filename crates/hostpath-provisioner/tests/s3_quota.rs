@@ -173,23 +173,16 @@ async fn copies_past_a_quota_are_refused() {
     server.store.set_user_quota(USER, "copies", bytes(6 << 20)).await.unwrap();
     put(&s3, "copies", "source", pattern(2, 5 << 20)).await.unwrap();
     let upload = s3.create_multipart_upload().bucket("copies").key("joined").send().await.unwrap();
-    let part_copy = s3
-        .upload_part_copy()
-        .bucket("copies")
-        .key("joined")
-        .upload_id(upload.upload_id().unwrap())
-        .part_number(1)
-        .copy_source("copies/source");
-    assert_refused(part_copy.send().await, "maxSize");
-    let ranged = s3
-        .upload_part_copy()
-        .bucket("copies")
-        .key("joined")
-        .upload_id(upload.upload_id().unwrap())
-        .part_number(1)
-        .copy_source("copies/source")
-        .copy_source_range("bytes=0-1023");
-    ranged.send().await.unwrap();
+    let part_copy = || {
+        s3.upload_part_copy()
+            .bucket("copies")
+            .key("joined")
+            .upload_id(upload.upload_id().unwrap())
+            .part_number(1)
+            .copy_source("copies/source")
+    };
+    assert_refused(part_copy().send().await, "maxSize");
+    part_copy().copy_source_range("bytes=0-1023").send().await.unwrap();
 }
 
 #[tokio::test]

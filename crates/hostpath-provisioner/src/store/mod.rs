@@ -807,6 +807,16 @@ impl Inner {
     }
 }
 
+/// The entries of `dir`; a directory that does not exist has none.
+fn entries_of(dir: &Path) -> io::Result<impl Iterator<Item = io::Result<fs::DirEntry>>> {
+    let read = match fs::read_dir(dir) {
+        Ok(read) => Some(read),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    Ok(read.into_iter().flatten())
+}
+
 fn stripes() -> Vec<Mutex<()>> {
     (0..KEY_LOCK_STRIPES).map(|_| Mutex::new(())).collect()
 }

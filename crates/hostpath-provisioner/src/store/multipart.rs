@@ -21,7 +21,8 @@ use super::objects::{COPY_BUF, CopySourceCheck, NewObject, Received};
 use super::usage::{Change, Writer};
 use super::{
     BucketStore, ChecksumCheck, ExpectedChecksum, ObjectAttrs, ObjectInfo, PutCheck, StoreError,
-    WriteCondition, fsync_dir, random_hex, remove_tree, unix_now, validate_key, write_atomic,
+    WriteCondition, entries_of, fsync_dir, random_hex, remove_tree, unix_now, validate_key,
+    write_atomic,
 };
 
 /// S3's smallest part size, for every part but the last.
@@ -311,13 +312,8 @@ impl BucketStore {
         self.blocking(move |store| {
             store.bucket_dir(&bucket)?;
             let dir = store.inner.state_dir().join("uploads").join(&bucket);
-            let entries = match fs::read_dir(&dir) {
-                Ok(entries) => entries,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-                Err(e) => return Err(e.into()),
-            };
             let mut uploads = Vec::new();
-            for entry in entries {
+            for entry in entries_of(&dir)? {
                 let entry = entry?;
                 let Ok(id) = entry.file_name().into_string() else { continue };
                 if !is_upload_id(&id) {
@@ -578,13 +574,8 @@ impl BucketStore {
         bucket: &str,
     ) -> Result<Vec<(Option<String>, u64)>, StoreError> {
         let dir = self.inner.state_dir().join("uploads").join(bucket);
-        let entries = match fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e.into()),
-        };
         let mut uploads = Vec::new();
-        for entry in entries {
+        for entry in entries_of(&dir)? {
             let path = entry?.path();
             // An upload whose file is gone is not one (a crash while it was removed), but its
             // parts still take their bytes.
@@ -619,13 +610,8 @@ fn part_files(dir: &Path, number: u32) -> Result<Vec<(PathBuf, u64)>, StoreError
 
 /// What every part file of an upload directory takes (a missing directory takes nothing).
 fn part_bytes(dir: &Path) -> Result<u64, StoreError> {
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(e.into()),
-    };
     let mut bytes = 0;
-    for entry in entries {
+    for entry in entries_of(dir)? {
         let entry = entry?;
         let meta = entry.metadata()?;
         if meta.is_file() && entry.file_name() != UPLOAD_FILE {

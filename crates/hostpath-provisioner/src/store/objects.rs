@@ -848,6 +848,7 @@ impl BucketStore {
 
     /// Copies `src_key` of `src_bucket` to `dst_key` of `dst_bucket` through a temporary file,
     /// in bounded chunks. `attrs` replaces the source's attributes when given.
+    #[allow(clippy::too_many_arguments)]
     pub async fn copy_object(
         &self,
         src_bucket: &str,

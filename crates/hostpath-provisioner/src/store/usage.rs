@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{BucketStore, Inner, StoreError, parse_key, write_atomic};
+use super::{BucketStore, Inner, StoreError, entries_of, parse_key, write_atomic};
 
 /// Directory of the usage files under the state directory.
 pub(super) const USAGE_DIR: &str = "usage";
@@ -594,12 +594,7 @@ impl BucketStore {
         prefix: &str,
         counts: &mut Counts,
     ) -> Result<(), StoreError> {
-        let entries = match fs::read_dir(dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e.into()),
-        };
-        for entry in entries {
+        for entry in entries_of(dir)? {
             let entry = entry?;
             let Ok(name) = entry.file_name().into_string() else { continue };
             // Never follows a symlink: it is not an object.
