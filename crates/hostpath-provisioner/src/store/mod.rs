@@ -676,6 +676,8 @@ impl BucketStore {
             Err(e) => return Err(e.into()),
         }
         ensure_real_dir(&path)?;
+        // Metered from the start, so that its usage is reported before its first write.
+        self.meter(bucket)?;
         Ok(record)
     }
 

@@ -128,6 +128,7 @@ impl BucketStore {
             tx.put_bucket(record.clone());
             Ok(record)
         })?;
+        self.meter(bucket)?;
         tracing::info!(bucket, "bucket created with the operator credential");
         Ok(record)
     }

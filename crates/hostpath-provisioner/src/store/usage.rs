@@ -514,13 +514,15 @@ impl BucketStore {
         }
     }
 
-    /// What `bucket` holds, and what `user` stored in it; `None` for a bucket that does not
-    /// exist.
+    /// What `bucket` holds, and what `user` stored in it, from memory: `None` for a bucket that
+    /// does not exist, or that was made by hand since the store opened and not written since
+    /// (counting it would read the disk).
     pub fn usage(&self, bucket: &str, user: Option<&str>) -> Option<(Usage, Usage)> {
         if !self.bucket_exists(bucket).unwrap_or(false) {
             return None;
         }
-        Some(self.meter(bucket).ok()?.usage(user))
+        let meter = self.inner.read_meters().get(bucket).cloned()?;
+        Some(meter.usage(user))
     }
 
     /// Saves every meter that changed as settled, where no write is in flight. Runs every
@@ -787,6 +789,22 @@ mod tests {
         let store = BucketStore::open(tmp.path().to_owned(), "node").unwrap();
         assert_eq!(usage(&store, ALICE), (counted(1, 10), counted(1, 10)));
         assert!(read_usage_file(&file).unwrap().settled);
+    }
+
+    #[tokio::test]
+    async fn a_bucket_made_by_hand_is_counted_from_the_disk_when_first_written() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = store_with_bucket(tmp.path()).await;
+        assert_eq!(usage(&store, ALICE), (Usage::default(), Usage::default()), "metered at once");
+        let dir = tmp.path().join("buckets/handmade");
+        std::fs::create_dir_all(dir.join("old")).unwrap();
+        std::fs::write(dir.join("old/file"), b"1234567").unwrap();
+        assert_eq!(store.usage("handmade", None), None, "not read from the disk on a report");
+        let body = futures::stream::iter([Ok::<_, io::Error>(Bytes::from_static(b"new"))]);
+        let (attrs, check) = (ObjectAttrs::default(), PutCheck::default());
+        store.put_object("handmade", "new", attrs, body, check, &alice()).await.unwrap();
+        let (bucket, of_alice) = store.usage("handmade", Some(ALICE)).unwrap();
+        assert_eq!((bucket, of_alice), (counted(2, 10), counted(1, 3)));
     }
 
     #[tokio::test]
