@@ -121,6 +121,52 @@ async fn a_noobaa_claim_binds_with_its_quota() {
 }
 
 #[tokio::test]
+async fn multipart_uploads_and_copies_meet_the_claims_quota_too() {
+    let env = Env::new("hp-quota-ways").await;
+    let _provisioner = env.start_with("node-a", &FLAGS);
+    let class = env.class(&[], "Delete").await;
+    let spec = ObjectBucketClaimSpec {
+        storage_class_name: class,
+        generate_bucket_name: Some("ways".into()),
+        additional_config: Some([("maxSize".to_string(), "8Mi".to_string())].into()),
+        ..Default::default()
+    };
+    env.home().create("ways", spec).await;
+    env.wait("ways", ClaimPhase::Bound, "Bound").await;
+    let (s3, bucket) = env.s3_for("ways").await;
+
+    let upload = s3.create_multipart_upload().bucket(&bucket).key("big").send().await.unwrap();
+    let part = |number: i32| {
+        s3.upload_part()
+            .bucket(&bucket)
+            .key("big")
+            .upload_id(upload.upload_id().unwrap())
+            .part_number(number)
+            .body(vec![number as u8; 5 << 20].into())
+            .send()
+    };
+    part(1).await.unwrap();
+    assert_eq!(code(part(2).await), "QuotaExceeded", "10 MiB of parts would pass 8Mi");
+    let uploads = s3.list_multipart_uploads().bucket(&bucket).send().await.unwrap();
+    assert_eq!(uploads.uploads().len(), 1);
+    s3.abort_multipart_upload()
+        .bucket(&bucket)
+        .key("big")
+        .upload_id(upload.upload_id().unwrap())
+        .send()
+        .await
+        .unwrap();
+
+    put(&s3, &bucket, "half", &vec![7; 5 << 20]).await.unwrap();
+    let copy = s3.copy_object().bucket(&bucket).key("twice").copy_source(format!("{bucket}/half"));
+    assert_eq!(code(copy.send().await), "QuotaExceeded");
+    let listed = s3.list_objects_v2().bucket(&bucket).send().await.unwrap();
+    let keys: Vec<_> = listed.contents().iter().filter_map(|o| o.key()).collect();
+    assert_eq!(keys, ["half"], "nothing of the refused writes was stored");
+    usage_of(&env, "ways", &usage(1, 5 << 20)).await;
+}
+
+#[tokio::test]
 async fn usage_and_quotas_survive_a_crash_of_the_provisioner() {
     let env = Env::new("hp-quota-crash").await;
     let first = env.start_with("node-a", &FLAGS);
