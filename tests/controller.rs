@@ -503,6 +503,42 @@ async fn additional_config_changes_reach_update() {
 }
 
 #[tokio::test]
+async fn usage_is_recorded_on_the_object_bucket_when_it_changes() {
+    let s = setup("ctl-usage").await;
+    let (controller, _) = s.bound_claim("c", "measured", None).await;
+    let ob_name = object_bucket_name(&s.ns, "c");
+    let usage = bucket_api::BucketUsage { objects: 3, bytes: 4096, ..Default::default() };
+    s.backend.set_usage("measured", usage.clone());
+    let recorded = eventually("the usage on the ObjectBucket", || async {
+        let ob = s.buckets.get(&ob_name).await.ok()?;
+        (ob.status.as_ref()?.usage.as_ref() == Some(&usage)).then_some(ob)
+    })
+    .await;
+    let status = recorded.status.as_ref().unwrap();
+    assert_eq!(status.phase, Some(ObjectBucketPhase::Bound), "phase and conditions stay");
+    assert_eq!(status.conditions.len(), 1);
+    let metrics = controller.metrics.encode();
+    assert!(metrics.contains("bucket_provisioner_bucket_objects{bucket=\"measured\"} 3\n"));
+    assert!(metrics.contains("bucket_provisioner_bucket_bytes{bucket=\"measured\"} 4096\n"));
+
+    // Unchanged usage is not written again, however many reports pass; the claim the write woke
+    // up rewrote nothing either (its status would lose nothing, but would change).
+    let claim_version = s.claims.get("c").await.unwrap().resource_version();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let ob = s.buckets.get(&ob_name).await.unwrap();
+    assert_eq!(ob.resource_version(), recorded.resource_version());
+    assert_eq!(s.claims.get("c").await.unwrap().resource_version(), claim_version);
+
+    let grown = bucket_api::BucketUsage { objects: 4, bytes: 5000, ..Default::default() };
+    s.backend.set_usage("measured", grown.clone());
+    eventually("the new usage on the ObjectBucket", || async {
+        let ob = s.buckets.get(&ob_name).await.ok()?;
+        (ob.status?.usage? == grown).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn claims_of_other_provisioners_are_left_alone() {
     let s = setup("ctl-other").await;
     let controller = Harness::start(&s.client, &s.backend);

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bucket_api::{
-    ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec, ReclaimPolicy,
+    BucketUsage, ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec, ReclaimPolicy,
 };
 use bucket_provisioner::telemetry::{Health, Metrics};
 use bucket_provisioner::{
@@ -69,6 +69,8 @@ struct State {
     /// For each provision call: (the bucket asked for, the name the claim recorded by then).
     provisioned_names: Vec<(String, Option<String>)>,
     faults: BTreeMap<Op, (Fault, usize)>,
+    /// What buckets hold, as `usage` reports it; buckets not here report nothing.
+    usage: BTreeMap<String, BucketUsage>,
 }
 
 /// An in-memory backend with fault injection. Clones share state.
@@ -134,6 +136,11 @@ impl MemoryBackend {
     /// the time of the call.
     pub fn provisioned_names(&self) -> Vec<(String, Option<String>)> {
         self.state().provisioned_names.clone()
+    }
+
+    /// Makes `usage` report that `bucket` holds `usage`.
+    pub fn set_usage(&self, bucket: &str, usage: BucketUsage) {
+        self.state().usage.insert(bucket.into(), usage);
     }
 
     /// The `additionalConfig` of every `update` call.
@@ -305,6 +312,10 @@ impl Provisioner for MemoryBackend {
         self.leave(fault).await;
         Ok(())
     }
+
+    fn usage(&self, bucket: &ObjectBucket) -> Option<BucketUsage> {
+        self.state().usage.get(&bucket_name(bucket)).cloned()
+    }
 }
 
 fn bucket_name(bucket: &ObjectBucket) -> String {
@@ -332,6 +343,7 @@ impl Harness {
         let mut config = ControllerConfig::new(provisioner);
         config.backoff_initial = Duration::from_millis(100);
         config.backoff_max = Duration::from_secs(2);
+        config.usage_interval = Duration::from_millis(300);
         let metrics = Metrics::new();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(run_controller(

@@ -26,6 +26,7 @@ fn start_replica(provisioner: &str, namespace: &str, identity: &str) -> Replica 
         leader_election_name: Some("bucket-leader".into()),
         leader_identity: Some(identity.into()),
         leader_lease_seconds: 3,
+        usage_interval_seconds: 60,
     };
     let backend = MemoryBackend::default();
     let (stop, stopped) = oneshot::channel::<()>();

@@ -12,8 +12,8 @@ mod object_bucket_claim;
 
 pub use crd::{CrdFile, crd_files};
 pub use object_bucket::{
-    BucketEndpoint, ObjectBucket, ObjectBucketPhase, ObjectBucketSpec, ObjectBucketStatus,
-    ReclaimPolicy,
+    BucketEndpoint, BucketUsage, ObjectBucket, ObjectBucketPhase, ObjectBucketSpec,
+    ObjectBucketStatus, ReclaimPolicy,
 };
 pub use object_bucket_claim::{
     ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec, ObjectBucketClaimStatus,

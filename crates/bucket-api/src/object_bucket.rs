@@ -25,6 +25,8 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "ClaimName", type_ = "string", json_path = ".spec.claimRef.name"),
     printcolumn(name = "ReclaimPolicy", type_ = "string", json_path = ".spec.reclaimPolicy"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Objects", type_ = "integer", json_path = ".status.usage.objects"),
+    printcolumn(name = "Bytes", type_ = "integer", json_path = ".status.usage.bytes"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
@@ -105,4 +107,36 @@ pub struct ObjectBucketStatus {
     /// Standard conditions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+
+    /// What the bucket holds, as its provisioner last reported it; absent for provisioners that
+    /// do not report usage, and until the bucket first holds something.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<BucketUsage>,
+}
+
+/// What a bucket holds, and what the claim's own credentials stored in it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BucketUsage {
+    /// Objects in the bucket.
+    pub objects: u64,
+    /// Bytes the bucket takes, including parts of multipart uploads in progress.
+    pub bytes: u64,
+    /// Objects stored with the claim's credentials, where the provisioner tells them apart (a
+    /// bucket shared by several claims).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_objects: Option<u64>,
+    /// Bytes stored with the claim's credentials, where the provisioner tells them apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_bytes: Option<u64>,
+}
+
+impl BucketUsage {
+    /// Whether nothing is stored: the same as no usage recorded at all.
+    pub fn is_empty(&self) -> bool {
+        self.objects == 0
+            && self.bytes == 0
+            && self.claim_objects.unwrap_or(0) == 0
+            && self.claim_bytes.unwrap_or(0) == 0
+    }
 }

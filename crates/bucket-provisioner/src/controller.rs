@@ -43,16 +43,21 @@ pub struct ControllerConfig {
     pub backoff_initial: Duration,
     /// Longest retry delay, also used to re-check claims blocked by another object.
     pub backoff_max: Duration,
+    /// How often bound buckets' usage is asked of the backend, published as metrics and, when
+    /// it changed, recorded on their ObjectBuckets (see [`crate::usage`]).
+    pub usage_interval: Duration,
 }
 
 impl ControllerConfig {
-    /// Defaults for a provisioner name: 4 workers, backoff from 1 s to 5 min.
+    /// Defaults for a provisioner name: 4 workers, backoff from 1 s to 5 min, usage every
+    /// minute.
     pub fn new(provisioner_name: impl Into<String>) -> Self {
         Self {
             provisioner_name: provisioner_name.into(),
             workers: 4,
             backoff_initial: Duration::from_secs(1),
             backoff_max: Duration::from_secs(300),
+            usage_interval: Duration::from_secs(60),
         }
     }
 }
@@ -337,6 +342,7 @@ pub async fn run_controller<P: Provisioner>(
 
     let phases = tokio::spawn(count_phases(claim_store.clone(), context.clone()));
     let sweep = tokio::spawn(sweep(context.clone()));
+    let usage = tokio::spawn(crate::usage::report_usage(context.clone(), config.usage_interval));
     let by_class = claim_store.clone();
     Controller::for_stream(claim_events, claim_store)
         .owns_stream(secret_events)
@@ -355,6 +361,7 @@ pub async fn run_controller<P: Provisioner>(
         .await;
     phases.abort();
     sweep.abort();
+    usage.abort();
     drive_buckets.abort();
 }
 

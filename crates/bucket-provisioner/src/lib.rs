@@ -3,6 +3,7 @@
 //! - [`provisioner`]: the backend contract, with a guide for writing one.
 //! - [`controller`]: the controller that drives a backend for every claim of its StorageClasses.
 //! - [`runtime`]: flags, client, metrics, leader election and shutdown for a backend's `main`.
+//! - [`usage`]: what bound buckets hold, as metrics and on their ObjectBuckets.
 
 mod cache;
 mod claim;
@@ -17,8 +18,10 @@ pub mod provisioner;
 pub mod runtime;
 pub mod status;
 pub mod telemetry;
+pub mod usage;
 pub mod watch;
 
+pub use bucket_api::BucketUsage;
 pub use controller::{ControllerConfig, run_controller};
 pub use error::Error;
 pub use provisioner::{

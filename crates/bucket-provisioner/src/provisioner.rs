@@ -14,6 +14,7 @@
 //! | `additionalConfig` changed | — | [`Provisioner::update`] |
 //! | deleted, bucket created for it, policy `Delete` | — | [`Provisioner::delete`] |
 //! | deleted, otherwise | — | [`Provisioner::revoke`] |
+//! | bound, every usage interval | — | [`Provisioner::usage`] (optional) |
 //!
 //! ## Ownership is yours to record
 //! Everything on a claim (spec, labels, annotations) is written by its tenant and proves nothing,
@@ -61,7 +62,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 
-use bucket_api::{ObjectBucket, ObjectBucketClaim, ReclaimPolicy};
+use bucket_api::{BucketUsage, ObjectBucket, ObjectBucketClaim, ReclaimPolicy};
 
 /// What a backend needs to create a bucket or grant access to one.
 #[derive(Clone, Debug)]
@@ -272,6 +273,16 @@ pub trait Provisioner: Send + Sync + 'static {
         let _ = (options, bucket);
         async { Ok(()) }
     }
+
+    /// What the bound bucket of this ObjectBucket holds now, or `None` when the backend does not
+    /// know (the default). Called for every bound ObjectBucket once per usage interval (see
+    /// [`crate::ControllerConfig::usage_interval`]), so it must answer from memory, never from a
+    /// remote call. The library publishes it as metrics and writes it to the ObjectBucket's
+    /// `status.usage` only when it changed, at a bounded rate.
+    fn usage(&self, bucket: &ObjectBucket) -> Option<BucketUsage> {
+        let _ = bucket;
+        None
+    }
 }
 
 /// The stable user id the library hands to backends for a claim with this UID.
@@ -328,5 +339,9 @@ impl<P: Provisioner> Provisioner for std::sync::Arc<P> {
         bucket: &ObjectBucket,
     ) -> impl Future<Output = Result<(), BackendError>> + Send {
         (**self).update(options, bucket)
+    }
+
+    fn usage(&self, bucket: &ObjectBucket) -> Option<BucketUsage> {
+        (**self).usage(bucket)
     }
 }

@@ -44,6 +44,10 @@ pub struct ControllerArgs {
     /// Seconds a leader's lease stays valid without renewal.
     #[arg(long, env = "LEADER_LEASE_SECONDS", default_value_t = 15)]
     pub leader_lease_seconds: u64,
+    /// Seconds between reports of bound buckets' usage (metrics, and ObjectBucket status where
+    /// it changed), for backends that report it.
+    #[arg(long, env = "USAGE_INTERVAL_SECONDS", default_value_t = 60)]
+    pub usage_interval_seconds: u64,
 }
 
 /// Why a provisioner process stopped with an error.
@@ -159,6 +163,7 @@ pub async fn run<P: Provisioner>(
     });
     let mut config = ControllerConfig::new(provisioner_name);
     config.workers = args.workers.max(1);
+    config.usage_interval = Duration::from_secs(args.usage_interval_seconds.max(1));
     let provisioner = std::sync::Arc::new(provisioner);
     let result = loop {
         let guard = match &elector {

@@ -1,9 +1,10 @@
-//! Claim and ObjectBucket status: the phase and a `Ready` condition, written only when they change
-//! so that a status write never wakes the controller up again for nothing.
+//! Claim and ObjectBucket status: the phase and a `Ready` condition, and an ObjectBucket's usage,
+//! written only when they change so that a status write never wakes the controller up again for
+//! nothing.
 
 use bucket_api::{
-    ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimStatus, ObjectBucketPhase,
-    ObjectBucketStatus,
+    BucketUsage, ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimStatus,
+    ObjectBucketPhase, ObjectBucketStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch, PatchParams};
@@ -14,6 +15,9 @@ use serde_json::json;
 pub const READY: &str = "Ready";
 /// Field manager for everything the controller applies.
 pub const FIELD_MANAGER: &str = "bucket-provisioner";
+/// Field manager of `status.usage` alone, so that phase and conditions, applied without it,
+/// never remove it.
+pub const USAGE_FIELD_MANAGER: &str = "bucket-provisioner-usage";
 
 /// What the claim's status should say.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,7 +93,9 @@ pub async fn set_claim_status(
     if claim.status.as_ref() == Some(&status) {
         return Ok(None);
     }
-    apply_status::<ObjectBucketClaim>(api, &claim.name_any(), json!(status)).await.map(Some)
+    apply_status::<ObjectBucketClaim>(api, &claim.name_any(), FIELD_MANAGER, json!(status))
+        .await
+        .map(Some)
 }
 
 /// Writes an ObjectBucket's phase and `Ready` condition, unless they already say exactly this;
@@ -106,16 +112,44 @@ pub async fn set_bucket_status(
     let status = ObjectBucketStatus {
         phase: Some(phase),
         conditions: vec![ready_condition(previous, ready, reason, message, None)],
+        usage: None,
     };
-    if bucket.status.as_ref() == Some(&status) {
+    // Usage is written by the usage report under a field manager of its own, so it is neither
+    // compared here nor removed by this write.
+    let current = bucket.status.as_ref().map(|s| (s.phase, &s.conditions));
+    if current == Some((status.phase, &status.conditions)) {
         return Ok(None);
     }
-    apply_status::<ObjectBucket>(api, &bucket.name_any(), json!(status)).await.map(Some)
+    apply_status::<ObjectBucket>(api, &bucket.name_any(), FIELD_MANAGER, json!(status))
+        .await
+        .map(Some)
+}
+
+/// Records what a bucket holds on its ObjectBucket's `status.usage`, unless it already says so
+/// (no usage recorded counts as empty); answers the ObjectBucket as written.
+pub async fn set_bucket_usage(
+    api: &Api<ObjectBucket>,
+    bucket: &ObjectBucket,
+    usage: &BucketUsage,
+) -> Result<Option<ObjectBucket>, kube::Error> {
+    let recorded = bucket.status.as_ref().and_then(|s| s.usage.as_ref());
+    let unchanged = match recorded {
+        Some(recorded) => recorded == usage,
+        None => usage.is_empty(),
+    };
+    if unchanged {
+        return Ok(None);
+    }
+    let status = json!({ "usage": usage });
+    apply_status::<ObjectBucket>(api, &bucket.name_any(), USAGE_FIELD_MANAGER, status)
+        .await
+        .map(Some)
 }
 
 async fn apply_status<K>(
     api: &Api<K>,
     name: &str,
+    manager: &str,
     status: serde_json::Value,
 ) -> Result<K, kube::Error>
 where
@@ -126,7 +160,7 @@ where
         "kind": K::kind(&()),
         "status": status,
     });
-    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let params = PatchParams::apply(manager).force();
     api.patch_status(name, &params, &Patch::Apply(&patch)).await
 }
 

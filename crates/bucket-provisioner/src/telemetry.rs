@@ -41,6 +41,11 @@ struct PhaseLabels {
     phase: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BucketLabels {
+    bucket: String,
+}
+
 /// The controller's metrics and the registry they are exposed from. Cloning is cheap and every
 /// clone records into the same metrics.
 #[derive(Clone)]
@@ -57,6 +62,10 @@ struct Inner {
     /// Every phase ever reported, so that phases missing from a later report drop to 0 instead of
     /// keeping a stale count.
     phases: Mutex<BTreeSet<String>>,
+    bucket_objects: Family<BucketLabels, Gauge>,
+    bucket_bytes: Family<BucketLabels, Gauge>,
+    /// Buckets with usage series, so that a bucket no longer reported loses them.
+    buckets: Mutex<BTreeSet<String>>,
 }
 
 fn provisioning_histogram() -> Histogram {
@@ -91,8 +100,31 @@ impl Metrics {
             claims.get_or_create(&PhaseLabels { phase: phase.to_owned() }).set(0);
         }
         let phases = Mutex::new(KNOWN_PHASES.iter().map(|p| (*p).to_owned()).collect());
+        let bucket_objects = Family::<BucketLabels, Gauge>::default();
+        registry.register(
+            "bucket_objects",
+            "Objects in each bound bucket, as its backend reports them",
+            bucket_objects.clone(),
+        );
+        let bucket_bytes = Family::<BucketLabels, Gauge>::default();
+        registry.register_with_unit(
+            "bucket",
+            "Bytes each bound bucket takes, as its backend reports them",
+            Unit::Bytes,
+            bucket_bytes.clone(),
+        );
         Metrics {
-            inner: Arc::new(Inner { registry, reconciles, errors, provisioning, claims, phases }),
+            inner: Arc::new(Inner {
+                registry,
+                reconciles,
+                errors,
+                provisioning,
+                claims,
+                phases,
+                bucket_objects,
+                bucket_bytes,
+                buckets: Mutex::default(),
+            }),
         }
     }
 
@@ -131,6 +163,31 @@ impl Metrics {
                 .set(*count);
             phases.insert((*phase).to_owned());
         }
+    }
+
+    /// Publishes what `bucket` holds (`bucket_provisioner_bucket_objects{bucket}` and
+    /// `bucket_provisioner_bucket_bytes{bucket}`).
+    pub fn set_bucket_usage(&self, bucket: &str, objects: u64, bytes: u64) {
+        let labels = BucketLabels { bucket: bucket.to_owned() };
+        let gauge = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
+        self.inner.bucket_objects.get_or_create(&labels).set(gauge(objects));
+        self.inner.bucket_bytes.get_or_create(&labels).set(gauge(bytes));
+        let mut buckets = self.inner.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        buckets.insert(bucket.to_owned());
+    }
+
+    /// Drops the usage series of every bucket not in `current` (gone, or no longer bound).
+    pub fn retain_bucket_usage(&self, current: &BTreeSet<String>) {
+        let mut buckets = self.inner.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        buckets.retain(|bucket| {
+            if current.contains(bucket) {
+                return true;
+            }
+            let labels = BucketLabels { bucket: bucket.clone() };
+            self.inner.bucket_objects.remove(&labels);
+            self.inner.bucket_bytes.remove(&labels);
+            false
+        });
     }
 
     /// The current values in the OpenMetrics text format.
@@ -440,6 +497,29 @@ mod tests {
         }
         // The widest finite bucket reaches about two minutes.
         assert!(text.contains("le=\"120.0"), "{text}");
+    }
+
+    #[test]
+    fn bucket_usage_series_go_with_their_bucket() {
+        let metrics = Metrics::new();
+        metrics.set_bucket_usage("photos", 3, 4096);
+        metrics.set_bucket_usage("logs", 1, 10);
+        let text = metrics.encode();
+        assert!(text.contains("# TYPE bucket_provisioner_bucket_objects gauge\n"), "{text}");
+        assert!(text.contains("# UNIT bucket_provisioner_bucket_bytes bytes\n"), "{text}");
+        assert!(
+            text.contains("bucket_provisioner_bucket_objects{bucket=\"photos\"} 3\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("bucket_provisioner_bucket_bytes{bucket=\"photos\"} 4096\n"),
+            "{text}"
+        );
+
+        metrics.retain_bucket_usage(&BTreeSet::from(["logs".to_owned()]));
+        let text = metrics.encode();
+        assert!(!text.contains("bucket=\"photos\""), "{text}");
+        assert!(text.contains("bucket_provisioner_bucket_bytes{bucket=\"logs\"} 10\n"), "{text}");
     }
 
     #[test]

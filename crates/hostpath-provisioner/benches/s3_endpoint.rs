@@ -1,5 +1,6 @@
-//! Throughput and memory of the hostPath S3 endpoint, measured with the AWS SDK over loopback.
-//! `make bench` runs it in release mode and writes the results to `bench-results.txt`.
+//! Throughput and memory of the hostPath S3 endpoint, measured with the AWS SDK over loopback,
+//! and what quotas cost a PUT. `make bench` runs it in release mode and writes the results to
+//! `bench-results.txt`.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -8,13 +9,16 @@ use std::time::{Duration, Instant};
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::{Credentials, Region};
 use aws_sdk_s3::primitives::ByteStream;
-use hostpath_provisioner::BucketStore;
+use hostpath_provisioner::{BucketStore, Quota};
 use tokio::io::AsyncWriteExt;
 
 const SMALL: usize = 4 << 10;
 const SMALL_COUNT: usize = 500;
 const PARALLEL_CLIENTS: usize = 8;
 const LARGE: u64 = 256 << 20;
+/// Rounds of the quota comparison, alternating which bucket goes first; medians are reported.
+const QUOTA_ROUNDS: usize = 7;
+const QUOTA_ROUND_PUTS: usize = 200;
 
 fn client(port: u16, key: &str, secret: &str) -> Client {
     let config = aws_sdk_s3::Config::builder()
@@ -54,12 +58,12 @@ async fn small_objects(s3: &Client, bucket: &str, out: &mut String) {
         object.body(ByteStream::from(body.clone())).send().await.unwrap();
         latencies.push(t.elapsed());
     }
-    let put_rate = SMALL_COUNT as f64 / started.elapsed().as_secs_f64();
+    let one_client = SMALL_COUNT as f64 / started.elapsed().as_secs_f64();
     latencies.sort();
     let (p50, p99) = (percentile(&latencies, 0.5), percentile(&latencies, 0.99));
     writeln!(
         out,
-        "PUT 4 KiB, one client:      {put_rate:8.0} ops/s  p50 {p50:.2} ms  p99 {p99:.2} ms"
+        "PUT 4 KiB, one client:      {one_client:8.0} ops/s  p50 {p50:.2} ms  p99 {p99:.2} ms"
     )
     .unwrap();
 
@@ -80,13 +84,21 @@ async fn small_objects(s3: &Client, bucket: &str, out: &mut String) {
     )
     .unwrap();
 
+    let rate = put_rate(s3, bucket, "parallel", PARALLEL_CLIENTS, SMALL_COUNT).await;
+    writeln!(out, "PUT 4 KiB, {PARALLEL_CLIENTS} clients:     {rate:8.0} ops/s").unwrap();
+}
+
+/// PUTs per second of `count` 4 KiB objects under `prefix`, from `clients` clients at once.
+async fn put_rate(s3: &Client, bucket: &str, prefix: &str, clients: usize, count: usize) -> f64 {
+    let body = vec![7u8; SMALL];
     let started = Instant::now();
-    let tasks: Vec<_> = (0..PARALLEL_CLIENTS)
+    let tasks: Vec<_> = (0..clients)
         .map(|c| {
             let (s3, bucket, body) = (s3.clone(), bucket.to_string(), body.clone());
+            let prefix = format!("{prefix}/{c}");
             tokio::spawn(async move {
-                for i in 0..SMALL_COUNT / PARALLEL_CLIENTS {
-                    let object = s3.put_object().bucket(&bucket).key(format!("parallel/{c}/{i}"));
+                for i in 0..count / clients {
+                    let object = s3.put_object().bucket(&bucket).key(format!("{prefix}/{i}"));
                     object.body(ByteStream::from(body.clone())).send().await.unwrap();
                 }
             })
@@ -95,8 +107,50 @@ async fn small_objects(s3: &Client, bucket: &str, out: &mut String) {
     for task in tasks {
         task.await.unwrap();
     }
-    let rate = SMALL_COUNT as f64 / started.elapsed().as_secs_f64();
-    writeln!(out, "PUT 4 KiB, {PARALLEL_CLIENTS} clients:     {rate:8.0} ops/s").unwrap();
+    count as f64 / started.elapsed().as_secs_f64()
+}
+
+fn median(mut rates: Vec<f64>) -> f64 {
+    rates.sort_by(f64::total_cmp);
+    rates[rates.len() / 2]
+}
+
+/// The same PUTs into a bucket without quotas and into one where both the bucket and the
+/// claim have quotas (never reached), in alternating rounds so that drift of the machine
+/// affects both alike.
+async fn quota_overhead(free: &Client, limited: &Client, out: &mut String) {
+    for clients in [1, PARALLEL_CLIENTS] {
+        let (mut without, mut with) = (Vec::new(), Vec::new());
+        for round in 0..QUOTA_ROUNDS {
+            let prefix = format!("round-{round}");
+            let mut measure = async |limited_first: bool| {
+                if limited_first {
+                    with.push(
+                        put_rate(limited, "bench-quota", &prefix, clients, QUOTA_ROUND_PUTS).await,
+                    );
+                } else {
+                    without.push(
+                        put_rate(free, "bench-free", &prefix, clients, QUOTA_ROUND_PUTS).await,
+                    );
+                }
+            };
+            let limited_first = round % 2 == 1;
+            measure(limited_first).await;
+            measure(!limited_first).await;
+        }
+        let (without, with) = (median(without), median(with));
+        writeln!(
+            out,
+            "PUT 4 KiB, {clients} client(s), no quota:   {without:8.0} ops/s (median of {QUOTA_ROUNDS} rounds)"
+        )
+        .unwrap();
+        writeln!(
+            out,
+            "PUT 4 KiB, {clients} client(s), quotas set: {with:8.0} ops/s ({:.1}% of without)",
+            with / without * 100.0
+        )
+        .unwrap();
+    }
 }
 
 async fn large_object(s3: &Client, bucket: &str, scratch: &std::path::Path, out: &mut String) {
@@ -148,6 +202,16 @@ async fn main() {
     let key = store.issue_key("bench-user", "bench").await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
+    let mut quota_clients = Vec::new();
+    for (bucket, user) in [("bench-free", "bench-free-user"), ("bench-quota", "bench-quota-user")] {
+        let creator = hostpath_provisioner::Creator { user_id: user, delete_with_claim: true };
+        store.create_bucket(bucket, creator).await.unwrap();
+        let key = store.issue_key(user, bucket).await.unwrap();
+        quota_clients.push(client(port, &key.access_key_id, &key.secret_access_key));
+    }
+    let never_reached = Quota { max_objects: Some(1 << 40), max_bytes: Some(1 << 50) };
+    store.set_bucket_quota("bench-quota", "bench-quota-user", never_reached).await.unwrap();
+    store.set_user_quota("bench-quota-user", "bench-quota", never_reached).await.unwrap();
     tokio::spawn(hostpath_provisioner::serve(listener, store, std::future::pending()));
     let s3 = client(port, &key.access_key_id, &key.secret_access_key);
 
@@ -157,6 +221,7 @@ async fn main() {
         if cfg!(debug_assertions) { "debug build" } else { "release build" }
     );
     small_objects(&s3, "bench", &mut out).await;
+    quota_overhead(&quota_clients[0], &quota_clients[1], &mut out).await;
     large_object(&s3, "bench", scratch.path(), &mut out).await;
     print!("{out}");
     if let Some(path) = output {

@@ -4,12 +4,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use bucket_api::{ObjectBucket, ReclaimPolicy};
+use bucket_api::{BucketUsage, ObjectBucket, ReclaimPolicy};
 use bucket_provisioner::{
     BackendError, BucketOptions, Credentials, Endpoint, ProvisionedBucket, Provisioner, Removed,
     user_id_of,
 };
 
+use crate::quota::{BUCKET_MAX_OBJECTS, BUCKET_MAX_SIZE, ClaimQuotas, MAX_OBJECTS, MAX_SIZE};
 use crate::store::{AccessKey, BucketStore, Creator, StoreError};
 
 /// Key in an ObjectBucket's `additionalState` holding the identity that provisioned it.
@@ -67,16 +68,51 @@ impl HostPathProvisioner {
         }
     }
 
-    /// Issues (or finds again) the claim's key, after the bucket is known to exist.
-    async fn issue(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
-        let key = self.store.issue_key(&options.user_id, &options.bucket_name).await.map_err(
-            |e| match e {
-                // Deleted between the check and the key: the next attempt sorts it out.
-                StoreError::NoSuchBucket(_) => BackendError::transient(e.to_string()),
-                e => backend_error(e),
-            },
-        )?;
-        Ok(self.answer(key, &options.user_id))
+    /// Issues (or finds again) the claim's key, after the bucket is known to exist, with the
+    /// claim's quota on what it stores.
+    async fn issue(
+        &self,
+        options: &BucketOptions,
+        quotas: &ClaimQuotas,
+    ) -> Result<ProvisionedBucket, BackendError> {
+        let (user, bucket) = (&options.user_id, &options.bucket_name);
+        // Deleted between the check and the key: the next attempt sorts it out.
+        let gone = |e: StoreError| match e {
+            StoreError::NoSuchBucket(_) => BackendError::transient(e.to_string()),
+            e => backend_error(e),
+        };
+        let key = self.store.issue_key(user, bucket).await.map_err(gone)?;
+        self.store.set_user_quota(user, bucket, quotas.claim).await.map_err(gone)?;
+        Ok(self.answer(key, user))
+    }
+
+    /// Sets the bucket-wide quota where the claim created the bucket; a claim sharing a bucket
+    /// it did not create may not limit the others.
+    async fn set_bucket_quota(
+        &self,
+        options: &BucketOptions,
+        quotas: &ClaimQuotas,
+    ) -> Result<(), BackendError> {
+        let (user, bucket) = (&options.user_id, &options.bucket_name);
+        let created = self.store.bucket_record(bucket).is_some_and(|r| {
+            r.created_by_provisioner && r.creator.as_deref() == Some(user.as_str())
+        });
+        if created {
+            return self
+                .store
+                .set_bucket_quota(bucket, user, quotas.bucket)
+                .await
+                .map_err(backend_error);
+        }
+        if quotas.bucket.is_unlimited() {
+            return Ok(());
+        }
+        Err(BackendError::invalid_parameter(format!(
+            "additionalConfig {BUCKET_MAX_OBJECTS} and {BUCKET_MAX_SIZE} limit the whole bucket \
+             {bucket:?}, which this claim did not create and may share with other claims; only \
+             the claim that created a bucket sets them. Use {MAX_OBJECTS} and {MAX_SIZE} to \
+             limit what this claim stores"
+        )))
     }
 }
 
@@ -93,31 +129,33 @@ fn backend_error(e: StoreError) -> BackendError {
             return BackendError::name_taken(name);
         }
         StoreError::NotOurs { .. } => "NotOurs",
+        StoreError::NotCreator(_) => "InvalidParameters",
         StoreError::Symlink(_) => "Symlink",
         _ => "InvalidArgument",
     };
     BackendError::permanent(reason, e.to_string())
 }
 
-fn unknown_keys(what: &str, map: &BTreeMap<String, String>) -> Result<(), BackendError> {
-    if map.is_empty() {
-        return Ok(());
+/// The claim's quotas, after checking that the StorageClass has no parameters (none are
+/// accepted).
+fn checked_quotas(options: &BucketOptions) -> Result<ClaimQuotas, BackendError> {
+    if !options.parameters.is_empty() {
+        let keys: Vec<&str> = options.parameters.keys().map(String::as_str).collect();
+        return Err(BackendError::invalid_parameter(format!(
+            "unknown StorageClass parameter(s) {}: the hostPath provisioner accepts none",
+            keys.join(", ")
+        )));
     }
-    let keys: Vec<&str> = map.keys().map(String::as_str).collect();
-    Err(BackendError::invalid_parameter(format!(
-        "unknown {what} {}: the hostPath provisioner accepts none",
-        keys.join(", ")
-    )))
+    ClaimQuotas::parse(&options.additional_config)
 }
 
 impl Provisioner for HostPathProvisioner {
     fn validate(&self, options: &BucketOptions) -> Result<(), BackendError> {
-        unknown_keys("StorageClass parameter(s)", &options.parameters)?;
-        unknown_keys("additionalConfig key(s)", &options.additional_config)
+        checked_quotas(options).map(drop)
     }
 
     async fn provision(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
-        self.validate(options)?;
+        let quotas = checked_quotas(options)?;
         let creator = Creator {
             user_id: &options.user_id,
             delete_with_claim: options.reclaim_policy == ReclaimPolicy::Delete,
@@ -129,11 +167,15 @@ impl Provisioner for HostPathProvisioner {
                 e => backend_error(e),
             },
         )?;
-        Ok(self.answer(key, &options.user_id))
+        // Quotas change nothing on disk unless set, so the common claim stays one transaction.
+        self.set_bucket_quota(options, &quotas).await?;
+        let (user, bucket) = (&options.user_id, &options.bucket_name);
+        self.store.set_user_quota(user, bucket, quotas.claim).await.map_err(backend_error)?;
+        Ok(self.answer(key, user))
     }
 
     async fn grant(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
-        self.validate(options)?;
+        let quotas = checked_quotas(options)?;
         let exists = self.store.bucket_exists(&options.bucket_name).map_err(backend_error)?;
         if !exists {
             return Err(BackendError::permanent(
@@ -146,7 +188,8 @@ impl Provisioner for HostPathProvisioner {
                 ),
             ));
         }
-        self.issue(options).await
+        self.set_bucket_quota(options, &quotas).await?;
+        self.issue(options, &quotas).await
     }
 
     async fn delete(&self, bucket: &ObjectBucket) -> Result<Removed, BackendError> {
@@ -188,12 +231,33 @@ impl Provisioner for HostPathProvisioner {
         Ok(())
     }
 
+    /// Applies changed quotas to the bound bucket: the claim's own always, the bucket's where
+    /// the claim created it. A quota lowered below what is stored blocks further writes and
+    /// deletes nothing; a key removed lifts its limit.
     async fn update(
         &self,
         options: &BucketOptions,
         _bucket: &ObjectBucket,
     ) -> Result<(), BackendError> {
-        self.validate(options)
+        let quotas = checked_quotas(options)?;
+        self.set_bucket_quota(options, &quotas).await?;
+        self.store
+            .set_user_quota(&options.user_id, &options.bucket_name, quotas.claim)
+            .await
+            .map_err(backend_error)
+    }
+
+    /// What the bucket holds and what the claim's key stored in it, from the store's meters.
+    fn usage(&self, bucket: &ObjectBucket) -> Option<BucketUsage> {
+        let name = bucket_name_of(bucket).ok()?;
+        let user = claim_user_id(bucket);
+        let (total, claim) = self.store.usage(&name, user.as_deref())?;
+        Some(BucketUsage {
+            objects: total.objects,
+            bytes: total.bytes,
+            claim_objects: Some(claim.objects),
+            claim_bytes: Some(claim.bytes),
+        })
     }
 }
 

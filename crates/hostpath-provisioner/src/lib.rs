@@ -4,6 +4,7 @@
 //! - [`store`]: bucket directories, objects and the durable record of owners and keys.
 //! - [`s3`]: the S3 endpoint (`s3s`) over the store, authorized per key and bucket.
 //! - [`backend`]: the [`bucket_provisioner::Provisioner`] creating buckets and keys in the store.
+//! - [`quota`]: the quota keys of a claim's `additionalConfig`, enforced by the endpoint.
 //! - [`admin`]: the optional operator credential that administers every bucket.
 //!
 //! A binary opens one [`BucketStore`], optionally gives it an operator credential with
@@ -12,10 +13,13 @@
 
 pub mod admin;
 pub mod backend;
+pub mod quota;
 pub mod s3;
 pub mod store;
 
 pub use admin::{AdminCredentials, AdminCredentialsError};
 pub use backend::{HostPathConfig, HostPathProvisioner};
 pub use s3::serve;
-pub use store::{AccessKey, BucketRecord, BucketStore, Creator, OPERATOR_OWNER, StoreError};
+pub use store::{
+    AccessKey, BucketRecord, BucketStore, Creator, OPERATOR_OWNER, Quota, StoreError, Usage, Writer,
+};

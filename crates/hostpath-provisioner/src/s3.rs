@@ -36,7 +36,7 @@ use tokio_util::io::ReaderStream;
 use crate::store::{
     BucketStore, Checksum, ChecksumAlgorithm, ChecksumType, CompleteRequest, CompletedPartSpec,
     CopySourceCheck, ListPage, ListQuery, ObjectAttrs, ObjectInfo, PutCheck, StoreError,
-    UploadInfo,
+    UploadInfo, Writer,
 };
 
 mod front;
@@ -44,6 +44,8 @@ mod rules;
 
 pub use front::{Endpoint, MAX_CLOCK_SKEW, MAX_PRESIGNED_EXPIRY_SECS, RequestId};
 
+/// The error code of a write refused by a quota.
+pub const QUOTA_EXCEEDED: &str = "QuotaExceeded";
 /// Most keys one listing page returns, as in S3.
 const MAX_KEYS: i32 = 1000;
 /// Read size when streaming an object to a client.
@@ -237,7 +239,16 @@ fn s3_err(e: StoreError) -> S3Error {
         StoreError::BucketNotEmpty(_) => S3ErrorCode::BucketNotEmpty,
         // 409 Conflict: the request is fine, the bucket's current state forbids it.
         StoreError::BucketInUse { .. } => S3ErrorCode::InvalidBucketState,
-        StoreError::NotOurs { .. } | StoreError::Symlink(_) => S3ErrorCode::AccessDenied,
+        StoreError::NotOurs { .. } | StoreError::NotCreator(_) | StoreError::Symlink(_) => {
+            S3ErrorCode::AccessDenied
+        }
+        // As Ceph's RGW answers a write past a quota: 403 QuotaExceeded.
+        StoreError::QuotaExceeded(_) => {
+            let mut error =
+                S3Error::with_message(S3ErrorCode::Custom(QUOTA_EXCEEDED.into()), message);
+            error.set_status_code(http::StatusCode::FORBIDDEN);
+            return error;
+        }
         StoreError::InvalidKey(_) | StoreError::KeyConflict(_) | StoreError::InvalidArgument(_) => {
             S3ErrorCode::InvalidArgument
         }
@@ -523,6 +534,19 @@ impl HostPathS3 {
         match &req.credentials {
             Some(c) if self.store.is_admin(&c.access_key) => Ok(()),
             _ => Err(s3_error!(AccessDenied, "only the operator credential may do this")),
+        }
+    }
+
+    /// Who writes with this request's key, for usage and quotas: the operator, or a claim's
+    /// user (a key revoked since the access check is denied).
+    fn writer_of<T>(&self, req: &S3Request<T>) -> S3Result<Writer> {
+        let key = req.credentials.as_ref().map(|c| c.access_key.as_str()).unwrap_or_default();
+        if self.store.is_admin(key) {
+            return Ok(Writer::Operator);
+        }
+        match self.store.user_of_key(key) {
+            Some(user) => Ok(Writer::Claim(user)),
+            None => Err(s3_error!(AccessDenied, "the access key id does not exist any more")),
         }
     }
 
@@ -933,6 +957,7 @@ impl S3 for HostPathS3 {
         &self,
         req: S3Request<PutObjectInput>,
     ) -> S3Result<S3Response<PutObjectOutput>> {
+        let writer = self.writer_of(&req)?;
         let input = req.input;
         rules::require_private_acl(
             input.acl.as_ref().map(ObjectCannedACL::as_str),
@@ -956,7 +981,7 @@ impl S3 for HostPathS3 {
         let attrs = attrs_input!(input).into_attrs();
         let info = self
             .store
-            .put_object(&input.bucket, &input.key, attrs, body, check)
+            .put_object(&input.bucket, &input.key, attrs, body, check, &writer)
             .await
             .map_err(s3_err)?;
         let mut output = PutObjectOutput {
@@ -1208,6 +1233,7 @@ impl S3 for HostPathS3 {
         &self,
         req: S3Request<CopyObjectInput>,
     ) -> S3Result<S3Response<CopyObjectOutput>> {
+        let writer = self.writer_of(&req)?;
         let input = req.input;
         let CopySource::Bucket { bucket: src_bucket, key: src_key, version_id } =
             &input.copy_source
@@ -1238,9 +1264,10 @@ impl S3 for HostPathS3 {
         );
         let (src_bucket, src_key) = (src_bucket.to_string(), src_key.to_string());
         let attrs = replace.then(|| attrs_input!(input).into_attrs());
+        let (dst_bucket, dst_key) = (&input.bucket, &input.key);
         let info = self
             .store
-            .copy_object(&src_bucket, &src_key, &input.bucket, &input.key, attrs, source_check)
+            .copy_object(&src_bucket, &src_key, dst_bucket, dst_key, attrs, source_check, &writer)
             .await
             .map_err(s3_err)?;
         let mut result = CopyObjectResult {
@@ -1260,6 +1287,7 @@ impl S3 for HostPathS3 {
         &self,
         req: S3Request<CreateMultipartUploadInput>,
     ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+        let writer = self.writer_of(&req)?;
         let input = req.input;
         rules::require_private_acl(
             input.acl.as_ref().map(ObjectCannedACL::as_str),
@@ -1276,7 +1304,11 @@ impl S3 for HostPathS3 {
         )?;
         let (bucket, key) = (input.bucket.clone(), input.key.clone());
         let attrs = attrs_input!(input).into_attrs();
-        let id = self.store.create_upload(&bucket, &key, attrs, checksum).await.map_err(s3_err)?;
+        let id = self
+            .store
+            .create_upload(&bucket, &key, attrs, checksum, &writer)
+            .await
+            .map_err(s3_err)?;
         Ok(S3Response::new(CreateMultipartUploadOutput {
             bucket: Some(bucket),
             key: Some(key),
@@ -1292,6 +1324,7 @@ impl S3 for HostPathS3 {
         &self,
         req: S3Request<UploadPartInput>,
     ) -> S3Result<S3Response<UploadPartOutput>> {
+        let writer = self.writer_of(&req)?;
         let input = req.input;
         let mut check = check_of(&req.headers, input.content_length, input.content_md5.as_deref())?;
         check.checksum = rules::checksum_check(
@@ -1309,6 +1342,7 @@ impl S3 for HostPathS3 {
                 input.part_number,
                 body_of(input.body),
                 check,
+                &writer,
             )
             .await
             .map_err(s3_err)?;
@@ -1321,6 +1355,7 @@ impl S3 for HostPathS3 {
         &self,
         req: S3Request<UploadPartCopyInput>,
     ) -> S3Result<S3Response<UploadPartCopyOutput>> {
+        let writer = self.writer_of(&req)?;
         let input = req.input;
         let CopySource::Bucket { bucket: src_bucket, key: src_key, version_id } =
             &input.copy_source
@@ -1347,6 +1382,7 @@ impl S3 for HostPathS3 {
                 (src_bucket, src_key),
                 range,
                 source_check,
+                &writer,
             )
             .await
             .map_err(s3_err)?;
@@ -1366,6 +1402,7 @@ impl S3 for HostPathS3 {
         &self,
         req: S3Request<CompleteMultipartUploadInput>,
     ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+        let writer = self.writer_of(&req)?;
         let input = req.input;
         let mut parts = Vec::new();
         for part in
@@ -1390,7 +1427,7 @@ impl S3 for HostPathS3 {
         let request = CompleteRequest { parts, checksum, condition };
         let info = self
             .store
-            .complete_upload(&input.bucket, &input.key, &input.upload_id, request)
+            .complete_upload(&input.bucket, &input.key, &input.upload_id, request, &writer)
             .await
             .map_err(s3_err)?;
         let mut output = CompleteMultipartUploadOutput {

@@ -188,7 +188,7 @@ async fn buckets_of_another_identity_are_left_alone() {
 }
 
 #[tokio::test]
-async fn unknown_parameters_are_rejected() {
+async fn unknown_parameters_and_config_keys_are_rejected() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Arc::new(BucketStore::open(tmp.path().to_owned(), "test-identity").unwrap());
     let backend = HostPathProvisioner::new(store, config());
@@ -200,9 +200,12 @@ async fn unknown_parameters_are_rejected() {
 
     let mut with_config = options("params", "uid-7");
     with_config.additional_config.insert("maxSize".into(), "1Gi".into());
+    backend.validate(&with_config).unwrap();
+    with_config.additional_config.insert("colour".into(), "blue".into());
     let err = backend.validate(&with_config).unwrap_err();
     assert_permanent(&err, "InvalidParameters");
-    assert!(err.to_string().contains("maxSize"), "{err}");
+    assert!(err.to_string().contains("colour"), "{err}");
+    assert!(err.to_string().contains("accepts maxObjects, maxSize"), "{err}");
 
     backend.validate(&options("params", "uid-7")).unwrap();
     assert!(!tmp.path().join("buckets/params").exists());

@@ -13,6 +13,7 @@ use tokio::sync::OnceCell;
 
 use crate::aws::{Clients, clients, http_client, retry_config};
 use crate::bucket::{Buckets, NameLocks};
+use crate::config::{ACCEPTED, BUCKET_LIFECYCLE, BUCKET_POLICY, ClaimConfig, names_user};
 use crate::iam::{self, Users};
 use crate::owner::{ClassParameters, OwnerCredentials};
 use crate::params::{DEFAULT_REGION, STATE_POLICY_NAME, STATE_USER_NAME, Settings};
@@ -138,6 +139,48 @@ impl S3Provisioner {
         })
     }
 
+    /// Applies the claim's bucket policy and lifecycle to its bucket, removing those `previous`
+    /// (the `additionalConfig` the ObjectBucket recorded) had and the claim no longer asks for.
+    /// The policy's principals are checked again against the claim's user as IAM names it.
+    async fn configure(
+        &self,
+        session: &Session,
+        settings: &Settings,
+        options: &BucketOptions,
+        config: &ClaimConfig,
+        previous: &BTreeMap<String, String>,
+    ) -> Result<(), BackendError> {
+        let buckets =
+            Buckets { s3: &session.clients.s3, owner: &session.owner, locks: &self.creating };
+        let bucket = &options.bucket_name;
+        match &config.policy {
+            Some(policy) => {
+                let own = match settings.create_bucket_user {
+                    true => {
+                        let users = Users { iam: &session.clients.iam, owner: &session.owner };
+                        Some(users.arn(&iam::user_name(&options.user_id)).await?)
+                    }
+                    false => None,
+                };
+                policy
+                    .check_principals(|p| own.as_deref() == Some(p), &settings.policy_principals)?;
+                buckets.set_policy(bucket, Some(&policy.document)).await?;
+            }
+            None if previous.contains_key(BUCKET_POLICY) => {
+                buckets.set_policy(bucket, None).await?
+            }
+            None => {}
+        }
+        match &config.lifecycle {
+            Some(lifecycle) => buckets.set_lifecycle(bucket, Some(lifecycle)).await?,
+            None if previous.contains_key(BUCKET_LIFECYCLE) => {
+                buckets.set_lifecycle(bucket, None).await?;
+            }
+            None => {}
+        }
+        Ok(())
+    }
+
     /// The settings a cleanup works with: the ObjectBucket's recorded state; failing that (the
     /// backend succeeded or failed before the ObjectBucket was written) the parameters of its
     /// StorageClass as last seen, or as it is now.
@@ -209,12 +252,8 @@ impl Provisioner for S3Provisioner {
     }
 
     fn validate(&self, options: &BucketOptions) -> Result<(), BackendError> {
-        Settings::from_parameters(&options.parameters)?;
-        if let Some(key) = options.additional_config.keys().next() {
-            return Err(BackendError::invalid_parameter(format!(
-                "additionalConfig {key:?} is not supported by the S3 provisioner; remove it"
-            )));
-        }
+        let settings = Settings::from_parameters(&options.parameters)?;
+        claim_config(&settings, options)?;
         self.seen
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -224,6 +263,7 @@ impl Provisioner for S3Provisioner {
 
     async fn provision(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
         let settings = Settings::from_parameters(&options.parameters)?;
+        let config = claim_config(&settings, options)?;
         let session = self.session(&settings).await?;
         let buckets =
             Buckets { s3: &session.clients.s3, owner: &session.owner, locks: &self.creating };
@@ -235,11 +275,16 @@ impl Provisioner for S3Provisioner {
                 options.reclaim_policy,
             )
             .await?;
-        self.access(&session, &settings, options).await
+        let provisioned = self.access(&session, &settings, options).await?;
+        self.configure(&session, &settings, options, &config, &BTreeMap::new()).await?;
+        Ok(provisioned)
     }
 
     async fn grant(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
         let settings = Settings::from_parameters(&options.parameters)?;
+        if !claim_config(&settings, options)?.is_empty() {
+            return Err(shared_bucket(&options.bucket_name));
+        }
         let session = self.session(&settings).await?;
         Buckets { s3: &session.clients.s3, owner: &session.owner, locks: &self.creating }
             .head(&options.bucket_name)
@@ -267,4 +312,54 @@ impl Provisioner for S3Provisioner {
         let session = self.cleanup_session(&settings).await?;
         self.remove_user(&session, &settings, bucket).await
     }
+
+    /// Applies a changed `bucketPolicy` or `bucketLifecycle` to the claim's own bucket, and
+    /// removes what the claim no longer asks for.
+    async fn update(
+        &self,
+        options: &BucketOptions,
+        bucket: &ObjectBucket,
+    ) -> Result<(), BackendError> {
+        let settings = Settings::from_parameters(&options.parameters)?;
+        let config = claim_config(&settings, options)?;
+        let previous = bucket
+            .spec
+            .endpoint
+            .as_ref()
+            .and_then(|e| e.additional_config.clone())
+            .unwrap_or_default();
+        if config.is_empty() && !ACCEPTED.iter().any(|key| previous.contains_key(*key)) {
+            return Ok(());
+        }
+        let session = self.session(&settings).await?;
+        let buckets =
+            Buckets { s3: &session.clients.s3, owner: &session.owner, locks: &self.creating };
+        if !config.is_empty() && !buckets.created_by(&options.bucket_name, &options.user_id).await?
+        {
+            return Err(shared_bucket(&options.bucket_name));
+        }
+        self.configure(&session, &settings, options, &config, &previous).await
+    }
+}
+
+/// The claim's `additionalConfig`, checked as far as it can be before its user exists: a
+/// policy may name the claim's own user only where claims get users of their own.
+fn claim_config(settings: &Settings, options: &BucketOptions) -> Result<ClaimConfig, BackendError> {
+    let partition = settings.partition();
+    let config = ClaimConfig::parse(&options.additional_config, &options.bucket_name, partition)?;
+    if let Some(policy) = &config.policy {
+        let user = iam::user_name(&options.user_id);
+        let own = |p: &str| settings.create_bucket_user && names_user(p, partition, &user);
+        policy.check_principals(own, &settings.policy_principals)?;
+    }
+    Ok(config)
+}
+
+/// Bucket-wide settings asked for by a claim of a bucket it did not create.
+fn shared_bucket(bucket: &str) -> BackendError {
+    BackendError::invalid_parameter(format!(
+        "additionalConfig {BUCKET_POLICY} and {BUCKET_LIFECYCLE} configure the whole bucket \
+         {bucket:?}, which this claim did not create and may share with other claims \
+         (StorageClass bucketName); only the claim that created a bucket sets them"
+    ))
 }

@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use aws_sdk_s3::Client;
 use aws_sdk_s3::types::{
-    BucketLocationConstraint, CreateBucketConfiguration, Delete, ObjectIdentifier, Tag, Tagging,
+    BucketLifecycleConfiguration, BucketLocationConstraint, CreateBucketConfiguration, Delete,
+    ObjectIdentifier, Tag, Tagging,
 };
 use bucket_api::ReclaimPolicy;
 use bucket_provisioner::{BackendError, Removed};
@@ -183,6 +184,73 @@ impl Buckets<'_> {
             ))),
             Err(e) => Err(classify(e, &format!("s3:DeleteBucket {bucket}"), self.owner)),
         }
+    }
+
+    /// Whether the tags of `bucket` say the claim with `user_id` created it.
+    pub(crate) async fn created_by(
+        &self,
+        bucket: &str,
+        user_id: &str,
+    ) -> Result<bool, BackendError> {
+        Ok(matches!(self.ownership(bucket).await?, Ownership::Claim(owner, _) if owner == user_id))
+    }
+
+    /// Applies `policy` (JSON) to `bucket`, or removes its policy for `None`.
+    pub(crate) async fn set_policy(
+        &self,
+        bucket: &str,
+        policy: Option<&str>,
+    ) -> Result<(), BackendError> {
+        match policy {
+            Some(policy) => {
+                let request = self.s3.put_bucket_policy().bucket(bucket).policy(policy);
+                request.send().await.map_err(|e| {
+                    classify(e, &format!("s3:PutBucketPolicy {bucket}"), self.owner)
+                })?;
+            }
+            None => match self.s3.delete_bucket_policy().bucket(bucket).send().await {
+                Ok(_) => {}
+                Err(e) if code(&e) == Some("NoSuchBucketPolicy") => {}
+                Err(e) => {
+                    return Err(classify(
+                        e,
+                        &format!("s3:DeleteBucketPolicy {bucket}"),
+                        self.owner,
+                    ));
+                }
+            },
+        }
+        Ok(())
+    }
+
+    /// Applies `lifecycle` to `bucket`, or removes its lifecycle configuration for `None`.
+    pub(crate) async fn set_lifecycle(
+        &self,
+        bucket: &str,
+        lifecycle: Option<&BucketLifecycleConfiguration>,
+    ) -> Result<(), BackendError> {
+        let action = |verb: &str| format!("s3:{verb} {bucket}");
+        match lifecycle {
+            Some(lifecycle) => {
+                let request = self.s3.put_bucket_lifecycle_configuration().bucket(bucket);
+                request
+                    .lifecycle_configuration(lifecycle.clone())
+                    .send()
+                    .await
+                    .map_err(|e| classify(e, &action("PutLifecycleConfiguration"), self.owner))?;
+            }
+            None => {
+                let request = self.s3.delete_bucket_lifecycle().bucket(bucket);
+                request.send().await.map_err(|e| {
+                    classify(
+                        e,
+                        &action("PutLifecycleConfiguration (DeleteBucketLifecycle)"),
+                        self.owner,
+                    )
+                })?;
+            }
+        }
+        Ok(())
     }
 
     async fn ownership(&self, bucket: &str) -> Result<Ownership, BackendError> {

@@ -28,6 +28,28 @@ pub fn policy_name(bucket: &str) -> String {
     format!("bucket-{bucket}")
 }
 
+/// What a claim's user may do with its bucket: list it and read its settings that clients need.
+/// s3:HeadBucket is no IAM action on AWS (which checks s3:ListBucket), but some S3-compatible
+/// services authorize it by that name.
+pub const GRANTED_BUCKET_ACTIONS: [&str; 6] = [
+    "s3:ListBucket",
+    "s3:ListBucketVersions",
+    "s3:ListBucketMultipartUploads",
+    "s3:GetBucketLocation",
+    "s3:GetBucketVersioning",
+    "s3:HeadBucket",
+];
+
+/// What a claim's user may do with the objects of its bucket.
+pub const GRANTED_OBJECT_ACTIONS: [&str; 6] = [
+    "s3:GetObject*",
+    "s3:PutObject*",
+    "s3:DeleteObject*",
+    "s3:AbortMultipartUpload",
+    "s3:ListMultipartUploadParts",
+    "s3:RestoreObject",
+];
+
 /// A policy that allows working with the objects of `bucket` and listing it, and nothing else:
 /// no other bucket, no bucket configuration (policy, tags, ACLs), no IAM.
 pub fn policy_document(partition: &str, bucket: &str) -> String {
@@ -38,29 +60,13 @@ pub fn policy_document(partition: &str, bucket: &str) -> String {
             {
                 "Sid": "ListTheBucket",
                 "Effect": "Allow",
-                // s3:HeadBucket is no IAM action on AWS (which checks s3:ListBucket), but some
-                // S3-compatible services authorize it by that name.
-                "Action": [
-                    "s3:ListBucket",
-                    "s3:ListBucketVersions",
-                    "s3:ListBucketMultipartUploads",
-                    "s3:GetBucketLocation",
-                    "s3:GetBucketVersioning",
-                    "s3:HeadBucket"
-                ],
+                "Action": GRANTED_BUCKET_ACTIONS,
                 "Resource": bucket_arn,
             },
             {
                 "Sid": "UseTheObjects",
                 "Effect": "Allow",
-                "Action": [
-                    "s3:GetObject*",
-                    "s3:PutObject*",
-                    "s3:DeleteObject*",
-                    "s3:AbortMultipartUpload",
-                    "s3:ListMultipartUploadParts",
-                    "s3:RestoreObject"
-                ],
+                "Action": GRANTED_OBJECT_ACTIONS,
                 "Resource": format!("{bucket_arn}/*"),
             }
         ]
@@ -136,6 +142,13 @@ impl Users<'_> {
             access_key_id: key.access_key_id().to_string(),
             secret_access_key: key.secret_access_key().to_string(),
         })
+    }
+
+    /// The ARN of `user`, which bucket policies name it by.
+    pub(crate) async fn arn(&self, user: &str) -> Result<String, BackendError> {
+        let output =
+            self.iam.get_user().user_name(user).send().await.map_err(self.fail("GetUser", user))?;
+        Ok(output.user().map(|u| u.arn().to_owned()).unwrap_or_default())
     }
 
     /// Deletes `user` with its keys and policies. A user (or part) already gone counts as done.

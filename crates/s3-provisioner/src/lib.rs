@@ -26,8 +26,11 @@
 //! | `forcePathStyle` | `"true"` for `host/bucket` addressing |
 //! | `createBucketUser` | `"true"` (default); `"false"` hands the owner's keys to claims |
 //! | `bucketName` | an existing bucket to share (read by the library) |
+//! | `bucketPolicyPrincipals` | principals a claim's `bucketPolicy` may name besides its own user |
 //!
-//! Anything else is refused (`InvalidParameters`), and so is any `additionalConfig`.
+//! Anything else is refused (`InvalidParameters`). A claim's `additionalConfig` may hold a
+//! `bucketPolicy` and a `bucketLifecycle` for a bucket it created (see [`config`]); quota keys
+//! are refused, since S3 has none.
 //!
 //! The ObjectBucket's `additionalState` keeps these settings (the Secret's name, never its keys)
 //! with the IAM user and policy names, so cleanup works after the StorageClass is gone.
@@ -48,6 +51,7 @@ mod aws;
 pub mod backend;
 pub mod bucket;
 pub mod cluster;
+pub mod config;
 pub mod iam;
 pub mod owner;
 pub mod params;

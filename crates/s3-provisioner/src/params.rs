@@ -20,9 +20,12 @@ pub const IAM_ENDPOINT: &str = "iamEndpoint";
 pub const FORCE_PATH_STYLE: &str = "forcePathStyle";
 /// `true` (default): an IAM user per claim. `false`: the claim receives the owner's keys.
 pub const CREATE_BUCKET_USER: &str = "createBucketUser";
+/// Principals (ARNs, comma-separated; `*` for anyone) a claim's `bucketPolicy` may name besides
+/// the claim's own IAM user. None by default.
+pub const BUCKET_POLICY_PRINCIPALS: &str = "bucketPolicyPrincipals";
 
 /// Every parameter this backend accepts (`bucketName` is taken by the library before).
-pub const PARAMETERS: [&str; 7] = [
+pub const PARAMETERS: [&str; 8] = [
     REGION,
     SECRET_NAME,
     SECRET_NAMESPACE,
@@ -30,6 +33,7 @@ pub const PARAMETERS: [&str; 7] = [
     IAM_ENDPOINT,
     FORCE_PATH_STYLE,
     CREATE_BUCKET_USER,
+    BUCKET_POLICY_PRINCIPALS,
 ];
 
 /// `additionalState` key: the claim's IAM user.
@@ -116,6 +120,8 @@ pub struct Settings {
     pub force_path_style: bool,
     /// An IAM user per claim (`false` hands out the owner's keys).
     pub create_bucket_user: bool,
+    /// Principals claims' bucket policies may name besides the claim's own user.
+    pub policy_principals: Vec<String>,
 }
 
 impl Settings {
@@ -174,6 +180,18 @@ impl Settings {
                  in a Secret: set {SECRET_NAME} and {SECRET_NAMESPACE}"
             )));
         }
+        let policy_principals: Vec<String> = get(BUCKET_POLICY_PRINCIPALS)
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(str::to_owned)
+            .collect();
+        if let Some(bad) = policy_principals.iter().find(|p| *p != "*" && !p.starts_with("arn:")) {
+            return Err(BackendError::invalid_parameter(format!(
+                "parameter {BUCKET_POLICY_PRINCIPALS} lists {bad:?}, which is neither an ARN nor *"
+            )));
+        }
         Ok(Self {
             region,
             owner_secret,
@@ -181,6 +199,7 @@ impl Settings {
             iam_endpoint,
             force_path_style,
             create_bucket_user,
+            policy_principals,
         })
     }
 

@@ -209,3 +209,94 @@ async fn minted_keys_reach_only_their_bucket() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn bucket_policy_and_lifecycle_follow_the_claim_and_quotas_are_refused() {
+    let moto = Moto::start().await;
+    let backend = S3Provisioner::new(Arc::new(FixedOwner(moto.admin.clone())));
+    let reader = "arn:aws:iam::123456789012:role/reader";
+    let params = parameters(&moto);
+    let params = with(&params, &[("bucketPolicyPrincipals", reader)]);
+    let configured = claim(&format!("configured-{}", common::suffix()));
+    let bucket = configured.spec.bucket_name.clone().unwrap();
+    let read_by = |principal: &str| {
+        serde_json::json!({
+            "Version": "2012-10-17",
+            "Statement": [{
+                "Effect": "Allow",
+                "Principal": { "AWS": principal },
+                "Action": "s3:GetObject",
+                "Resource": format!("arn:aws:s3:::{bucket}/*"),
+            }]
+        })
+        .to_string()
+    };
+    let expire_after = |days: u32| {
+        format!(
+            r#"{{"Rules":[{{"ID":"expire","Status":"Enabled","Expiration":{{"Days":{days}}}}}]}}"#
+        )
+    };
+    let mut asked = options(&configured, &params);
+    asked.additional_config = [
+        ("bucketPolicy".to_string(), read_by(reader)),
+        ("bucketLifecycle".to_string(), expire_after(30)),
+    ]
+    .into();
+    backend.validate(&asked).unwrap();
+    let provisioned = backend.provision(&asked).await.unwrap();
+    let owner = moto.s3(&moto.admin);
+    let applied = owner.get_bucket_policy().bucket(&bucket).send().await.unwrap();
+    let applied: serde_json::Value = serde_json::from_str(applied.policy().unwrap()).unwrap();
+    assert_eq!(applied["Statement"][0]["Principal"]["AWS"], reader, "{applied}");
+    let rules = owner.get_bucket_lifecycle_configuration().bucket(&bucket).send().await.unwrap();
+    assert_eq!(rules.rules()[0].expiration().and_then(|e| e.days()), Some(30));
+
+    // Wider than the class allows: refused before anything is touched.
+    let mut public = asked.clone();
+    public.additional_config.insert("bucketPolicy".into(), read_by("*"));
+    let error = backend.validate(&public).unwrap_err();
+    assert_eq!(reason(&error), "InvalidParameters");
+    assert!(error.to_string().contains("bucketPolicyPrincipals"), "{error}");
+
+    // Changed on the bound claim: the lifecycle replaced, the policy (now naming the claim's own
+    // user, as IAM has it) replaced, then removed with its key.
+    let mut record = object_bucket(&configured, Some(&provisioned));
+    record.spec.endpoint.as_mut().unwrap().additional_config = Some(asked.additional_config);
+    let own = format!(
+        "arn:aws:iam::123456789012:user{}{}",
+        iam::USER_PATH,
+        iam::user_name(&asked.user_id)
+    );
+    let mut changed = options(&configured, &params);
+    changed.additional_config = [
+        ("bucketPolicy".to_string(), read_by(&own)),
+        ("bucketLifecycle".to_string(), expire_after(10)),
+    ]
+    .into();
+    backend.update(&changed, &record).await.unwrap();
+    let applied = owner.get_bucket_policy().bucket(&bucket).send().await.unwrap();
+    assert!(applied.policy().unwrap().contains(&own));
+    let rules = owner.get_bucket_lifecycle_configuration().bucket(&bucket).send().await.unwrap();
+    assert_eq!(rules.rules()[0].expiration().and_then(|e| e.days()), Some(10));
+    record.spec.endpoint.as_mut().unwrap().additional_config = Some(changed.additional_config);
+    let mut removed = options(&configured, &params);
+    removed.additional_config = [("bucketLifecycle".to_string(), expire_after(10))].into();
+    backend.update(&removed, &record).await.unwrap();
+    let gone = owner.get_bucket_policy().bucket(&bucket).send().await;
+    assert_eq!(error_code(gone), "NoSuchBucketPolicy");
+
+    // S3 has no quotas: said, not silently accepted.
+    let mut quota = options(&configured, &params);
+    quota.additional_config = [("maxSize".to_string(), "2G".to_string())].into();
+    let error = backend.validate(&quota).unwrap_err();
+    assert!(error.to_string().contains("AWS S3 has no bucket or user quotas"), "{error}");
+
+    // A claim granted a shared bucket may not configure it.
+    let sharer = claim(&bucket);
+    let mut shared = options(&sharer, &params);
+    shared.additional_config = [("bucketLifecycle".to_string(), expire_after(1))].into();
+    let error = backend.grant(&shared).await.unwrap_err();
+    assert!(error.to_string().contains("only the claim that created a bucket"), "{error}");
+    backend.delete(&record).await.unwrap();
+    assert!(!moto.bucket_exists(&bucket).await);
+}

@@ -353,7 +353,8 @@ async fn missing_owner_secret_and_bad_parameters_say_what_is_wrong() {
         s.wait_event(name, reason).await;
     }
     let claim = s.wait_for("config", ClaimPhase::Failed, "InvalidParameters").await;
-    assert!(ready(&claim).unwrap().message.contains("maxSize"));
+    let message = &ready(&claim).unwrap().message;
+    assert!(message.contains("maxSize cannot be honoured: AWS S3 has no"), "{message}");
     let buckets = s.moto.s3(&s.moto.admin).list_buckets().send().await.unwrap();
     assert!(buckets.buckets().is_empty(), "nothing was created for a claim that cannot work");
     assert!(s.moto.provisioned_users().await.is_empty());

@@ -280,13 +280,20 @@ impl BucketStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{ObjectAttrs, PutCheck};
+    use crate::store::{ObjectAttrs, PutCheck, Writer};
 
     async fn put(store: &BucketStore, key: &str) {
         let data = if key.ends_with('/') { String::new() } else { key.to_owned() };
         let body = futures::stream::iter([Ok::<_, io::Error>(bytes::Bytes::from(data))]);
         store
-            .put_object("b-1", key, ObjectAttrs::default(), body, PutCheck::default())
+            .put_object(
+                "b-1",
+                key,
+                ObjectAttrs::default(),
+                body,
+                PutCheck::default(),
+                &Writer::Operator,
+            )
             .await
             .unwrap();
     }

@@ -10,6 +10,7 @@
 //!     meta/<bucket>/<hh>/<md5>.json      ETag, headers, checksums of one object
 //!     meta/<bucket>/side/<hh>/<md5>.{json,data}  objects whose key cannot be a path (see below)
 //!     uploads/<bucket>/<upload-id>/      multipart uploads in progress
+//!     usage/<bucket>.json                what the bucket holds, in total and by claim (`usage`)
 //!     tmp/                               temporary files, renamed into place when complete
 //! ```
 //!
@@ -43,6 +44,7 @@ mod names;
 mod objects;
 mod operator;
 mod side;
+mod usage;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{self, File, OpenOptions};
@@ -64,6 +66,7 @@ pub use objects::{
     CopySourceCheck, ObjectAttrs, ObjectInfo, PutCheck, WriteCondition, etag_matches,
 };
 pub use operator::OPERATOR_OWNER;
+pub use usage::{Quota, SETTLE_INTERVAL, Usage, Writer};
 
 use crate::admin::AdminCredentials;
 
@@ -117,6 +120,9 @@ pub enum StoreError {
         /// User ids of the claims whose keys reach it.
         users: Vec<String>,
     },
+    /// Only the claim that created a bucket may set the bucket's quota.
+    #[error("bucket {0:?} was not created by this claim")]
+    NotCreator(String),
     /// The bucket was created under another identity; it was left alone.
     #[error(
         "bucket {bucket:?} belongs to {owner:?}, not to this provisioner ({ours:?}); it was left \
@@ -163,6 +169,9 @@ pub enum StoreError {
     /// The request is well-formed but asks for something S3 refuses.
     #[error("{0}")]
     InvalidRequest(String),
+    /// The write would pass a quota of the bucket or of the writing claim; nothing was stored.
+    #[error("{0}")]
+    QuotaExceeded(String),
     /// A byte range outside the object.
     #[error("{0}")]
     InvalidRange(String),
@@ -214,6 +223,9 @@ pub struct BucketRecord {
     /// Whether deleting the creating claim deletes the bucket (it was created under `Delete`).
     #[serde(default)]
     pub delete_with_claim: bool,
+    /// Limits on everything the bucket holds, set by the claim that created it.
+    #[serde(default, skip_serializing_if = "Quota::is_unlimited")]
+    pub quota: Quota,
 }
 
 /// The claim a bucket is created for, as the store records it.
@@ -236,6 +248,9 @@ pub struct AccessKey {
     pub buckets: Vec<String>,
     /// The claim's user id the key was issued for.
     pub user_id: String,
+    /// Limits on what this claim's user stores in the key's bucket.
+    #[serde(default, skip_serializing_if = "Quota::is_unlimited")]
+    pub quota: Quota,
 }
 
 impl std::fmt::Debug for AccessKey {
@@ -245,6 +260,7 @@ impl std::fmt::Debug for AccessKey {
             .field("secret_access_key", &"<redacted>")
             .field("buckets", &self.buckets)
             .field("user_id", &self.user_id)
+            .field("quota", &self.quota)
             .finish()
     }
 }
@@ -366,6 +382,18 @@ struct Inner {
     /// Serializes commits of one key (striped by a hash of bucket and key), so that
     /// conditional writes are checked and applied atomically.
     key_locks: Vec<Mutex<()>>,
+    /// Serializes the changes of one multipart upload (its parts, completion, abort), striped
+    /// like the keys, so that what its parts take is counted exactly once.
+    upload_locks: Vec<Mutex<()>>,
+    /// Usage and quotas of every bucket, by bucket name.
+    meters: RwLock<HashMap<String, Arc<usage::Meter>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Nothing is in flight any more: every bucket's usage can be saved as settled.
+        self.settle_usage();
+    }
 }
 
 /// Number of stripes of [`Inner::key_locks`]; keys sharing one only wait for each other's
@@ -388,7 +416,7 @@ impl BucketStore {
         let root = fs::canonicalize(&root)?;
         fs::create_dir_all(root.join(BUCKETS_DIR))?;
         let state_dir = root.join(STATE_DIR);
-        for dir in ["", "meta", "uploads", "tmp", RECORDS_DIR, KEYS_DIR] {
+        for dir in ["", "meta", "uploads", "tmp", RECORDS_DIR, KEYS_DIR, usage::USAGE_DIR] {
             let dir = state_dir.join(dir);
             match fs::DirBuilder::new().mode(0o700).create(&dir) {
                 Ok(()) => {}
@@ -407,16 +435,21 @@ impl BucketStore {
         }
         split_legacy_state(&state_dir)?;
         let state = load_state(&state_dir)?;
-        Ok(Self {
+        let store = Self {
             inner: Arc::new(Inner {
                 root,
                 identity,
                 state: RwLock::new(state),
                 writer: Mutex::new(()),
                 admin: RwLock::new(None),
-                key_locks: (0..KEY_LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
+                key_locks: stripes(),
+                upload_locks: stripes(),
+                meters: RwLock::default(),
             }),
-        })
+        };
+        store.load_meters()?;
+        usage::spawn_settler(Arc::downgrade(&store.inner));
+        Ok(store)
     }
 
     /// The (canonical) root directory.
@@ -528,13 +561,75 @@ impl BucketStore {
         self.blocking(move |store| store.delete_bucket_blocking(&bucket, &user_id)).await
     }
 
+    /// Sets the limits on everything `bucket` holds. Only the claim that created it may:
+    /// anyone else is [`StoreError::NotCreator`]. Writes the record only when they change.
+    pub async fn set_bucket_quota(
+        &self,
+        bucket: &str,
+        user_id: &str,
+        quota: Quota,
+    ) -> Result<(), StoreError> {
+        let (bucket, user_id) = (bucket.to_owned(), user_id.to_owned());
+        self.blocking(move |store| {
+            store.inner.mutate(|tx| {
+                let record = tx.state.buckets.get(&bucket).filter(|r| {
+                    r.created_by_provisioner && r.creator.as_deref() == Some(user_id.as_str())
+                });
+                let Some(record) = record else {
+                    return Err(StoreError::NotCreator(bucket.clone()));
+                };
+                if record.quota != quota {
+                    tx.put_bucket(BucketRecord { quota, ..record.clone() });
+                }
+                Ok(())
+            })?;
+            store.meter(&bucket)?.set_bucket_quota(quota);
+            Ok(())
+        })
+        .await
+    }
+
+    /// Sets the limits on what `user_id` stores in `bucket` with its key, which must exist.
+    /// Writes the key's record only when they change.
+    pub async fn set_user_quota(
+        &self,
+        user_id: &str,
+        bucket: &str,
+        quota: Quota,
+    ) -> Result<(), StoreError> {
+        let (user_id, bucket) = (user_id.to_owned(), bucket.to_owned());
+        self.blocking(move |store| {
+            let id = derive_access_key_id(&user_id, &bucket);
+            store.inner.mutate(|tx| {
+                let Some(key) = tx.state.keys.get(&id) else {
+                    return Err(StoreError::InvalidArgument(format!(
+                        "{user_id} has no key for bucket {bucket:?}"
+                    )));
+                };
+                if key.quota != quota {
+                    tx.put_key(AccessKey { quota, ..key.clone() });
+                }
+                Ok(())
+            })?;
+            store.meter(&bucket)?.set_user_quota(&user_id, quota);
+            Ok(())
+        })
+        .await
+    }
+
+    /// The claim user id of the key `access_key_id`, if it exists.
+    pub fn user_of_key(&self, access_key_id: &str) -> Option<String> {
+        self.inner.read().keys.get(access_key_id).map(|k| k.user_id.clone())
+    }
+
     /// The commit lock of `key` in `bucket`.
     fn key_lock(&self, bucket: &str, key: &str) -> std::sync::MutexGuard<'_, ()> {
-        use std::hash::{Hash, Hasher};
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        (bucket, key).hash(&mut hasher);
-        let stripe = usize::try_from(hasher.finish() % KEY_LOCK_STRIPES as u64).unwrap_or(0);
-        self.inner.key_locks[stripe].lock().unwrap_or_else(PoisonError::into_inner)
+        stripe_of(&self.inner.key_locks, bucket, key)
+    }
+
+    /// The lock of the multipart upload `upload_id` in `bucket`.
+    fn upload_lock(&self, bucket: &str, upload_id: &str) -> std::sync::MutexGuard<'_, ()> {
+        stripe_of(&self.inner.upload_locks, bucket, upload_id)
     }
 
     /// Runs blocking file system work off the async threads.
@@ -557,6 +652,8 @@ impl BucketStore {
         let path = self.bucket_path(bucket)?;
         let record = self.inner.mutate(|tx| self.record_creation(tx, bucket, &path, creator))?;
         make_bucket_dir(&path)?;
+        // Metered from the start, so that its usage is reported before its first write.
+        self.meter(bucket)?;
         Ok(record)
     }
 
@@ -572,6 +669,7 @@ impl BucketStore {
             Ok((record, issue_in(tx, creator.user_id, bucket)))
         })?;
         make_bucket_dir(&path)?;
+        self.meter(bucket)?;
         Ok((record, key))
     }
 
@@ -614,6 +712,7 @@ impl BucketStore {
             created_unix: unix_now(),
             creator: Some(creator.user_id.to_owned()),
             delete_with_claim: creator.delete_with_claim,
+            quota: Quota::default(),
         };
         tx.put_bucket(record.clone());
         Ok(record)
@@ -676,6 +775,7 @@ impl BucketStore {
         {
             remove_tree(&dir)?;
         }
+        self.drop_meter(bucket)?;
         // The record goes last: until then a retry knows the bucket is ours.
         self.inner.mutate(|tx| {
             tx.remove_bucket(bucket);
@@ -736,6 +836,33 @@ impl Inner {
     }
 }
 
+/// The entries of `dir`; a directory that does not exist has none.
+fn entries_of(dir: &Path) -> io::Result<impl Iterator<Item = io::Result<fs::DirEntry>>> {
+    let read = match fs::read_dir(dir) {
+        Ok(read) => Some(read),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    Ok(read.into_iter().flatten())
+}
+
+fn stripes() -> Vec<Mutex<()>> {
+    (0..KEY_LOCK_STRIPES).map(|_| Mutex::new(())).collect()
+}
+
+/// The stripe of `locks` that `(bucket, name)` hashes to, locked.
+fn stripe_of<'a>(
+    locks: &'a [Mutex<()>],
+    bucket: &str,
+    name: &str,
+) -> std::sync::MutexGuard<'a, ()> {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (bucket, name).hash(&mut hasher);
+    let stripe = usize::try_from(hasher.finish() % locks.len() as u64).unwrap_or(0);
+    locks[stripe].lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// The key of `user_id` for `bucket`: the one issued before (a retry gets the same pair), or a new
 /// one recorded in `tx`.
 fn issue_in(tx: &mut Tx<'_>, user_id: &str, bucket: &str) -> AccessKey {
@@ -748,6 +875,7 @@ fn issue_in(tx: &mut Tx<'_>, user_id: &str, bucket: &str) -> AccessKey {
         secret_access_key: random_secret(),
         buckets: vec![bucket.to_owned()],
         user_id: user_id.to_owned(),
+        quota: Quota::default(),
     };
     tx.put_key(key.clone());
     key
@@ -1061,6 +1189,7 @@ mod tests {
             secret_access_key: "s".into(),
             buckets: vec![bucket.into()],
             user_id: user.into(),
+            quota: Quota::default(),
         };
         let record = |name: &str| BucketRecord {
             name: name.into(),
@@ -1069,6 +1198,7 @@ mod tests {
             created_unix: 0,
             creator: None,
             delete_with_claim: false,
+            quota: Quota::default(),
         };
         let mut state = LegacyState {
             version: 1,

@@ -18,9 +18,11 @@ use serde::{Deserialize, Serialize};
 
 use super::checksum::{self, Checksum, ChecksumAlgorithm, ChecksumType, Hasher};
 use super::objects::{COPY_BUF, CopySourceCheck, NewObject, Received};
+use super::usage::{Change, Writer};
 use super::{
     BucketStore, ChecksumCheck, ExpectedChecksum, ObjectAttrs, ObjectInfo, PutCheck, StoreError,
-    WriteCondition, fsync_dir, random_hex, remove_tree, unix_now, validate_key, write_atomic,
+    WriteCondition, entries_of, fsync_dir, random_hex, remove_tree, unix_now, validate_key,
+    write_atomic,
 };
 
 /// S3's smallest part size, for every part but the last.
@@ -91,6 +93,9 @@ struct UploadFile {
     checksum_algorithm: Option<ChecksumAlgorithm>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     checksum_type: Option<ChecksumType>,
+    /// The claim user that started it: its parts, and the object they make, count for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    writer: Option<String>,
 }
 
 impl BucketStore {
@@ -118,14 +123,15 @@ impl BucketStore {
         Ok((dir, upload))
     }
 
-    /// Starts a multipart upload of `key`; returns its upload id. With a checksum algorithm,
-    /// every part gets that checksum and the object a composite or whole-object one.
+    /// Starts a multipart upload of `key` for `writer`; returns its upload id. With a checksum
+    /// algorithm, every part gets that checksum and the object a composite or whole-object one.
     pub async fn create_upload(
         &self,
         bucket: &str,
         key: &str,
         attrs: ObjectAttrs,
         checksum: Option<(ChecksumAlgorithm, ChecksumType)>,
+        writer: &Writer,
     ) -> Result<String, StoreError> {
         validate_key(key)?;
         if let Some((algorithm, ChecksumType::FullObject)) = checksum
@@ -136,6 +142,7 @@ impl BucketStore {
             )));
         }
         let (bucket, key) = (bucket.to_owned(), key.to_owned());
+        let writer = writer.user().map(str::to_owned);
         self.blocking(move |store| {
             store.bucket_dir(&bucket)?;
             let id = random_hex(16);
@@ -147,6 +154,7 @@ impl BucketStore {
                 initiated_unix: unix_now(),
                 checksum_algorithm: checksum.map(|(a, _)| a),
                 checksum_type: checksum.map(|(_, t)| t),
+                writer,
             };
             let bytes = serde_json::to_vec(&upload).map_err(io::Error::other)?;
             write_atomic(&dir.join(UPLOAD_FILE), &bytes, 0o600)?;
@@ -155,7 +163,9 @@ impl BucketStore {
         .await
     }
 
-    /// Receives part `part_number`, streamed to disk and verified; returns its info.
+    /// Receives part `part_number` for `writer`, streamed to disk and verified; returns its
+    /// info. A declared length the quotas cannot take is refused before the body is read.
+    #[allow(clippy::too_many_arguments)]
     pub async fn upload_part<S, E>(
         &self,
         bucket: &str,
@@ -164,6 +174,7 @@ impl BucketStore {
         part_number: i32,
         body: S,
         mut check: PutCheck,
+        writer: &Writer,
     ) -> Result<PartInfo, StoreError>
     where
         S: Stream<Item = Result<Bytes, E>> + Send + Unpin,
@@ -171,8 +182,16 @@ impl BucketStore {
     {
         let number = checked_part_number(part_number)?;
         let (dir, upload) = {
-            let args = (bucket.to_owned(), key.to_owned(), upload_id.to_owned());
-            self.blocking(move |store| store.load_upload(&args.0, &args.1, &args.2)).await?
+            let args = (bucket.to_owned(), key.to_owned(), upload_id.to_owned(), writer.clone());
+            let length = check.length;
+            self.blocking(move |store| {
+                let (dir, upload) = store.load_upload(&args.0, &args.1, &args.2)?;
+                if let Some(length) = length {
+                    store.precheck_part(&args.0, &dir, number, &upload, &args.3, length)?;
+                }
+                Ok((dir, upload))
+            })
+            .await?
         };
         match (&check.checksum, upload.checksum_algorithm) {
             (Some(sent), Some(wanted)) if sent.algorithm != wanted => {
@@ -191,12 +210,15 @@ impl BucketStore {
             _ => {}
         }
         let received = self.receive(body, check).await?;
-        let upload_id = upload_id.to_owned();
-        self.blocking(move |_| publish_part(&dir, &upload_id, number, received)).await
+        let (bucket, upload_id, writer) = (bucket.to_owned(), upload_id.to_owned(), writer.clone());
+        self.blocking(move |store| {
+            store.publish_part(&bucket, &dir, &upload_id, number, received, &upload, &writer)
+        })
+        .await
     }
 
     /// Copies `range` (start, end exclusive) of an existing object, or all of it, into part
-    /// `part_number` (UploadPartCopy).
+    /// `part_number` (UploadPartCopy) for `writer`.
     #[allow(clippy::too_many_arguments)]
     pub async fn upload_part_copy(
         &self,
@@ -207,6 +229,7 @@ impl BucketStore {
         source: (&str, &str),
         range: Option<(u64, u64)>,
         source_check: CopySourceCheck,
+        writer: &Writer,
     ) -> Result<PartInfo, StoreError> {
         let number = checked_part_number(part_number)?;
         let args = (
@@ -216,6 +239,7 @@ impl BucketStore {
             source.0.to_owned(),
             source.1.to_owned(),
         );
+        let writer = writer.clone();
         self.blocking(move |store| {
             let (bucket, key, upload_id, src_bucket, src_key) = args;
             let (dir, upload) = store.load_upload(&bucket, &key, &upload_id)?;
@@ -231,6 +255,7 @@ impl BucketStore {
                 }
                 None => (0, info.size),
             };
+            store.precheck_part(&bucket, &dir, number, &upload, &writer, end - start)?;
             let (temp, mut out) = store.temp_file()?;
             let mut md5 = Md5::new();
             let mut extra = upload.checksum_algorithm.map(Hasher::new);
@@ -260,7 +285,7 @@ impl BucketStore {
                 });
             let received =
                 Received { temp, md5: md5.finalize().into(), size: end - start, checksum };
-            publish_part(&dir, &upload_id, number, received)
+            store.publish_part(&bucket, &dir, &upload_id, number, received, &upload, &writer)
         })
         .await
     }
@@ -287,13 +312,8 @@ impl BucketStore {
         self.blocking(move |store| {
             store.bucket_dir(&bucket)?;
             let dir = store.inner.state_dir().join("uploads").join(&bucket);
-            let entries = match fs::read_dir(&dir) {
-                Ok(entries) => entries,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-                Err(e) => return Err(e.into()),
-            };
             let mut uploads = Vec::new();
-            for entry in entries {
+            for entry in entries_of(&dir)? {
                 let entry = entry?;
                 let Ok(id) = entry.file_name().into_string() else { continue };
                 if !is_upload_id(&id) {
@@ -316,17 +336,22 @@ impl BucketStore {
     /// ETag is the MD5 of the parts' binary MD5s, a dash and the number of parts.
     ///
     /// Completing an upload again after it succeeded answers with the object it made, as long
-    /// as that object is still in place.
+    /// as that object is still in place. The object counts for whoever started the upload, in
+    /// place of its parts; `writer` is who asks.
     pub async fn complete_upload(
         &self,
         bucket: &str,
         key: &str,
         upload_id: &str,
         request: CompleteRequest,
+        writer: &Writer,
     ) -> Result<ObjectInfo, StoreError> {
         let args = (bucket.to_owned(), key.to_owned(), upload_id.to_owned());
+        let writer = writer.clone();
         self.blocking(move |store| {
             let (bucket, key, upload_id) = args;
+            // No part may come or go while what the parts take is handed to the object.
+            let _upload = store.upload_lock(&bucket, &upload_id);
             let (dir, upload) = match store.load_upload(&bucket, &key, &upload_id) {
                 Ok(found) => found,
                 Err(StoreError::NoSuchUpload(id)) => {
@@ -387,6 +412,12 @@ impl BucketStore {
                 chosen.push(part);
             }
             let checksum = object_checksum(&upload, &chosen, request.checksum.as_ref())?;
+            // The object counts in place of every part of the upload, chosen or not.
+            let parts = Change::resize(upload.writer.as_deref(), 0, part_bytes(&dir)?);
+            let size = chosen.iter().map(|p| p.size).sum();
+            let bucket_dir = store.bucket_dir(&bucket)?;
+            let counts_for = upload.writer.as_deref();
+            store.precheck(&bucket, &bucket_dir, &key, size, counts_for, parts.clone(), &writer)?;
             let (temp, mut out) = store.temp_file()?;
             let mut digests = Md5::new();
             for part in &chosen {
@@ -407,9 +438,16 @@ impl BucketStore {
                     .filter_map(|p| p.checksum.as_ref().map(|c| c.value.clone()))
                     .collect(),
                 upload_id: Some(upload_id),
+                also: parts,
+                writer: upload.writer,
             };
-            let info = store.commit(&bucket, &key, temp, object, request.condition.as_ref())?;
-            remove_tree(&dir)?;
+            let condition = request.condition.as_ref();
+            let info = store.commit(&bucket, &key, temp, object, condition, &writer)?;
+            // Counted as gone with the commit: if they stay, the next start counts again.
+            if let Err(e) = remove_tree(&dir) {
+                store.meter(&bucket)?.taint();
+                return Err(e.into());
+            }
             Ok(info)
         })
         .await
@@ -432,12 +470,155 @@ impl BucketStore {
     ) -> Result<(), StoreError> {
         let args = (bucket.to_owned(), key.to_owned(), upload_id.to_owned());
         self.blocking(move |store| {
-            let (dir, _) = store.load_upload(&args.0, &args.1, &args.2)?;
-            remove_tree(&dir)?;
+            let _upload = store.upload_lock(&args.0, &args.2);
+            let (dir, upload) = store.load_upload(&args.0, &args.1, &args.2)?;
+            let freed = Change::resize(upload.writer.as_deref(), 0, part_bytes(&dir)?);
+            let ticket = store.meter(&args.0)?.begin(freed, &Writer::Operator)?;
+            match remove_tree(&dir) {
+                Ok(()) => ticket.applied(),
+                Err(e) => {
+                    ticket.uncertain();
+                    return Err(e.into());
+                }
+            }
             Ok(())
         })
         .await
     }
+
+    /// Refuses ahead of its body a part of `size` that could not fit the quotas as they stand;
+    /// publishing it checks again, exactly.
+    fn precheck_part(
+        &self,
+        bucket: &str,
+        dir: &Path,
+        number: u32,
+        upload: &UploadFile,
+        actor: &Writer,
+        size: u64,
+    ) -> Result<(), StoreError> {
+        let meter = self.meter(bucket)?;
+        if !meter.limits(actor) {
+            return Ok(());
+        }
+        let replaced = part_files(dir, number)?;
+        let old = replaced.iter().map(|(_, size)| size).sum();
+        meter.check(&Change::resize(upload.writer.as_deref(), size, old), actor)
+    }
+
+    /// Renames a received part into the upload directory, replacing any earlier part of the
+    /// same number, and returns its info. What it adds counts for whoever started the upload,
+    /// checked against the quotas for `actor`.
+    #[allow(clippy::too_many_arguments)]
+    fn publish_part(
+        &self,
+        bucket: &str,
+        dir: &Path,
+        upload_id: &str,
+        number: u32,
+        received: Received,
+        upload: &UploadFile,
+        actor: &Writer,
+    ) -> Result<PartInfo, StoreError> {
+        let Received { temp, md5, size, checksum } = received;
+        let _upload = self.upload_lock(bucket, upload_id);
+        let replaced = part_files(dir, number)?;
+        let old = replaced.iter().map(|(_, size)| size).sum();
+        let change = Change::resize(upload.writer.as_deref(), size, old);
+        let ticket = self.meter(bucket)?.begin(change, actor)?;
+        let mut part = PartInfo {
+            part_number: number,
+            etag: hex::encode(md5),
+            size,
+            last_modified: SystemTime::now(),
+            checksum,
+        };
+        let target = dir.join(part_file_name(&part));
+        // The directory must still be there: a part of an aborted upload is refused rather
+        // than recreating the upload.
+        match temp.rename_to(&target) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(StoreError::NoSuchUpload(upload_id.to_owned()));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let cleaned = (|| {
+            for (path, _) in replaced.iter().filter(|(path, _)| *path != target) {
+                match fs::remove_file(path) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                    _ => {}
+                }
+            }
+            fsync_dir(dir)
+        })();
+        match cleaned {
+            Ok(()) => ticket.applied(),
+            Err(e) => {
+                ticket.uncertain();
+                return Err(e.into());
+            }
+        }
+        if let Ok(meta) = fs::metadata(&target)
+            && let Ok(modified) = meta.modified()
+        {
+            part.last_modified = modified;
+        }
+        Ok(part)
+    }
+
+    /// Who started each multipart upload of `bucket`, and what its parts take, for counting the
+    /// bucket's usage.
+    pub(super) fn upload_parts(
+        &self,
+        bucket: &str,
+    ) -> Result<Vec<(Option<String>, u64)>, StoreError> {
+        let dir = self.inner.state_dir().join("uploads").join(bucket);
+        let mut uploads = Vec::new();
+        for entry in entries_of(&dir)? {
+            let path = entry?.path();
+            // An upload whose file is gone is not one (a crash while it was removed), but its
+            // parts still take their bytes.
+            let writer = read_upload_file(&path)?.and_then(|u| u.writer);
+            uploads.push((writer, part_bytes(&path)?));
+        }
+        Ok(uploads)
+    }
+}
+
+/// The files of part `number` in an upload directory (named by the upload id), with their
+/// sizes.
+fn part_files(dir: &Path, number: u32) -> Result<Vec<(PathBuf, u64)>, StoreError> {
+    let prefix = format!("{number:05}.");
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let id = dir.file_name().unwrap_or_default().to_string_lossy();
+            return Err(StoreError::NoSuchUpload(id.into_owned()));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let mut files = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            files.push((entry.path(), entry.metadata()?.len()));
+        }
+    }
+    Ok(files)
+}
+
+/// What every part file of an upload directory takes (a missing directory takes nothing).
+fn part_bytes(dir: &Path) -> Result<u64, StoreError> {
+    let mut bytes = 0;
+    for entry in entries_of(dir)? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        if meta.is_file() && entry.file_name() != UPLOAD_FILE {
+            bytes += meta.len();
+        }
+    }
+    Ok(bytes)
 }
 
 fn is_upload_id(id: &str) -> bool {
@@ -536,50 +717,6 @@ fn part_file_name(part: &PartInfo) -> String {
         },
         None => format!("{number:05}.{}", part.etag),
     }
-}
-
-/// Renames a received part into the upload directory, replacing any earlier part of the same
-/// number, and returns its info.
-fn publish_part(
-    dir: &Path,
-    upload_id: &str,
-    number: u32,
-    received: Received,
-) -> Result<PartInfo, StoreError> {
-    let Received { temp, md5, size, checksum } = received;
-    let mut part = PartInfo {
-        part_number: number,
-        etag: hex::encode(md5),
-        size,
-        last_modified: SystemTime::now(),
-        checksum,
-    };
-    let target = dir.join(part_file_name(&part));
-    // The directory must still be there: a part of an aborted upload is refused rather than
-    // recreating the upload.
-    match temp.rename_to(&target) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(StoreError::NoSuchUpload(upload_id.to_owned()));
-        }
-        Err(e) => return Err(e.into()),
-    }
-    let prefix = format!("{number:05}.");
-    for entry in fs::read_dir(dir)? {
-        let entry = entry?;
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if name.starts_with(&prefix) && entry.path() != target {
-            let _ = fs::remove_file(entry.path());
-        }
-    }
-    fsync_dir(dir)?;
-    if let Ok(meta) = fs::metadata(&target)
-        && let Ok(modified) = meta.modified()
-    {
-        part.last_modified = modified;
-    }
-    Ok(part)
 }
 
 /// Parts in an upload directory by number; of two files for one number (a crash while

@@ -16,6 +16,7 @@ use tokio::io::{AsyncWriteExt, BufWriter};
 
 use super::checksum::{self, Checksum, ChecksumCheck, ChecksumType, ExpectedChecksum, Hasher};
 use super::names::validate_key;
+use super::usage::{Change, Existing, Writer};
 use super::{BucketStore, KeyPath, StoreError, fsync_dir, parse_key, random_hex, write_atomic};
 
 /// Chunk size for copies done by the store itself: bounds memory per request.
@@ -90,6 +91,10 @@ pub(super) struct NewObject {
     pub part_checksums: Vec<String>,
     /// The multipart upload the object came from.
     pub upload_id: Option<String>,
+    /// The claim user it counts for (see `usage`); `None` for the operator's.
+    pub writer: Option<String>,
+    /// What else changes in the bucket's usage when it is committed (the parts it is made of).
+    pub also: Change,
 }
 
 /// An object as listed or served.
@@ -152,6 +157,9 @@ pub(super) struct MetaFile {
     /// The multipart upload that produced it, so that a repeated completion is recognised.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upload_id: Option<String>,
+    /// The claim user it counts for; absent for the operator's objects and files made by hand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writer: Option<String>,
 }
 
 impl MetaFile {
@@ -279,7 +287,7 @@ impl BucketStore {
     }
 
     /// Finds the existing file (or marker directory) of `key` without following any symlink.
-    fn resolve_existing(
+    pub(super) fn resolve_existing(
         &self,
         dir: &Path,
         key: &str,
@@ -349,21 +357,28 @@ impl BucketStore {
 
     /// Moves a complete temporary file into place as `key`, metadata first so that the data
     /// never appears without it. `condition` is checked under the key's lock, so that no
-    /// other write of the key can come between the check and the rename.
+    /// other write of the key can come between the check and the rename, and so is the
+    /// quota, for `actor`: the object counts for `object.writer` in place of the one it
+    /// replaces.
     pub(super) fn commit(
         &self,
         bucket: &str,
         key: &str,
-        mut temp: TempFile,
+        temp: TempFile,
         object: NewObject,
         condition: Option<&WriteCondition>,
+        actor: &Writer,
     ) -> Result<ObjectInfo, StoreError> {
         let dir = self.bucket_dir(bucket)?;
         validate_key(key)?;
         let _guard = self.key_lock(bucket, key);
         self.check_condition(bucket, key, condition)?;
-        let target = self.plain_target(&dir, key)?;
         let data = fs::symlink_metadata(&temp.path)?;
+        let old = self.existing(bucket, &dir, key)?;
+        let change = Change::store(object.writer.as_deref(), data.len(), old.as_ref());
+        let ticket = self.meter(bucket)?.begin(change.and(object.also.clone()), actor)?;
+        // Nothing has moved before the renames: an error drops the ticket, and its reservation.
+        let target = self.plain_target(&dir, key)?;
         let meta = MetaFile {
             key: key.to_owned(),
             size: data.len(),
@@ -376,36 +391,90 @@ impl BucketStore {
             part_sizes: object.part_sizes,
             part_checksums: object.part_checksums,
             upload_id: object.upload_id,
+            writer: object.writer,
         };
-        match target {
-            Some(target) => {
-                self.write_meta(bucket, &meta)?;
-                match fs::rename(&temp.path, &target) {
-                    Ok(()) => temp.keep = true,
-                    // Another key made the path a directory (or a file in its way) since it
-                    // was prepared: this object goes beside the bucket after all.
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            io::ErrorKind::IsADirectory
-                                | io::ErrorKind::NotADirectory
-                                | io::ErrorKind::DirectoryNotEmpty
-                                | io::ErrorKind::NotFound
-                        ) =>
-                    {
-                        let _ = remove_if_exists(&self.meta_path(bucket, key));
-                        self.write_side(bucket, &meta, temp)?;
-                        return Ok(meta.info(data.modified().unwrap_or(SystemTime::UNIX_EPOCH)));
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-                fsync_dir(target.parent().unwrap_or(&dir))?;
-                // Only now, so that a crash never loses the key's current object.
-                self.remove_side(bucket, key)?;
+        let mut moved = false;
+        match self.move_into_place(bucket, key, &dir, target, &meta, temp, &mut moved) {
+            Ok(()) => ticket.applied(),
+            // Failed before the data moved: nothing changed. After: the object is in place but
+            // what it replaced may or may not be gone.
+            Err(e) if moved => {
+                ticket.uncertain();
+                return Err(e);
             }
-            None => self.write_side(bucket, &meta, temp)?,
+            Err(e) => return Err(e),
         }
         Ok(meta.info(data.modified().unwrap_or(SystemTime::UNIX_EPOCH)))
+    }
+
+    /// The renames of [`commit`](Self::commit); `moved` says whether the data reached its
+    /// place.
+    #[allow(clippy::too_many_arguments)]
+    fn move_into_place(
+        &self,
+        bucket: &str,
+        key: &str,
+        dir: &Path,
+        target: Option<PathBuf>,
+        meta: &MetaFile,
+        mut temp: TempFile,
+        moved: &mut bool,
+    ) -> Result<(), StoreError> {
+        let Some(target) = target else {
+            return self.write_side(bucket, meta, temp, moved);
+        };
+        self.write_meta(bucket, meta)?;
+        match fs::rename(&temp.path, &target) {
+            Ok(()) => {
+                temp.keep = true;
+                *moved = true;
+            }
+            // Another key made the path a directory (or a file in its way) since it was
+            // prepared: this object goes beside the bucket after all.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::IsADirectory
+                        | io::ErrorKind::NotADirectory
+                        | io::ErrorKind::DirectoryNotEmpty
+                        | io::ErrorKind::NotFound
+                ) =>
+            {
+                let _ = remove_if_exists(&self.meta_path(bucket, key));
+                return self.write_side(bucket, meta, temp, moved);
+            }
+            Err(e) => return Err(e.into()),
+        }
+        fsync_dir(target.parent().unwrap_or(dir))?;
+        // Only now, so that a crash never loses the key's current object.
+        self.remove_side(bucket, key)?;
+        Ok(())
+    }
+
+    /// Size and writer of the object now at `key`, plain or beside the bucket, as a read
+    /// would find it.
+    pub(super) fn existing(
+        &self,
+        bucket: &str,
+        dir: &Path,
+        key: &str,
+    ) -> Result<Option<Existing>, StoreError> {
+        if let Ok(path) = parse_key(key) {
+            match self.resolve_existing(dir, key, &path) {
+                Ok(_) if path.dir_marker => {
+                    if let Some(meta) = self.read_meta(bucket, key, None) {
+                        return Ok(Some(Existing { size: 0, writer: meta.writer }));
+                    }
+                }
+                Ok((_, data)) => {
+                    let writer = self.read_meta(bucket, key, Some(&data)).and_then(|m| m.writer);
+                    return Ok(Some(Existing { size: data.len(), writer }));
+                }
+                Err(StoreError::NoSuchKey(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.existing_side(bucket, key)
     }
 
     /// Where `key` is stored as a plain file (its directories made), or `None` when it
@@ -458,6 +527,7 @@ impl BucketStore {
         key: &str,
         attrs: ObjectAttrs,
         condition: Option<&WriteCondition>,
+        actor: &Writer,
     ) -> Result<ObjectInfo, StoreError> {
         let dir = self.bucket_dir(bucket)?;
         let path = parse_key(key)?;
@@ -471,14 +541,18 @@ impl BucketStore {
                 let object = NewObject {
                     etag: hex::encode(Md5::digest(b"")),
                     attrs,
+                    writer: actor.user().map(str::to_owned),
                     ..NewObject::default()
                 };
-                return self.commit(bucket, key, temp, object, condition);
+                return self.commit(bucket, key, temp, object, condition, actor);
             }
             Err(e) => return Err(e),
         };
         let _guard = self.key_lock(bucket, key);
         self.check_condition(bucket, key, condition)?;
+        let old = self.existing(bucket, &dir, key)?;
+        let change = Change::store(actor.user(), 0, old.as_ref());
+        let ticket = self.meter(bucket)?.begin(change, actor)?;
         let etag = hex::encode(Md5::digest(b""));
         let meta = MetaFile {
             key: key.to_owned(),
@@ -491,15 +565,19 @@ impl BucketStore {
             part_sizes: Vec::new(),
             part_checksums: Vec::new(),
             upload_id: None,
+            writer: actor.user().map(str::to_owned),
         };
         self.write_meta(bucket, &meta)?;
+        // The marker exists from here on, whatever fails after.
+        ticket.applied();
         self.remove_side(bucket, key)?;
         let data = fs::symlink_metadata(&plain)?;
         Ok(meta.info(data.modified().unwrap_or(SystemTime::UNIX_EPOCH)))
     }
 
-    /// Stores `body` as `key`, streaming it to a temporary file (never holding it in memory)
-    /// and renaming it into place only once it is complete and verified.
+    /// Stores `body` as `key` for `writer`, streaming it to a temporary file (never holding it
+    /// in memory) and renaming it into place only once it is complete, verified and within the
+    /// quotas. A declared length that cannot fit is refused before the body is read.
     pub async fn put_object<S, E>(
         &self,
         bucket: &str,
@@ -507,6 +585,7 @@ impl BucketStore {
         attrs: ObjectAttrs,
         body: S,
         check: PutCheck,
+        writer: &Writer,
     ) -> Result<ObjectInfo, StoreError>
     where
         S: Stream<Item = Result<Bytes, E>> + Send + Unpin,
@@ -515,17 +594,29 @@ impl BucketStore {
         validate_key(key)?;
         let (bucket, key) = (bucket.to_owned(), key.to_owned());
         {
-            let bucket = bucket.clone();
-            self.blocking(move |store| store.bucket_dir(&bucket).map(drop)).await?;
+            let (bucket, key, writer, length) =
+                (bucket.clone(), key.clone(), writer.clone(), check.length);
+            self.blocking(move |store| {
+                let dir = store.bucket_dir(&bucket)?;
+                match length {
+                    Some(length) => {
+                        let also = Change::default();
+                        store.precheck(&bucket, &dir, &key, length, writer.user(), also, &writer)
+                    }
+                    None => Ok(()),
+                }
+            })
+            .await?;
         }
         let condition = check.condition.clone();
         let received = self.receive(body, check).await?;
+        let writer = writer.clone();
         if received.size == 0 && parse_key(&key).is_ok_and(|path| path.dir_marker) {
             // An empty "folder" object: a directory, where the path allows one.
             drop(received.temp);
             return self
                 .blocking(move |store| {
-                    store.commit_marker(&bucket, &key, attrs, condition.as_ref())
+                    store.commit_marker(&bucket, &key, attrs, condition.as_ref(), &writer)
                 })
                 .await;
         }
@@ -533,12 +624,35 @@ impl BucketStore {
             etag: hex::encode(received.md5),
             attrs,
             checksum: received.checksum,
+            writer: writer.user().map(str::to_owned),
             ..NewObject::default()
         };
         self.blocking(move |store| {
-            store.commit(&bucket, &key, received.temp, object, condition.as_ref())
+            store.commit(&bucket, &key, received.temp, object, condition.as_ref(), &writer)
         })
         .await
+    }
+
+    /// Refuses ahead of its body an object of `size` counting for `counts_for` at `key` (with
+    /// `also`) that could not fit the quotas as they stand for `actor`; the commit checks again,
+    /// exactly. Costs nothing where no quota applies.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn precheck(
+        &self,
+        bucket: &str,
+        dir: &Path,
+        key: &str,
+        size: u64,
+        counts_for: Option<&str>,
+        also: Change,
+        actor: &Writer,
+    ) -> Result<(), StoreError> {
+        let meter = self.meter(bucket)?;
+        if !meter.limits(actor) {
+            return Ok(());
+        }
+        let old = self.existing(bucket, dir, key)?;
+        meter.check(&Change::store(counts_for, size, old.as_ref()).and(also), actor)
     }
 
     /// Streams `body` into a new temporary file, verifying length, MD5 and the additional
@@ -671,9 +785,24 @@ impl BucketStore {
         let dir = self.bucket_dir(bucket)?;
         validate_key(key)?;
         let _guard = self.key_lock(bucket, key);
+        // Never refused: it only frees. Counted only once the object is surely gone.
+        let ticket = match self.existing(bucket, &dir, key)? {
+            Some(old) => Some(self.meter(bucket)?.begin(Change::remove(&old), &Writer::Operator)?),
+            None => None, // only leftovers of a crash, if anything
+        };
+        let result = self.delete_located(bucket, key, &dir);
+        match (ticket, &result) {
+            (Some(ticket), Ok(())) => ticket.applied(),
+            (Some(ticket), Err(_)) => ticket.uncertain(),
+            (None, _) => {}
+        }
+        result
+    }
+
+    fn delete_located(&self, bucket: &str, key: &str, dir: &Path) -> Result<(), StoreError> {
         self.remove_side(bucket, key)?;
         let Ok(path) = parse_key(key) else { return Ok(()) };
-        let target = match self.resolve_existing(&dir, key, &path) {
+        let target = match self.resolve_existing(dir, key, &path) {
             Ok((target, _)) => target,
             Err(StoreError::NoSuchKey(_)) => {
                 let _ = fs::remove_file(self.meta_path(bucket, key));
@@ -683,7 +812,7 @@ impl BucketStore {
         };
         if path.dir_marker {
             remove_if_exists(&self.meta_path(bucket, key))?;
-            self.prune_empty(bucket, &dir, &target);
+            self.prune_empty(bucket, dir, &target);
             return Ok(());
         }
         match fs::remove_file(&target) {
@@ -693,7 +822,7 @@ impl BucketStore {
         }
         remove_if_exists(&self.meta_path(bucket, key))?;
         if let Some(parent) = target.parent() {
-            self.prune_empty(bucket, &dir, parent);
+            self.prune_empty(bucket, dir, parent);
         }
         Ok(())
     }
@@ -719,6 +848,7 @@ impl BucketStore {
 
     /// Copies `src_key` of `src_bucket` to `dst_key` of `dst_bucket` through a temporary file,
     /// in bounded chunks. `attrs` replaces the source's attributes when given.
+    #[allow(clippy::too_many_arguments)]
     pub async fn copy_object(
         &self,
         src_bucket: &str,
@@ -727,12 +857,14 @@ impl BucketStore {
         dst_key: &str,
         attrs: Option<ObjectAttrs>,
         source: CopySourceCheck,
+        writer: &Writer,
     ) -> Result<ObjectInfo, StoreError> {
         let args =
             (src_bucket.to_owned(), src_key.to_owned(), dst_bucket.to_owned(), dst_key.to_owned());
+        let writer = writer.clone();
         self.blocking(move |store| {
             let (src_bucket, src_key, dst_bucket, dst_key) = args;
-            store.bucket_dir(&dst_bucket)?;
+            let dst_dir = store.bucket_dir(&dst_bucket)?;
             validate_key(&dst_key)?;
             let dst_marker = dst_key.ends_with('/');
             let (info, mut file) = store.open_blocking(&src_bucket, &src_key)?;
@@ -751,8 +883,18 @@ impl BucketStore {
             // An empty object copied to a key ending in '/' is a folder marker; anything else
             // is copied byte by byte (a plain folder marker has no file: no bytes).
             if dst_marker && info.size == 0 {
-                return store.commit_marker(&dst_bucket, &dst_key, attrs, None);
+                return store.commit_marker(&dst_bucket, &dst_key, attrs, None, &writer);
             }
+            let (size, counts_for) = (info.size, writer.user());
+            store.precheck(
+                &dst_bucket,
+                &dst_dir,
+                &dst_key,
+                size,
+                counts_for,
+                Change::default(),
+                &writer,
+            )?;
             let (temp, mut out) = store.temp_file()?;
             let mut hash = Md5::new();
             let mut buf = vec![0u8; COPY_BUF];
@@ -771,9 +913,10 @@ impl BucketStore {
                 etag: hex::encode(hash.finalize()),
                 attrs,
                 checksum: keep_checksum,
+                writer: writer.user().map(str::to_owned),
                 ..NewObject::default()
             };
-            store.commit(&dst_bucket, &dst_key, temp, object, None)
+            store.commit(&dst_bucket, &dst_key, temp, object, None, &writer)
         })
         .await
     }

@@ -44,24 +44,25 @@ impl BucketStore {
     /// Names of every bucket directory under the root, sorted, whoever created it. Entries
     /// that are not directories or not valid bucket names are not buckets and are skipped.
     pub async fn bucket_names(&self) -> Result<Vec<String>, StoreError> {
-        self.blocking(|store| {
-            let mut names = Vec::new();
-            for entry in fs::read_dir(store.inner.root.join(BUCKETS_DIR))? {
-                let entry = entry?;
-                // `file_type` does not follow symlinks, so a link is never listed as a bucket.
-                if !entry.file_type()?.is_dir() {
-                    continue;
-                }
-                if let Ok(name) = entry.file_name().into_string()
-                    && validate_bucket_name(&name).is_ok()
-                {
-                    names.push(name);
-                }
+        self.blocking(|store| store.bucket_names_blocking()).await
+    }
+
+    pub(super) fn bucket_names_blocking(&self) -> Result<Vec<String>, StoreError> {
+        let mut names = Vec::new();
+        for entry in fs::read_dir(self.inner.root.join(BUCKETS_DIR))? {
+            let entry = entry?;
+            // `file_type` does not follow symlinks, so a link is never listed as a bucket.
+            if !entry.file_type()?.is_dir() {
+                continue;
             }
-            names.sort_unstable();
-            Ok(names)
-        })
-        .await
+            if let Ok(name) = entry.file_name().into_string()
+                && validate_bucket_name(&name).is_ok()
+            {
+                names.push(name);
+            }
+        }
+        names.sort_unstable();
+        Ok(names)
     }
 
     /// Creates `bucket` for the operator as a static bucket. Any existing bucket of that name,
@@ -122,10 +123,12 @@ impl BucketStore {
                 creator: None,
                 delete_with_claim: false,
                 created_unix: unix_now(),
+                quota: Default::default(),
             };
             tx.put_bucket(record.clone());
             Ok(record)
         })?;
+        self.meter(bucket)?;
         tracing::info!(bucket, "bucket created with the operator credential");
         Ok(record)
     }
@@ -163,6 +166,7 @@ impl BucketStore {
             let state_dir = self.inner.state_dir();
             remove_tree(&state_dir.join("meta").join(bucket))?;
             remove_tree(&state_dir.join("uploads").join(bucket))?;
+            self.drop_meter(bucket)?;
             tx.remove_bucket(bucket);
             Ok(())
         })?;
@@ -269,6 +273,7 @@ mod tests {
                 marker,
                 futures::stream::empty::<Result<bytes::Bytes, io::Error>>(),
                 crate::store::PutCheck::default(),
+                &crate::store::Writer::Operator,
             )
             .await
             .unwrap();

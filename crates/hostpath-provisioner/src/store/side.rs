@@ -21,6 +21,7 @@ use std::time::SystemTime;
 use md5::{Digest, Md5};
 
 use super::objects::{MetaFile, TempFile, mtime_ns};
+use super::usage::Existing;
 use super::{BucketStore, ObjectInfo, StoreError, fsync_dir, write_atomic};
 
 /// Name of the side area inside a bucket's metadata directory (hash directories are two hex
@@ -61,12 +62,13 @@ impl BucketStore {
     }
 
     /// Moves a complete temporary file into place as the side copy of `meta.key`, metadata
-    /// first, as for plain objects.
+    /// first, as for plain objects; `moved` says whether the data reached its place.
     pub(super) fn write_side(
         &self,
         bucket: &str,
         meta: &MetaFile,
         temp: TempFile,
+        moved: &mut bool,
     ) -> Result<(), StoreError> {
         let (json, data) = self.side_paths(bucket, &meta.key);
         let dir = json.parent().unwrap_or(&json).to_owned();
@@ -74,8 +76,41 @@ impl BucketStore {
         let bytes = serde_json::to_vec(meta).map_err(io::Error::other)?;
         write_atomic(&json, &bytes, 0o600)?;
         temp.rename_to(&data)?;
+        *moved = true;
         fsync_dir(&dir)?;
         Ok(())
+    }
+
+    /// Size and writer of the side copy of `key`, if there is one.
+    pub(super) fn existing_side(
+        &self,
+        bucket: &str,
+        key: &str,
+    ) -> Result<Option<Existing>, StoreError> {
+        let (json, data) = self.side_paths(bucket, key);
+        let Some(meta) = read_side_meta(&json)?.filter(|m| m.key == key) else { return Ok(None) };
+        match fs::symlink_metadata(&data) {
+            Ok(stat) if stat.is_file() => {
+                Ok(Some(Existing { size: stat.len(), writer: meta.writer }))
+            }
+            Ok(_) => Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Key, size and writer of every side object of `bucket`, for counting its usage.
+    pub(super) fn side_entries(
+        &self,
+        bucket: &str,
+    ) -> Result<Vec<(String, u64, Option<String>)>, StoreError> {
+        let mut entries = Vec::new();
+        for info in self.side_objects(bucket, "", "")? {
+            if let Some(found) = self.existing_side(bucket, &info.key)? {
+                entries.push((info.key, found.size, found.writer));
+            }
+        }
+        Ok(entries)
     }
 
     /// Removes the side copy of `key`, if any: data first, so that metadata never outlives a

@@ -1,0 +1,211 @@
+//! A claim's `additionalConfig`: the quota keys Rook and NooBaa claims carry, read the way those
+//! provisioners read them.
+//!
+//! | key | limits | value |
+//! |---|---|---|
+//! | `maxObjects` | objects the claim's key stores in its bucket | a whole number, `"1000"` |
+//! | `maxSize` | bytes the claim's key stores in its bucket | a Kubernetes quantity: `"2G"`, `"2Gi"`, `"500M"`, `"1073741824"` |
+//! | `bucketMaxObjects` | objects in the bucket, whoever stores them | as `maxObjects` |
+//! | `bucketMaxSize` | bytes in the bucket, whoever stores them | as `maxSize` |
+//!
+//! The bucket-wide keys belong to the claim that created the bucket: a claim granted an existing
+//! bucket (StorageClass `bucketName`) shares it, and may not limit the others.
+
+use std::collections::BTreeMap;
+
+use bucket_provisioner::BackendError;
+
+use crate::store::Quota;
+
+/// Most objects the claim's key may store.
+pub const MAX_OBJECTS: &str = "maxObjects";
+/// Most bytes the claim's key may store.
+pub const MAX_SIZE: &str = "maxSize";
+/// Most objects in the bucket.
+pub const BUCKET_MAX_OBJECTS: &str = "bucketMaxObjects";
+/// Most bytes in the bucket.
+pub const BUCKET_MAX_SIZE: &str = "bucketMaxSize";
+
+/// Every `additionalConfig` key the hostPath provisioner accepts.
+pub const ACCEPTED: [&str; 4] = [MAX_OBJECTS, MAX_SIZE, BUCKET_MAX_OBJECTS, BUCKET_MAX_SIZE];
+
+/// Keys other provisioners' claims carry that mean nothing here, and why.
+const FOREIGN: [(&str, &str); 6] = [
+    ("bucketPolicy", "its S3 endpoint has no bucket policies"),
+    ("bucketLifecycle", "its S3 endpoint has no lifecycle rules"),
+    ("bucketOwner", "it has no user accounts to own buckets"),
+    ("bucketclass", "it has no bucket classes (data placement is the node's directory)"),
+    ("path", "it has no namespace buckets"),
+    ("replicationPolicy", "it does not replicate buckets"),
+];
+
+/// The quotas a claim asks for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClaimQuotas {
+    /// On what the claim's own key stores (`maxObjects`, `maxSize`).
+    pub claim: Quota,
+    /// On the whole bucket (`bucketMaxObjects`, `bucketMaxSize`).
+    pub bucket: Quota,
+}
+
+impl ClaimQuotas {
+    /// Reads `additionalConfig`; anything else than the [`ACCEPTED`] keys with valid values is
+    /// an `InvalidParameters` error naming the key and what is accepted.
+    pub fn parse(config: &BTreeMap<String, String>) -> Result<Self, BackendError> {
+        let mut refused = Vec::new();
+        for key in config.keys().filter(|k| !ACCEPTED.contains(&k.as_str())) {
+            match FOREIGN.iter().find(|(foreign, _)| foreign == key) {
+                Some((_, why)) => refused.push(format!("{key} (not supported: {why})")),
+                None => refused.push(key.clone()),
+            }
+        }
+        if !refused.is_empty() {
+            return Err(BackendError::invalid_parameter(format!(
+                "unknown additionalConfig key(s) {}: the hostPath provisioner accepts {}",
+                refused.join(", "),
+                ACCEPTED.join(", ")
+            )));
+        }
+        let count = |key| config.get(key).map(|v| parse_count(key, v)).transpose();
+        let size = |key| config.get(key).map(|v| parse_size(key, v)).transpose();
+        Ok(Self {
+            claim: Quota { max_objects: count(MAX_OBJECTS)?, max_bytes: size(MAX_SIZE)? },
+            bucket: Quota {
+                max_objects: count(BUCKET_MAX_OBJECTS)?,
+                max_bytes: size(BUCKET_MAX_SIZE)?,
+            },
+        })
+    }
+}
+
+/// A number of objects: a whole number, as Rook and NooBaa read it.
+fn parse_count(key: &str, value: &str) -> Result<u64, BackendError> {
+    value.trim().parse::<u64>().map_err(|_| {
+        BackendError::invalid_parameter(format!(
+            "additionalConfig {key} {value:?} is not a whole number of objects such as \"1000\""
+        ))
+    })
+}
+
+/// A size in bytes written as a Kubernetes quantity: `2G` (2·10⁹), `2Gi` (2·2³⁰), `500M`,
+/// `1.5Ti`, `1e9`, or plain bytes. Fractions must come to whole bytes; `m` (milli) is refused
+/// as the likely typo it is.
+pub fn parse_size(key: &str, value: &str) -> Result<u64, BackendError> {
+    let invalid = |why: &str| {
+        BackendError::invalid_parameter(format!(
+            "additionalConfig {key} {value:?} {why}; write a size such as \"2G\" (10^9 bytes), \
+             \"2Gi\" (2^30 bytes) or \"500M\""
+        ))
+    };
+    let text = value.trim();
+    let text = text.strip_prefix('+').unwrap_or(text);
+    if text.starts_with('-') {
+        return Err(invalid("is negative"));
+    }
+    let digits_end = text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len());
+    let (number, suffix) = text.split_at(digits_end);
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if whole.is_empty() && fraction.is_empty() || fraction.contains('.') {
+        return Err(invalid("is not a quantity"));
+    }
+    // value = mantissa · 10^-fraction_digits · multiplier
+    let mantissa: u128 =
+        format!("{whole}{fraction}").parse().map_err(|_| invalid("is too large"))?;
+    let scale = 10u128.pow(u32::try_from(fraction.len()).map_err(|_| invalid("is too long"))?);
+    let multiplier: u128 = match suffix {
+        "" => 1,
+        "k" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        "T" => 1_000_000_000_000,
+        "P" => 1_000_000_000_000_000,
+        "E" => 1_000_000_000_000_000_000,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        "Ti" => 1 << 40,
+        "Pi" => 1 << 50,
+        "Ei" => 1 << 60,
+        "m" => return Err(invalid("is in thousandths of a byte (m means milli)")),
+        exponent if exponent.starts_with(['e', 'E']) => {
+            let power: u32 = exponent[1..].parse().map_err(|_| invalid("has a bad exponent"))?;
+            10u128.checked_pow(power).ok_or_else(|| invalid("is too large"))?
+        }
+        _ => return Err(invalid("has an unknown unit")),
+    };
+    let scaled = mantissa.checked_mul(multiplier).ok_or_else(|| invalid("is too large"))?;
+    if scaled % scale != 0 {
+        return Err(invalid("is not a whole number of bytes"));
+    }
+    u64::try_from(scaled / scale).map_err(|_| invalid("is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn sizes_read_as_kubernetes_quantities() {
+        for (text, bytes) in [
+            ("2G", 2_000_000_000),
+            ("2Gi", 2 << 30),
+            ("500M", 500_000_000),
+            ("1Ki", 1024),
+            ("1.5Gi", 3 << 29),
+            ("1e3", 1000),
+            ("4096", 4096),
+            ("+1k", 1000),
+            (" 7 ", 7),
+            ("0", 0),
+            ("15Ei", 15 << 60),
+        ] {
+            assert_eq!(parse_size(MAX_SIZE, text).ok(), Some(bytes), "{text}");
+        }
+        for (text, why) in [
+            ("-1G", "negative"),
+            ("500m", "milli"),
+            ("0.5", "whole number of bytes"),
+            ("2GB", "unknown unit"),
+            ("G", "not a quantity"),
+            ("1.2.3", "not a quantity"),
+            ("16Ei", "too large"),
+        ] {
+            let error = parse_size(MAX_SIZE, text).unwrap_err().to_string();
+            assert!(error.contains(why), "{text}: {error}");
+            assert!(error.contains("maxSize") && error.contains("2Gi"), "{error}");
+        }
+    }
+
+    #[test]
+    fn rook_and_noobaa_claims_parse() {
+        let rook = ClaimQuotas::parse(&config(&[
+            (MAX_OBJECTS, "1000"),
+            (MAX_SIZE, "2G"),
+            (BUCKET_MAX_OBJECTS, "3000"),
+            (BUCKET_MAX_SIZE, "4G"),
+        ]))
+        .unwrap();
+        assert_eq!(rook.claim, Quota { max_objects: Some(1000), max_bytes: Some(2_000_000_000) });
+        assert_eq!(rook.bucket, Quota { max_objects: Some(3000), max_bytes: Some(4_000_000_000) });
+        let noobaa = ClaimQuotas::parse(&config(&[(MAX_OBJECTS, "20000"), (MAX_SIZE, "1Gi")]));
+        assert_eq!(noobaa.unwrap().claim.max_bytes, Some(1 << 30));
+        assert_eq!(ClaimQuotas::parse(&BTreeMap::new()).unwrap(), ClaimQuotas::default());
+    }
+
+    #[test]
+    fn other_keys_are_refused_with_what_is_accepted() {
+        let error =
+            ClaimQuotas::parse(&config(&[("colour", "blue"), ("bucketPolicy", "{}")])).unwrap_err();
+        let message = error.to_string();
+        assert!(error.is_permanent());
+        assert!(message.contains("bucketPolicy (not supported: its S3 endpoint has no bucket"));
+        assert!(message.contains("colour"), "{message}");
+        assert!(message.ends_with("accepts maxObjects, maxSize, bucketMaxObjects, bucketMaxSize"));
+        let error = ClaimQuotas::parse(&config(&[(MAX_OBJECTS, "10k")])).unwrap_err();
+        assert!(error.to_string().contains("maxObjects \"10k\" is not a whole number"), "{error}");
+    }
+}
