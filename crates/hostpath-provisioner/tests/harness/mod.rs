@@ -181,21 +181,11 @@ impl Env {
     }
 
     pub async fn wait(&self, name: &str, phase: ClaimPhase, reason: &str) -> ObjectBucketClaim {
-        eventually(&format!("claim {name} {phase:?}/{reason}"), || async {
-            let claim = self.claims.get_opt(name).await.ok()??;
-            let status = claim.status.as_ref()?;
-            let ready = status.conditions.iter().find(|c| c.type_ == "Ready")?;
-            (status.phase == Some(phase) && ready.reason == reason).then_some(claim)
-        })
-        .await
+        self.home().wait(name, phase, reason).await
     }
 
     pub async fn delete(&self, name: &str) {
-        self.claims.delete(name, &DeleteParams::default()).await.unwrap();
-        eventually(&format!("claim {name} to be gone"), || async {
-            self.claims.get_opt(name).await.ok()?.is_none().then_some(())
-        })
-        .await;
+        self.home().delete(name).await
     }
 
     /// A new class with `reclaim`, claim `name` of a new bucket on it, Bound; returns an S3
@@ -209,21 +199,12 @@ impl Env {
 
     /// What a pod gets through `envFrom` on the claim's Secret and ConfigMap.
     pub async fn env_of(&self, name: &str) -> BTreeMap<String, String> {
-        let secret =
-            Api::<Secret>::namespaced(self.client.clone(), &self.ns).get(name).await.unwrap();
-        let config =
-            Api::<ConfigMap>::namespaced(self.client.clone(), &self.ns).get(name).await.unwrap();
-        let mut env = config.data.unwrap_or_default();
-        for (key, value) in secret.data.unwrap_or_default() {
-            env.insert(key, String::from_utf8(value.0).unwrap());
-        }
-        env
+        self.home().env_of(name).await
     }
 
     /// An S3 client configured from nothing but the claim's environment.
     pub async fn s3_for(&self, name: &str) -> (S3, String) {
-        let env = self.env_of(name).await;
-        (s3_client(&env), env["BUCKET_NAME"].clone())
+        self.home().s3_for(name).await
     }
 }
 
