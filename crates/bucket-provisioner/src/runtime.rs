@@ -1,7 +1,7 @@
 //! What every provisioner binary shares: common flags, the Kubernetes client, the metrics and
 //! health endpoints, leader election and graceful shutdown. A backend's `main` parses its own
-//! flags (flattening [`ControllerArgs`]) and calls [`run`] (buckets) around the bucket
-//! controller; [`run_driven`] is the same around any controller.
+//! flags (flattening [`ControllerArgs`]) and calls [`run`] (buckets) or [`run_volumes`]
+//! (volumes); both are [`run_driven`] around their controller.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -16,6 +16,7 @@ use crate::Provisioner;
 use crate::controller::{ControllerConfig, run_controller};
 use crate::leader::{LeaderElector, LeaderGuard, LeaseConfig};
 use crate::telemetry::{Health, Metrics, serve};
+use crate::volume::{VolumeControllerConfig, VolumeProvisioner, run_volume_controller};
 
 /// Flags shared by every provisioner binary.
 #[derive(clap::Args, Clone, Debug)]
@@ -165,6 +166,32 @@ pub async fn run<P: Provisioner>(
         config.workers = lead.workers;
         let stop = lead.stop.wait();
         run_controller(lead.client, provisioner.clone(), config, lead.metrics, lead.health, stop)
+    })
+    .await
+}
+
+/// Runs the volume backend `provisioner` as [`run`] runs a bucket backend: `config` says which
+/// provisioner name it answers to and which node it serves; `--workers` sets its workers.
+pub async fn run_volumes<P: VolumeProvisioner>(
+    provisioner: P,
+    config: VolumeControllerConfig,
+    args: &ControllerArgs,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) -> Result<(), RunError> {
+    let provisioner = std::sync::Arc::new(provisioner);
+    let name = config.provisioner_name.clone();
+    run_driven(&name, args, shutdown, move |lead: Lead| {
+        let mut config = config.clone();
+        config.workers = lead.workers;
+        let stop = lead.stop.wait();
+        run_volume_controller(
+            lead.client,
+            provisioner.clone(),
+            config,
+            lead.metrics,
+            lead.health,
+            stop,
+        )
     })
     .await
 }

@@ -1,5 +1,6 @@
 //! A real Kubernetes control plane for tests: etcd, kube-apiserver and kube-controller-manager
-//! (garbage collector and namespace controllers), built by `tests/controlplane/build.sh`.
+//! (garbage collector, namespace, PersistentVolume binder and protection controllers), built by
+//! `tests/controlplane/build.sh`.
 //! [`Options::pods`] adds what a node's pods need.
 //!
 //! The processes run under a [`Supervised`], so however the test process ends they stop and their
@@ -173,7 +174,11 @@ impl ControlPlane {
         } else {
             None
         };
-        let mut controllers = "garbagecollector,namespace".to_string();
+        // The PV binder binds claims to the volumes provisioners make for them; the protection
+        // controllers lift the finalizers admission puts on every claim and volume.
+        let mut controllers = "garbagecollector,namespace,persistentvolume-binder-controller,\
+            persistentvolume-protection-controller,persistentvolumeclaim-protection-controller"
+            .to_string();
         let mut controller_manager_extra = Vec::new();
         match &ca_path {
             Some(ca) => {
