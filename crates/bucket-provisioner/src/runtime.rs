@@ -336,8 +336,8 @@ fn lease_config(provisioner_name: &str, args: &ControllerArgs) -> LeaseConfig {
     }
 }
 
-/// A Lease name from a provisioner name such as `example.com/hostpath-bucket`.
-fn lease_name(provisioner_name: &str) -> String {
+/// A valid Lease name from a provisioner name such as `example.com/hostpath-bucket`.
+pub fn lease_name(provisioner_name: &str) -> String {
     let cleaned: String = provisioner_name
         .to_ascii_lowercase()
         .chars()
