@@ -229,6 +229,15 @@ pub(crate) fn slim<K: Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
 }
 
+/// Watches of every object of a kind, and of only the objects that carry `label` naming
+/// `provisioner`. Initial lists arrive as a stream of watch events rather than pages of hundreds
+/// of objects at once, which would set the process's peak memory at every (re)list.
+pub(crate) fn watch_configs(label: &str, provisioner: &str) -> (watcher::Config, watcher::Config) {
+    let all = watcher::Config::default().streaming_lists();
+    let ours = all.clone().labels(&format!("{label}={}", label_value(provisioner)));
+    (all, ours)
+}
+
 /// Runs the controller until `shutdown` resolves, then lets running reconciles finish. Watch
 /// failures are reported to `health`.
 pub async fn run_controller<P: Provisioner>(
@@ -239,12 +248,7 @@ pub async fn run_controller<P: Provisioner>(
     health: Health,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    // Initial lists arrive as a stream of watch events rather than pages of hundreds of objects
-    // at once, which would set the process's peak memory at every (re)list.
-    let all = watcher::Config::default().streaming_lists();
-    let ours = all
-        .clone()
-        .labels(&format!("{LABEL_PROVISIONER}={}", label_value(&config.provisioner_name)));
+    let (all, ours) = watch_configs(LABEL_PROVISIONER, &config.provisioner_name);
     let watch = |name, config: &watcher::Config| (name, config.clone(), health.clone());
 
     // Claims, ObjectBuckets, Secrets, ConfigMaps, StorageClasses.

@@ -348,7 +348,8 @@ pub fn lease_name(provisioner_name: &str) -> String {
     format!("{trimmed}-leader")
 }
 
-fn hostname() -> String {
+/// This machine's name: `$HOSTNAME`, else `/etc/hostname`, else one made from the process id.
+pub fn hostname() -> String {
     std::env::var("HOSTNAME")
         .ok()
         .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_string()))

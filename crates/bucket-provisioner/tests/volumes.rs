@@ -11,14 +11,13 @@ use bucket_provisioner::volume::{
     VolumeProvisioner, run_volume_controller,
 };
 use k8s_openapi::api::core::v1::{
-    HostPathVolumeSource, PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PersistentVolumeSpec, VolumeResourceRequirements,
+    HostPathVolumeSource, PersistentVolume, PersistentVolumeClaim, PersistentVolumeSpec,
 };
-use k8s_openapi::api::storage::v1::StorageClass;
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, ResourceExt};
-use test_support::{ControlPlane, eventually, init_tracing, test_namespace, unique_suffix};
+use test_support::{
+    ControlPlane, eventually, init_tracing, test_namespace, unique_suffix, volumes,
+};
 use tokio::sync::Semaphore;
 
 /// Volumes in memory: the names of the assets that exist, and a gate `provision` passes only
@@ -111,22 +110,7 @@ async fn world(prefix: &str) -> World {
 
 impl World {
     async fn class(&self, reclaim: &str, parameters: &[(&str, &str)]) -> String {
-        let name = format!("volumes-{}", unique_suffix());
-        let class = StorageClass {
-            metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() },
-            provisioner: self.provisioner.clone(),
-            reclaim_policy: Some(reclaim.into()),
-            mount_options: Some(vec!["noatime".into()]),
-            parameters: Some(
-                parameters.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            ),
-            ..Default::default()
-        };
-        Api::<StorageClass>::all(self.client.clone())
-            .create(&PostParams::default(), &class)
-            .await
-            .unwrap();
-        name
+        volumes::create_class(&self.client, &self.provisioner, reclaim, None, parameters).await
     }
 
     fn claims(&self) -> Api<PersistentVolumeClaim> {
@@ -134,50 +118,16 @@ impl World {
     }
 
     async fn claim(&self, name: &str, class: &str) -> PersistentVolumeClaim {
-        let claim = PersistentVolumeClaim {
-            metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
-            spec: Some(PersistentVolumeClaimSpec {
-                access_modes: Some(vec!["ReadWriteOnce".into()]),
-                storage_class_name: Some(class.into()),
-                resources: Some(VolumeResourceRequirements {
-                    requests: Some(BTreeMap::from([("storage".into(), Quantity("1Gi".into()))])),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-            status: None,
-        };
+        let claim = volumes::claim(name, class, "1Gi", &[]);
         self.claims().create(&PostParams::default(), &claim).await.unwrap()
     }
 
     async fn bound(&self, name: &str) -> PersistentVolumeClaim {
-        eventually(&format!("claim {name} Bound"), || async {
-            let claim = self.claims().get_opt(name).await.ok()??;
-            let phase = claim.status.as_ref()?.phase.as_deref()?;
-            (phase == "Bound").then_some(claim)
-        })
-        .await
+        volumes::wait_bound(&self.claims(), name).await
     }
 
     async fn gone(&self, pv: &str) {
-        let volumes: Api<PersistentVolume> = Api::all(self.client.clone());
-        eventually(&format!("volume {pv} gone"), || async {
-            volumes.get_opt(pv).await.ok()?.is_none().then_some(())
-        })
-        .await;
-    }
-
-    /// The reasons of the Events about `name` (of any kind) in `namespace`.
-    async fn events(&self, namespace: &str, name: &str) -> Vec<String> {
-        let events: Api<k8s_openapi::api::events::v1::Event> =
-            Api::namespaced(self.client.clone(), namespace);
-        let listed = events.list(&Default::default()).await.unwrap();
-        listed
-            .items
-            .into_iter()
-            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-            .filter_map(|e| e.reason)
-            .collect()
+        volumes::wait_volume_gone(&self.client, pv).await;
     }
 }
 
@@ -198,13 +148,8 @@ async fn a_claim_gets_a_pre_bound_volume_and_its_release_deletes_the_asset() {
     assert_eq!(spec.mount_options, Some(vec!["noatime".into()]));
     assert_eq!(spec.claim_ref.unwrap().uid, created.uid());
     assert_eq!(world.backend.assets(), BTreeSet::from([pv_name.clone()]));
-    let events = eventually("the ProvisioningSucceeded Event", || async {
-        let reasons = world.events(&world.ns, "data").await;
-        reasons.iter().any(|r| r == "ProvisioningSucceeded").then_some(reasons)
-    })
-    .await;
-    assert!(!events.iter().any(|r| r == "ProvisionFailed"), "{events:?}");
-
+    let note = volumes::wait_event(&world.client, &world.ns, "data", "ProvisioningSucceeded").await;
+    assert!(note.ends_with("kept in memory only"), "{note}");
     world.claims().delete("data", &DeleteParams::default()).await.unwrap();
     world.gone(&pv_name).await;
     assert!(world.backend.assets().is_empty(), "the asset went before the PV");
@@ -219,25 +164,18 @@ async fn retained_volumes_stay_and_bad_parameters_are_reported() {
     world.bound("kept").await;
     let pv_name = format!("pvc-{}", created.uid().unwrap());
     world.claims().delete("kept", &DeleteParams::default()).await.unwrap();
-    let volumes: Api<PersistentVolume> = Api::all(world.client.clone());
-    eventually("the retained volume Released", || async {
-        let pv = volumes.get_opt(&pv_name).await.ok()??;
-        (pv.status?.phase.as_deref() == Some("Released")).then_some(())
-    })
-    .await;
+    volumes::wait_phase(&world.client, &pv_name, "Released").await;
     // Deleting a retained PV by hand lets it go and keeps the asset.
-    volumes.delete(&pv_name, &DeleteParams::default()).await.unwrap();
+    let api: Api<PersistentVolume> = Api::all(world.client.clone());
+    api.delete(&pv_name, &DeleteParams::default()).await.unwrap();
     world.gone(&pv_name).await;
     assert_eq!(world.backend.assets(), BTreeSet::from([pv_name]));
     assert!(world.backend.deleted.lock().unwrap().is_empty());
 
     let bad = world.class("Delete", &[("colour", "blue")]).await;
     world.claim("refused", &bad).await;
-    eventually("the InvalidParameters Event", || async {
-        let reasons = world.events(&world.ns, "refused").await;
-        reasons.iter().any(|r| r == "InvalidParameters").then_some(())
-    })
-    .await;
+    let note = volumes::wait_event(&world.client, &world.ns, "refused", "InvalidParameters").await;
+    assert!(note.contains("unknown parameter colour"), "{note}");
 }
 
 #[tokio::test]

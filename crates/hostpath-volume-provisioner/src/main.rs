@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bucket_provisioner::runtime::{
-    ControllerArgs, init_logging, lease_name, run_volumes, shutdown_signal,
+    ControllerArgs, hostname, init_logging, lease_name, run_volumes, shutdown_signal,
 };
 use bucket_provisioner::volume::VolumeControllerConfig;
 use clap::Parser;
@@ -37,14 +37,6 @@ struct Args {
     serve_immediate: bool,
     #[command(flatten)]
     controller: ControllerArgs,
-}
-
-fn hostname() -> String {
-    std::fs::read_to_string("/etc/hostname")
-        .map(|h| h.trim().to_string())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".into())
 }
 
 #[tokio::main]

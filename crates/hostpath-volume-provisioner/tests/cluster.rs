@@ -9,14 +9,12 @@ use std::process::Stdio;
 
 use k8s_openapi::api::core::v1::{
     HostPathVolumeSource, ObjectReference, PersistentVolume, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PersistentVolumeSpec, VolumeResourceRequirements,
+    PersistentVolumeSpec,
 };
-use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
-use test_support::{ControlPlane, eventually, init_tracing, test_namespace, unique_suffix};
+use test_support::{ControlPlane, init_tracing, test_namespace, unique_suffix, volumes};
 use tokio::process::{Child, Command};
 
 /// One provisioner process for `node`, with a root of its own; killed when dropped.
@@ -67,22 +65,8 @@ async fn world(prefix: &str) -> World {
 
 impl World {
     async fn class(&self, reclaim: &str, parameters: &[(&str, &str)]) -> String {
-        let name = format!("volumes-{}", unique_suffix());
-        let class = StorageClass {
-            metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() },
-            provisioner: self.name.clone(),
-            reclaim_policy: Some(reclaim.into()),
-            volume_binding_mode: Some("WaitForFirstConsumer".into()),
-            parameters: Some(
-                parameters.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            ),
-            ..Default::default()
-        };
-        Api::<StorageClass>::all(self.client.clone())
-            .create(&PostParams::default(), &class)
-            .await
-            .unwrap();
-        name
+        let binding = Some("WaitForFirstConsumer");
+        volumes::create_class(&self.client, &self.name, reclaim, binding, parameters).await
     }
 
     fn claims(&self) -> Api<PersistentVolumeClaim> {
@@ -93,39 +77,18 @@ impl World {
         Api::all(self.client.clone())
     }
 
-    /// A claim of `class` that the scheduler placed on `node` (as it does for the first pod).
+    /// A claim of `class` that the scheduler placed on `node` (as it does for the first pod);
+    /// answers the name its PV will have.
     async fn claim(&self, name: &str, class: &str, node: &str) -> String {
-        let claim = PersistentVolumeClaim {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                annotations: Some(BTreeMap::from([(
-                    "volume.kubernetes.io/selected-node".to_owned(),
-                    node.to_owned(),
-                )])),
-                ..Default::default()
-            },
-            spec: Some(PersistentVolumeClaimSpec {
-                access_modes: Some(vec!["ReadWriteOnce".into()]),
-                storage_class_name: Some(class.into()),
-                resources: Some(VolumeResourceRequirements {
-                    requests: Some(BTreeMap::from([("storage".into(), Quantity("64Mi".into()))])),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-            status: None,
-        };
+        let claim =
+            volumes::claim(name, class, "64Mi", &[("volume.kubernetes.io/selected-node", node)]);
         let created = self.claims().create(&PostParams::default(), &claim).await.unwrap();
         format!("pvc-{}", created.uid().unwrap())
     }
 
     /// Waits for claim `name` to be Bound and answers its PV.
     async fn bound(&self, name: &str) -> PersistentVolume {
-        let claim = eventually(&format!("claim {name} Bound"), || async {
-            let claim = self.claims().get_opt(name).await.ok()??;
-            (claim.status.as_ref()?.phase.as_deref() == Some("Bound")).then_some(claim)
-        })
-        .await;
+        let claim = volumes::wait_bound(&self.claims(), name).await;
         let pv = claim.spec.unwrap().volume_name.unwrap();
         self.volumes().get(&pv).await.unwrap()
     }
@@ -135,23 +98,11 @@ impl World {
     }
 
     async fn gone(&self, pv: &str) {
-        eventually(&format!("volume {pv} gone"), || async {
-            self.volumes().get_opt(pv).await.ok()?.is_none().then_some(())
-        })
-        .await;
+        volumes::wait_volume_gone(&self.client, pv).await;
     }
 
-    /// Waits for an Event with `reason` about object `name` in `namespace`; answers its note.
     async fn event(&self, namespace: &str, name: &str, reason: &str) -> String {
-        let events: Api<Event> = Api::namespaced(self.client.clone(), namespace);
-        eventually(&format!("Event {reason} about {name}"), || async {
-            let listed = events.list(&Default::default()).await.ok()?;
-            listed.items.into_iter().find_map(|e| {
-                let about = e.regarding.as_ref()?.name.as_deref() == Some(name);
-                (about && e.reason.as_deref() == Some(reason)).then(|| e.note.unwrap_or_default())
-            })
-        })
-        .await
+        volumes::wait_event(&self.client, namespace, name, reason).await
     }
 }
 
@@ -198,11 +149,7 @@ async fn a_claim_gets_a_directory_that_goes_with_it_under_delete_and_stays_under
     let kept = host_path(&world.bound("kept").await);
     std::fs::write(kept.join("hello.txt"), "keep me").unwrap();
     world.delete_claim("kept").await;
-    eventually("the retained volume Released", || async {
-        let pv = world.volumes().get_opt(&kept_pv).await.ok()??;
-        (pv.status?.phase.as_deref() == Some("Released")).then_some(())
-    })
-    .await;
+    volumes::wait_phase(&world.client, &kept_pv, "Released").await;
     assert_eq!(std::fs::read_to_string(kept.join("hello.txt")).unwrap(), "keep me");
     // Deleting the retained PV by hand lets it go; the data stays on the host.
     world.volumes().delete(&kept_pv, &DeleteParams::default()).await.unwrap();
@@ -221,11 +168,7 @@ async fn the_reclaim_policy_override_keeps_what_the_class_would_delete() {
     assert_eq!(policy.as_deref(), Some("Retain"));
     let dir = host_path(&pv);
     world.delete_claim("data").await;
-    eventually("the volume Released", || async {
-        let pv = world.volumes().get_opt(&pv_name).await.ok()??;
-        (pv.status?.phase.as_deref() == Some("Released")).then_some(())
-    })
-    .await;
+    volumes::wait_phase(&world.client, &pv_name, "Released").await;
     assert!(dir.is_dir(), "kept by the override");
 }
 

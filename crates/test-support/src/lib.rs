@@ -1,9 +1,11 @@
 //! Test support: a real control plane ([`ControlPlane`]) and helpers that keep tests isolated
 //! from each other on it (their own namespace, uniquely named cluster objects).
 
+pub mod bench;
 mod control_plane;
 mod manifests;
 mod supervised;
+pub mod volumes;
 
 use std::future::Future;
 use std::time::Duration;

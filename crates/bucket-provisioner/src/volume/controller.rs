@@ -11,10 +11,10 @@ use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::watch;
 
@@ -25,9 +25,8 @@ use super::objects::{
 };
 use crate::BackendError;
 use crate::cache::Recent;
-use crate::controller::{Backoff, ListProgress, publish, slim};
+use crate::controller::{Backoff, ListProgress, publish, slim, watch_configs};
 use crate::error::Operation;
-use crate::objects::label_value;
 use crate::telemetry::{Health, Metrics};
 use crate::watch::{ShortBackoff, resilient_watch};
 
@@ -156,10 +155,7 @@ pub async fn run_volume_controller<P: VolumeProvisioner>(
     health: Health,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let all = watcher::Config::default().streaming_lists();
-    let ours = all
-        .clone()
-        .labels(&format!("{LABEL_PROVISIONER}={}", label_value(&config.provisioner_name)));
+    let (all, ours) = watch_configs(LABEL_PROVISIONER, &config.provisioner_name);
     // Claims, volumes, classes.
     let (progress, listed) = ListProgress::new(3);
 
