@@ -265,3 +265,16 @@ async fn path_patterns_cannot_escape_the_root() {
     let note = world.event(&world.ns, "bad-mode", "InvalidParameters").await;
     assert!(note.contains("directoryMode"), "{note}");
 }
+
+/// A single instance (`--serve-immediate`) also serves classes that bind at once, on its node.
+#[tokio::test]
+async fn a_single_instance_serves_immediate_classes_on_its_node() {
+    let world = world("hostpath-immediate").await;
+    let node = start(&world.name, "node-a", &["--serve-immediate=true"]);
+    let class = volumes::create_class(&world.client, &world.name, "Delete", None, &[]).await;
+    let claim = volumes::claim("now", &class, "1Mi", &[]);
+    world.claims().create(&PostParams::default(), &claim).await.unwrap();
+    let pv = world.bound("now").await;
+    assert!(host_path(&pv).starts_with(node.root.path()));
+    assert_eq!(pv.annotations()["bucket-provisioner.io/node"], "node-a");
+}

@@ -35,8 +35,9 @@ pub struct Options {
     pub address: Option<Ipv4Addr>,
     /// Serve pods: ServiceAccount admission (tokens in pods), a CA of its own whose certificate
     /// the controller manager publishes to every namespace (`kube-root-ca.crt`), and the
-    /// controllers that run workloads (service accounts, deployments, replica sets, endpoint
-    /// slices, and node lifecycle, which lifts the not-ready taint a kubelet registers with).
+    /// controllers that run workloads (service accounts, deployments, replica sets, daemon sets,
+    /// endpoint slices, and node lifecycle, which lifts the not-ready taint a kubelet registers
+    /// with).
     pub pods: bool,
     /// More users for the token file, e.g. a kubelet's.
     pub tokens: Vec<TokenUser>,
@@ -186,8 +187,8 @@ impl ControlPlane {
                 apiserver.push(format!("--tls-private-key-file={d}/apiserver.key"));
                 controllers.push_str(
                     ",serviceaccount-controller,root-ca-certificate-publisher-controller,\
-                     deployment-controller,replicaset-controller,endpointslice-controller,\
-                     node-lifecycle-controller",
+                     deployment-controller,replicaset-controller,daemonset-controller,\
+                     endpointslice-controller,node-lifecycle-controller",
                 );
                 controller_manager_extra.push(format!("--root-ca-file={}", ca.display()));
             }
