@@ -15,22 +15,20 @@ use std::time::{Duration, Instant};
 use bucket_api::{ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::api::{Api, ObjectMeta, PostParams};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use test_support::bench::{
-    env_number, memory_mib, namespaces, output_arg, per_object, percentile, requests_since,
-    wait_until,
+    AuditedPlane, create_all, delete_all, env_number, latencies, memory_mib, namespaces,
+    output_arg, per_object, requests_since, wait_until,
 };
-use test_support::{ControlPlane, Options, TokenUser, install_crds};
+use test_support::install_crds;
 use tokio::process::{Child, Command};
 
 const NAMESPACES: usize = 100;
 const PROVISIONER_USER: &str = "bench-provisioner";
 const PROVISIONER: &str = "bench.objectbucket.io/hostpath";
 const LABEL: &str = "bench-claim";
-/// Requests in flight while creating or deleting claims, as a burst of users would.
-const IN_FLIGHT: usize = 32;
 /// How long the restarted provisioner is watched for requests.
 const AFTER_RESTART: Duration = Duration::from_secs(60);
 
@@ -129,21 +127,9 @@ async fn main() {
     let claims = env_number("BENCH_CLAIMS", 1000);
     let workers = env_number("BENCH_WORKERS", 4);
 
-    let provisioner_token = format!("bench-{}", test_support::unique_suffix());
-    let options = Options {
-        audit: true,
-        tokens: vec![TokenUser {
-            token: provisioner_token.clone(),
-            user: PROVISIONER_USER.into(),
-            groups: vec!["system:masters".into()],
-        }],
-        ..Default::default()
-    };
-    let plane = ControlPlane::start_with(&options).expect("starting the control plane");
-    let client = plane.client().await;
+    let AuditedPlane { plane: _plane, client, kubeconfig, audit } =
+        AuditedPlane::start(PROVISIONER_USER).await;
     install_crds(&client).await.unwrap();
-    let kubeconfig = plane.kubeconfig_for_token(&provisioner_token).unwrap();
-    let audit = plane.audit_log().expect("an audited control plane").to_owned();
 
     let class = StorageClass {
         metadata: ObjectMeta { name: Some("bench".into()), ..Default::default() },
@@ -170,28 +156,19 @@ async fn main() {
     );
     eprintln!("bench: creating {claims} claims");
     let started = Instant::now();
-    let created: Vec<(String, Instant)> = futures::stream::iter(0..claims)
-        .map(|i| {
-            let client = client.clone();
-            let namespace = namespaces[i % NAMESPACES].clone();
-            async move {
-                let api: Api<ObjectBucketClaim> = Api::namespaced(client, &namespace);
-                let mut claim = ObjectBucketClaim::new(
-                    &format!("c-{i}"),
-                    ObjectBucketClaimSpec {
-                        storage_class_name: "bench".into(),
-                        generate_bucket_name: Some("bench".into()),
-                        ..Default::default()
-                    },
-                );
-                claim.metadata.labels = Some([(LABEL.to_owned(), "true".to_owned())].into());
-                api.create(&PostParams::default(), &claim).await.unwrap();
-                (format!("{namespace}/c-{i}"), Instant::now())
-            }
-        })
-        .buffer_unordered(IN_FLIGHT)
-        .collect()
-        .await;
+    let created = create_all(&client, &namespaces, claims, |i| {
+        let mut claim = ObjectBucketClaim::new(
+            &format!("c-{i}"),
+            ObjectBucketClaimSpec {
+                storage_class_name: "bench".into(),
+                generate_bucket_name: Some("bench".into()),
+                ..Default::default()
+            },
+        );
+        claim.metadata.labels = Some([(LABEL.to_owned(), "true".to_owned())].into());
+        claim
+    })
+    .await;
     let creating = started.elapsed();
     wait_until("every claim to be Bound", Duration::from_secs(3600), || {
         seen.lock().unwrap().bound.len() >= claims
@@ -199,11 +176,6 @@ async fn main() {
     .await;
     let bound_at = *seen.lock().unwrap().bound.values().max().unwrap();
     let total = bound_at.duration_since(started);
-    let mut latencies: Vec<Duration> = {
-        let seen = seen.lock().unwrap();
-        created.iter().map(|(key, at)| seen.bound[key].saturating_duration_since(*at)).collect()
-    };
-    latencies.sort();
     let (rss, peak) = memory_mib(provisioner.id().unwrap());
     let cpu = cpu_seconds(provisioner.id().unwrap());
     writeln!(out, "provisioning").unwrap();
@@ -215,14 +187,7 @@ async fn main() {
         claims as f64 / total.as_secs_f64()
     )
     .unwrap();
-    writeln!(
-        out,
-        "  creation to Bound: p50 {:.2} s, p99 {:.2} s, max {:.2} s",
-        percentile(&latencies, 0.5),
-        percentile(&latencies, 0.99),
-        percentile(&latencies, 1.0)
-    )
-    .unwrap();
+    out.push_str(&latencies("creation to Bound", &created, &seen.lock().unwrap().bound));
     // Let the reconciles that our own writes cause run out before counting.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let (requests, mark) = requests_since(&audit, PROVISIONER_USER, mark);
@@ -255,18 +220,7 @@ async fn main() {
 
     eprintln!("bench: deleting {claims} claims");
     let started = Instant::now();
-    futures::stream::iter(created.iter().map(|(key, _)| key.clone()))
-        .map(|key| {
-            let client = client.clone();
-            async move {
-                let (namespace, name) = key.split_once('/').unwrap();
-                let api: Api<ObjectBucketClaim> = Api::namespaced(client, namespace);
-                api.delete(name, &DeleteParams::default()).await.unwrap();
-            }
-        })
-        .buffer_unordered(IN_FLIGHT)
-        .collect::<Vec<()>>()
-        .await;
+    delete_all::<ObjectBucketClaim>(&client, &created).await;
     wait_until("every claim to be gone", Duration::from_secs(3600), || {
         seen.lock().unwrap().gone.len() >= claims
     })

@@ -4,12 +4,17 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::Client;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::{Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+use crate::{ControlPlane, Options, TokenUser, unique_suffix};
 
 /// One request, as the audit log records it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -146,4 +151,111 @@ pub async fn namespaces(client: &Client, prefix: &str, count: usize) -> Vec<Stri
             .expect("creating a benchmark namespace");
     }
     names
+}
+
+/// Requests in flight while creating or deleting many objects, as a burst of users would.
+pub const IN_FLIGHT: usize = 32;
+
+/// A control plane that audits the requests of one user, and that user's kubeconfig.
+pub struct AuditedPlane {
+    /// The control plane.
+    pub plane: ControlPlane,
+    /// An administrator's client, for the benchmark itself.
+    pub client: Client,
+    /// A kubeconfig of `user` (cluster administrator too), for the program measured.
+    pub kubeconfig: PathBuf,
+    /// The audit log.
+    pub audit: PathBuf,
+}
+
+impl AuditedPlane {
+    /// Starts a control plane whose audit log records every request of `user`.
+    pub async fn start(user: &str) -> AuditedPlane {
+        let token = format!("bench-{}", unique_suffix());
+        let options = Options {
+            audit: true,
+            tokens: vec![TokenUser {
+                token: token.clone(),
+                user: user.into(),
+                groups: vec!["system:masters".into()],
+            }],
+            ..Default::default()
+        };
+        let plane = ControlPlane::start_with(&options).expect("starting the control plane");
+        let client = plane.client().await;
+        let kubeconfig = plane.kubeconfig_for_token(&token).expect("a kubeconfig");
+        let audit = plane.audit_log().expect("an audited control plane").to_owned();
+        AuditedPlane { plane, client, kubeconfig, audit }
+    }
+}
+
+/// Creates `count` objects made by `object(i)`, in namespace `namespaces[i % len]`, with
+/// [`IN_FLIGHT`] requests at a time; answers `namespace/name` of each and when its create
+/// returned.
+pub async fn create_all<K>(
+    client: &Client,
+    namespaces: &[String],
+    count: usize,
+    object: impl Fn(usize) -> K,
+) -> Vec<(String, Instant)>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::Serialize
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    futures::stream::iter(0..count)
+        .map(|i| {
+            let api: Api<K> = Api::namespaced(client.clone(), &namespaces[i % namespaces.len()]);
+            let object = object(i);
+            async move {
+                let created = api.create(&PostParams::default(), &object).await.unwrap();
+                let key =
+                    format!("{}/{}", created.namespace().unwrap_or_default(), created.name_any());
+                (key, Instant::now())
+            }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .collect()
+        .await
+}
+
+/// Deletes the objects named `namespace/name` in `keys`, [`IN_FLIGHT`] requests at a time.
+pub async fn delete_all<K>(client: &Client, keys: &[(String, Instant)])
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    futures::stream::iter(keys.iter().map(|(key, _)| key.clone()))
+        .map(|key| {
+            let client = client.clone();
+            async move {
+                let (namespace, name) = key.split_once('/').unwrap();
+                let api: Api<K> = Api::namespaced(client, namespace);
+                api.delete(name, &DeleteParams::default()).await.unwrap();
+            }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+/// A report line of latencies from each create in `created` to when `seen` saw it done.
+pub fn latencies(
+    what: &str,
+    created: &[(String, Instant)],
+    seen: &std::collections::HashMap<String, Instant>,
+) -> String {
+    let mut latencies: Vec<Duration> =
+        created.iter().map(|(key, at)| seen[key].saturating_duration_since(*at)).collect();
+    latencies.sort();
+    format!(
+        "  {what}: p50 {:.2} s, p99 {:.2} s, max {:.2} s\n",
+        percentile(&latencies, 0.5),
+        percentile(&latencies, 0.99),
+        percentile(&latencies, 1.0)
+    )
 }
