@@ -8,7 +8,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -22,8 +21,8 @@ use test_support::bench::{
     AuditedPlane, create_all, delete_all, env_number, latencies, memory_mib, namespaces,
     output_arg, per_object, requests_since, wait_until,
 };
-use test_support::volumes;
-use tokio::process::{Child, Command};
+use test_support::{program, volumes};
+use tokio::process::Child;
 
 const NAMESPACES: usize = 100;
 const USER: &str = "bench-volume-provisioner";
@@ -35,7 +34,7 @@ const LIMIT: Duration = Duration::from_secs(3600);
 
 fn start_provisioner(root: &Path, kubeconfig: &Path, workers: usize) -> Child {
     let metrics = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    Command::new(env!("CARGO_BIN_EXE_hostpath-volume-provisioner"))
+    program(env!("CARGO_BIN_EXE_hostpath-volume-provisioner"))
         .arg(format!("--root={}", root.display()))
         .arg(format!("--provisioner-name={PROVISIONER}"))
         .arg(format!("--node-name={NODE}"))
@@ -44,9 +43,6 @@ fn start_provisioner(root: &Path, kubeconfig: &Path, workers: usize) -> Child {
         .arg(format!("--workers={workers}"))
         // Without the Lease's renewals, every request counted is about claims.
         .arg("--leader-elect=false")
-        .env("RUST_LOG", "warn,kube_client::client::tls=error")
-        .stdout(Stdio::null())
-        .kill_on_drop(true)
         .spawn()
         .expect("starting hostpath-volume-provisioner")
 }

@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use k8s_openapi::api::core::v1::{
     HostPathVolumeSource, ObjectReference, PersistentVolume, PersistentVolumeClaim,
@@ -14,8 +13,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
-use test_support::{ControlPlane, init_tracing, test_namespace, unique_suffix, volumes};
-use tokio::process::{Child, Command};
+use test_support::{ControlPlane, init_tracing, program, test_namespace, unique_suffix, volumes};
+use tokio::process::Child;
 
 /// One provisioner process for `node`, with a root of its own; killed when dropped.
 struct Instance {
@@ -26,7 +25,7 @@ struct Instance {
 fn start(name: &str, node: &str, extra: &[&str]) -> Instance {
     let root = tempfile::tempdir().unwrap();
     let metrics = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_hostpath-volume-provisioner"))
+    let child = program(env!("CARGO_BIN_EXE_hostpath-volume-provisioner"))
         .arg(format!("--root={}", root.path().display()))
         .arg(format!("--provisioner-name={name}"))
         .arg(format!("--node-name={node}"))
@@ -34,17 +33,6 @@ fn start(name: &str, node: &str, extra: &[&str]) -> Instance {
         .arg(format!("--metrics-address={metrics}"))
         .arg("--leader-elect=false")
         .args(extra)
-        .env(
-            "RUST_LOG",
-            std::env::var("PROVISIONER_LOG")
-                .unwrap_or_else(|_| "warn,kube_client::client::tls=error".into()),
-        )
-        .stdout(if std::env::var_os("PROVISIONER_LOG").is_some() {
-            Stdio::inherit()
-        } else {
-            Stdio::null()
-        })
-        .kill_on_drop(true)
         .spawn()
         .expect("starting hostpath-volume-provisioner");
     Instance { _child: child, root }

@@ -9,12 +9,11 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
-use crate::{ControlPlane, Options, TokenUser, unique_suffix};
+use crate::{ControlPlane, Options, TokenUser, create_namespace, unique_suffix};
 
 /// One request, as the audit log records it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -141,14 +140,7 @@ pub async fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> b
 pub async fn namespaces(client: &Client, prefix: &str, count: usize) -> Vec<String> {
     let names: Vec<String> = (0..count).map(|i| format!("{prefix}-{i}")).collect();
     for name in &names {
-        let namespace = Namespace {
-            metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() },
-            ..Default::default()
-        };
-        Api::<Namespace>::all(client.clone())
-            .create(&PostParams::default(), &namespace)
-            .await
-            .expect("creating a benchmark namespace");
+        create_namespace(client, name).await;
     }
     names
 }
