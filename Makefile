@@ -31,8 +31,9 @@ help:
 	@echo "make image  - the provisioner image from the Dockerfile, as an archive (no registry)"
 	@echo "make e2e    - a real node (root): the image deployed from deploy/, pods using claims"
 	@echo "make crds   - regenerate crds/ from crates/bucket-api"
-	@echo "make bench  - measure the S3 endpoint and the controller at scale (release build);"
-	@echo "              results in bench-results.txt and bench-controller-results.txt"
+	@echo "make bench  - measure the S3 endpoint and both controllers at scale (release build);"
+	@echo "              results in bench-results.txt, bench-controller-results.txt and"
+	@echo "              bench-volumes-results.txt"
 
 toolchain:
 	@command -v cargo >/dev/null || { echo "cargo (Rust) is required"; exit 1; }
@@ -72,12 +73,13 @@ demo: controlplane
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" "$(CARGO_TARGET_DIR)/debug/examples/demo" \
 		"$(CARGO_TARGET_DIR)/debug/hostpath-bucket-provisioner" "$(CARGO_TARGET_DIR)/debug/examples/consumer"
 
-# Both provisioners and the consumer example, linked statically (glibc), in one build so that
+# The provisioners and the consumer example, linked statically (glibc), in one build so that
 # they share one set of compiled dependencies.
 static: toolchain
 	$(STATIC_RUSTFLAGS_VAR)="-C target-feature=+crt-static" cargo build --profile $(STATIC_PROFILE) --locked \
 		--target $(STATIC_TARGET) -p hostpath-provisioner --bin hostpath-bucket-provisioner \
-		--example consumer -p s3-provisioner --bin s3-bucket-provisioner
+		--example consumer -p s3-provisioner --bin s3-bucket-provisioner \
+		-p hostpath-volume-provisioner --bin hostpath-volume-provisioner
 
 # The Dockerfile's context is dist/image/; buildah builds it without a daemon or registry, and
 # the archive loads with `ctr images import` or `docker load`.
@@ -85,7 +87,7 @@ image: static
 	@tests/node/install.sh
 	@rm -rf dist/image && mkdir -p dist/image
 	@cp "$(STATIC_DIR)/hostpath-bucket-provisioner" "$(STATIC_DIR)/s3-bucket-provisioner" \
-		/etc/ssl/certs/ca-certificates.crt dist/image/
+		"$(STATIC_DIR)/hostpath-volume-provisioner" /etc/ssl/certs/ca-certificates.crt dist/image/
 	@tests/node/oci-build.sh "$(IMAGE)" Dockerfile dist/image "$(IMAGES_DIR)/bucket-provisioner"
 	@echo "image: $(IMAGE) in $(IMAGES_DIR)/bucket-provisioner.tar"
 
@@ -105,8 +107,11 @@ e2e: controlplane moto node image
 	NODE_DIR="$${TMPDIR:-/tmp}/bucket-provisioner-node" tests/node/node.sh wait; \
 	exit $${failed:-0}
 
-# BENCH_CLAIMS (default 1000) and BENCH_WORKERS (default 4) size the controller benchmark.
+# BENCH_CLAIMS (default 1000) and BENCH_WORKERS (default 4) size the controller benchmarks.
 bench: toolchain controlplane
 	cargo bench -p hostpath-provisioner --bench s3_endpoint -- --output "$(CURDIR)/bench-results.txt"
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" cargo bench -p hostpath-provisioner \
 		--bench controller -- --output "$(CURDIR)/bench-controller-results.txt"
+	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" cargo bench \
+		-p hostpath-volume-provisioner --bench volumes -- \
+		--output "$(CURDIR)/bench-volumes-results.txt"

@@ -1,5 +1,6 @@
-//! Every manifest under `deploy/` and `examples/manifests/` is accepted by the real apiserver
-//! (server-side dry-run), as it would be by `kubectl apply --dry-run=server`.
+//! Every manifest under `deploy/`, `examples/manifests/` and `examples/hostpath-volumes/` is
+//! accepted by the real apiserver (server-side dry-run), as it would be by
+//! `kubectl apply --dry-run=server`.
 
 use std::path::Path;
 
@@ -21,6 +22,14 @@ async fn hostpath_manifests_are_accepted() {
 #[tokio::test]
 async fn example_manifests_are_accepted() {
     assert_eq!(dry_run("examples/manifests").await, 4);
+}
+
+#[tokio::test]
+async fn hostpath_volume_manifests_are_accepted() {
+    // Namespace; ServiceAccount, ClusterRole and binding, Role and binding; DaemonSet;
+    // StorageClass. Then the claim and the pod of the example.
+    assert_eq!(dry_run("deploy/hostpath-volumes").await, 8);
+    assert_eq!(dry_run("examples/hostpath-volumes").await, 2);
 }
 
 #[tokio::test]

@@ -1,6 +1,6 @@
 //! The provisioners as a user runs them: the image built from the `Dockerfile`, `crds/` and
 //! `deploy/` applied to a cluster with a real node, and pods consuming their claims through
-//! nothing but `envFrom` of the claim's Secret and ConfigMap.
+//! nothing but `envFrom` of the claim's Secret and ConfigMap, or a PersistentVolumeClaim.
 //!
 //! Run by `make e2e` (root; it builds the node and the images first). The consumer pods' output
 //! is printed, so `make e2e` shows what an application on the cluster sees.
@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use anyhow::Result;
 use bucket_api::{ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServicePort};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service, ServicePort,
+};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointPort, EndpointSlice};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -445,5 +447,105 @@ async fn s3_provisioner_serves_pods_on_a_node() -> Result<()> {
     delete_claim(&claims, "reports").await;
     let gone = moto.s3().head_bucket().bucket(&bucket).send().await;
     assert!(gone.is_err(), "bucket {bucket} deleted with its claim");
+    Ok(())
+}
+
+const VOLUMES: &str = "hostpath-volume-provisioner";
+const VOLUMES_ROOT: &str = "/var/lib/hostpath-volumes";
+
+/// The seed's story on a real node: `deploy/hostpath-volumes/` as a user applies it, then the
+/// example claim and the pod that writes into it; the file on the host; pod and claim deleted,
+/// the directory gone.
+#[tokio::test]
+async fn hostpath_volumes_serve_pods_on_a_node() -> Result<()> {
+    let node = Node::shared();
+    let client = node.client().await;
+    let deploy = manifests("deploy/hostpath-volumes", node, |_| {});
+    apply_objects(&client, &deploy, Apply::ForReal).await?;
+    let provisioners: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let ours = ListParams::default().labels(&format!("app.kubernetes.io/name={VOLUMES}"));
+    let deadline = tokio::time::Instant::now() + node_tests::POD_WAIT;
+    let provisioner = loop {
+        let listed = provisioners.list(&ours).await?;
+        if let Some(pod) = listed.items.iter().find(|p| pod_ready(p)) {
+            break pod.name_any();
+        }
+        if tokio::time::Instant::now() > deadline {
+            let pods: Vec<_> = listed.items.iter().map(|p| (p.name_any(), &p.status)).collect();
+            panic!("no Ready pod of DaemonSet {VOLUMES}: {pods:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    println!("volume provisioner pod {provisioner} Ready on {}", node_tests::NODE_NAME);
+
+    // The example as it is, in a namespace of its own, with the node's shell image.
+    let app = "volume-app";
+    let busybox = node.images().busybox.clone();
+    let example = manifests("examples/hostpath-volumes", node, |object| {
+        object.metadata.namespace = Some(app.into());
+        if kind(object) == "Pod" {
+            object.data["spec"]["containers"][0]["image"] = busybox.clone().into();
+        }
+    });
+    let namespace = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": app }
+    }))?;
+    apply_objects(&client, &[(PathBuf::from(app), namespace)], Apply::ForReal).await?;
+    apply_objects(&client, &example, Apply::ForReal).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), app);
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), app);
+    let deadline = tokio::time::Instant::now() + node_tests::POD_WAIT;
+    let phase = loop {
+        let pod = pods.get("hostpath-pvc-writer").await?;
+        let phase = pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+        if phase == "Succeeded" || phase == "Failed" {
+            break phase;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let claim = claims.get("hostpath-pvc").await?;
+            let logs = provisioners.logs(&provisioner, &LogParams::default()).await?;
+            panic!("the writer is {phase:?}: {:?}\nclaim: {:?}\n{logs}", pod.status, claim.status);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let logs = pods.logs("hostpath-pvc-writer", &LogParams::default()).await?;
+    println!("--- pod {app}/hostpath-pvc-writer ({phase}) ---\n{logs}");
+    assert_eq!(phase, "Succeeded", "{logs}");
+
+    let claim = claims.get("hostpath-pvc").await?;
+    let selected = claim.annotations().get("volume.kubernetes.io/selected-node").cloned();
+    assert_eq!(selected.as_deref(), Some(node_tests::NODE_NAME), "the scheduler chose the node");
+    let pv_name = claim.spec.and_then(|s| s.volume_name).expect("the claim is bound");
+    assert_eq!(pv_name, format!("pvc-{}", claim.metadata.uid.unwrap()));
+    let pv = Api::<PersistentVolume>::all(client.clone()).get(&pv_name).await?;
+    let spec = pv.spec.unwrap();
+    let path = spec.host_path.unwrap().path;
+    assert_eq!(path, format!("{VOLUMES_ROOT}/{pv_name}"));
+    let affinity = serde_json::to_value(spec.node_affinity)?;
+    assert_eq!(
+        affinity["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"][0],
+        node_tests::NODE_NAME
+    );
+    let written = Path::new(&path).join("SUCCESS");
+    assert!(written.is_file(), "the pod's file is on the host at {}", written.display());
+    println!(
+        "on the host: {} ({})",
+        written.display(),
+        pv.metadata.annotations.unwrap()["hostpath-volume.bucket-provisioner.io/capacity"]
+    );
+
+    pods.delete("hostpath-pvc-writer", &DeleteParams::default()).await?;
+    eventually("the writer pod gone", || async {
+        pods.get_opt("hostpath-pvc-writer").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    claims.delete("hostpath-pvc", &DeleteParams::default()).await?;
+    let volumes: Api<PersistentVolume> = Api::all(client.clone());
+    eventually("the volume gone", || async {
+        volumes.get_opt(&pv_name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(!Path::new(&path).exists(), "the directory went with the claim");
+    println!("pod and claim deleted: {path} is gone");
     Ok(())
 }

@@ -24,7 +24,7 @@ trap '' PIPE
 snap="$NODE_DIR/snapshot"
 lock=${NODE_LOCK:-/run/lock/bucket-provisioner-node.lock}
 # Host paths the node's programs create; the ones that did not exist before a run are removed.
-HOST_PATHS=(/var/lib/bucket-provisioner /var/log/containers /var/log/pods /run/netns
+HOST_PATHS=(/var/lib/bucket-provisioner /var/lib/hostpath-volumes /var/log/containers /var/log/pods /run/netns
   /run/containerd /var/lib/cni /var/lib/kubelet /etc/cni /opt/cni /opt/containerd
   /var/lib/containerd /etc/kubernetes /run/calico /var/lib/calico)
 # Mounts under these (and NODE_DIR) that appeared during a run are unmounted.

@@ -143,30 +143,48 @@ impl<P> Context<P> {
         note: &str,
         operation: Operation,
     ) {
-        let event = Event {
-            type_,
-            reason: reason.into(),
-            // Events are limited to 1 kB of message.
-            note: Some(note.chars().take(1000).collect()),
-            action: format!("{operation:?}"),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&event, subject).await {
-            let name = subject.name.as_deref().unwrap_or("");
-            tracing::warn!(object = name, error = %e, "could not publish event {reason}");
-        }
+        publish(&self.recorder, subject, type_, reason, note, &format!("{operation:?}")).await;
     }
 }
 
-/// Per-claim exponential backoff: `initial * 2^failures`, capped.
-struct Backoff {
+/// Publishes an Event on `subject`; a failure to publish is logged, never fatal.
+pub(crate) async fn publish(
+    recorder: &Recorder,
+    subject: &ObjectReference,
+    type_: EventType,
+    reason: &str,
+    note: &str,
+    action: &str,
+) {
+    let event = Event {
+        type_,
+        reason: reason.into(),
+        // Events are limited to 1 kB of message.
+        note: Some(note.chars().take(1000).collect()),
+        action: action.into(),
+        secondary: None,
+    };
+    if let Err(e) = recorder.publish(&event, subject).await {
+        let name = subject.name.as_deref().unwrap_or("");
+        tracing::warn!(object = name, error = %e, "could not publish event {reason}");
+    }
+}
+
+/// Per-object exponential backoff: `initial * 2^failures`, capped.
+pub(crate) struct Backoff {
     initial: Duration,
-    max: Duration,
+    pub(crate) max: Duration,
     failures: Mutex<HashMap<String, u32>>,
 }
 
 impl Backoff {
-    fn next(&self, key: &str) -> Duration {
+    /// No failures yet; delays from `initial` doubling up to `max`.
+    pub(crate) fn new(initial: Duration, max: Duration) -> Self {
+        Self { initial, max, failures: Mutex::default() }
+    }
+
+    /// The delay before retrying `key` after one more failure.
+    pub(crate) fn next(&self, key: &str) -> Duration {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         let count = failures.entry(key.to_string()).or_insert(0);
         let delay = self.initial.saturating_mul(2u32.saturating_pow(*count)).min(self.max);
@@ -174,27 +192,28 @@ impl Backoff {
         delay
     }
 
-    fn reset(&self, key: &str) {
+    /// `key` succeeded: its next failure starts from `initial` again.
+    pub(crate) fn reset(&self, key: &str) {
         self.failures.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
     }
 }
 
-/// Which caches hold their first list (claims, ObjectBuckets, Secrets, ConfigMaps,
-/// StorageClasses): told by the events themselves, since a store's own readiness wakes only one
-/// of several waiters and the controller waits on the claims'.
-struct ListProgress {
-    done: Mutex<[bool; 5]>,
+/// Which caches hold their first list: told by the events themselves, since a store's own
+/// readiness wakes only one of several waiters and the controller waits on the claims'.
+pub(crate) struct ListProgress {
+    done: Mutex<Vec<bool>>,
     listed: tokio::sync::watch::Sender<bool>,
 }
 
 impl ListProgress {
-    fn new() -> (Arc<Self>, tokio::sync::watch::Receiver<bool>) {
+    /// Progress of `caches` caches, none listed yet.
+    pub(crate) fn new(caches: usize) -> (Arc<Self>, tokio::sync::watch::Receiver<bool>) {
         let (listed, receiver) = tokio::sync::watch::channel(false);
-        (Arc::new(Self { done: Mutex::default(), listed }), receiver)
+        (Arc::new(Self { done: Mutex::new(vec![false; caches]), listed }), receiver)
     }
 
     /// Marks cache `kind` listed when its watch says its first list is complete.
-    fn marker<K>(
+    pub(crate) fn marker<K>(
         self: &Arc<Self>,
         kind: usize,
     ) -> impl Fn(&watcher::Result<watcher::Event<K>>) + Send + Sync + 'static {
@@ -229,6 +248,21 @@ fn slim_meta(meta: &mut kube::api::ObjectMeta) {
 /// The prefix of every annotation the library reads.
 const OUR_ANNOTATIONS: &str = "objectbucket.io/";
 
+/// What every cache may drop: the server's field bookkeeping, the bulk of most objects. Caches
+/// whose readers need labels or other programs' annotations (the volume side's) drop only this.
+pub(crate) fn drop_managed_fields<K: Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
+}
+
+/// Watches of every object of a kind, and of only the objects that carry `label` naming
+/// `provisioner`. Initial lists arrive as a stream of watch events rather than pages of hundreds
+/// of objects at once, which would set the process's peak memory at every (re)list.
+pub(crate) fn watch_configs(label: &str, provisioner: &str) -> (watcher::Config, watcher::Config) {
+    let all = watcher::Config::default().streaming_lists();
+    let ours = all.clone().labels(&format!("{label}={}", label_value(provisioner)));
+    (all, ours)
+}
+
 /// Runs the controller until `shutdown` resolves, then lets running reconciles finish. Watch
 /// failures are reported to `health`.
 pub async fn run_controller<P: Provisioner>(
@@ -239,15 +273,11 @@ pub async fn run_controller<P: Provisioner>(
     health: Health,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    // Initial lists arrive as a stream of watch events rather than pages of hundreds of objects
-    // at once, which would set the process's peak memory at every (re)list.
-    let all = watcher::Config::default().streaming_lists();
-    let ours = all
-        .clone()
-        .labels(&format!("{LABEL_PROVISIONER}={}", label_value(&config.provisioner_name)));
+    let (all, ours) = watch_configs(LABEL_PROVISIONER, &config.provisioner_name);
     let watch = |name, config: &watcher::Config| (name, config.clone(), health.clone());
 
-    let (progress, listed) = ListProgress::new();
+    // Claims, ObjectBuckets, Secrets, ConfigMaps, StorageClasses.
+    let (progress, listed) = ListProgress::new(5);
 
     let (claim_store, claims_writer) = reflector::store::<Guarded>();
     let (name, config_, health_) = watch("claims", &all);
@@ -331,11 +361,7 @@ pub async fn run_controller<P: Provisioner>(
             classes,
             listed,
         },
-        backoff: Backoff {
-            initial: config.backoff_initial,
-            max: config.backoff_max,
-            failures: Mutex::default(),
-        },
+        backoff: Backoff::new(config.backoff_initial, config.backoff_max),
         parked: Mutex::default(),
         blocked: Mutex::default(),
     });
@@ -645,11 +671,7 @@ mod tests {
 
     #[test]
     fn backoff_doubles_up_to_the_cap_and_resets() {
-        let backoff = Backoff {
-            initial: Duration::from_millis(100),
-            max: Duration::from_millis(500),
-            failures: Mutex::default(),
-        };
+        let backoff = Backoff::new(Duration::from_millis(100), Duration::from_millis(500));
         let delays: Vec<u128> = (0..5).map(|_| backoff.next("a").as_millis()).collect();
         assert_eq!(delays, [100, 200, 400, 500, 500]);
         assert_eq!(backoff.next("b").as_millis(), 100, "claims back off independently");

@@ -32,7 +32,7 @@ impl Operation {
         }
     }
 
-    fn failed_reason(self) -> &'static str {
+    pub(crate) fn failed_reason(self) -> &'static str {
         match self {
             Self::Provision => "ProvisionFailed",
             Self::Grant => "GrantFailed",

@@ -1,9 +1,13 @@
-//! The library a bucket backend depends on: implement [`Provisioner`] and run the controller.
+//! The library a bucket backend depends on: implement [`Provisioner`] and run the controller;
+//! a volume backend implements [`volume::VolumeProvisioner`] instead.
 //!
 //! - [`provisioner`]: the backend contract, with a guide for writing one.
 //! - [`controller`]: the controller that drives a backend for every claim of its StorageClasses.
-//! - [`runtime`]: flags, client, metrics, leader election and shutdown for a backend's `main`.
 //! - [`usage`]: what bound buckets hold, as metrics and on their ObjectBuckets.
+//! - [`volume`]: the volume side: [`volume::VolumeProvisioner`] and the controller that makes
+//!   PersistentVolumes for PersistentVolumeClaims with it.
+//! - [`runtime`]: flags, client, metrics, leader election and shutdown for a backend's `main`,
+//!   shared by both sides.
 
 mod cache;
 mod claim;
@@ -19,6 +23,7 @@ pub mod runtime;
 pub mod status;
 pub mod telemetry;
 pub mod usage;
+pub mod volume;
 pub mod watch;
 
 pub use bucket_api::BucketUsage;

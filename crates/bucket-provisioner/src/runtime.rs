@@ -1,6 +1,7 @@
 //! What every provisioner binary shares: common flags, the Kubernetes client, the metrics and
 //! health endpoints, leader election and graceful shutdown. A backend's `main` parses its own
-//! flags (flattening [`ControllerArgs`]) and calls [`run`].
+//! flags (flattening [`ControllerArgs`]) and calls [`run`] (buckets) or [`run_volumes`]
+//! (volumes); both are [`run_driven`] around their controller.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -15,6 +16,7 @@ use crate::Provisioner;
 use crate::controller::{ControllerConfig, run_controller};
 use crate::leader::{LeaderElector, LeaderGuard, LeaseConfig};
 use crate::telemetry::{Health, Metrics, serve};
+use crate::volume::{VolumeControllerConfig, VolumeProvisioner, run_volume_controller};
 
 /// Flags shared by every provisioner binary.
 #[derive(clap::Args, Clone, Debug)]
@@ -122,6 +124,35 @@ const DRAIN_AFTER_LOSS: Duration = Duration::from_secs(10);
 const CONTROLLER_LOOP: &str = "controller";
 const CONTROLLER_BEAT: Duration = Duration::from_secs(5);
 
+/// Everything a controller gets from the runtime for one term of leadership.
+#[derive(Clone)]
+pub struct Lead {
+    /// The Kubernetes client.
+    pub client: Client,
+    /// The process's metrics.
+    pub metrics: Metrics,
+    /// The process's liveness, to report watches to.
+    pub health: Health,
+    /// How many objects may be reconciled at once (`--workers`).
+    pub workers: u16,
+    /// Resolves when the controller must stop: shutdown, or leadership lost.
+    pub stop: Stop,
+}
+
+/// Resolves when the controller must stop; clones resolve together.
+#[derive(Clone)]
+pub struct Stop(watch::Receiver<bool>);
+
+impl Stop {
+    /// A future resolving once the stop is given.
+    pub fn wait(&self) -> impl Future<Output = ()> + Send + Sync + use<> {
+        let mut stop = self.0.clone();
+        async move {
+            let _ = stop.wait_for(|stop| *stop).await;
+        }
+    }
+}
+
 /// Runs `provisioner` as `provisioner_name` until `shutdown` resolves: serves metrics and health,
 /// waits for leadership when enabled, and drives the controller. Leadership lost (another replica
 /// took over, or the lease could not be renewed through an outage) stops the controller at once
@@ -132,14 +163,62 @@ pub async fn run<P: Provisioner>(
     args: &ControllerArgs,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> Result<(), RunError> {
+    let provisioner = std::sync::Arc::new(provisioner);
+    let name = provisioner_name.to_owned();
+    let usage_interval = Duration::from_secs(args.usage_interval_seconds.max(1));
+    run_driven(provisioner_name, args, shutdown, move |lead: Lead| {
+        let mut config = ControllerConfig::new(name.clone());
+        config.workers = lead.workers;
+        config.usage_interval = usage_interval;
+        let stop = lead.stop.wait();
+        run_controller(lead.client, provisioner.clone(), config, lead.metrics, lead.health, stop)
+    })
+    .await
+}
+
+/// Runs the volume backend `provisioner` as [`run`] runs a bucket backend: `config` says which
+/// provisioner name it answers to and which node it serves; `--workers` sets its workers.
+pub async fn run_volumes<P: VolumeProvisioner>(
+    provisioner: P,
+    config: VolumeControllerConfig,
+    args: &ControllerArgs,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) -> Result<(), RunError> {
+    let provisioner = std::sync::Arc::new(provisioner);
+    let name = config.provisioner_name.clone();
+    run_driven(&name, args, shutdown, move |lead: Lead| {
+        let mut config = config.clone();
+        config.workers = lead.workers;
+        let stop = lead.stop.wait();
+        run_volume_controller(
+            lead.client,
+            provisioner.clone(),
+            config,
+            lead.metrics,
+            lead.health,
+            stop,
+        )
+    })
+    .await
+}
+
+/// The runtime around any controller: serves metrics and health, waits for leadership when
+/// enabled (a Lease named after `provisioner_name`), and calls `drive` for each term of
+/// leadership; the future it returns must end soon after [`Lead::stop`] resolves. Leadership
+/// lost stops the controller at once and the process campaigns again.
+pub async fn run_driven<D, F>(
+    provisioner_name: &str,
+    args: &ControllerArgs,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    drive: D,
+) -> Result<(), RunError>
+where
+    D: Fn(Lead) -> F,
+    F: Future<Output = ()> + Send,
+{
     let client = client(args.kubeconfig.as_ref()).await?;
     let (stop_tx, stop_rx) = watch::channel(false);
-    let stopped = move || {
-        let mut rx = stop_rx.clone();
-        async move {
-            let _ = rx.wait_for(|stop| *stop).await;
-        }
-    };
+    let stopped = Stop(stop_rx);
     tokio::spawn(async move {
         shutdown.await;
         let _ = stop_tx.send(true);
@@ -152,7 +231,7 @@ pub async fn run<P: Provisioner>(
         .map_err(|source| RunError::Metrics { address: args.metrics_address, source })?;
     tracing::info!(address = %listener.local_addr().map_err(|source| RunError::Metrics {
         address: args.metrics_address, source })?, "serving /metrics, /healthz and /readyz");
-    let server = tokio::spawn(serve(listener, metrics.clone(), health.clone(), stopped()));
+    let server = tokio::spawn(serve(listener, metrics.clone(), health.clone(), stopped.wait()));
 
     client.apiserver_version().await?;
     health.set_ready(true);
@@ -161,10 +240,7 @@ pub async fn run<P: Provisioner>(
         LeaderElector::new(client.clone(), lease_config(provisioner_name, args))
             .reporting_to(health.clone())
     });
-    let mut config = ControllerConfig::new(provisioner_name);
-    config.workers = args.workers.max(1);
-    config.usage_interval = Duration::from_secs(args.usage_interval_seconds.max(1));
-    let provisioner = std::sync::Arc::new(provisioner);
+    let workers = args.workers.max(1);
     let result = loop {
         let guard = match &elector {
             Some(elector) => {
@@ -174,19 +250,21 @@ pub async fn run<P: Provisioner>(
                         Ok(guard) => Some(guard),
                         Err(e) => break Err(e.into()),
                     },
-                    _ = stopped() => break Ok(()),
+                    _ = stopped.wait() => break Ok(()),
                 }
             }
             None => None,
         };
-        tracing::info!(
-            provisioner = provisioner_name,
-            workers = config.workers,
-            "controller starting"
-        );
-        let lost =
-            lead(&client, &provisioner, &config, &metrics, &health, guard.as_ref(), stopped())
-                .await;
+        tracing::info!(provisioner = provisioner_name, workers, "controller starting");
+        let (halt_tx, halt_rx) = watch::channel(false);
+        let lead_ = Lead {
+            client: client.clone(),
+            metrics: metrics.clone(),
+            health: health.clone(),
+            workers,
+            stop: Stop(halt_rx),
+        };
+        let lost = lead(drive(lead_), halt_tx, &health, guard.as_ref(), stopped.wait()).await;
         health.forget(CONTROLLER_LOOP);
         match (guard, lost) {
             (Some(_), true) => {
@@ -205,35 +283,17 @@ pub async fn run<P: Provisioner>(
     result
 }
 
-/// Drives the controller until `stopped` resolves (false) or leadership is lost (true).
-async fn lead<P: Provisioner>(
-    client: &Client,
-    provisioner: &std::sync::Arc<P>,
-    config: &ControllerConfig,
-    metrics: &Metrics,
+/// Drives `controller` until `stopped` resolves (false) or leadership is lost (true); `halt`
+/// tells the controller to stop.
+async fn lead(
+    controller: impl Future<Output = ()> + Send,
+    halt: watch::Sender<bool>,
     health: &Health,
     guard: Option<&LeaderGuard>,
     stopped: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> bool {
-    let (lost_tx, lost_rx) = watch::channel(false);
-    let controller_stop = {
-        let mut lost = lost_rx.clone();
-        async move {
-            tokio::select! {
-                _ = stopped => {}
-                _ = lost.wait_for(|l| *l) => {}
-            }
-        }
-    };
-    let controller = run_controller(
-        client.clone(),
-        provisioner.clone(),
-        config.clone(),
-        metrics.clone(),
-        health.clone(),
-        controller_stop,
-    );
     tokio::pin!(controller);
+    tokio::pin!(stopped);
     let lost = async {
         match guard {
             Some(guard) => guard.lost().await,
@@ -242,15 +302,21 @@ async fn lead<P: Provisioner>(
     };
     tokio::pin!(lost);
     let mut beat = tokio::time::interval(CONTROLLER_BEAT);
+    let mut stopping = false;
     loop {
         tokio::select! {
             _ = &mut controller => return false,
+            _ = &mut stopped, if !stopping => {
+                // A graceful stop: running reconciles finish, then the controller returns.
+                stopping = true;
+                let _ = halt.send(true);
+            }
             _ = &mut lost => break,
             _ = beat.tick() => health.beat(CONTROLLER_LOOP, CONTROLLER_BEAT * 6),
         }
     }
     // Stop acting at once: no new reconciles start, running ones get a moment to finish.
-    let _ = lost_tx.send(true);
+    let _ = halt.send(true);
     if tokio::time::timeout(DRAIN_AFTER_LOSS, controller).await.is_err() {
         tracing::warn!("reconciles still running after leadership was lost were dropped");
     }
@@ -276,8 +342,8 @@ fn lease_config(provisioner_name: &str, args: &ControllerArgs) -> LeaseConfig {
     }
 }
 
-/// A Lease name from a provisioner name such as `example.com/hostpath-bucket`.
-fn lease_name(provisioner_name: &str) -> String {
+/// A valid Lease name from a provisioner name such as `example.com/hostpath-bucket`.
+pub fn lease_name(provisioner_name: &str) -> String {
     let cleaned: String = provisioner_name
         .to_ascii_lowercase()
         .chars()
@@ -288,7 +354,8 @@ fn lease_name(provisioner_name: &str) -> String {
     format!("{trimmed}-leader")
 }
 
-fn hostname() -> String {
+/// This machine's name: `$HOSTNAME`, else `/etc/hostname`, else one made from the process id.
+pub fn hostname() -> String {
     std::env::var("HOSTNAME")
         .ok()
         .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_string()))

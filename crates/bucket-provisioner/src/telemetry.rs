@@ -80,7 +80,7 @@ impl Metrics {
         let reconciles = Counter::default();
         registry.register(
             "reconciles",
-            "Reconciliations of ObjectBucketClaims",
+            "Reconciliations of claims (and, on the volume side, of PersistentVolumes)",
             reconciles.clone(),
         );
         let errors = Family::<ReasonLabels, Counter>::default();

@@ -5,7 +5,7 @@
 //! every claim bound, deletion, and the provisioner's memory. `make bench` runs it and writes the
 //! results to `bench-controller-results.txt`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Stdio;
@@ -14,26 +14,23 @@ use std::time::{Duration, Instant};
 
 use bucket_api::{ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::api::{Api, ObjectMeta, PostParams};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
-use test_support::{ControlPlane, Options, TokenUser, install_crds};
+use test_support::bench::{
+    AuditedPlane, create_all, delete_all, env_number, latencies, memory_mib, namespaces,
+    output_arg, per_object, requests_since, wait_until,
+};
+use test_support::install_crds;
 use tokio::process::{Child, Command};
 
 const NAMESPACES: usize = 100;
 const PROVISIONER_USER: &str = "bench-provisioner";
 const PROVISIONER: &str = "bench.objectbucket.io/hostpath";
 const LABEL: &str = "bench-claim";
-/// Requests in flight while creating or deleting claims, as a burst of users would.
-const IN_FLIGHT: usize = 32;
 /// How long the restarted provisioner is watched for requests.
 const AFTER_RESTART: Duration = Duration::from_secs(60);
-
-fn env_number(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
@@ -69,20 +66,6 @@ fn cpu_seconds(pid: u32) -> f64 {
     let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name; 100 ticks/s.
     (ticks(11) + ticks(12)) / 100.0
-}
-
-fn memory_mib(pid: u32) -> (f64, f64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| -> f64 {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-            / 1024.0
-    };
-    (field("VmRSS:"), field("VmHWM:"))
 }
 
 /// Mean seconds of the backend's `operation` calls so far, from the provisioner's own metrics.
@@ -121,75 +104,6 @@ async fn reqwest_free_get(port: u16, path: &str) -> String {
     response
 }
 
-/// One request of the provisioner's, as the audit log records it.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Request {
-    verb: String,
-    resource: String,
-}
-
-impl Request {
-    fn is_write(&self) -> bool {
-        matches!(self.verb.as_str(), "create" | "update" | "patch" | "delete" | "deletecollection")
-    }
-
-    fn is_read(&self) -> bool {
-        self.verb == "get"
-    }
-}
-
-/// The provisioner's requests in the audit log from byte `from` on; answers them and the offset
-/// to read on from.
-fn audited(log: &Path, from: u64) -> (Vec<Request>, u64) {
-    let text = std::fs::read(log).unwrap_or_default();
-    let start = (from as usize).min(text.len());
-    let mut requests = Vec::new();
-    for line in String::from_utf8_lossy(&text[start..]).lines() {
-        let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else { continue };
-        if event["user"]["username"] != PROVISIONER_USER {
-            continue;
-        }
-        let object = &event["objectRef"];
-        let mut resource = object["resource"].as_str().unwrap_or("").to_owned();
-        if let Some(sub) = object["subresource"].as_str() {
-            resource = format!("{resource}/{sub}");
-        }
-        let verb = event["verb"].as_str().unwrap_or("").to_owned();
-        requests.push(Request { verb, resource });
-    }
-    (requests, text.len() as u64)
-}
-
-fn per_claim(requests: &[Request], claims: usize, out: &mut String) {
-    let writes = requests.iter().filter(|r| r.is_write()).count();
-    let reads = requests.iter().filter(|r| r.is_read()).count();
-    let lists = requests.iter().filter(|r| matches!(r.verb.as_str(), "list" | "watch")).count();
-    let n = claims as f64;
-    writeln!(
-        out,
-        "  API writes per claim: {:.2}   reads (GET) per claim: {:.2}   list/watch: {lists}",
-        writes as f64 / n,
-        reads as f64 / n
-    )
-    .unwrap();
-    let mut by_kind: BTreeMap<&Request, usize> = BTreeMap::new();
-    for request in requests.iter().filter(|r| r.is_write() || r.is_read()) {
-        *by_kind.entry(request).or_default() += 1;
-    }
-    for (request, count) in by_kind {
-        let (verb, resource) = (&request.verb, &request.resource);
-        writeln!(out, "    {verb:>7} {resource:<32} {:6.2} per claim", count as f64 / n).unwrap();
-    }
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index].as_secs_f64()
-}
-
 /// Records when each claim was first seen Bound, and when each was seen gone.
 #[derive(Default)]
 struct Seen {
@@ -222,46 +136,15 @@ async fn watch_claims(client: Client, seen: Arc<Mutex<Seen>>) {
     }
 }
 
-async fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let started = Instant::now();
-    let mut last_report = Instant::now();
-    while !done() {
-        assert!(started.elapsed() < limit, "{what} did not happen within {limit:?}");
-        if last_report.elapsed() > Duration::from_secs(30) {
-            eprintln!("bench: still waiting for {what} ({:.0} s)", started.elapsed().as_secs_f64());
-            last_report = Instant::now();
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::main]
 async fn main() {
-    let mut args = std::env::args().skip(1);
-    let mut output = None;
-    while let Some(arg) = args.next() {
-        if arg == "--output" {
-            output = args.next();
-        }
-    }
+    let output = output_arg();
     let claims = env_number("BENCH_CLAIMS", 1000);
     let workers = env_number("BENCH_WORKERS", 4);
 
-    let provisioner_token = format!("bench-{}", test_support::unique_suffix());
-    let options = Options {
-        audit: true,
-        tokens: vec![TokenUser {
-            token: provisioner_token.clone(),
-            user: PROVISIONER_USER.into(),
-            groups: vec!["system:masters".into()],
-        }],
-        ..Default::default()
-    };
-    let plane = ControlPlane::start_with(&options).expect("starting the control plane");
-    let client = plane.client().await;
+    let AuditedPlane { plane: _plane, client, kubeconfig, audit } =
+        AuditedPlane::start(PROVISIONER_USER).await;
     install_crds(&client).await.unwrap();
-    let kubeconfig = plane.kubeconfig_for_token(&provisioner_token).unwrap();
-    let audit = plane.audit_log().expect("an audited control plane").to_owned();
 
     let class = StorageClass {
         metadata: ObjectMeta { name: Some("bench".into()), ..Default::default() },
@@ -270,17 +153,7 @@ async fn main() {
         ..Default::default()
     };
     Api::<StorageClass>::all(client.clone()).create(&PostParams::default(), &class).await.unwrap();
-    let namespaces: Vec<String> = (0..NAMESPACES).map(|i| format!("bench-{i}")).collect();
-    for name in &namespaces {
-        let namespace = Namespace {
-            metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() },
-            ..Default::default()
-        };
-        Api::<Namespace>::all(client.clone())
-            .create(&PostParams::default(), &namespace)
-            .await
-            .unwrap();
-    }
+    let namespaces = namespaces(&client, "bench", NAMESPACES).await;
 
     let root = tempfile::tempdir().unwrap();
     let metrics = free_port();
@@ -289,7 +162,7 @@ async fn main() {
     let watch = tokio::spawn(watch_claims(client.clone(), seen.clone()));
     // Let the provisioner list and watch before the burst, as a running one would have.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let (_, mark) = audited(&audit, 0);
+    let (_, mark) = requests_since(&audit, PROVISIONER_USER, 0);
 
     let mut out = format!(
         "Controller on a real control plane: hostPath backend, release build, {} cores, \
@@ -298,28 +171,19 @@ async fn main() {
     );
     eprintln!("bench: creating {claims} claims");
     let started = Instant::now();
-    let created: Vec<(String, Instant)> = futures::stream::iter(0..claims)
-        .map(|i| {
-            let client = client.clone();
-            let namespace = namespaces[i % NAMESPACES].clone();
-            async move {
-                let api: Api<ObjectBucketClaim> = Api::namespaced(client, &namespace);
-                let mut claim = ObjectBucketClaim::new(
-                    &format!("c-{i}"),
-                    ObjectBucketClaimSpec {
-                        storage_class_name: "bench".into(),
-                        generate_bucket_name: Some("bench".into()),
-                        ..Default::default()
-                    },
-                );
-                claim.metadata.labels = Some([(LABEL.to_owned(), "true".to_owned())].into());
-                api.create(&PostParams::default(), &claim).await.unwrap();
-                (format!("{namespace}/c-{i}"), Instant::now())
-            }
-        })
-        .buffer_unordered(IN_FLIGHT)
-        .collect()
-        .await;
+    let created = create_all(&client, &namespaces, claims, |i| {
+        let mut claim = ObjectBucketClaim::new(
+            &format!("c-{i}"),
+            ObjectBucketClaimSpec {
+                storage_class_name: "bench".into(),
+                generate_bucket_name: Some("bench".into()),
+                ..Default::default()
+            },
+        );
+        claim.metadata.labels = Some([(LABEL.to_owned(), "true".to_owned())].into());
+        claim
+    })
+    .await;
     let creating = started.elapsed();
     wait_until("every claim to be Bound", Duration::from_secs(3600), || {
         seen.lock().unwrap().bound.len() >= claims
@@ -327,11 +191,6 @@ async fn main() {
     .await;
     let bound_at = *seen.lock().unwrap().bound.values().max().unwrap();
     let total = bound_at.duration_since(started);
-    let mut latencies: Vec<Duration> = {
-        let seen = seen.lock().unwrap();
-        created.iter().map(|(key, at)| seen.bound[key].saturating_duration_since(*at)).collect()
-    };
-    latencies.sort();
     let (rss, peak) = memory_mib(provisioner.id().unwrap());
     let cpu = cpu_seconds(provisioner.id().unwrap());
     writeln!(out, "provisioning").unwrap();
@@ -343,18 +202,11 @@ async fn main() {
         claims as f64 / total.as_secs_f64()
     )
     .unwrap();
-    writeln!(
-        out,
-        "  creation to Bound: p50 {:.2} s, p99 {:.2} s, max {:.2} s",
-        percentile(&latencies, 0.5),
-        percentile(&latencies, 0.99),
-        percentile(&latencies, 1.0)
-    )
-    .unwrap();
+    out.push_str(&latencies("creation to Bound", &created, &seen.lock().unwrap().bound));
     // Let the reconciles that our own writes cause run out before counting.
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let (requests, mark) = audited(&audit, mark);
-    per_claim(&requests, claims, &mut out);
+    let (requests, mark) = requests_since(&audit, PROVISIONER_USER, mark);
+    out.push_str(&per_object(&requests, claims, "claim"));
     writeln!(out, "  provisioner memory: RSS {rss:.1} MiB, peak {peak:.1} MiB").unwrap();
     writeln!(
         out,
@@ -365,12 +217,12 @@ async fn main() {
 
     eprintln!("bench: restarting the provisioner");
     provisioner.kill().await.unwrap();
-    let (_, mark) = audited(&audit, mark);
+    let (_, mark) = requests_since(&audit, PROVISIONER_USER, mark);
     let restarted = Instant::now();
     let mut provisioner = start_provisioner(root.path(), &kubeconfig, workers, metrics);
     tokio::time::sleep(AFTER_RESTART).await;
-    let (requests, mark) = audited(&audit, mark);
-    let beyond_lists: Vec<&Request> =
+    let (requests, mark) = requests_since(&audit, PROVISIONER_USER, mark);
+    let beyond_lists: Vec<_> =
         requests.iter().filter(|r| !matches!(r.verb.as_str(), "list" | "watch")).collect();
     let (rss, peak) = memory_mib(provisioner.id().unwrap());
     writeln!(out, "restart with {claims} claims bound").unwrap();
@@ -388,25 +240,14 @@ async fn main() {
 
     eprintln!("bench: deleting {claims} claims");
     let started = Instant::now();
-    futures::stream::iter(created.iter().map(|(key, _)| key.clone()))
-        .map(|key| {
-            let client = client.clone();
-            async move {
-                let (namespace, name) = key.split_once('/').unwrap();
-                let api: Api<ObjectBucketClaim> = Api::namespaced(client, namespace);
-                api.delete(name, &DeleteParams::default()).await.unwrap();
-            }
-        })
-        .buffer_unordered(IN_FLIGHT)
-        .collect::<Vec<()>>()
-        .await;
+    delete_all::<ObjectBucketClaim>(&client, &created).await;
     wait_until("every claim to be gone", Duration::from_secs(3600), || {
         seen.lock().unwrap().gone.len() >= claims
     })
     .await;
     let deleting = started.elapsed();
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let (requests, _) = audited(&audit, mark);
+    let (requests, _) = requests_since(&audit, PROVISIONER_USER, mark);
     writeln!(out, "deletion").unwrap();
     writeln!(
         out,
@@ -415,7 +256,7 @@ async fn main() {
         claims as f64 / deleting.as_secs_f64()
     )
     .unwrap();
-    per_claim(&requests, claims, &mut out);
+    out.push_str(&per_object(&requests, claims, "claim"));
     let buckets_left = std::fs::read_dir(root.path().join("buckets")).map_or(0, |d| d.count());
     writeln!(out, "  bucket directories left: {buckets_left}").unwrap();
 

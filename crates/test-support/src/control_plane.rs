@@ -1,5 +1,6 @@
 //! A real Kubernetes control plane for tests: etcd, kube-apiserver and kube-controller-manager
-//! (garbage collector and namespace controllers), built by `tests/controlplane/build.sh`.
+//! (garbage collector, namespace, PersistentVolume binder and protection controllers), built by
+//! `tests/controlplane/build.sh`.
 //! [`Options::pods`] adds what a node's pods need.
 //!
 //! The processes run under a [`Supervised`], so however the test process ends they stop and their
@@ -34,8 +35,9 @@ pub struct Options {
     pub address: Option<Ipv4Addr>,
     /// Serve pods: ServiceAccount admission (tokens in pods), a CA of its own whose certificate
     /// the controller manager publishes to every namespace (`kube-root-ca.crt`), and the
-    /// controllers that run workloads (service accounts, deployments, replica sets, endpoint
-    /// slices, and node lifecycle, which lifts the not-ready taint a kubelet registers with).
+    /// controllers that run workloads (service accounts, deployments, replica sets, daemon sets,
+    /// endpoint slices, and node lifecycle, which lifts the not-ready taint a kubelet registers
+    /// with).
     pub pods: bool,
     /// More users for the token file, e.g. a kubelet's.
     pub tokens: Vec<TokenUser>,
@@ -173,7 +175,11 @@ impl ControlPlane {
         } else {
             None
         };
-        let mut controllers = "garbagecollector,namespace".to_string();
+        // The PV binder binds claims to the volumes provisioners make for them; the protection
+        // controllers lift the finalizers admission puts on every claim and volume.
+        let mut controllers = "garbagecollector,namespace,persistentvolume-binder-controller,\
+            persistentvolume-protection-controller,persistentvolumeclaim-protection-controller"
+            .to_string();
         let mut controller_manager_extra = Vec::new();
         match &ca_path {
             Some(ca) => {
@@ -181,8 +187,8 @@ impl ControlPlane {
                 apiserver.push(format!("--tls-private-key-file={d}/apiserver.key"));
                 controllers.push_str(
                     ",serviceaccount-controller,root-ca-certificate-publisher-controller,\
-                     deployment-controller,replicaset-controller,endpointslice-controller,\
-                     node-lifecycle-controller",
+                     deployment-controller,replicaset-controller,daemonset-controller,\
+                     endpointslice-controller,node-lifecycle-controller",
                 );
                 controller_manager_extra.push(format!("--root-ca-file={}", ca.display()));
             }

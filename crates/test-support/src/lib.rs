@@ -1,11 +1,14 @@
 //! Test support: a real control plane ([`ControlPlane`]) and helpers that keep tests isolated
 //! from each other on it (their own namespace, uniquely named cluster objects).
 
+pub mod bench;
 mod control_plane;
 mod manifests;
 mod supervised;
+pub mod volumes;
 
 use std::future::Future;
+use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
@@ -58,18 +61,35 @@ pub async fn install_crds(client: &Client) -> Result<()> {
     Ok(())
 }
 
+/// A command for a provisioner binary under test: killed when dropped, quiet unless
+/// `PROVISIONER_LOG` (a `RUST_LOG` filter) asks to see its log.
+pub fn program(path: &str) -> tokio::process::Command {
+    let log = std::env::var("PROVISIONER_LOG").ok();
+    let mut command = tokio::process::Command::new(path);
+    command
+        .env("RUST_LOG", log.as_deref().unwrap_or("warn,kube_client::client::tls=error"))
+        .stdout(if log.is_some() { Stdio::inherit() } else { Stdio::null() })
+        .kill_on_drop(true);
+    command
+}
+
 /// Creates a namespace of its own for one test and returns its name.
 pub async fn test_namespace(client: &Client, prefix: &str) -> String {
     let name = format!("{prefix}-{}", unique_suffix());
+    create_namespace(client, &name).await;
+    name
+}
+
+/// Creates namespace `name`.
+pub async fn create_namespace(client: &Client, name: &str) {
     let namespace = Namespace {
-        metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() },
+        metadata: ObjectMeta { name: Some(name.to_owned()), ..Default::default() },
         ..Default::default()
     };
     Api::<Namespace>::all(client.clone())
         .create(&PostParams::default(), &namespace)
         .await
-        .expect("creating the test namespace");
-    name
+        .unwrap_or_else(|e| panic!("creating namespace {name}: {e}"));
 }
 
 /// Polls `check` until it yields a value, or panics with `what` after [`WAIT`].

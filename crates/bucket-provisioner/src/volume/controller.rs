@@ -1,0 +1,440 @@
+//! The volume controller: watches claims, our PersistentVolumes and the StorageClasses, makes a
+//! PV for every claim the binder hands to us, and removes the assets of the PVs that are done.
+//! Like the bucket side it reads only from its caches, corrected by its own writes, so that a
+//! reconcile with nothing to do makes no request.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::events::{EventType, Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::{Client, Resource, ResourceExt};
+use tokio::sync::watch;
+
+use super::VolumeProvisioner;
+use super::objects::{
+    FINALIZER, Fate, LABEL_PROVISIONER, awaits_volume, fate, is_ours, options, pv_name_for_claim,
+    selected_node, volume, waits_for_consumer,
+};
+use crate::BackendError;
+use crate::cache::Recent;
+use crate::controller::{Backoff, ListProgress, drop_managed_fields, publish, watch_configs};
+use crate::error::Operation;
+use crate::telemetry::{Health, Metrics};
+use crate::watch::{ShortBackoff, resilient_watch};
+
+/// How the volume controller runs.
+#[derive(Clone, Debug)]
+pub struct VolumeControllerConfig {
+    /// The StorageClass `provisioner` value this controller answers to.
+    pub provisioner_name: String,
+    /// How many claims and volumes are reconciled at once.
+    pub workers: u16,
+    /// The node this instance serves, for storage that lives on one node: only claims the
+    /// scheduler placed there (`volume.kubernetes.io/selected-node`) are provisioned, and only
+    /// PVs made here are deleted. `None` serves the whole cluster.
+    pub node: Option<String>,
+    /// With `node` set: provision claims that name no node too (classes with `Immediate`
+    /// binding), on this node. Only for a single instance, never one per node.
+    pub serve_unscheduled: bool,
+    /// First retry delay after a transient failure; it doubles on each further failure.
+    pub backoff_initial: Duration,
+    /// Longest retry delay.
+    pub backoff_max: Duration,
+}
+
+impl VolumeControllerConfig {
+    /// Defaults for a provisioner name: the whole cluster, 4 workers, backoff from 1 s to 5 min.
+    pub fn new(provisioner_name: impl Into<String>) -> Self {
+        Self {
+            provisioner_name: provisioner_name.into(),
+            workers: 4,
+            node: None,
+            serve_unscheduled: false,
+            backoff_initial: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(300),
+        }
+    }
+}
+
+/// A failed reconcile of one claim or volume.
+#[derive(Debug, thiserror::Error)]
+enum VolumeError {
+    /// The claim's StorageClass is gone.
+    #[error("StorageClass {0:?} not found; the claim waits until it exists")]
+    StorageClassNotFound(String),
+    /// The backend refused or failed.
+    #[error("{operation} of volume {volume:?} failed: {source}")]
+    Backend {
+        /// What was attempted.
+        operation: Operation,
+        /// The PV's name.
+        volume: String,
+        /// What the backend said.
+        source: BackendError,
+    },
+    /// The Kubernetes API failed.
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+impl VolumeError {
+    fn reason(&self) -> &str {
+        match self {
+            Self::StorageClassNotFound(_) => "StorageClassNotFound",
+            Self::Backend { source: BackendError::Permanent { reason, .. }, .. } => reason,
+            Self::Backend { operation, .. } => operation.failed_reason(),
+            Self::Kube(_) => "KubernetesApiError",
+        }
+    }
+
+    fn is_permanent(&self) -> bool {
+        matches!(self, Self::Backend { source, .. } if source.is_permanent())
+    }
+}
+
+/// Shared state of all reconciles.
+struct Context<P> {
+    client: Client,
+    provisioner: P,
+    config: VolumeControllerConfig,
+    recorder: Recorder,
+    metrics: Metrics,
+    volumes: Recent<PersistentVolume>,
+    classes: Store<StorageClass>,
+    listed: watch::Receiver<bool>,
+    backoff: Backoff,
+}
+
+impl<P> Context<P> {
+    /// Waits until every cache holds its first list: before that, a missing PV proves nothing.
+    async fn until_listed(&self) {
+        let mut listed = self.listed.clone();
+        let _ = listed.wait_for(|l| *l).await;
+    }
+
+    fn node(&self) -> Option<&str> {
+        self.config.node.as_deref()
+    }
+
+    /// Makes a failure visible (Event on `subject`, log line, metric) and picks the retry.
+    async fn report(&self, subject: &ObjectReference, key: &str, error: VolumeError) -> Action {
+        let reason = error.reason().to_owned();
+        self.metrics.error(&reason);
+        let permanent = error.is_permanent();
+        tracing::warn!(object = %key, reason = %reason, permanent, "{error}");
+        let action = if matches!(error, VolumeError::Backend { operation: Operation::Delete, .. }) {
+            "Delete"
+        } else {
+            "Provision"
+        };
+        publish(&self.recorder, subject, EventType::Warning, &reason, &error.to_string(), action)
+            .await;
+        if permanent { Action::await_change() } else { Action::requeue(self.backoff.next(key)) }
+    }
+}
+
+fn backend(operation: Operation, volume: &str) -> impl FnOnce(BackendError) -> VolumeError + '_ {
+    move |source| VolumeError::Backend { operation, volume: volume.to_owned(), source }
+}
+
+/// Runs the volume controller until `shutdown` resolves, then lets running reconciles finish.
+/// Watch failures are reported to `health`.
+pub async fn run_volume_controller<P: VolumeProvisioner>(
+    client: Client,
+    provisioner: P,
+    config: VolumeControllerConfig,
+    metrics: Metrics,
+    health: Health,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let (all, ours) = watch_configs(LABEL_PROVISIONER, &config.provisioner_name);
+    // Claims, volumes, classes.
+    let (progress, listed) = ListProgress::new(3);
+
+    let (claims, claims_writer) = reflector::store::<PersistentVolumeClaim>();
+    let claim_events = reflector::reflector(
+        claims_writer,
+        resilient_watch(Api::all(client.clone()), all.clone(), "claims", health.clone())
+            .modify(drop_managed_fields),
+    )
+    .inspect(progress.marker(0))
+    .applied_objects();
+    let (volumes, volumes_writer) = reflector::store::<PersistentVolume>();
+    let volume_events = reflector::reflector(
+        volumes_writer,
+        resilient_watch(Api::all(client.clone()), ours, "persistentvolumes", health.clone())
+            .modify(drop_managed_fields),
+    )
+    .inspect(progress.marker(1))
+    .applied_objects();
+    let (classes, classes_writer) = reflector::store::<StorageClass>();
+    let class_events = reflector::reflector(
+        classes_writer,
+        resilient_watch(Api::all(client.clone()), all, "storageclasses", health)
+            .modify(drop_managed_fields),
+    )
+    .inspect(progress.marker(2))
+    .touched_objects();
+
+    let reporter = Reporter { controller: config.provisioner_name.clone(), instance: None };
+    let workers = config.workers.max(1);
+    let context = Arc::new(Context {
+        recorder: Recorder::new(client.clone(), reporter),
+        client,
+        provisioner,
+        backoff: Backoff::new(config.backoff_initial, config.backoff_max),
+        config,
+        metrics,
+        volumes: Recent::new(volumes.clone()),
+        classes,
+        listed,
+    });
+
+    let shutdown = shutdown.shared();
+    let by_class = claims.clone();
+    let claims_done = Controller::for_stream(claim_events, claims)
+        .watches_stream(class_events, move |class| claims_of_class(&by_class, &class.name_any()))
+        .trigger_backoff(ShortBackoff::default())
+        .with_config(controller::Config::default().concurrency(workers))
+        .graceful_shutdown_on(shutdown.clone())
+        .run(reconcile_claim, requeue_claim, context.clone())
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "claim controller stream");
+            }
+        });
+    let volumes_done = Controller::for_stream(volume_events, volumes)
+        .trigger_backoff(ShortBackoff::default())
+        .with_config(controller::Config::default().concurrency(workers))
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile_volume, requeue_volume, context)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "volume controller stream");
+            }
+        });
+    futures::join!(claims_done, volumes_done);
+}
+
+fn claims_of_class(
+    store: &Store<PersistentVolumeClaim>,
+    class: &str,
+) -> Vec<ObjectRef<PersistentVolumeClaim>> {
+    store
+        .state()
+        .iter()
+        .filter(|c| c.spec.as_ref().and_then(|s| s.storage_class_name.as_deref()) == Some(class))
+        .map(|c| ObjectRef::from_obj(&**c))
+        .collect()
+}
+
+fn claim_key(claim: &PersistentVolumeClaim) -> String {
+    format!("{}/{}", claim.namespace().unwrap_or_default(), claim.name_any())
+}
+
+async fn reconcile_claim<P: VolumeProvisioner>(
+    claim: Arc<PersistentVolumeClaim>,
+    ctx: Arc<Context<P>>,
+) -> Result<Action, kube::Error> {
+    ctx.metrics.reconcile();
+    if !awaits_volume(&claim, &ctx.config.provisioner_name) {
+        return Ok(Action::await_change());
+    }
+    ctx.until_listed().await;
+    let key = claim_key(&claim);
+    match provision(&claim, &ctx).await {
+        Ok(action) => {
+            ctx.backoff.reset(&key);
+            Ok(action)
+        }
+        Err(error) => Ok(ctx.report(&claim.object_ref(&()), &key, error).await),
+    }
+}
+
+/// Makes the claim's PV, unless it exists or the claim is not this instance's to serve.
+async fn provision<P: VolumeProvisioner>(
+    claim: &PersistentVolumeClaim,
+    ctx: &Context<P>,
+) -> Result<Action, VolumeError> {
+    let node = selected_node(claim);
+    match (ctx.node(), node) {
+        // Another node's claim, or one no node was chosen for while we serve only our own.
+        (Some(ours), Some(node)) if ours != node => return Ok(Action::await_change()),
+        (Some(_), None) if !ctx.config.serve_unscheduled => return Ok(Action::await_change()),
+        _ => {}
+    }
+    let Some(uid) = claim.uid() else { return Ok(Action::await_change()) };
+    let pv_name = pv_name_for_claim(&uid);
+    if ctx.volumes.get("", &pv_name).is_some() {
+        // Made already; the binder binds it.
+        return Ok(Action::await_change());
+    }
+    let class_name =
+        claim.spec.as_ref().and_then(|s| s.storage_class_name.clone()).unwrap_or_default();
+    let class = ctx
+        .classes
+        .get(&ObjectRef::new(&class_name))
+        .ok_or_else(|| VolumeError::StorageClassNotFound(class_name.clone()))?;
+    // The annotation is the tenant's to edit; the class is the administrator's word.
+    if class.provisioner != ctx.config.provisioner_name
+        || (waits_for_consumer(&class) && node.is_none())
+    {
+        return Ok(Action::await_change());
+    }
+    let options = options(claim, &class);
+    ctx.provisioner.validate(&options).map_err(backend(Operation::Provision, &pv_name))?;
+    let started = Instant::now();
+    let provisioned = ctx.provisioner.provision(&options).await;
+    ctx.metrics.observe_provisioning("provision", started.elapsed().as_secs_f64());
+    let provisioned = provisioned.map_err(backend(Operation::Provision, &pv_name))?;
+    let note = provisioned.note.clone();
+    let pv = volume(&options, &class, provisioned, &ctx.config.provisioner_name, ctx.node());
+    // Made even if the claim went meanwhile: the binder then releases the PV, and its asset goes
+    // the way of its reclaim policy instead of being forgotten.
+    match Api::<PersistentVolume>::all(ctx.client.clone()).create(&PostParams::default(), &pv).await
+    {
+        Ok(created) => {
+            ctx.volumes.wrote(created);
+        }
+        // An earlier attempt made it and the cache has not seen it yet.
+        Err(kube::Error::Api(status)) if status.code == 409 => return Ok(Action::await_change()),
+        Err(e) => return Err(e.into()),
+    }
+    tracing::info!(claim = %claim_key(claim), volume = %pv_name, "provisioned");
+    let mut message = format!("volume {pv_name} provisioned");
+    if let Some(note) = note {
+        message.push_str("; ");
+        message.push_str(&note);
+    }
+    let subject = claim.object_ref(&());
+    publish(
+        &ctx.recorder,
+        &subject,
+        EventType::Normal,
+        "ProvisioningSucceeded",
+        &message,
+        "Provision",
+    )
+    .await;
+    Ok(Action::await_change())
+}
+
+/// Reached only when a reconcile itself failed, which the reconciles above never do.
+fn requeue_claim<P>(
+    claim: Arc<PersistentVolumeClaim>,
+    error: &kube::Error,
+    ctx: Arc<Context<P>>,
+) -> Action {
+    tracing::warn!(claim = %claim_key(&claim), error = %error, "claim reconcile failed");
+    Action::requeue(ctx.backoff.next(&claim_key(&claim)))
+}
+
+async fn reconcile_volume<P: VolumeProvisioner>(
+    cached: Arc<PersistentVolume>,
+    ctx: Arc<Context<P>>,
+) -> Result<Action, kube::Error> {
+    ctx.metrics.reconcile();
+    let name = cached.name_any();
+    // Our own writes win over a cache that has not seen them yet.
+    let Some(pv) = ctx.volumes.get("", &name) else { return Ok(Action::await_change()) };
+    if !is_ours(&pv, &ctx.config.provisioner_name, ctx.node()) {
+        return Ok(Action::await_change());
+    }
+    let fate = fate(&pv);
+    if fate == Fate::Keep {
+        return Ok(Action::await_change());
+    }
+    ctx.until_listed().await;
+    match retire(&pv, fate, &ctx).await {
+        Ok(action) => {
+            ctx.backoff.reset(&name);
+            Ok(action)
+        }
+        Err(error) => Ok(ctx.report(&pv.object_ref(&()), &name, error).await),
+    }
+}
+
+/// Removes the asset where the fate says so, then the finalizer, then (when released) the PV.
+async fn retire<P: VolumeProvisioner>(
+    pv: &PersistentVolume,
+    fate: Fate,
+    ctx: &Context<P>,
+) -> Result<Action, VolumeError> {
+    let name = pv.name_any();
+    if matches!(fate, Fate::Delete | Fate::DeleteAsset) {
+        let started = Instant::now();
+        let deleted = ctx.provisioner.delete(pv).await;
+        ctx.metrics.observe_provisioning("delete", started.elapsed().as_secs_f64());
+        match deleted {
+            Ok(()) => tracing::info!(volume = %name, "asset deleted"),
+            // Deleted by hand and refused for good: the PV goes, the asset stays as it is.
+            Err(source) if source.is_permanent() && fate == Fate::DeleteAsset => {
+                let error = backend(Operation::Delete, &name)(source);
+                ctx.metrics.error(error.reason());
+                tracing::warn!(volume = %name, reason = error.reason(), "{error}; the PV goes");
+                let note = format!("{error}; the PV is let go and the asset left as it is");
+                publish(
+                    &ctx.recorder,
+                    &pv.object_ref(&()),
+                    EventType::Warning,
+                    "AssetKept",
+                    &note,
+                    "Delete",
+                )
+                .await;
+            }
+            Err(source) => return Err(backend(Operation::Delete, &name)(source)),
+        }
+    }
+    let api: Api<PersistentVolume> = Api::all(ctx.client.clone());
+    if pv.finalizers().iter().any(|f| f == FINALIZER) {
+        let remaining: Vec<&String> = pv.finalizers().iter().filter(|f| *f != FINALIZER).collect();
+        // Guarded by the resourceVersion: a concurrent change fails the write and is retried.
+        let patch = serde_json::json!({
+            "metadata": { "resourceVersion": pv.resource_version(), "finalizers": remaining }
+        });
+        match api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(written) if pv.meta().deletion_timestamp.is_some() && remaining.is_empty() => {
+                ctx.volumes.deleted(&written);
+            }
+            Ok(written) => {
+                ctx.volumes.wrote(written);
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                return Ok(Action::await_change());
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if fate == Fate::Delete {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions { uid: pv.uid(), resource_version: None }),
+            ..Default::default()
+        };
+        match api.delete(&name, &params).await {
+            Ok(_) => ctx.volumes.deleted(pv),
+            Err(kube::Error::Api(status)) if status.code == 404 => ctx.volumes.deleted(pv),
+            Err(e) => return Err(e.into()),
+        }
+        tracing::info!(volume = %name, "volume deleted");
+    }
+    Ok(Action::await_change())
+}
+
+/// Reached only when a reconcile itself failed, which the reconciles above never do.
+fn requeue_volume<P>(
+    pv: Arc<PersistentVolume>,
+    error: &kube::Error,
+    ctx: Arc<Context<P>>,
+) -> Action {
+    tracing::warn!(volume = %pv.name_any(), error = %error, "volume reconcile failed");
+    Action::requeue(ctx.backoff.next(&pv.name_any()))
+}

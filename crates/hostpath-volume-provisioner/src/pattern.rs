@@ -1,0 +1,119 @@
+//! Where under the root a volume's directory goes: the StorageClass parameter `pathPattern`,
+//! expanded for one claim and checked so that no claim, namespace or pattern can name a place
+//! outside the root or inside the provisioner's own records.
+
+use std::path::PathBuf;
+
+/// The pattern used when the class sets none: one directory per PV, as the seeds did.
+pub const DEFAULT_PATTERN: &str = "{pvName}";
+
+/// A pattern that cannot make a safe relative path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("pathPattern {pattern:?}: {problem}")]
+pub struct PatternError {
+    pattern: String,
+    problem: String,
+}
+
+/// What the placeholders stand for.
+#[derive(Debug, Clone, Copy)]
+pub struct Names<'a> {
+    /// `{pvName}`: the PV's name, `pvc-<claim uid>`.
+    pub pv_name: &'a str,
+    /// `{namespace}`: the claim's namespace.
+    pub namespace: &'a str,
+    /// `{name}`: the claim's name.
+    pub name: &'a str,
+}
+
+/// Expands `pattern` for `names` into a path relative to the root: segments separated by `/`,
+/// none empty, `.`, `..` or starting with `.` (the records live in `.provisioner`), none longer
+/// than 255 bytes, with only the placeholders `{pvName}`, `{namespace}` and `{name}`.
+pub fn expand(pattern: &str, names: Names<'_>) -> Result<PathBuf, PatternError> {
+    let fail = |problem: String| PatternError { pattern: pattern.to_owned(), problem };
+    if !pattern.contains("{pvName}") && !pattern.contains("{name}") {
+        return Err(fail(
+            "must contain {pvName} or {name}, so that each claim gets its own".into(),
+        ));
+    }
+    let mut expanded = String::new();
+    let mut rest = pattern;
+    while let Some(open) = rest.find('{') {
+        expanded.push_str(&rest[..open]);
+        let close = rest[open..].find('}').ok_or_else(|| fail("an unclosed '{'".into()))? + open;
+        expanded.push_str(match &rest[open + 1..close] {
+            "pvName" => names.pv_name,
+            "namespace" => names.namespace,
+            "name" => names.name,
+            other => {
+                return Err(fail(format!(
+                    "unknown placeholder {{{other}}}; use {{pvName}}, {{namespace}} or {{name}}"
+                )));
+            }
+        });
+        rest = &rest[close + 1..];
+    }
+    expanded.push_str(rest);
+    if expanded.contains('}') {
+        return Err(fail("a '}' without '{'".into()));
+    }
+    let mut path = PathBuf::new();
+    for segment in expanded.split('/') {
+        let problem = if segment.is_empty() {
+            Some("an empty segment (a leading, trailing or doubled '/')".to_owned())
+        } else if segment.starts_with('.') {
+            Some(format!("segment {segment:?} starts with '.'"))
+        } else if segment.len() > 255 {
+            Some(format!("segment {segment:?} is longer than 255 bytes"))
+        } else if segment.contains('\0') {
+            Some("a NUL byte".to_owned())
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            return Err(fail(format!("it makes {expanded:?}, which has {problem}")));
+        }
+        path.push(segment);
+    }
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NAMES: Names<'static> = Names { pv_name: "pvc-1", namespace: "app", name: "data" };
+
+    #[test]
+    fn placeholders_expand_to_a_relative_path() {
+        assert_eq!(expand(DEFAULT_PATTERN, NAMES).unwrap(), PathBuf::from("pvc-1"));
+        assert_eq!(expand("{namespace}/{name}", NAMES).unwrap(), PathBuf::from("app/data"));
+        assert_eq!(
+            expand("volumes/{namespace}-{name}-{pvName}", NAMES).unwrap(),
+            PathBuf::from("volumes/app-data-pvc-1")
+        );
+    }
+
+    #[test]
+    fn nothing_escapes_the_root_or_reaches_the_records() {
+        for pattern in [
+            "../{pvName}",
+            "/etc/{pvName}",
+            "{namespace}/../../{name}",
+            "a//{name}",
+            "{name}/",
+            ".provisioner/{pvName}",
+            "{namespace}/./{name}",
+            "{namespace}",
+            "static",
+            "{uid}/{name}",
+            "{name",
+            "name}{pvName}",
+        ] {
+            assert!(expand(pattern, NAMES).is_err(), "{pattern:?} was accepted");
+        }
+        // Names are the apiserver's to validate, but a dot-name never passes either.
+        let dotted = Names { pv_name: "pvc-1", namespace: "..", name: "x" };
+        assert!(expand("{namespace}/{name}", dotted).is_err());
+    }
+}

@@ -1,0 +1,268 @@
+//! `hostpath-volume-provisioner` as a real process on a real control plane with
+//! kube-controller-manager's PV binder. The test plays the scheduler (it sets
+//! `volume.kubernetes.io/selected-node` as kube-scheduler does) and the pod (it writes into the
+//! directory); `make e2e` runs the same with a real scheduler and kubelet.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{
+    HostPathVolumeSource, ObjectReference, PersistentVolume, PersistentVolumeClaim,
+    PersistentVolumeSpec,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::{Client, ResourceExt};
+use test_support::{ControlPlane, init_tracing, program, test_namespace, unique_suffix, volumes};
+use tokio::process::Child;
+
+/// One provisioner process for `node`, with a root of its own; killed when dropped.
+struct Instance {
+    _child: Child,
+    root: tempfile::TempDir,
+}
+
+fn start(name: &str, node: &str, extra: &[&str]) -> Instance {
+    let root = tempfile::tempdir().unwrap();
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let child = program(env!("CARGO_BIN_EXE_hostpath-volume-provisioner"))
+        .arg(format!("--root={}", root.path().display()))
+        .arg(format!("--provisioner-name={name}"))
+        .arg(format!("--node-name={node}"))
+        .arg(format!("--kubeconfig={}", ControlPlane::shared().kubeconfig_path().display()))
+        .arg(format!("--metrics-address={metrics}"))
+        .arg("--leader-elect=false")
+        .args(extra)
+        .spawn()
+        .expect("starting hostpath-volume-provisioner");
+    Instance { _child: child, root }
+}
+
+struct World {
+    client: Client,
+    ns: String,
+    name: String,
+}
+
+async fn world(prefix: &str) -> World {
+    init_tracing();
+    let client = ControlPlane::shared().client().await;
+    let ns = test_namespace(&client, prefix).await;
+    World { client, ns, name: format!("hostpath-volume.test/{}", unique_suffix()) }
+}
+
+impl World {
+    async fn class(&self, reclaim: &str, parameters: &[(&str, &str)]) -> String {
+        let binding = Some("WaitForFirstConsumer");
+        volumes::create_class(&self.client, &self.name, reclaim, binding, parameters).await
+    }
+
+    fn claims(&self) -> Api<PersistentVolumeClaim> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    fn volumes(&self) -> Api<PersistentVolume> {
+        Api::all(self.client.clone())
+    }
+
+    /// A claim of `class` that the scheduler placed on `node` (as it does for the first pod);
+    /// answers the name its PV will have.
+    async fn claim(&self, name: &str, class: &str, node: &str) -> String {
+        let claim =
+            volumes::claim(name, class, "64Mi", &[("volume.kubernetes.io/selected-node", node)]);
+        let created = self.claims().create(&PostParams::default(), &claim).await.unwrap();
+        format!("pvc-{}", created.uid().unwrap())
+    }
+
+    /// Waits for claim `name` to be Bound and answers its PV.
+    async fn bound(&self, name: &str) -> PersistentVolume {
+        let claim = volumes::wait_bound(&self.claims(), name).await;
+        let pv = claim.spec.unwrap().volume_name.unwrap();
+        self.volumes().get(&pv).await.unwrap()
+    }
+
+    async fn delete_claim(&self, name: &str) {
+        self.claims().delete(name, &DeleteParams::default()).await.unwrap();
+    }
+
+    async fn gone(&self, pv: &str) {
+        volumes::wait_volume_gone(&self.client, pv).await;
+    }
+
+    async fn event(&self, namespace: &str, name: &str, reason: &str) -> String {
+        volumes::wait_event(&self.client, namespace, name, reason).await
+    }
+}
+
+fn host_path(pv: &PersistentVolume) -> PathBuf {
+    PathBuf::from(&pv.spec.as_ref().unwrap().host_path.as_ref().unwrap().path)
+}
+
+/// The seeds' story: a claim, a pod writing a file, the file on the host under the root; the
+/// claim deleted, the directory gone under `Delete` and kept under `Retain`.
+#[tokio::test]
+async fn a_claim_gets_a_directory_that_goes_with_it_under_delete_and_stays_under_retain() {
+    let world = world("hostpath-volumes").await;
+    let node = start(&world.name, "node-a", &[]);
+    let deleting = world.class("Delete", &[]).await;
+    let pv_name = world.claim("data", &deleting, "node-a").await;
+    let pv = world.bound("data").await;
+    assert_eq!(pv.name_any(), pv_name);
+    let dir = host_path(&pv);
+    assert_eq!(dir, node.root.path().join(&pv_name), "the default pattern is the PV's name");
+    assert!(dir.is_dir());
+    let annotations = pv.annotations();
+    assert_eq!(annotations["hostpath-volume.bucket-provisioner.io/identity"], "node-a");
+    assert!(
+        annotations["hostpath-volume.bucket-provisioner.io/capacity"].starts_with("not enforced: "),
+        "{annotations:?}"
+    );
+    let spec = pv.spec.clone().unwrap();
+    let term = &spec.node_affinity.unwrap().required.unwrap().node_selector_terms[0];
+    let requirement = &term.match_expressions.as_ref().unwrap()[0];
+    assert_eq!(
+        (requirement.key.as_str(), requirement.values.as_deref()),
+        ("kubernetes.io/hostname", Some(&["node-a".to_owned()][..]))
+    );
+    assert_eq!(spec.capacity.unwrap()["storage"], Quantity("64Mi".into()));
+    let note = world.event(&world.ns, "data", "ProvisioningSucceeded").await;
+    assert!(note.contains("its capacity is not enforced"), "{note}");
+    std::fs::write(dir.join("hello.txt"), "written by a pod").unwrap();
+    world.delete_claim("data").await;
+    world.gone(&pv_name).await;
+    assert!(!dir.exists(), "the directory went with the claim");
+
+    let retaining = world.class("Retain", &[]).await;
+    let kept_pv = world.claim("kept", &retaining, "node-a").await;
+    let kept = host_path(&world.bound("kept").await);
+    std::fs::write(kept.join("hello.txt"), "keep me").unwrap();
+    world.delete_claim("kept").await;
+    volumes::wait_phase(&world.client, &kept_pv, "Released").await;
+    assert_eq!(std::fs::read_to_string(kept.join("hello.txt")).unwrap(), "keep me");
+    // Deleting the retained PV by hand lets it go; the data stays on the host.
+    world.volumes().delete(&kept_pv, &DeleteParams::default()).await.unwrap();
+    world.gone(&kept_pv).await;
+    assert_eq!(std::fs::read_to_string(kept.join("hello.txt")).unwrap(), "keep me");
+}
+
+#[tokio::test]
+async fn the_reclaim_policy_override_keeps_what_the_class_would_delete() {
+    let world = world("hostpath-override").await;
+    let _node = start(&world.name, "node-a", &["--reclaim-policy=Retain"]);
+    let class = world.class("Delete", &[]).await;
+    let pv_name = world.claim("data", &class, "node-a").await;
+    let pv = world.bound("data").await;
+    let policy = pv.spec.as_ref().unwrap().persistent_volume_reclaim_policy.clone();
+    assert_eq!(policy.as_deref(), Some("Retain"));
+    let dir = host_path(&pv);
+    world.delete_claim("data").await;
+    volumes::wait_phase(&world.client, &pv_name, "Released").await;
+    assert!(dir.is_dir(), "kept by the override");
+}
+
+/// Each node makes the volumes scheduled to it, and never touches another node's.
+#[tokio::test]
+async fn each_node_serves_its_own_claims_and_leaves_other_nodes_volumes_alone() {
+    let world = world("hostpath-nodes").await;
+    let a = start(&world.name, "node-a", &[]);
+    let b = start(&world.name, "node-b", &[]);
+    let class = world.class("Delete", &[("pathPattern", "{namespace}/{name}")]).await;
+    world.claim("on-b", &class, "node-b").await;
+    let pv = world.bound("on-b").await;
+    assert_eq!(host_path(&pv), b.root.path().join(&world.ns).join("on-b"));
+    assert!(!a.root.path().join(&world.ns).exists(), "node-a made nothing for it");
+    assert_eq!(pv.annotations()["bucket-provisioner.io/node"], "node-b");
+
+    // A released PV that node-a's controller considers (its node annotation) but that records
+    // node-b's identity: node-a's backend refuses, and the directory it names stays.
+    let victim = a.root.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::fs::write(victim.join("data"), "not node-a's to delete").unwrap();
+    let name = format!("pvc-forged-{}", unique_suffix());
+    let forged = PersistentVolume {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            labels: pv.metadata.labels.clone(),
+            annotations: Some(BTreeMap::from([
+                ("pv.kubernetes.io/provisioned-by".to_owned(), world.name.clone()),
+                ("bucket-provisioner.io/node".to_owned(), "node-a".to_owned()),
+                ("hostpath-volume.bucket-provisioner.io/identity".to_owned(), "node-b".to_owned()),
+            ])),
+            ..Default::default()
+        },
+        spec: Some(PersistentVolumeSpec {
+            capacity: Some(BTreeMap::from([("storage".into(), Quantity("1Mi".into()))])),
+            access_modes: Some(vec!["ReadWriteOnce".into()]),
+            persistent_volume_reclaim_policy: Some("Delete".into()),
+            host_path: Some(HostPathVolumeSource {
+                path: victim.display().to_string(),
+                type_: None,
+            }),
+            // A claim that does not exist: the binder releases the volume.
+            claim_ref: Some(ObjectReference {
+                namespace: Some(world.ns.clone()),
+                name: Some("gone".into()),
+                uid: Some("00000000-0000-0000-0000-000000000000".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    world.volumes().create(&PostParams::default(), &forged).await.unwrap();
+    let note = world.event("default", &name, "NotOurs").await;
+    assert!(note.contains("node-b") && note.contains("left alone"), "{note}");
+    assert!(world.volumes().get_opt(&name).await.unwrap().is_some(), "the PV stays");
+    assert_eq!(std::fs::read_to_string(victim.join("data")).unwrap(), "not node-a's to delete");
+    world.volumes().delete(&name, &DeleteParams::default()).await.unwrap();
+}
+
+/// Patterns that would leave the root are refused with a reason on the claim; nothing is made.
+#[tokio::test]
+async fn path_patterns_cannot_escape_the_root() {
+    let world = world("hostpath-escape").await;
+    let node = start(&world.name, "node-a", &[]);
+    for (i, pattern) in
+        ["../{name}", "/etc/{name}", "{namespace}/../../{name}", ".provisioner/{name}"]
+            .into_iter()
+            .enumerate()
+    {
+        let class = world.class("Delete", &[("pathPattern", pattern)]).await;
+        let claim = format!("escape-{i}");
+        world.claim(&claim, &class, "node-a").await;
+        let note = world.event(&world.ns, &claim, "InvalidParameters").await;
+        assert!(note.contains("pathPattern"), "{note}");
+    }
+    let parent = node.root.path().parent().unwrap();
+    for name in ["escape-0", "escape-2"] {
+        assert!(!parent.join(name).exists(), "{name} made outside the root");
+    }
+    assert!(!Path::new("/etc/escape-1").exists());
+    let mut made: Vec<String> = std::fs::read_dir(node.root.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    made.sort();
+    assert_eq!(made, [".provisioner"], "nothing made in the root either");
+    let records = node.root.path().join(".provisioner/volumes");
+    assert_eq!(std::fs::read_dir(records).unwrap().count(), 0);
+
+    // Unknown parameters and modes are the class's to fix, and say so.
+    let class = world.class("Delete", &[("directoryMode", "rwx")]).await;
+    world.claim("bad-mode", &class, "node-a").await;
+    let note = world.event(&world.ns, "bad-mode", "InvalidParameters").await;
+    assert!(note.contains("directoryMode"), "{note}");
+}
+
+/// A single instance (`--serve-immediate`) also serves classes that bind at once, on its node.
+#[tokio::test]
+async fn a_single_instance_serves_immediate_classes_on_its_node() {
+    let world = world("hostpath-immediate").await;
+    let node = start(&world.name, "node-a", &["--serve-immediate=true"]);
+    let class = volumes::create_class(&world.client, &world.name, "Delete", None, &[]).await;
+    let claim = volumes::claim("now", &class, "1Mi", &[]);
+    world.claims().create(&PostParams::default(), &claim).await.unwrap();
+    let pv = world.bound("now").await;
+    assert!(host_path(&pv).starts_with(node.root.path()));
+    assert_eq!(pv.annotations()["bucket-provisioner.io/node"], "node-a");
+}
