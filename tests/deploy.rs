@@ -44,3 +44,26 @@ async fn s3_manifests_are_accepted() {
     let provisioner = class.expect("deploy/s3 has a StorageClass").1.data["provisioner"].clone();
     assert_eq!(provisioner, s3_provisioner::DEFAULT_PROVISIONER_NAME, "it names the default");
 }
+
+/// The image every provisioner container of `deploy/` names: the one `make image` builds and
+/// `ctr images import` loads, so the manifests apply as they are. A versioned tag also keeps the
+/// default pull policy at `IfNotPresent` (a `:latest` image is pulled on every start).
+#[test]
+fn deploy_names_the_image_make_image_builds() {
+    let expected = format!("localhost/bucket-provisioner:{}", env!("CARGO_PKG_VERSION"));
+    for dir in ["deploy/hostpath", "deploy/hostpath-volumes", "deploy/s3"] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(dir);
+        let mut provisioners = 0;
+        for (file, object) in read_manifests(&path).unwrap() {
+            let containers = &object.data["spec"]["template"]["spec"]["containers"];
+            for container in containers.as_array().into_iter().flatten() {
+                let image = container["image"].as_str().unwrap_or_default();
+                if image.contains("bucket-provisioner") {
+                    provisioners += 1;
+                    assert_eq!(image, expected, "{}", file.display());
+                }
+            }
+        }
+        assert_eq!(provisioners, 1, "{dir} runs one provisioner container");
+    }
+}
