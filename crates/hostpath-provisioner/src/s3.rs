@@ -709,17 +709,23 @@ impl S3 for HostPathS3 {
             .as_ref()
             .and_then(|c| c.location_constraint.as_ref())
             .map(|c| c.as_str().to_owned());
-        if let Some(constraint) = constraint.filter(|c| !c.is_empty()) {
-            let here = region.unwrap_or_else(|| "us-east-1".to_owned());
-            if constraint != here {
-                return Err(s3_error!(
-                    IllegalLocationConstraintException,
-                    "The {constraint} location constraint is incompatible for the region \
-                     specific endpoint this request was sent to."
-                ));
-            }
+        let here = region.unwrap_or_else(|| "us-east-1".to_owned());
+        if let Some(constraint) = constraint.filter(|c| !c.is_empty())
+            && constraint != here
+        {
+            return Err(s3_error!(
+                IllegalLocationConstraintException,
+                "The {constraint} location constraint is incompatible for the region \
+                 specific endpoint this request was sent to."
+            ));
         }
-        self.store.create_operator_bucket(&input.bucket).await.map_err(s3_err)?;
+        match self.store.create_operator_bucket(&input.bucket).await {
+            Ok(_) => {}
+            // S3's legacy rule in us-east-1: creating again a bucket one owns answers 200 (and
+            // changes nothing here); every other region answers BucketAlreadyOwnedByYou.
+            Err(StoreError::BucketAlreadyOwnedByYou(_)) if here == "us-east-1" => {}
+            Err(e) => return Err(s3_err(e)),
+        }
         Ok(S3Response::new(CreateBucketOutput { location: Some(format!("/{}", input.bucket)) }))
     }
 

@@ -11,7 +11,10 @@ use aws_sdk_s3::Client;
 use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, Delete, ObjectIdentifier};
+use aws_sdk_s3::types::{
+    BucketLocationConstraint, CompletedMultipartUpload, CompletedPart, CreateBucketConfiguration,
+    Delete, ObjectIdentifier,
+};
 use bucket_api::{
     BucketEndpoint, ObjectBucket, ObjectBucketClaim, ObjectBucketSpec, ReclaimPolicy,
 };
@@ -19,7 +22,7 @@ use bucket_provisioner::{
     BUCKET_NAME_TAKEN, BackendError, BucketOptions, ProvisionedBucket, Provisioner, Removed,
     user_id_for_claim,
 };
-use common::{Server, client_for, code};
+use common::{Server, client_for, client_in_region, code};
 use hostpath_provisioner::{AdminCredentials, HostPathConfig, HostPathProvisioner, OPERATOR_OWNER};
 use k8s_openapi::api::core::v1::ObjectReference;
 
@@ -253,15 +256,31 @@ async fn create_bucket_enforces_names_and_refuses_existing_buckets() {
     let entries = std::fs::read_dir(tmp.path().join("buckets")).unwrap().count();
     assert_eq!(entries, 0, "no directory was made for an invalid name");
 
-    // Whoever made a bucket, creating it again is BucketAlreadyOwnedByYou and changes nothing.
+    // Whoever made a bucket, creating it again changes nothing: in us-east-1 it answers 200, as
+    // S3 does there for legacy clients, elsewhere BucketAlreadyOwnedByYou.
     admin.create_bucket().bucket("by-operator").send().await.unwrap();
     server.bucket_with_key("by-provisioner", "obc-p").await;
     std::fs::create_dir(tmp.path().join("buckets/by-hand")).unwrap();
+    admin.put_object().bucket("by-operator").key("kept").send().await.unwrap();
+    let elsewhere = client_in_region(server.addr, ADMIN_ID, ADMIN_SECRET, "eu-west-1");
     for existing in ["by-operator", "by-provisioner", "by-hand"] {
-        let err = admin.create_bucket().bucket(existing).send().await.unwrap_err();
+        admin.create_bucket().bucket(existing).send().await.unwrap();
+        let err = elsewhere
+            .create_bucket()
+            .bucket(existing)
+            .create_bucket_configuration(
+                CreateBucketConfiguration::builder()
+                    .location_constraint(BucketLocationConstraint::EuWest1)
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap_err();
         assert_eq!(code(&err), "BucketAlreadyOwnedByYou", "{existing}");
         assert_eq!(status(&err), Some(409));
     }
+    let kept = admin.list_objects_v2().bucket("by-operator").send().await.unwrap();
+    assert_eq!(kept.contents().len(), 1, "creating again emptied nothing");
     assert_eq!(server.store.bucket_record("by-provisioner").unwrap().owner, "test-identity");
     assert!(server.store.bucket_record("by-hand").is_none());
 

@@ -195,16 +195,18 @@ pub fn check_request_time(
             )
         })?;
         if expires < 0 {
-            return Err(S3Error::with_message(
-                S3ErrorCode::AuthorizationQueryParametersError,
-                "X-Amz-Expires must be non-negative",
-            ));
+            // A URL that expired before it was made.
+            return Err(s3_error!(AccessDenied, "Request has expired"));
         }
         if expires.unsigned_abs() > MAX_PRESIGNED_EXPIRY_SECS {
-            return Err(S3Error::with_message(
+            // S3's code, with the 403 that clients and conformance suites expect of an
+            // authorization failure.
+            let mut error = S3Error::with_message(
                 S3ErrorCode::AuthorizationQueryParametersError,
                 "X-Amz-Expires must be less than a week (in seconds) that is; 604800",
-            ));
+            );
+            error.set_status_code(http::StatusCode::FORBIDDEN);
+            return Err(error);
         }
     }
     Ok(())

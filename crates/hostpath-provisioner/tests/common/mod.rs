@@ -68,10 +68,20 @@ impl Drop for Server {
 
 /// An SDK client for the endpoint at `addr`, path-style, plain HTTP.
 pub fn client_for(addr: SocketAddr, access_key_id: &str, secret: &str) -> Client {
+    client_in_region(addr, access_key_id, secret, "us-east-1")
+}
+
+/// [`client_for`], signing for `region`.
+pub fn client_in_region(
+    addr: SocketAddr,
+    access_key_id: &str,
+    secret: &str,
+    region: &str,
+) -> Client {
     let credentials = Credentials::new(access_key_id, secret, None, None, "test");
     let config = aws_sdk_s3::Config::builder()
         .behavior_version_latest()
-        .region(Region::new("us-east-1"))
+        .region(Region::new(region.to_owned()))
         .endpoint_url(format!("http://{addr}"))
         .force_path_style(true)
         .credentials_provider(credentials)
