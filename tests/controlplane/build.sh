@@ -14,12 +14,24 @@ stamp=$( (go version; cat "$here"/kubernetes/go.mod "$here"/kubernetes/go.sum \
   "$here"/etcd/go.mod "$here"/etcd/go.sum) | sha256sum | cut -c1-16)
 bin="$cache_root/controlplane-$stamp"
 
-if [[ -x "$bin/etcd" && -x "$bin/kube-apiserver" && -x "$bin/kube-controller-manager" ]]; then
+ready() { [[ -x "$bin/etcd" && -x "$bin/kube-apiserver" && -x "$bin/kube-controller-manager" ]]; }
+if ready; then
   echo "control plane: cached binaries in $bin" >&2
   echo "$bin"
   exit 0
 fi
 
+mkdir -p "$cache_root"
+# make and test binaries may ask at the same time: one builds, the others wait for it.
+exec 9>"$cache_root/controlplane-build.lock"
+flock 9
+if ready; then
+  echo "control plane: cached binaries in $bin" >&2
+  echo "$bin"
+  exit 0
+fi
+
+rm -rf "$bin.partial"
 mkdir -p "$bin.partial"
 build() { # module-dir output package
   local started=$SECONDS
