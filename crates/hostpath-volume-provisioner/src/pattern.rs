@@ -31,9 +31,13 @@ pub struct Names<'a> {
 /// than 255 bytes, with only the placeholders `{pvName}`, `{namespace}` and `{name}`.
 pub fn expand(pattern: &str, names: Names<'_>) -> Result<PathBuf, PatternError> {
     let fail = |problem: String| PatternError { pattern: pattern.to_owned(), problem };
-    if !pattern.contains("{pvName}") && !pattern.contains("{name}") {
+    if !pattern.contains("{pvName}") && !names_each_claim_apart(pattern) {
+        // Otherwise a tenant's claim could take the directory another namespace's claim of the
+        // same name needs, and block it for good.
         return Err(fail(
-            "must contain {pvName} or {name}, so that each claim gets its own".into(),
+            "must contain {pvName}, or {namespace} and {name} in segments of their own (as in \
+             {namespace}/{name}), so that no two claims anywhere share a directory"
+                .into(),
         ));
     }
     let mut expanded = String::new();
@@ -78,6 +82,20 @@ pub fn expand(pattern: &str, names: Names<'_>) -> Result<PathBuf, PatternError> 
     Ok(path)
 }
 
+/// Whether `{namespace}` and `{name}` both appear, each in a segment without the other. Names
+/// never contain `/`, so such a path tells every claim apart; in one segment they do not
+/// (`a-b` + `c` and `a` + `b-c` both make `a-b-c`).
+fn names_each_claim_apart(pattern: &str) -> bool {
+    let segment_of = |placeholder: &str| pattern.split('/').position(|s| s.contains(placeholder));
+    match (segment_of("{namespace}"), segment_of("{name}")) {
+        (Some(namespace), Some(name)) => {
+            namespace != name
+                && !pattern.split('/').any(|s| s.contains("{namespace}") && s.contains("{name}"))
+        }
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,6 +110,23 @@ mod tests {
             expand("volumes/{namespace}-{name}-{pvName}", NAMES).unwrap(),
             PathBuf::from("volumes/app-data-pvc-1")
         );
+    }
+
+    #[test]
+    fn claims_of_different_namespaces_never_share_a_directory() {
+        for pattern in ["{name}", "x/{name}", "{namespace}-{name}", "{namespace}{name}/x"] {
+            let error = expand(pattern, NAMES).unwrap_err().to_string();
+            assert!(error.contains("{namespace} and {name}"), "{pattern:?}: {error}");
+        }
+        for pattern in ["{namespace}/{name}", "{name}/x-{namespace}", "{name}-{pvName}", "{pvName}"]
+        {
+            assert!(expand(pattern, NAMES).is_ok(), "{pattern:?} was refused");
+        }
+        // The two namespaces' claims that would collide in one segment stay apart.
+        let a = Names { pv_name: "pvc-1", namespace: "a-b", name: "c" };
+        let b = Names { pv_name: "pvc-2", namespace: "a", name: "b-c" };
+        let pattern = "{namespace}/{name}";
+        assert_ne!(expand(pattern, a).unwrap(), expand(pattern, b).unwrap());
     }
 
     #[test]

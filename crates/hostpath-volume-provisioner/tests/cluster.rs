@@ -217,27 +217,31 @@ async fn each_node_serves_its_own_claims_and_leaves_other_nodes_volumes_alone() 
     world.volumes().delete(&name, &DeleteParams::default()).await.unwrap();
 }
 
-/// Patterns that would leave the root are refused with a reason on the claim; nothing is made.
+/// Patterns that would leave the root, or let a claim take the directory of another
+/// namespace's claim of the same name, are refused with a reason on the claim; nothing is made.
 #[tokio::test]
 async fn path_patterns_cannot_escape_the_root() {
     let world = world("hostpath-escape").await;
     let node = start(&world.name, "node-a", &[]);
-    for (i, pattern) in
-        ["../{name}", "/etc/{name}", "{namespace}/../../{name}", ".provisioner/{name}"]
-            .into_iter()
-            .enumerate()
-    {
+    let patterns = [
+        ("../{namespace}/{name}", "starts with '.'"),
+        ("/etc/{namespace}/{name}", "empty segment"),
+        ("{namespace}/../../{name}", "starts with '.'"),
+        (".provisioner/{namespace}/{name}", "starts with '.'"),
+        ("{name}", "{namespace} and {name}"),
+        ("{namespace}-{name}", "{namespace} and {name}"),
+    ];
+    for (i, (pattern, why)) in patterns.into_iter().enumerate() {
         let class = world.class("Delete", &[("pathPattern", pattern)]).await;
         let claim = format!("escape-{i}");
         world.claim(&claim, &class, "node-a").await;
         let note = world.event(&world.ns, &claim, "InvalidParameters").await;
-        assert!(note.contains("pathPattern"), "{note}");
+        assert!(note.contains("pathPattern") && note.contains(why), "{pattern}: {note}");
     }
     let parent = node.root.path().parent().unwrap();
-    for name in ["escape-0", "escape-2"] {
-        assert!(!parent.join(name).exists(), "{name} made outside the root");
-    }
-    assert!(!Path::new("/etc/escape-1").exists());
+    assert!(!parent.join(&world.ns).exists(), "made outside the root");
+    assert!(!parent.join("escape-2").exists(), "made outside the root");
+    assert!(!Path::new("/etc").join(&world.ns).exists());
     let mut made: Vec<String> = std::fs::read_dir(node.root.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
