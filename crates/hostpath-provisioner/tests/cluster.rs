@@ -3,16 +3,17 @@
 
 mod harness;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::time::Duration;
 
 use aws_sdk_s3::error::ProvideErrorMetadata;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
-use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketPhase};
+use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaimSpec, ObjectBucketPhase};
 use harness::*;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use test_support::{ControlPlane, eventually};
 
 #[tokio::test]
@@ -295,4 +296,75 @@ async fn operator_bucket_is_granted_to_a_claim_and_outlives_it() {
     }
     admin.delete_bucket().bucket(&bucket).send().await.unwrap();
     assert!(!env.bucket_dir(&bucket).exists());
+}
+
+/// The process killed (SIGKILL) at arbitrary moments while a burst of claims is provisioned,
+/// then while they are deleted: every claim ends Bound to a bucket of its own whose key works
+/// there and nowhere else, nothing is made twice or left behind, and deletion removes it all.
+#[tokio::test]
+async fn a_burst_of_claims_survives_repeated_crashes() {
+    const CLAIMS: usize = 60;
+    let env = Env::new("hp-crash").await;
+    let class = env.class(&[], "Delete").await;
+    let home = env.home();
+    let names: Vec<String> = (0..CLAIMS).map(|i| format!("burst-{i}")).collect();
+    let mut provisioner = env.start("node-a");
+    for name in &names {
+        // One prefix for all, so generated names are as likely to meet as they can be.
+        let spec = ObjectBucketClaimSpec {
+            storage_class_name: class.clone(),
+            generate_bucket_name: Some("burst".into()),
+            ..Default::default()
+        };
+        home.create(name, spec).await;
+    }
+    for pause in [100, 250, 150, 300, 200, 400, 250, 600] {
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        provisioner.kill().await;
+        provisioner = env.start("node-a");
+    }
+
+    let mut buckets = BTreeSet::new();
+    let mut clients = Vec::new();
+    for name in &names {
+        home.wait(name, ClaimPhase::Bound, "Bound").await;
+        let (s3, bucket) = home.s3_for(name).await;
+        put(&s3, &bucket, "owner", name.as_bytes()).await.unwrap();
+        assert!(buckets.insert(bucket.clone()), "{bucket} is bound to two claims");
+        clients.push((s3, bucket));
+    }
+    let listed = |dir: &str| -> BTreeSet<String> {
+        std::fs::read_dir(env.root.path().join(dir))
+            .map(|entries| {
+                entries.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(listed("buckets"), buckets, "one directory per claim, none left by a crash");
+    let keys = listed(".provisioner/keys");
+    assert_eq!(keys.len(), CLAIMS, "one key per claim, none left by a crash: {keys:?}");
+    for (i, (s3, bucket)) in clients.iter().enumerate() {
+        assert_eq!(get(s3, bucket, "owner").await.unwrap(), names[i].as_bytes());
+        let (_, next) = &clients[(i + 1) % CLAIMS];
+        let denied = s3.get_object().bucket(next).key("owner").send().await;
+        assert_eq!(code(denied), "AccessDenied", "{bucket}'s key reached {next}");
+    }
+
+    for name in &names {
+        env.claims.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    for pause in [30, 120, 60, 200, 100] {
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        provisioner.kill().await;
+        provisioner = env.start("node-a");
+    }
+    for name in &names {
+        eventually(&format!("claim {name} to be gone"), || async {
+            env.claims.get_opt(name).await.ok()?.is_none().then_some(())
+        })
+        .await;
+    }
+    assert_eq!(listed("buckets"), BTreeSet::new(), "every bucket went with its claim");
+    assert_eq!(listed(".provisioner/keys"), BTreeSet::new(), "every key went with its claim");
+    drop(provisioner);
 }
