@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
 use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaimSpec};
@@ -404,4 +405,67 @@ async fn the_binary_serves_claims_and_logs_no_secret() {
     for secret in [&keys.secret_access_key, &s.moto.admin.secret_access_key] {
         assert!(!log.contains(secret.as_str()), "a secret reached the log:\n{log}");
     }
+}
+
+/// The controller crashed at arbitrary moments through a burst of claims and through their
+/// deletion: every claim ends with one IAM user holding exactly the key its Secret carries, its
+/// bucket is its alone, and deletion leaves no bucket and no user behind.
+#[tokio::test]
+async fn a_burst_of_claims_survives_repeated_crashes() {
+    const CLAIMS: usize = 12;
+    let s = setup("s3-burst").await;
+    s.owner_keys("owner", &s.moto.admin).await;
+    let mut controller = Harness::start(&s.client, s.backend());
+    let provisioner = controller.provisioner.clone();
+    let class = s.class(&provisioner, "owner", &[], Some("Delete")).await;
+    let buckets: Vec<String> = (0..CLAIMS).map(|i| format!("burst-{i}-{}", suffix())).collect();
+    for (i, bucket) in buckets.iter().enumerate() {
+        s.claim(&format!("c{i}"), spec(&class, bucket)).await;
+    }
+    for pause in [100, 250, 150, 300, 200] {
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        controller.crash();
+        controller = Harness::start_as(&s.client, s.backend(), &provisioner);
+    }
+
+    let mut users = Vec::new();
+    for (i, bucket) in buckets.iter().enumerate() {
+        let name = format!("c{i}");
+        let claim = s.wait_for(&name, ClaimPhase::Bound, "Bound").await;
+        let keys = s.claim_keys(&name).await;
+        let user = user_of(&claim);
+        let held = s.moto.access_keys(&user).await;
+        assert_eq!(held, [keys.access_key_id.as_str()], "{name}: one key, its Secret's");
+        let s3 = s.moto.s3(&keys);
+        read_write(&s3, bucket).await;
+        let other = &buckets[(i + 1) % CLAIMS];
+        let put = s3.put_object().bucket(other).key("x").body(b"x".to_vec().into()).send().await;
+        assert_eq!(common::error_code(put), "AccessDenied", "{name}'s key reached {other}");
+        users.push(user);
+    }
+    users.sort();
+    let mut provisioned = s.moto.provisioned_users().await;
+    provisioned.sort();
+    assert_eq!(provisioned, users, "one user per claim, none left by a crash");
+
+    for i in 0..CLAIMS {
+        s.claims.delete(&format!("c{i}"), &Default::default()).await.unwrap();
+    }
+    for pause in [50, 150, 100, 250] {
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        controller.crash();
+        controller = Harness::start_as(&s.client, s.backend(), &provisioner);
+    }
+    for i in 0..CLAIMS {
+        let name = format!("c{i}");
+        eventually(&format!("claim {name} to be gone"), || async {
+            s.claims.get_opt(&name).await.ok()?.is_none().then_some(())
+        })
+        .await;
+    }
+    for bucket in &buckets {
+        assert!(!s.moto.bucket_exists(bucket).await, "{bucket} outlived its claim");
+    }
+    assert_eq!(s.moto.provisioned_users().await, Vec::<String>::new(), "users outlived claims");
+    drop(controller);
 }
