@@ -24,9 +24,14 @@ struct Instance {
 
 fn start(name: &str, node: &str, extra: &[&str]) -> Instance {
     let root = tempfile::tempdir().unwrap();
+    Instance { _child: start_in(root.path(), name, node, extra), root }
+}
+
+/// The provisioner process for `node` on `root`.
+fn start_in(root: &Path, name: &str, node: &str, extra: &[&str]) -> Child {
     let metrics = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let child = program(env!("CARGO_BIN_EXE_hostpath-volume-provisioner"))
-        .arg(format!("--root={}", root.path().display()))
+    program(env!("CARGO_BIN_EXE_hostpath-volume-provisioner"))
+        .arg(format!("--root={}", root.display()))
         .arg(format!("--provisioner-name={name}"))
         .arg(format!("--node-name={node}"))
         .arg(format!("--kubeconfig={}", ControlPlane::shared().kubeconfig_path().display()))
@@ -34,8 +39,7 @@ fn start(name: &str, node: &str, extra: &[&str]) -> Instance {
         .arg("--leader-elect=false")
         .args(extra)
         .spawn()
-        .expect("starting hostpath-volume-provisioner");
-    Instance { _child: child, root }
+        .expect("starting hostpath-volume-provisioner")
 }
 
 struct World {
@@ -269,4 +273,61 @@ async fn a_single_instance_serves_immediate_classes_on_its_node() {
     let pv = world.bound("now").await;
     assert!(host_path(&pv).starts_with(node.root.path()));
     assert_eq!(pv.annotations()["bucket-provisioner.io/node"], "node-a");
+}
+
+/// The process killed (SIGKILL) at arbitrary moments while a burst of claims is provisioned and
+/// then deleted: each claim gets one PV and one directory, nothing is made twice or left behind
+/// by a crash, and deletion removes every directory and record.
+#[tokio::test]
+async fn a_burst_of_claims_survives_repeated_crashes() {
+    const CLAIMS: usize = 20;
+    let world = world("hostpath-crash").await;
+    let root = tempfile::tempdir().unwrap();
+    let class = world.class("Delete", &[]).await;
+    let mut process = start_in(root.path(), &world.name, "node-a", &[]);
+    let mut pvs = BTreeMap::new();
+    for i in 0..CLAIMS {
+        let name = format!("burst-{i}");
+        pvs.insert(name.clone(), world.claim(&name, &class, "node-a").await);
+    }
+    for pause in [40, 80, 150, 300, 500, 800] {
+        tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+        process.kill().await.unwrap();
+        process = start_in(root.path(), &world.name, "node-a", &[]);
+    }
+    let listed = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .map(|entries| {
+                entries.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    for (claim, pv_name) in &pvs {
+        let pv = world.bound(claim).await;
+        assert_eq!(&pv.name_any(), pv_name);
+        assert_eq!(host_path(&pv), root.path().join(pv_name));
+    }
+    let mut expected: Vec<String> = pvs.values().cloned().collect();
+    expected.push(".provisioner".into());
+    expected.sort();
+    assert_eq!(listed(root.path()), expected, "one directory per claim, none left by a crash");
+    let records = root.path().join(".provisioner/volumes");
+    assert_eq!(listed(&records).len(), CLAIMS, "one record per volume");
+
+    for claim in pvs.keys() {
+        world.delete_claim(claim).await;
+    }
+    for pause in [50, 200, 100, 400] {
+        tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+        process.kill().await.unwrap();
+        process = start_in(root.path(), &world.name, "node-a", &[]);
+    }
+    for pv in pvs.values() {
+        world.gone(pv).await;
+    }
+    assert_eq!(listed(root.path()), [".provisioner"], "every directory went with its claim");
+    assert_eq!(listed(&records), Vec::<String>::new(), "and every record");
+    drop(process);
 }
