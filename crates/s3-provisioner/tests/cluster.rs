@@ -469,3 +469,88 @@ async fn a_burst_of_claims_survives_repeated_crashes() {
     assert_eq!(s.moto.provisioned_users().await, Vec::<String>::new(), "users outlived claims");
     drop(controller);
 }
+
+/// A TCP relay standing for the network between the provisioner and the service: cut, it drops
+/// every open connection and refuses new ones; restored, it relays again.
+struct Relay {
+    endpoint: String,
+    up: tokio::sync::watch::Sender<bool>,
+}
+
+impl Relay {
+    async fn start(upstream: u16) -> Relay {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let (up, state) = tokio::sync::watch::channel(true);
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                if !*state.borrow() {
+                    continue; // dropped: the peer sees its connection closed at once
+                }
+                let mut cut = state.clone();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) =
+                        tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await
+                    else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = cut.wait_for(|up| !*up) => {}
+                    }
+                });
+            }
+        });
+        Relay { endpoint, up }
+    }
+
+    fn cut(&self) {
+        self.up.send_replace(false);
+    }
+
+    fn restore(&self) {
+        self.up.send_replace(true);
+    }
+}
+
+/// The service unreachable for a while: a claim made meanwhile and a claim deleted meanwhile say
+/// why they wait and are retried, never failed for good; once the service is back both finish,
+/// and nothing is lost or left behind.
+#[tokio::test]
+async fn a_service_outage_delays_claims_and_deletions_but_loses_nothing() {
+    let s = setup("s3-outage").await;
+    s.owner_keys("owner", &s.moto.admin).await;
+    let relay = Relay::start(s.moto.port()).await;
+    let controller = Harness::start(&s.client, s.backend());
+    let class = s
+        .class(&controller.provisioner, "owner", &[("endpoint", &relay.endpoint)], Some("Delete"))
+        .await;
+    let before = format!("before-{}", suffix());
+    s.claim("before", spec(&class, &before)).await;
+    s.wait_for("before", ClaimPhase::Bound, "Bound").await;
+
+    relay.cut();
+    let during = format!("during-{}", suffix());
+    s.claim("during", spec(&class, &during)).await;
+    s.claims.delete("before", &Default::default()).await.unwrap();
+    let waiting = s.wait_for("during", ClaimPhase::Pending, "ProvisionFailed").await;
+    let message = &ready(&waiting).unwrap().message;
+    assert!(message.contains(&during), "the condition names what failed: {message}");
+    s.wait_event("before", "DeleteFailed").await;
+    // Several retries later, still waiting rather than failed, and still not deleted.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let still = s.claims.get("during").await.unwrap();
+    assert_eq!(still.status.and_then(|st| st.phase), Some(ClaimPhase::Pending));
+    assert!(s.claims.get_opt("before").await.unwrap().is_some(), "not gone while unreachable");
+    assert!(s.moto.bucket_exists(&before).await, "nothing deleted while unreachable");
+
+    relay.restore();
+    s.wait_for("during", ClaimPhase::Bound, "Bound").await;
+    read_write(&s.moto.s3(&s.claim_keys("during").await), &during).await;
+    eventually("claim before to be gone", || async {
+        s.claims.get_opt("before").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(!s.moto.bucket_exists(&before).await, "deleted once the service was back");
+    assert_eq!(s.moto.provisioned_users().await.len(), 1, "only the live claim's user remains");
+}
