@@ -383,15 +383,7 @@ async fn s3_provisioner_serves_pods_on_a_node() -> Result<()> {
         "Version": "2012-10-17",
         "Statement": [{
             "Effect": "Allow",
-            "Action": [
-                "s3:CreateBucket", "s3:DeleteBucket", "s3:ListBucket", "s3:ListBucketVersions",
-                "s3:ListBucketMultipartUploads", "s3:GetBucketTagging", "s3:PutBucketTagging",
-                "s3:DeleteObject", "s3:DeleteObjectVersion", "s3:AbortMultipartUpload",
-                "iam:CreateUser", "iam:TagUser", "iam:DeleteUser", "iam:PutUserPolicy",
-                "iam:DeleteUserPolicy", "iam:ListUserPolicies", "iam:ListAttachedUserPolicies",
-                "iam:DetachUserPolicy", "iam:CreateAccessKey", "iam:DeleteAccessKey",
-                "iam:ListAccessKeys"
-            ],
+            "Action": s3_provisioner::owner::OWNER_ACTIONS,
             "Resource": "*"
         }]
     });

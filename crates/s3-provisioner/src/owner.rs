@@ -10,6 +10,32 @@ use bucket_provisioner::{BackendError, Credentials};
 
 use crate::params::SecretRef;
 
+/// What the owner's credentials must be allowed for claims without `additionalConfig`, as the
+/// crate's README lists them (on the buckets, and on the users under the provisioner's IAM path).
+pub const OWNER_ACTIONS: [&str; 21] = [
+    "s3:CreateBucket",
+    "s3:DeleteBucket",
+    "s3:ListBucket",
+    "s3:ListBucketVersions",
+    "s3:ListBucketMultipartUploads",
+    "s3:GetBucketTagging",
+    "s3:PutBucketTagging",
+    "s3:DeleteObject",
+    "s3:DeleteObjectVersion",
+    "s3:AbortMultipartUpload",
+    "iam:CreateUser",
+    "iam:TagUser",
+    "iam:DeleteUser",
+    "iam:PutUserPolicy",
+    "iam:DeleteUserPolicy",
+    "iam:ListUserPolicies",
+    "iam:ListAttachedUserPolicies",
+    "iam:DetachUserPolicy",
+    "iam:CreateAccessKey",
+    "iam:DeleteAccessKey",
+    "iam:ListAccessKeys",
+];
+
 /// Resolves the bucket owner's access keys from the Secret a StorageClass names.
 #[async_trait]
 pub trait OwnerCredentials: Send + Sync {
