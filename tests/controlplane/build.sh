@@ -15,40 +15,14 @@ stamp=$( (go version; cat "$here"/kubernetes/go.mod "$here"/kubernetes/go.sum \
 bin="$cache_root/controlplane-$stamp"
 
 ready() { [[ -x "$bin/etcd" && -x "$bin/kube-apiserver" && -x "$bin/kube-controller-manager" ]]; }
-if ready; then
-  echo "control plane: cached binaries in $bin" >&2
-  echo "$bin"
-  exit 0
-fi
+label="control plane"
+# shellcheck source=../go-cache.sh
+source "$here/../go-cache.sh"
+reuse_or_lock controlplane-build
 
-mkdir -p "$cache_root"
-# make and test binaries may ask at the same time: one builds, the others wait for it.
-exec 9>"$cache_root/controlplane-build.lock"
-flock 9
-if ready; then
-  echo "control plane: cached binaries in $bin" >&2
-  echo "$bin"
-  exit 0
-fi
-
-rm -rf "$bin.partial"
-mkdir -p "$bin.partial"
-build() { # module-dir output package
-  local started=$SECONDS
-  echo "control plane: building $2 (first run only; several minutes on 2 cores)..." >&2
-  # A heartbeat, so a long compile never looks like a hang.
-  ( while sleep 60; do echo "control plane: still building $2 ($((SECONDS - started))s)" >&2; done ) &
-  local beat=$!
-  local rc=0
-  (cd "$here/$1" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$bin.partial/$2" "$3") || rc=$?
-  kill "$beat" 2>/dev/null || true
-  wait "$beat" 2>/dev/null || true
-  [[ $rc -eq 0 ]] || { echo "control plane: building $2 failed" >&2; exit "$rc"; }
-  echo "control plane: built $2 in $((SECONDS - started))s" >&2
-}
-build etcd etcd go.etcd.io/etcd/server/v3
-build kubernetes kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
-build kubernetes kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
+go_build "$here/etcd" etcd go.etcd.io/etcd/server/v3
+go_build "$here/kubernetes" kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+go_build "$here/kubernetes" kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
 
 rm -rf "$bin"
 mv "$bin.partial" "$bin"

@@ -37,35 +37,15 @@ bin="$cache_root/node-$stamp"
 ready() { [[ -x "$bin/kubelet" && -x "$bin/kube-proxy" && -x "$bin/kube-scheduler" \
   && -x "$bin/coredns" && -x "$bin/pause" ]]; }
 
-mkdir -p "$cache_root"
-# Test binaries and make may ask at the same time: one builds, the others wait for it.
-exec 9>"$cache_root/node-build.lock"
-flock 9
-if ready; then
-  echo "node: cached binaries in $bin" >&2
-  echo "$bin"
-  exit 0
-fi
+label=node
+# shellcheck source=../go-cache.sh
+source "$here/../go-cache.sh"
+reuse_or_lock node-build
 
-rm -rf "$bin.partial"
-mkdir -p "$bin.partial"
-build() { # module-dir output package
-  local started=$SECONDS
-  echo "node: building $2 (first run only)..." >&2
-  # A heartbeat, so a long compile never looks like a hang.
-  ( while sleep 60; do echo "node: still building $2 ($((SECONDS - started))s)" >&2; done ) &
-  local beat=$!
-  local rc=0
-  (cd "$1" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags='-s -w' -o "$bin.partial/$2" "$3") || rc=$?
-  kill "$beat" 2>/dev/null || true
-  wait "$beat" 2>/dev/null || true
-  [[ $rc -eq 0 ]] || { echo "node: building $2 failed" >&2; exit "$rc"; }
-  echo "node: built $2 in $((SECONDS - started))s" >&2
-}
-build "$here/kubernetes" kubelet k8s.io/kubernetes/cmd/kubelet
-build "$here/kubernetes" kube-proxy k8s.io/kubernetes/cmd/kube-proxy
-build "$here/kubernetes" kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
-build "$here/coredns" coredns .
+go_build "$here/kubernetes" kubelet k8s.io/kubernetes/cmd/kubelet -mod=readonly
+go_build "$here/kubernetes" kube-proxy k8s.io/kubernetes/cmd/kube-proxy -mod=readonly
+go_build "$here/kubernetes" kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler -mod=readonly
+go_build "$here/coredns" coredns . -mod=readonly
 
 # The sandbox ("pause") program, from the source of the pinned release, linked statically so
 # its image needs nothing else.
