@@ -9,15 +9,17 @@ use std::time::Duration;
 
 use bucket_api::contract::{FINALIZER, LABEL_PROVISIONER};
 use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketPhase};
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
-use k8s_openapi::api::storage::v1::StorageClass;
+use std::fmt::Debug;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
 
 use crate::Provisioner;
 use crate::cache::{Caches, Guarded, Recent, Writes};
@@ -263,6 +265,27 @@ pub(crate) fn watch_configs(label: &str, provisioner: &str) -> (watcher::Config,
     (all, ours)
 }
 
+/// A watch (of what `config` selects, as `name` on `health`) kept in a cache after `trim`: the
+/// cache, and the watch's events, which pass through the cache first and mark cache `kind` of
+/// `progress` listed once the first list is in.
+pub(crate) fn cached_watch<K>(
+    client: &Client,
+    config: &watcher::Config,
+    name: &'static str,
+    health: &Health,
+    trim: fn(&mut K),
+    progress: &Arc<ListProgress>,
+    kind: usize,
+) -> (Store<K>, impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store::<K>();
+    let watch = resilient_watch(Api::all(client.clone()), config.clone(), name, health.clone());
+    let events = reflector::reflector(writer, watch.modify(trim)).inspect(progress.marker(kind));
+    (store, events)
+}
+
 /// Runs the controller until `shutdown` resolves, then lets running reconciles finish. Watch
 /// failures are reported to `health`.
 pub async fn run_controller<P: Provisioner>(
@@ -274,37 +297,24 @@ pub async fn run_controller<P: Provisioner>(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let (all, ours) = watch_configs(LABEL_PROVISIONER, &config.provisioner_name);
-    let watch = |name, config: &watcher::Config| (name, config.clone(), health.clone());
-
     // Claims, ObjectBuckets, Secrets, ConfigMaps, StorageClasses.
     let (progress, listed) = ListProgress::new(5);
 
-    let (claim_store, claims_writer) = reflector::store::<Guarded>();
-    let (name, config_, health_) = watch("claims", &all);
-    let claim_events = reflector::reflector(
-        claims_writer,
-        resilient_watch(Api::<Guarded>::all(client.clone()), config_, name, health_).modify(
-            |guarded: &mut Guarded| match &mut guarded.0 {
-                Ok(claim) => slim(claim),
-                Err(invalid) => slim_meta(&mut invalid.metadata),
-            },
-        ),
-    )
-    .inspect(progress.marker(0))
-    .applied_objects();
+    let trim_claim: fn(&mut Guarded) = |guarded| match &mut guarded.0 {
+        Ok(claim) => slim(claim),
+        Err(invalid) => slim_meta(&mut invalid.metadata),
+    };
+    let (claim_store, claim_events) =
+        cached_watch(&client, &all, "claims", &health, trim_claim, &progress, 0);
+    let claim_events = claim_events.applied_objects();
 
     // One watch of our ObjectBuckets feeds both the controller (a bucket deleted or changed by
     // hand wakes its claim, deletions included) and the sweep (a bucket whose claim went without
     // its cleanup), which reads the cache it fills.
-    let (buckets, buckets_writer) = reflector::store::<ObjectBucket>();
-    let (name, config_, health_) = watch("objectbuckets", &ours);
+    let (buckets, bucket_watch) =
+        cached_watch(&client, &ours, "objectbuckets", &health, slim, &progress, 1);
+    let bucket_watch = bucket_watch.touched_objects();
     let (touched_tx, touched) = tokio::sync::mpsc::channel::<ObjectBucket>(1024);
-    let bucket_watch = reflector::reflector(
-        buckets_writer,
-        resilient_watch(Api::all(client.clone()), config_, name, health_).modify(slim),
-    )
-    .inspect(progress.marker(1))
-    .touched_objects();
     let drive_buckets = tokio::spawn(async move {
         futures::pin_mut!(bucket_watch);
         while let Some(bucket) = bucket_watch.next().await {
@@ -320,30 +330,12 @@ pub async fn run_controller<P: Provisioner>(
         Some((Ok(bucket), touched))
     });
 
-    let (secrets, secrets_writer) = reflector::store::<Secret>();
-    let (name, config_, health_) = watch("secrets", &ours);
-    let secret_events = reflector::reflector(
-        secrets_writer,
-        resilient_watch(Api::all(client.clone()), config_, name, health_).modify(slim),
-    )
-    .inspect(progress.marker(2))
-    .touched_objects();
-    let (config_maps, config_maps_writer) = reflector::store::<ConfigMap>();
-    let (name, config_, health_) = watch("configmaps", &ours);
-    let config_map_events = reflector::reflector(
-        config_maps_writer,
-        resilient_watch(Api::all(client.clone()), config_, name, health_).modify(slim),
-    )
-    .inspect(progress.marker(3))
-    .touched_objects();
-    let (classes, classes_writer) = reflector::store::<StorageClass>();
-    let (name, config_, health_) = watch("storageclasses", &all);
-    let class_events = reflector::reflector(
-        classes_writer,
-        resilient_watch(Api::all(client.clone()), config_, name, health_).modify(slim),
-    )
-    .inspect(progress.marker(4))
-    .touched_objects();
+    let (secrets, secret_events) =
+        cached_watch(&client, &ours, "secrets", &health, slim, &progress, 2);
+    let (config_maps, config_map_events) =
+        cached_watch(&client, &ours, "configmaps", &health, slim, &progress, 3);
+    let (classes, class_events) =
+        cached_watch(&client, &all, "storageclasses", &health, slim, &progress, 4);
 
     let reporter = Reporter { controller: config.provisioner_name.clone(), instance: None };
     let context = Arc::new(Context {
@@ -371,9 +363,11 @@ pub async fn run_controller<P: Provisioner>(
     let usage = tokio::spawn(crate::usage::report_usage(context.clone(), config.usage_interval));
     let by_class = claim_store.clone();
     Controller::for_stream(claim_events, claim_store)
-        .owns_stream(secret_events)
-        .owns_stream(config_map_events)
-        .watches_stream(class_events, move |class| claims_of_class(&by_class, &class.name_any()))
+        .owns_stream(secret_events.touched_objects())
+        .owns_stream(config_map_events.touched_objects())
+        .watches_stream(class_events.touched_objects(), move |class| {
+            claims_of_class(&by_class, &class.name_any())
+        })
         .watches_stream(bucket_events, |bucket| claim_of_bucket(&bucket))
         .trigger_backoff(ShortBackoff::default())
         .with_config(controller::Config::default().concurrency(config.workers))

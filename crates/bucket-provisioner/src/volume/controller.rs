@@ -14,7 +14,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{EventType, Recorder, Reporter};
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::watch;
 
@@ -25,10 +25,12 @@ use super::objects::{
 };
 use crate::BackendError;
 use crate::cache::Recent;
-use crate::controller::{Backoff, ListProgress, drop_managed_fields, publish, watch_configs};
+use crate::controller::{
+    Backoff, ListProgress, cached_watch, drop_managed_fields, publish, watch_configs,
+};
 use crate::error::Operation;
 use crate::telemetry::{Health, Metrics};
-use crate::watch::{ShortBackoff, resilient_watch};
+use crate::watch::ShortBackoff;
 
 /// How the volume controller runs.
 #[derive(Clone, Debug)]
@@ -159,30 +161,24 @@ pub async fn run_volume_controller<P: VolumeProvisioner>(
     // Claims, volumes, classes.
     let (progress, listed) = ListProgress::new(3);
 
-    let (claims, claims_writer) = reflector::store::<PersistentVolumeClaim>();
-    let claim_events = reflector::reflector(
-        claims_writer,
-        resilient_watch(Api::all(client.clone()), all.clone(), "claims", health.clone())
-            .modify(drop_managed_fields),
-    )
-    .inspect(progress.marker(0))
-    .applied_objects();
-    let (volumes, volumes_writer) = reflector::store::<PersistentVolume>();
-    let volume_events = reflector::reflector(
-        volumes_writer,
-        resilient_watch(Api::all(client.clone()), ours, "persistentvolumes", health.clone())
-            .modify(drop_managed_fields),
-    )
-    .inspect(progress.marker(1))
-    .applied_objects();
-    let (classes, classes_writer) = reflector::store::<StorageClass>();
-    let class_events = reflector::reflector(
-        classes_writer,
-        resilient_watch(Api::all(client.clone()), all, "storageclasses", health)
-            .modify(drop_managed_fields),
-    )
-    .inspect(progress.marker(2))
-    .touched_objects();
+    let (claims, claim_events) =
+        cached_watch(&client, &all, "claims", &health, drop_managed_fields, &progress, 0);
+    let (volumes, volume_events) = cached_watch(
+        &client,
+        &ours,
+        "persistentvolumes",
+        &health,
+        drop_managed_fields,
+        &progress,
+        1,
+    );
+    let (classes, class_events) =
+        cached_watch(&client, &all, "storageclasses", &health, drop_managed_fields, &progress, 2);
+    let (claim_events, volume_events, class_events) = (
+        claim_events.applied_objects(),
+        volume_events.applied_objects(),
+        class_events.touched_objects(),
+    );
 
     let reporter = Reporter { controller: config.provisioner_name.clone(), instance: None };
     let workers = config.workers.max(1);
