@@ -1,6 +1,7 @@
 //! What the controller knows of the cluster without asking: the watch caches of claims,
-//! ObjectBuckets, our Secrets and ConfigMaps and the StorageClasses, each corrected by the
-//! controller's own writes that its watch has not delivered yet.
+//! ObjectBuckets, our Secrets and ConfigMaps (as [summaries](crate::summary)) and the
+//! StorageClasses, each corrected by the controller's own writes that its watch has not
+//! delivered yet.
 //!
 //! A reconcile reads only from here. A write answers with the object as written, which is kept
 //! until the cache holds that version (or a newer one), so the next reconcile never acts on a copy
@@ -20,11 +21,13 @@ use kube::core::DeserializeGuard;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::watch;
 
+use crate::summary::Summaries;
+
 /// How long a write is remembered at most: far longer than any watch lags.
 const REMEMBER: Duration = Duration::from_secs(600);
 
 /// `namespace/name` (namespace empty for cluster-scoped kinds).
-type Key = (String, String);
+pub(crate) type Key = (String, String);
 
 /// Our own writes of one kind that the cache may not hold yet, with when they were made.
 pub(crate) struct Writes<K> {
@@ -45,28 +48,46 @@ impl<K> Default for Writes<K> {
     }
 }
 
+/// What the caches compare of a cached copy and our own write of one object.
+pub(crate) trait Versioned {
+    /// The resourceVersion.
+    fn version(&self) -> Option<&str>;
+    /// The UID.
+    fn object_uid(&self) -> Option<&str>;
+}
+
+impl<K: Resource> Versioned for K {
+    fn version(&self) -> Option<&str> {
+        self.meta().resource_version.as_deref()
+    }
+
+    fn object_uid(&self) -> Option<&str> {
+        self.meta().uid.as_deref()
+    }
+}
+
 /// Whether `cached` is at least as new as `ours`. resourceVersions are etcd revisions, so they
 /// compare as numbers; should one not parse, the cache is taken as newer.
-fn caught_up(cached: &impl Resource, ours: &impl Resource) -> bool {
-    let version = |meta: &ObjectMeta| meta.resource_version.as_deref()?.parse::<u64>().ok();
-    match (version(cached.meta()), version(ours.meta())) {
+fn caught_up(cached: &impl Versioned, ours: &impl Versioned) -> bool {
+    let version = |version: Option<&str>| version?.parse::<u64>().ok();
+    match (version(cached.version()), version(ours.version())) {
         (Some(cached), Some(ours)) => cached >= ours,
         _ => true,
     }
 }
 
-fn key_of(meta: &ObjectMeta) -> Key {
+pub(crate) fn key_of(meta: &ObjectMeta) -> Key {
     (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default())
 }
 
-impl<K: Resource> Writes<K> {
+impl<V: Versioned> Writes<V> {
     /// The newer of `cached` (what the cache holds of `namespace/name`) and our last write of it.
     pub(crate) fn newest(
         &self,
         namespace: &str,
         name: &str,
-        cached: Option<Arc<K>>,
-    ) -> Option<Arc<K>> {
+        cached: Option<Arc<V>>,
+    ) -> Option<Arc<V>> {
         let key = (namespace.to_owned(), name.to_owned());
         let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
         let Some((_, ours)) = written.get(&key) else { return cached };
@@ -75,7 +96,9 @@ impl<K: Resource> Writes<K> {
                 (Some(cached), true)
             }
             (Written::Object(ours), _) => (Some(ours.clone()), false),
-            (Written::Deleted(uid), Some(cached)) if cached.meta().uid == *uid => (None, false),
+            (Written::Deleted(uid), Some(cached)) if cached.object_uid() == uid.as_deref() => {
+                (None, false)
+            }
             (Written::Deleted(_), cached) => (cached, true),
         };
         if forget {
@@ -84,19 +107,19 @@ impl<K: Resource> Writes<K> {
         pick
     }
 
-    /// Remembers `object` as just written.
-    pub(crate) fn wrote(&self, object: K) -> Arc<K> {
-        let object = Arc::new(object);
-        self.remember(key_of(object.meta()), Written::Object(object.clone()));
-        object
+    /// Remembers `value` as just written under `key`.
+    pub(crate) fn wrote_as(&self, key: Key, value: V) -> Arc<V> {
+        let value = Arc::new(value);
+        self.remember(key, Written::Object(value.clone()));
+        value
     }
 
-    /// Remembers that `object` was just deleted.
-    pub(crate) fn deleted(&self, object: &K) {
-        self.remember(key_of(object.meta()), Written::Deleted(object.meta().uid.clone()));
+    /// Remembers that the object `key` with `uid` was just deleted.
+    pub(crate) fn deleted_as(&self, key: Key, uid: Option<String>) {
+        self.remember(key, Written::Deleted(uid));
     }
 
-    fn remember(&self, key: Key, what: Written<K>) {
+    fn remember(&self, key: Key, what: Written<V>) {
         let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
         // Writes of objects nobody reads again (a claim that went) are dropped once old, in a
@@ -107,6 +130,18 @@ impl<K: Resource> Writes<K> {
             *purged = Some(now);
         }
         written.insert(key, (now, what));
+    }
+}
+
+impl<K: Resource> Writes<K> {
+    /// Remembers `object` as just written.
+    pub(crate) fn wrote(&self, object: K) -> Arc<K> {
+        self.wrote_as(key_of(object.meta()), object)
+    }
+
+    /// Remembers that `object` was just deleted.
+    pub(crate) fn deleted(&self, object: &K) {
+        self.deleted_as(key_of(object.meta()), object.meta().uid.clone());
     }
 }
 
@@ -157,10 +192,10 @@ pub(crate) struct Caches {
     pub(crate) claims: Writes<ObjectBucketClaim>,
     /// ObjectBuckets of this provisioner.
     pub(crate) buckets: Recent<ObjectBucket>,
-    /// Secrets of this provisioner (labelled).
-    pub(crate) secrets: Recent<Secret>,
-    /// ConfigMaps of this provisioner (labelled).
-    pub(crate) config_maps: Recent<ConfigMap>,
+    /// Secrets of this provisioner (labelled), summarized.
+    pub(crate) secrets: Arc<Summaries<Secret>>,
+    /// ConfigMaps of this provisioner (labelled), summarized.
+    pub(crate) config_maps: Arc<Summaries<ConfigMap>>,
     /// Every StorageClass.
     pub(crate) classes: Store<StorageClass>,
     /// Whether every cache holds its first list.

@@ -348,7 +348,6 @@ async fn keep_bound<P: Provisioner>(
             desired,
             &observed.uid,
             Error::ForeignConfigMap,
-            |a, b| a.data == b.data,
         )
         .await?;
     }
@@ -544,7 +543,6 @@ async fn write_results<P: Provisioner>(
             secret,
             &observed.uid,
             Error::ForeignSecret,
-            |a, b| a.data == b.data,
         ),
         ensure_owned(
             &observed.config_maps,
@@ -552,7 +550,6 @@ async fn write_results<P: Provisioner>(
             config_map,
             &observed.uid,
             Error::ForeignConfigMap,
-            |a, b| a.data == b.data,
         ),
     )?;
     Ok(bucket)

@@ -11,7 +11,7 @@ use bucket_api::contract::{FINALIZER, LABEL_PROVISIONER};
 use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketPhase};
 use std::fmt::Debug;
 
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
@@ -28,6 +28,7 @@ use crate::cleanup;
 use crate::error::{Error, Operation, Retry};
 use crate::objects::{annotations, label_value};
 use crate::status::{ClaimState, set_claim_status};
+use crate::summary::{Summaries, Summarized};
 use crate::telemetry::{Health, Metrics};
 use crate::watch::{ShortBackoff, resilient_watch};
 
@@ -286,6 +287,24 @@ where
     (store, events)
 }
 
+/// A watch of what `config` selects (as `name` on `health`) kept as [`Summaries`]: the cache, and
+/// the watch's events, which pass through the cache first and mark cache `kind` of `progress`
+/// listed once the first list is in. Each object is dropped once summarized and passed on.
+fn summarized_watch<K: Summarized>(
+    client: &Client,
+    config: &watcher::Config,
+    name: &'static str,
+    health: &Health,
+    progress: &Arc<ListProgress>,
+    kind: usize,
+) -> (Arc<Summaries<K>>, impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static) {
+    let summaries = Arc::new(Summaries::default());
+    let cache = summaries.clone();
+    let watch = resilient_watch(Api::all(client.clone()), config.clone(), name, health.clone());
+    let events = watch.inspect_ok(move |event| cache.apply(event)).inspect(progress.marker(kind));
+    (summaries, events)
+}
+
 /// Runs the controller until `shutdown` resolves, then lets running reconciles finish. Watch
 /// failures are reported to `health`.
 pub async fn run_controller<P: Provisioner>(
@@ -331,9 +350,9 @@ pub async fn run_controller<P: Provisioner>(
     });
 
     let (secrets, secret_events) =
-        cached_watch(&client, &ours, "secrets", &health, slim, &progress, 2);
+        summarized_watch(&client, &ours, "secrets", &health, &progress, 2);
     let (config_maps, config_map_events) =
-        cached_watch(&client, &ours, "configmaps", &health, slim, &progress, 3);
+        summarized_watch(&client, &ours, "configmaps", &health, &progress, 3);
     let (classes, class_events) =
         cached_watch(&client, &all, "storageclasses", &health, slim, &progress, 4);
 
@@ -348,8 +367,8 @@ pub async fn run_controller<P: Provisioner>(
             claim_store: claim_store.clone(),
             claims: Writes::default(),
             buckets: Recent::new(buckets),
-            secrets: Recent::new(secrets),
-            config_maps: Recent::new(config_maps),
+            secrets,
+            config_maps,
             classes,
             listed,
         },

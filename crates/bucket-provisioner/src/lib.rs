@@ -21,6 +21,7 @@ mod plan;
 pub mod provisioner;
 pub mod runtime;
 pub mod status;
+mod summary;
 pub mod telemetry;
 pub mod usage;
 pub mod volume;

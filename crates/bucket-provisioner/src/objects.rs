@@ -2,7 +2,6 @@
 //! the claim does not own.
 
 use std::collections::BTreeMap;
-use std::fmt::Debug;
 use std::sync::Arc;
 
 use bucket_api::contract::{self, LABEL_PROVISIONER};
@@ -14,11 +13,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
 use kube::api::{Api, ObjectMeta, PostParams};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 
-use crate::cache::Recent;
 use crate::error::Error;
+use crate::summary::{Summaries, Summarized, Summary};
 use crate::{Credentials, Endpoint};
 
 /// Annotations the library keeps on claims and ObjectBuckets.
@@ -213,11 +211,16 @@ pub fn object_bucket(record: &BucketRecord<'_>) -> ObjectBucket {
 /// SHA-256 of the key pair: recognises the Secret's credentials without keeping them (the secret
 /// half is random and long, so the digest reveals nothing).
 pub fn credentials_digest(credentials: &Credentials) -> String {
+    hex::encode(credentials_hash(&credentials.access_key_id, &credentials.secret_access_key))
+}
+
+/// The bytes of [`credentials_digest`].
+pub(crate) fn credentials_hash(access_key_id: &str, secret_access_key: &str) -> [u8; 32] {
     let mut hasher = Sha256::new();
-    hasher.update(credentials.access_key_id.as_bytes());
+    hasher.update(access_key_id.as_bytes());
     hasher.update(b"\n");
-    hasher.update(credentials.secret_access_key.as_bytes());
-    hex::encode(hasher.finalize())
+    hasher.update(secret_access_key.as_bytes());
+    hasher.finalize().into()
 }
 
 /// What the claim's Secret holds, compared with the ObjectBucket's record of it.
@@ -233,18 +236,16 @@ pub enum CredentialsCheck {
     Changed,
 }
 
-/// Compares the claim's Secret with what `bucket` records of the credentials written to it.
-pub fn check_credentials(secret: Option<&Secret>, bucket: &ObjectBucket) -> CredentialsCheck {
-    let value = |key: &str| {
-        let bytes = secret?.data.as_ref()?.get(key)?;
-        String::from_utf8(bytes.0.clone()).ok().filter(|v| !v.is_empty())
-    };
-    let (Some(access_key_id), Some(secret_access_key)) =
-        (value(contract::SECRET_ACCESS_KEY_ID), value(contract::SECRET_SECRET_ACCESS_KEY))
-    else {
+/// Compares the claim's Secret (as cached) with what `bucket` records of the credentials written
+/// to it.
+pub(crate) fn check_credentials(
+    secret: Option<&Summary>,
+    bucket: &ObjectBucket,
+) -> CredentialsCheck {
+    let Some(digest) = secret.and_then(Summary::credentials) else {
         return CredentialsCheck::Missing;
     };
-    let digest = credentials_digest(&Credentials { access_key_id, secret_access_key });
+    let digest = hex::encode(digest);
     match bucket.annotations().get(annotations::CREDENTIALS_DIGEST) {
         Some(recorded) if *recorded == digest => CredentialsCheck::Recorded,
         Some(_) => CredentialsCheck::Changed,
@@ -288,45 +289,41 @@ pub fn meta_controlled_by(meta: &ObjectMeta, owner_uid: &str) -> bool {
 
 /// Fails when the caches know an object `name` that the claim does not control. (Objects that
 /// are not this provisioner's are not cached; [`ensure_owned`] finds those when it writes.)
-pub(crate) fn check_not_foreign<K>(
-    recent: &Recent<K>,
+pub(crate) fn check_not_foreign<K: Summarized>(
+    cached: &Summaries<K>,
     namespace: &str,
     name: &str,
     claim_uid: &str,
     foreign: fn(String) -> Error,
-) -> Result<Option<Arc<K>>, Error>
-where
-    K: Resource<DynamicType = ()> + Clone + 'static,
-{
-    match recent.get(namespace, name) {
-        Some(existing) if !controlled_by(&*existing, claim_uid) => Err(foreign(name.to_string())),
+) -> Result<Option<Arc<Summary>>, Error> {
+    match cached.get(namespace, name) {
+        Some(existing) if !existing.controlled_by(claim_uid) => Err(foreign(name.to_string())),
         existing => Ok(existing),
     }
 }
 
-/// Creates `desired`, or replaces the object of that name when the claim controls it and `same`
-/// says it differs; nothing is written when the newest known copy already matches. An object the
+/// Creates `desired`, or replaces the object of that name when the claim controls it and its
+/// data differs; nothing is written when the newest known copy already matches. An object the
 /// claim does not control is never touched: one the cache holds is refused at once, and any
 /// other is found by the create failing because the name is taken, which is the one case that
 /// reads from the apiserver.
 pub(crate) async fn ensure_owned<K>(
     api: &Api<K>,
-    recent: &Recent<K>,
+    cached: &Summaries<K>,
     desired: K,
     claim_uid: &str,
     foreign: fn(String) -> Error,
-    same: impl Fn(&K, &K) -> bool,
 ) -> Result<(), Error>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug + 'static,
+    K: Summarized + Serialize,
 {
     let name = desired.name_any();
     let namespace = desired.namespace().unwrap_or_default();
-    let existing = match check_not_foreign(recent, &namespace, &name, claim_uid, foreign)? {
+    let existing = match check_not_foreign(cached, &namespace, &name, claim_uid, foreign)? {
         Some(existing) => existing,
         None => match api.create(&PostParams::default(), &desired).await {
             Ok(created) => {
-                recent.wrote(created);
+                cached.wrote(&created);
                 return Ok(());
             }
             Err(kube::Error::Api(status)) if status.code == 409 => {
@@ -334,15 +331,15 @@ where
                 if !controlled_by(&existing, claim_uid) {
                     return Err(foreign(name));
                 }
-                Arc::new(existing)
+                Arc::new(existing.summary())
             }
             Err(e) => return Err(e.into()),
         },
     };
-    if !same(&existing, &desired) {
+    if !existing.same_data(&desired) {
         let mut replacement = desired;
         replacement.meta_mut().resource_version = existing.resource_version();
-        recent.wrote(api.replace(&name, &PostParams::default(), &replacement).await?);
+        cached.wrote(&api.replace(&name, &PostParams::default(), &replacement).await?);
     }
     Ok(())
 }
@@ -438,23 +435,21 @@ mod tests {
         });
         assert_eq!(endpoint_of(&bucket), Some(endpoint));
         let written = secret(&claim, "p", &credentials);
-        assert_eq!(check_credentials(Some(&written), &bucket), CredentialsCheck::Recorded);
+        let check = |secret: &Secret, bucket| check_credentials(Some(&secret.summary()), bucket);
+        assert_eq!(check(&written, &bucket), CredentialsCheck::Recorded);
         let mut edited = written.clone();
         edited
             .data
             .as_mut()
             .unwrap()
             .insert(contract::SECRET_SECRET_ACCESS_KEY.into(), ByteString(b"guessed".to_vec()));
-        assert_eq!(check_credentials(Some(&edited), &bucket), CredentialsCheck::Changed);
+        assert_eq!(check(&edited, &bucket), CredentialsCheck::Changed);
         edited.data.as_mut().unwrap().remove(contract::SECRET_SECRET_ACCESS_KEY);
-        assert_eq!(check_credentials(Some(&edited), &bucket), CredentialsCheck::Missing);
+        assert_eq!(check(&edited, &bucket), CredentialsCheck::Missing);
         assert_eq!(check_credentials(None, &bucket), CredentialsCheck::Missing);
         let mut legacy = bucket.clone();
         legacy.metadata.annotations.as_mut().unwrap().remove(annotations::CREDENTIALS_DIGEST);
-        assert!(matches!(
-            check_credentials(Some(&written), &legacy),
-            CredentialsCheck::Unrecorded(_)
-        ));
+        assert!(matches!(check(&written, &legacy), CredentialsCheck::Unrecorded(_)));
         assert_eq!(bucket.spec.claim_ref.unwrap().uid.as_deref(), Some("uid-1"));
         assert_eq!(bucket.metadata.finalizers.unwrap(), [contract::FINALIZER]);
     }

@@ -1,0 +1,285 @@
+//! What the controller keeps of its Secrets and ConfigMaps: whose each is and a digest of what it
+//! holds, never the data itself. A reconcile only asks whether the claim controls the object and
+//! whether its data is what would be written, so a few hundred bytes per object answer it where
+//! the objects themselves took kilobytes, and the Secrets' credentials stay out of the cache.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex, RwLock};
+
+use bucket_api::contract;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::Resource;
+use kube::runtime::watcher;
+use serde::de::DeserializeOwned;
+use sha2::{Digest, Sha256};
+
+use crate::cache::{Key, Versioned, Writes, key_of};
+
+/// One Secret or ConfigMap, as the caches keep it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Summary {
+    uid: Option<Box<str>>,
+    resource_version: Option<Box<str>>,
+    /// The UID of the object whose controller reference it carries.
+    controller: Option<Box<str>>,
+    /// SHA-256 of its `data`.
+    data: [u8; 32],
+    /// For a Secret holding both credential keys: SHA-256 of them, as
+    /// [`credentials_digest`](crate::objects::credentials_digest) computes it.
+    credentials: Option<[u8; 32]>,
+}
+
+impl Versioned for Summary {
+    fn version(&self) -> Option<&str> {
+        self.resource_version.as_deref()
+    }
+
+    fn object_uid(&self) -> Option<&str> {
+        self.uid.as_deref()
+    }
+}
+
+impl Summary {
+    /// Whether the object with `owner_uid` controls it.
+    pub(crate) fn controlled_by(&self, owner_uid: &str) -> bool {
+        self.controller.as_deref() == Some(owner_uid)
+    }
+
+    /// The resourceVersion, to guard a replacement with.
+    pub(crate) fn resource_version(&self) -> Option<String> {
+        self.resource_version.as_deref().map(String::from)
+    }
+
+    /// Whether it holds exactly the data `object` holds.
+    pub(crate) fn same_data<K: Summarized>(&self, object: &K) -> bool {
+        self.data == object.data_digest()
+    }
+
+    /// The digest of the Secret's credentials, when it holds both keys, non-empty.
+    pub(crate) fn credentials(&self) -> Option<&[u8; 32]> {
+        self.credentials.as_ref()
+    }
+}
+
+/// A kind cached as [`Summary`]s.
+pub(crate) trait Summarized:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+    /// SHA-256 of the object's `data`.
+    fn data_digest(&self) -> [u8; 32];
+
+    /// The digest of the credentials it holds, if it is a Secret with both keys.
+    fn credentials(&self) -> Option<[u8; 32]> {
+        None
+    }
+
+    /// What the caches keep of it.
+    fn summary(&self) -> Summary {
+        let meta = self.meta();
+        let controller =
+            meta.owner_references.iter().flatten().find(|o| o.controller == Some(true));
+        Summary {
+            uid: meta.uid.as_deref().map(Box::from),
+            resource_version: meta.resource_version.as_deref().map(Box::from),
+            controller: controller.map(|o| Box::from(o.uid.as_str())),
+            data: self.data_digest(),
+            credentials: self.credentials(),
+        }
+    }
+}
+
+/// Length-prefixed, so that no two different maps hash alike.
+fn digest_entries<'a>(entries: impl Iterator<Item = (&'a str, &'a [u8])>) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    for (key, value) in entries {
+        hasher.update((key.len() as u64).to_le_bytes());
+        hasher.update(key.as_bytes());
+        hasher.update((value.len() as u64).to_le_bytes());
+        hasher.update(value);
+    }
+    hasher.finalize().into()
+}
+
+impl Summarized for Secret {
+    fn data_digest(&self) -> [u8; 32] {
+        digest_entries(self.data.iter().flatten().map(|(k, v)| (k.as_str(), v.0.as_slice())))
+    }
+
+    fn credentials(&self) -> Option<[u8; 32]> {
+        let value = |key: &str| {
+            let bytes = self.data.as_ref()?.get(key)?;
+            std::str::from_utf8(&bytes.0).ok().filter(|v| !v.is_empty())
+        };
+        let access_key_id = value(contract::SECRET_ACCESS_KEY_ID)?;
+        let secret_access_key = value(contract::SECRET_SECRET_ACCESS_KEY)?;
+        Some(crate::objects::credentials_hash(access_key_id, secret_access_key))
+    }
+}
+
+impl Summarized for ConfigMap {
+    fn data_digest(&self) -> [u8; 32] {
+        digest_entries(self.data.iter().flatten().map(|(k, v)| (k.as_str(), v.as_bytes())))
+    }
+}
+
+type Entries = HashMap<Key, Arc<Summary>>;
+
+/// The summaries of every object one watch sees, corrected by our own writes the watch has not
+/// delivered yet (see [`crate::cache`]).
+pub(crate) struct Summaries<K> {
+    entries: RwLock<Entries>,
+    /// A relist in progress: it replaces `entries` whole once complete.
+    relisting: Mutex<Option<Entries>>,
+    writes: Writes<Summary>,
+    kind: PhantomData<fn(K)>,
+}
+
+impl<K: Summarized> Default for Summaries<K> {
+    fn default() -> Self {
+        Self {
+            entries: RwLock::default(),
+            relisting: Mutex::default(),
+            writes: Writes::default(),
+            kind: PhantomData,
+        }
+    }
+}
+
+impl<K: Summarized> Summaries<K> {
+    /// Takes in one watch event.
+    pub(crate) fn apply(&self, event: &watcher::Event<K>) {
+        let entry = |object: &K| (key_of(object.meta()), Arc::new(object.summary()));
+        match event {
+            watcher::Event::Apply(object) => {
+                let (key, summary) = entry(object);
+                self.write_entries().insert(key, summary);
+            }
+            watcher::Event::Delete(object) => {
+                self.write_entries().remove(&key_of(object.meta()));
+            }
+            watcher::Event::Init => *self.relisting() = Some(Entries::new()),
+            watcher::Event::InitApply(object) => {
+                let (key, summary) = entry(object);
+                self.relisting().get_or_insert_default().insert(key, summary);
+            }
+            watcher::Event::InitDone => {
+                if let Some(listed) = self.relisting().take() {
+                    *self.write_entries() = listed;
+                }
+            }
+        }
+    }
+
+    fn write_entries(&self) -> std::sync::RwLockWriteGuard<'_, Entries> {
+        self.entries.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn relisting(&self) -> std::sync::MutexGuard<'_, Option<Entries>> {
+        self.relisting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The newest known summary of `namespace/name`.
+    pub(crate) fn get(&self, namespace: &str, name: &str) -> Option<Arc<Summary>> {
+        let key = (namespace.to_owned(), name.to_owned());
+        let cached = self.entries.read().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
+        self.writes.newest(namespace, name, cached)
+    }
+
+    /// Remembers `object` as just written.
+    pub(crate) fn wrote(&self, object: &K) -> Arc<Summary> {
+        self.writes.wrote_as(key_of(object.meta()), object.summary())
+    }
+
+    /// How many objects the cache holds.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.entries.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::ByteString;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use kube::api::ObjectMeta;
+
+    use super::*;
+
+    fn secret(name: &str, version: &str, owner: &str, key_id: &str) -> Secret {
+        let bytes = |s: &str| ByteString(s.as_bytes().to_vec());
+        Secret {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                resource_version: Some(version.into()),
+                uid: Some(format!("uid-{name}")),
+                owner_references: Some(vec![OwnerReference {
+                    uid: owner.into(),
+                    controller: Some(true),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            },
+            data: Some(BTreeMap::from([
+                (contract::SECRET_ACCESS_KEY_ID.into(), bytes(key_id)),
+                (contract::SECRET_SECRET_ACCESS_KEY.into(), bytes("secret")),
+            ])),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn summaries_tell_owner_data_and_credentials_without_keeping_them() {
+        let one = secret("a", "5", "claim-1", "AK1");
+        let summary = one.summary();
+        assert!(summary.controlled_by("claim-1"));
+        assert!(!summary.controlled_by("claim-2"));
+        assert!(summary.same_data(&one));
+        assert!(!summary.same_data(&secret("a", "5", "claim-1", "AK2")));
+        assert_eq!(summary.credentials(), Some(&crate::objects::credentials_hash("AK1", "secret")));
+        let mut emptied = one.clone();
+        emptied
+            .data
+            .as_mut()
+            .unwrap()
+            .insert(contract::SECRET_SECRET_ACCESS_KEY.into(), ByteString(Vec::new()));
+        assert_eq!(emptied.summary().credentials(), None);
+        let mut unowned = one.clone();
+        unowned.metadata.owner_references.as_mut().unwrap()[0].controller = None;
+        assert!(!unowned.summary().controlled_by("claim-1"));
+        // Keys and values cannot trade bytes and hash alike.
+        let shifted = |k: &str, v: &str| ConfigMap {
+            data: Some(BTreeMap::from([(k.to_owned(), v.to_owned())])),
+            ..Default::default()
+        };
+        assert_ne!(shifted("ab", "c").data_digest(), shifted("a", "bc").data_digest());
+    }
+
+    #[test]
+    fn a_relist_replaces_everything_and_our_writes_win_until_seen() {
+        let summaries = Summaries::<Secret>::default();
+        summaries.apply(&watcher::Event::Apply(secret("a", "5", "c", "AK1")));
+        summaries.apply(&watcher::Event::Apply(secret("b", "6", "c", "AK1")));
+        assert_eq!(summaries.len(), 2);
+
+        summaries.wrote(&secret("a", "9", "c", "AK2"));
+        let newest = summaries.get("ns", "a").unwrap();
+        assert!(newest.same_data(&secret("a", "9", "c", "AK2")), "our write is newer");
+
+        // A relist that no longer shows `b` drops it, but only once complete.
+        summaries.apply(&watcher::Event::Init);
+        summaries.apply(&watcher::Event::InitApply(secret("a", "10", "c", "AK3")));
+        assert!(summaries.get("ns", "b").is_some(), "the old list serves until the new one is in");
+        summaries.apply(&watcher::Event::InitDone);
+        assert!(summaries.get("ns", "b").is_none());
+        let newest = summaries.get("ns", "a").unwrap();
+        assert!(newest.same_data(&secret("a", "10", "c", "AK3")), "the cache caught up");
+
+        summaries.apply(&watcher::Event::Delete(secret("a", "11", "c", "AK3")));
+        assert_eq!(summaries.len(), 0);
+    }
+}
