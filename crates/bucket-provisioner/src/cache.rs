@@ -21,6 +21,7 @@ use kube::core::DeserializeGuard;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::watch;
 
+use crate::compact::Packed;
 use crate::summary::Summaries;
 
 /// How long a write is remembered at most: far longer than any watch lags.
@@ -156,11 +157,6 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Recent<K> {
         Self { store, writes: Writes::default() }
     }
 
-    /// The cache itself, for reads that need no correction (counting, mapping events).
-    pub(crate) fn store(&self) -> &Store<K> {
-        &self.store
-    }
-
     /// The newest known `namespace/name` (`namespace` empty for cluster-scoped kinds).
     pub(crate) fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
         let mut reference = ObjectRef::new(name);
@@ -190,8 +186,8 @@ pub(crate) struct Caches {
     pub(crate) claim_store: Store<Guarded>,
     /// Our own writes of claims.
     pub(crate) claims: Writes<ObjectBucketClaim>,
-    /// ObjectBuckets of this provisioner.
-    pub(crate) buckets: Recent<ObjectBucket>,
+    /// ObjectBuckets of this provisioner, packed.
+    pub(crate) buckets: Arc<Packed<ObjectBucket>>,
     /// Secrets of this provisioner (labelled), summarized.
     pub(crate) secrets: Arc<Summaries<Secret>>,
     /// ConfigMaps of this provisioner (labelled), summarized.

@@ -12,7 +12,7 @@ use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketPhase}
 use std::fmt::Debug;
 
 use futures::{Stream, StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -22,13 +22,14 @@ use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use crate::Provisioner;
-use crate::cache::{Caches, Guarded, Recent, Writes};
+use crate::cache::{Caches, Guarded, Writes};
 use crate::claim::{self, key};
 use crate::cleanup;
+use crate::compact::Packed;
 use crate::error::{Error, Operation, Retry};
 use crate::objects::{annotations, label_value};
 use crate::status::{ClaimState, set_claim_status};
-use crate::summary::{Summaries, Summarized};
+use crate::summary::Summaries;
 use crate::telemetry::{Health, Metrics};
 use crate::watch::{ShortBackoff, resilient_watch};
 
@@ -287,22 +288,21 @@ where
     (store, events)
 }
 
-/// A watch of what `config` selects (as `name` on `health`) kept as [`Summaries`]: the cache, and
-/// the watch's events, which pass through the cache first and mark cache `kind` of `progress`
-/// listed once the first list is in. Each object is dropped once summarized and passed on.
-fn summarized_watch<K: Summarized>(
+/// A watch of what `config` selects (as `name` on `health`), each event after `trim` handed to
+/// `cache` first, then marking cache `kind` of `progress` listed once the first list is in.
+fn compact_watch<K>(
     client: &Client,
     config: &watcher::Config,
-    name: &'static str,
-    health: &Health,
-    progress: &Arc<ListProgress>,
-    kind: usize,
-) -> (Arc<Summaries<K>>, impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static) {
-    let summaries = Arc::new(Summaries::default());
-    let cache = summaries.clone();
+    (name, health): (&'static str, &Health),
+    trim: fn(&mut K),
+    (progress, kind): (&Arc<ListProgress>, usize),
+    cache: impl Fn(&watcher::Event<K>) + Send + 'static,
+) -> impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
     let watch = resilient_watch(Api::all(client.clone()), config.clone(), name, health.clone());
-    let events = watch.inspect_ok(move |event| cache.apply(event)).inspect(progress.marker(kind));
-    (summaries, events)
+    watch.modify(trim).inspect_ok(move |event| cache(event)).inspect(progress.marker(kind))
 }
 
 /// Runs the controller until `shutdown` resolves, then lets running reconciles finish. Watch
@@ -330,8 +330,16 @@ pub async fn run_controller<P: Provisioner>(
     // One watch of our ObjectBuckets feeds both the controller (a bucket deleted or changed by
     // hand wakes its claim, deletions included) and the sweep (a bucket whose claim went without
     // its cleanup), which reads the cache it fills.
-    let (buckets, bucket_watch) =
-        cached_watch(&client, &ours, "objectbuckets", &health, slim, &progress, 1);
+    let buckets = Arc::new(Packed::<ObjectBucket>::new());
+    let cache = buckets.clone();
+    let bucket_watch = compact_watch(
+        &client,
+        &ours,
+        ("objectbuckets", &health),
+        slim,
+        (&progress, 1),
+        move |event| cache.apply(event),
+    );
     let bucket_watch = bucket_watch.touched_objects();
     let (touched_tx, touched) = tokio::sync::mpsc::channel::<ObjectBucket>(1024);
     let drive_buckets = tokio::spawn(async move {
@@ -349,10 +357,27 @@ pub async fn run_controller<P: Provisioner>(
         Some((Ok(bucket), touched))
     });
 
-    let (secrets, secret_events) =
-        summarized_watch(&client, &ours, "secrets", &health, &progress, 2);
-    let (config_maps, config_map_events) =
-        summarized_watch(&client, &ours, "configmaps", &health, &progress, 3);
+    // Secrets and ConfigMaps pass on whole to wake their claims, but are kept as summaries.
+    let secrets = Arc::new(Summaries::<Secret>::default());
+    let cache = secrets.clone();
+    let secret_events = compact_watch(
+        &client,
+        &ours,
+        ("secrets", &health),
+        |_| {},
+        (&progress, 2),
+        move |event| cache.apply(event),
+    );
+    let config_maps = Arc::new(Summaries::<ConfigMap>::default());
+    let cache = config_maps.clone();
+    let config_map_events = compact_watch(
+        &client,
+        &ours,
+        ("configmaps", &health),
+        |_| {},
+        (&progress, 3),
+        move |event| cache.apply(event),
+    );
     let (classes, class_events) =
         cached_watch(&client, &all, "storageclasses", &health, slim, &progress, 4);
 
@@ -366,7 +391,7 @@ pub async fn run_controller<P: Provisioner>(
         caches: Caches {
             claim_store: claim_store.clone(),
             claims: Writes::default(),
-            buckets: Recent::new(buckets),
+            buckets,
             secrets,
             config_maps,
             classes,
@@ -428,9 +453,9 @@ async fn sweep<P: Provisioner>(ctx: Arc<Context<P>>) {
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         interval.tick().await;
-        for cached in ctx.caches.buckets.store().state() {
+        for (_, name) in ctx.caches.buckets.keys() {
             // Corrected by our own writes: a bucket just released or deleted is not an orphan.
-            let Some(bucket) = ctx.caches.buckets.get("", &cached.name_any()) else { continue };
+            let Some(bucket) = ctx.caches.buckets.get("", &name) else { continue };
             if !awaits_cleanup(&bucket, &ctx.name) {
                 continue;
             }

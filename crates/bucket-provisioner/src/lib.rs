@@ -12,6 +12,7 @@
 mod cache;
 mod claim;
 mod cleanup;
+mod compact;
 pub mod controller;
 pub mod error;
 pub mod leader;

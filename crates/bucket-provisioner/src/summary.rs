@@ -3,10 +3,8 @@
 //! whether its data is what would be written, so a few hundred bytes per object answer it where
 //! the objects themselves took kilobytes, and the Secrets' credentials stay out of the cache.
 
-use std::collections::HashMap;
 use std::fmt::Debug;
-use std::marker::PhantomData;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 
 use bucket_api::contract;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -15,7 +13,8 @@ use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 
-use crate::cache::{Key, Versioned, Writes, key_of};
+use crate::cache::{Versioned, Writes, key_of};
+use crate::compact::Compact;
 
 /// One Secret or ConfigMap, as the caches keep it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -124,25 +123,18 @@ impl Summarized for ConfigMap {
     }
 }
 
-type Entries = HashMap<Key, Arc<Summary>>;
-
 /// The summaries of every object one watch sees, corrected by our own writes the watch has not
-/// delivered yet (see [`crate::cache`]).
+/// delivered yet.
 pub(crate) struct Summaries<K> {
-    entries: RwLock<Entries>,
-    /// A relist in progress: it replaces `entries` whole once complete.
-    relisting: Mutex<Option<Entries>>,
+    cache: Compact<K, Arc<Summary>>,
     writes: Writes<Summary>,
-    kind: PhantomData<fn(K)>,
 }
 
 impl<K: Summarized> Default for Summaries<K> {
     fn default() -> Self {
         Self {
-            entries: RwLock::default(),
-            relisting: Mutex::default(),
+            cache: Compact::new(|object: &K| Arc::new(object.summary())),
             writes: Writes::default(),
-            kind: PhantomData,
         }
     }
 }
@@ -150,41 +142,12 @@ impl<K: Summarized> Default for Summaries<K> {
 impl<K: Summarized> Summaries<K> {
     /// Takes in one watch event.
     pub(crate) fn apply(&self, event: &watcher::Event<K>) {
-        let entry = |object: &K| (key_of(object.meta()), Arc::new(object.summary()));
-        match event {
-            watcher::Event::Apply(object) => {
-                let (key, summary) = entry(object);
-                self.write_entries().insert(key, summary);
-            }
-            watcher::Event::Delete(object) => {
-                self.write_entries().remove(&key_of(object.meta()));
-            }
-            watcher::Event::Init => *self.relisting() = Some(Entries::new()),
-            watcher::Event::InitApply(object) => {
-                let (key, summary) = entry(object);
-                self.relisting().get_or_insert_default().insert(key, summary);
-            }
-            watcher::Event::InitDone => {
-                if let Some(listed) = self.relisting().take() {
-                    *self.write_entries() = listed;
-                }
-            }
-        }
-    }
-
-    fn write_entries(&self) -> std::sync::RwLockWriteGuard<'_, Entries> {
-        self.entries.write().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn relisting(&self) -> std::sync::MutexGuard<'_, Option<Entries>> {
-        self.relisting.lock().unwrap_or_else(|e| e.into_inner())
+        self.cache.apply(event);
     }
 
     /// The newest known summary of `namespace/name`.
     pub(crate) fn get(&self, namespace: &str, name: &str) -> Option<Arc<Summary>> {
-        let key = (namespace.to_owned(), name.to_owned());
-        let cached = self.entries.read().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
-        self.writes.newest(namespace, name, cached)
+        self.writes.newest(namespace, name, self.cache.get(namespace, name))
     }
 
     /// Remembers `object` as just written.
@@ -195,7 +158,7 @@ impl<K: Summarized> Summaries<K> {
     /// How many objects the cache holds.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.entries.read().unwrap_or_else(|e| e.into_inner()).len()
+        self.cache.keys().len()
     }
 }
 

@@ -36,9 +36,9 @@ pub(crate) async fn report_usage<P: Provisioner>(ctx: Arc<Context<P>>, interval:
     loop {
         ticks.tick().await;
         let mut reported = BTreeSet::new();
-        for cached in ctx.caches.buckets.store().state() {
+        for (_, name) in ctx.caches.buckets.keys() {
             // Corrected by our own writes: a usage just written is not written again.
-            let Some(bucket) = ctx.caches.buckets.get("", &cached.name_any()) else { continue };
+            let Some(bucket) = ctx.caches.buckets.get("", &name) else { continue };
             if !is_bound_here(&bucket, &ctx.name) {
                 continue;
             }
