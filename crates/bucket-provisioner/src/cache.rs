@@ -17,11 +17,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Resource;
 use kube::api::ObjectMeta;
-use kube::core::DeserializeGuard;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::watch;
 
-use crate::compact::Packed;
+use crate::compact::{CachedClaim, Packed};
 use crate::summary::Summaries;
 
 /// How long a write is remembered at most: far longer than any watch lags.
@@ -177,13 +176,10 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Recent<K> {
     }
 }
 
-/// Claims are cached behind a guard against objects that do not match the schema.
-pub(crate) type Guarded = DeserializeGuard<ObjectBucketClaim>;
-
 /// Every cache a reconcile reads.
 pub(crate) struct Caches {
-    /// Claims as the cache holds them (with malformed ones).
-    pub(crate) claim_store: Store<Guarded>,
+    /// Claims as the cache holds them, packed (with malformed ones).
+    pub(crate) claim_store: Store<CachedClaim>,
     /// Our own writes of claims.
     pub(crate) claims: Writes<ObjectBucketClaim>,
     /// ObjectBuckets of this provisioner, packed.

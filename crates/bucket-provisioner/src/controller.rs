@@ -22,10 +22,10 @@ use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use crate::Provisioner;
-use crate::cache::{Caches, Guarded, Writes};
+use crate::cache::{Caches, Writes};
 use crate::claim::{self, key};
 use crate::cleanup;
-use crate::compact::Packed;
+use crate::compact::{CachedClaim, Packed, slim_meta};
 use crate::error::{Error, Operation, Retry};
 use crate::objects::{annotations, label_value};
 use crate::status::{ClaimState, set_claim_status};
@@ -238,20 +238,6 @@ fn slim<K: Resource>(object: &mut K) {
     slim_meta(object.meta_mut());
 }
 
-/// What of an object's metadata the controller never reads: the server's field bookkeeping,
-/// labels (the watches filter by them already) and annotations but its own (a tenant's can be
-/// kilobytes, such as a last-applied configuration).
-fn slim_meta(meta: &mut kube::api::ObjectMeta) {
-    meta.managed_fields = None;
-    meta.labels = None;
-    if let Some(annotations) = &mut meta.annotations {
-        annotations.retain(|key, _| key.starts_with(OUR_ANNOTATIONS));
-    }
-}
-
-/// The prefix of every annotation the library reads.
-const OUR_ANNOTATIONS: &str = "objectbucket.io/";
-
 /// What every cache may drop: the server's field bookkeeping, the bulk of most objects. Caches
 /// whose readers need labels or other programs' annotations (the volume side's) drop only this.
 pub(crate) fn drop_managed_fields<K: Resource>(object: &mut K) {
@@ -319,12 +305,9 @@ pub async fn run_controller<P: Provisioner>(
     // Claims, ObjectBuckets, Secrets, ConfigMaps, StorageClasses.
     let (progress, listed) = ListProgress::new(5);
 
-    let trim_claim: fn(&mut Guarded) = |guarded| match &mut guarded.0 {
-        Ok(claim) => slim(claim),
-        Err(invalid) => slim_meta(&mut invalid.metadata),
-    };
+    // Claims arrive packed (`CachedClaim` decodes itself that way): nothing left to trim.
     let (claim_store, claim_events) =
-        cached_watch(&client, &all, "claims", &health, trim_claim, &progress, 0);
+        cached_watch(&client, &all, "claims", &health, |_| {}, &progress, 0);
     let claim_events = claim_events.applied_objects();
 
     // One watch of our ObjectBuckets feeds both the controller (a bucket deleted or changed by
@@ -429,16 +412,17 @@ pub async fn run_controller<P: Provisioner>(
     drive_buckets.abort();
 }
 
-fn claims_of_class(store: &Store<Guarded>, class: &str) -> Vec<ObjectRef<Guarded>> {
+/// Decodes every claim: a StorageClass changes rarely.
+fn claims_of_class(store: &Store<CachedClaim>, class: &str) -> Vec<ObjectRef<CachedClaim>> {
     store
         .state()
         .iter()
-        .filter(|g| g.0.as_ref().is_ok_and(|c| c.spec.storage_class_name == class))
-        .map(|g| ObjectRef::from_obj(&**g))
+        .filter(|c| c.claim().is_ok_and(|c| c.spec.storage_class_name == class))
+        .map(|c| ObjectRef::from_obj(&**c))
         .collect()
 }
 
-fn claim_of_bucket(bucket: &ObjectBucket) -> Option<ObjectRef<Guarded>> {
+fn claim_of_bucket(bucket: &ObjectBucket) -> Option<ObjectRef<CachedClaim>> {
     let claim = bucket.spec.claim_ref.as_ref()?;
     Some(ObjectRef::new(claim.name.as_deref()?).within(claim.namespace.as_deref()?))
 }
@@ -516,7 +500,7 @@ fn awaits_cleanup(bucket: &ObjectBucket, provisioner: &str) -> bool {
 }
 
 /// Keeps the claims-by-phase gauge current for the claims this provisioner has taken on.
-async fn count_phases<P>(store: Store<Guarded>, ctx: Arc<Context<P>>) {
+async fn count_phases<P>(store: Store<CachedClaim>, ctx: Arc<Context<P>>) {
     let phases = [
         (ClaimPhase::Pending, "Pending"),
         (ClaimPhase::Bound, "Bound"),
@@ -525,13 +509,10 @@ async fn count_phases<P>(store: Store<Guarded>, ctx: Arc<Context<P>>) {
     ];
     loop {
         let claims = store.state();
-        let ours = claims
-            .iter()
-            .filter_map(|g| g.0.as_ref().ok())
-            .filter(|c| c.annotations().get(annotations::PROVISIONER) == Some(&ctx.name));
+        let ours = claims.iter().filter(|c| c.provisioner() == Some(ctx.name.as_str()));
         let mut counts: Vec<(&str, i64)> = phases.iter().map(|(_, name)| (*name, 0)).collect();
         for claim in ours {
-            let phase = claim.status.as_ref().and_then(|s| s.phase).unwrap_or(ClaimPhase::Pending);
+            let phase = claim.phase().unwrap_or(ClaimPhase::Pending);
             if let Some(i) = phases.iter().position(|(p, _)| *p == phase) {
                 counts[i].1 += 1;
             }
@@ -562,20 +543,16 @@ fn ownership<P>(claim: &ObjectBucketClaim, ctx: &Context<P>) -> Ownership {
 }
 
 async fn reconcile<P: Provisioner>(
-    guarded: Arc<Guarded>,
+    cached: Arc<CachedClaim>,
     ctx: Arc<Context<P>>,
 ) -> Result<Action, Error> {
     ctx.metrics.reconcile();
-    let cached = match &guarded.0 {
+    let cached = match cached.claim() {
         Ok(claim) => claim,
-        Err(invalid) => {
+        Err(error) => {
             // One malformed object must not stall the others: report it and wait for a fix.
-            tracing::warn!(
-                claim = %format!("{}/{}", invalid.metadata.namespace.as_deref().unwrap_or(""),
-                    invalid.metadata.name.as_deref().unwrap_or("")),
-                error = %invalid.error,
-                "ignoring a claim that does not match the ObjectBucketClaim schema"
-            );
+            tracing::warn!(claim = %key(&*cached), error = %error,
+                "ignoring a claim that does not match the ObjectBucketClaim schema");
             ctx.metrics.error("InvalidObject");
             return Ok(Action::await_change());
         }
@@ -584,7 +561,7 @@ async fn reconcile<P: Provisioner>(
     // nothing.
     ctx.caches.until_listed().await;
     // The cache may lag behind our own writes (a recorded name, a removed finalizer): those win.
-    let Some(claim) = ctx.caches.claim(cached) else { return Ok(Action::await_change()) };
+    let Some(claim) = ctx.caches.claim(&cached) else { return Ok(Action::await_change()) };
     let key = key(&*claim);
     let result = match ownership(&claim, &ctx) {
         Ownership::NotOurs => return Ok(Action::await_change()),
@@ -694,11 +671,8 @@ async fn report<P>(
 }
 
 /// Reached only when reporting itself failed (the API is unreachable): retry with backoff.
-fn error_policy<P>(claim: Arc<Guarded>, error: &Error, ctx: Arc<Context<P>>) -> Action {
-    let key = match &claim.0 {
-        Ok(c) => key(c),
-        Err(invalid) => invalid.metadata.name.clone().unwrap_or_default(),
-    };
+fn error_policy<P>(claim: Arc<CachedClaim>, error: &Error, ctx: Arc<Context<P>>) -> Action {
+    let key = key(&*claim);
     tracing::warn!(claim = %key, error = %error, "could not report a failed reconcile");
     Action::requeue(ctx.backoff.next(&key))
 }
