@@ -390,6 +390,8 @@ impl std::fmt::Debug for BucketStore {
 
 struct Inner {
     root: PathBuf,
+    /// Where the usage files are, shared by every meter.
+    usage_dir: Arc<Path>,
     identity: String,
     /// In-memory copy of the records and keys, read on every request by authentication.
     state: RwLock<State>,
@@ -455,6 +457,7 @@ impl BucketStore {
         let state = load_state(&state_dir)?;
         let store = Self {
             inner: Arc::new(Inner {
+                usage_dir: usage::usage_dir(&root.join(STATE_DIR)).into(),
                 root,
                 identity,
                 state: RwLock::new(state),

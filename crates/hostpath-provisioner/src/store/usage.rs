@@ -243,7 +243,9 @@ struct UsageFile {
 /// One bucket's meter.
 pub(super) struct Meter {
     bucket: String,
-    file: PathBuf,
+    /// The directory of the usage files, shared: a path per bucket would cost more than the
+    /// rest of the meter.
+    dir: Arc<Path>,
     state: Mutex<MeterState>,
 }
 
@@ -348,7 +350,7 @@ impl Meter {
             writers: used.by_writer.iter().map(|(w, u)| (w.clone(), *u)).collect(),
         };
         let bytes = serde_json::to_vec(&file).map_err(io::Error::other)?;
-        write_atomic(&self.file, &bytes, 0o600)?;
+        write_atomic(&self.dir.join(format!("{}.json", self.bucket)), &bytes, 0o600)?;
         Ok(())
     }
 }
@@ -493,7 +495,7 @@ impl BucketStore {
             .collect();
         Arc::new(Meter {
             bucket: bucket.to_owned(),
-            file: usage_file(&self.inner.state_dir(), bucket),
+            dir: self.inner.usage_dir.clone(),
             state: Mutex::new(MeterState {
                 used,
                 reserved: Counts::default(),
@@ -618,7 +620,12 @@ impl BucketStore {
 }
 
 fn usage_file(state_dir: &Path, bucket: &str) -> PathBuf {
-    state_dir.join(USAGE_DIR).join(format!("{bucket}.json"))
+    usage_dir(state_dir).join(format!("{bucket}.json"))
+}
+
+/// The directory of the usage files under `state_dir`.
+pub(super) fn usage_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join(USAGE_DIR)
 }
 
 fn read_usage_file(path: &Path) -> Option<UsageFile> {
