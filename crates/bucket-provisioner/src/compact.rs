@@ -8,13 +8,17 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 
 use bucket_api::{ClaimPhase, ObjectBucketClaim};
 use kube::api::ObjectMeta;
 use kube::core::{DeserializeGuard, NamespaceResourceScope};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
+use lz4_flex::block::{
+    compress_prepend_size, compress_prepend_size_with_dict, decompress_size_prepended,
+    decompress_size_prepended_with_dict,
+};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -27,12 +31,15 @@ pub(crate) struct Compact<K, V> {
     entries: RwLock<HashMap<Key, V>>,
     /// A relist in progress: it replaces `entries` whole once complete.
     relisting: Mutex<Option<HashMap<Key, V>>>,
-    compact: fn(&K) -> V,
+    compact: Compactor<K, V>,
 }
+
+/// Makes the compact form of an object; `None` leaves it out of the cache.
+pub(crate) type Compactor<K, V> = Box<dyn Fn(&K) -> Option<V> + Send + Sync>;
 
 impl<K: Resource, V: Clone> Compact<K, V> {
     /// An empty cache keeping objects as `compact` makes them.
-    pub(crate) fn new(compact: fn(&K) -> V) -> Self {
+    pub(crate) fn new(compact: Compactor<K, V>) -> Self {
         Self { entries: RwLock::default(), relisting: Mutex::default(), compact }
     }
 
@@ -40,16 +47,20 @@ impl<K: Resource, V: Clone> Compact<K, V> {
     pub(crate) fn apply(&self, event: &watcher::Event<K>) {
         match event {
             watcher::Event::Apply(object) => {
-                let value = (self.compact)(object);
-                self.write().insert(key_of(object.meta()), value);
+                let key = key_of(object.meta());
+                match (self.compact)(object) {
+                    Some(value) => self.write().insert(key, value),
+                    None => self.write().remove(&key),
+                };
             }
             watcher::Event::Delete(object) => {
                 self.write().remove(&key_of(object.meta()));
             }
             watcher::Event::Init => *self.relisting() = Some(HashMap::new()),
             watcher::Event::InitApply(object) => {
-                let value = (self.compact)(object);
-                self.relisting().get_or_insert_default().insert(key_of(object.meta()), value);
+                if let Some(value) = (self.compact)(object) {
+                    self.relisting().get_or_insert_default().insert(key_of(object.meta()), value);
+                }
             }
             watcher::Event::InitDone => {
                 if let Some(listed) = self.relisting().take() {
@@ -82,13 +93,24 @@ impl<K: Resource, V: Clone> Compact<K, V> {
 /// Objects kept as the JSON of their trimmed selves; a read decodes the one object it asks for.
 pub(crate) struct Packed<K> {
     cache: Compact<K, Arc<[u8]>>,
+    dictionary: Arc<Dictionary>,
     writes: Writes<K>,
 }
 
 impl<K: Resource + Serialize + DeserializeOwned> Packed<K> {
     /// An empty cache.
     pub(crate) fn new() -> Self {
-        Self { cache: Compact::new(pack::<K>), writes: Writes::default() }
+        let dictionary = Arc::new(Dictionary::new());
+        let packing = dictionary.clone();
+        let pack = move |object: &K| match packing.pack(object) {
+            Ok(packed) => Some(packed),
+            Err(e) => {
+                tracing::error!(object = %object.meta().name.as_deref().unwrap_or(""), error = %e,
+                    "an object does not encode; it is left out of the cache");
+                None
+            }
+        };
+        Self { cache: Compact::new(Box::new(pack)), dictionary, writes: Writes::default() }
     }
 
     /// Takes in one watch event.
@@ -98,7 +120,16 @@ impl<K: Resource + Serialize + DeserializeOwned> Packed<K> {
 
     /// The newest known `namespace/name` (`namespace` empty for cluster-scoped kinds).
     pub(crate) fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
-        let cached = self.cache.get(namespace, name).and_then(|packed| unpack(&packed));
+        let cached = self.cache.get(namespace, name).and_then(|packed| {
+            self.dictionary
+                .unpack(&packed)
+                .map(Arc::new)
+                .inspect_err(|e| {
+                    tracing::error!(object = name, error = %e,
+                    "a cached object does not decode; treating it as absent")
+                })
+                .ok()
+        });
         self.writes.newest(namespace, name, cached)
     }
 
@@ -118,19 +149,58 @@ impl<K: Resource + Serialize + DeserializeOwned> Packed<K> {
     }
 }
 
-fn pack<K: Serialize>(object: &K) -> Arc<[u8]> {
-    serde_json::to_vec(object).unwrap_or_default().into()
-}
+/// Packed objects are JSON compressed against a dictionary: the first object of the kind packed
+/// that is small enough. Objects of one kind differ mostly in names, UIDs and digests, so each
+/// takes a fifth of its JSON. Which object it was changes only how well others compress.
+pub(crate) struct Dictionary(OnceLock<Box<[u8]>>);
 
-fn unpack<K: DeserializeOwned>(packed: &[u8]) -> Option<Arc<K>> {
-    match serde_json::from_slice(packed) {
-        Ok(object) => Some(Arc::new(object)),
-        Err(e) => {
-            tracing::error!(error = %e, "a cached object does not decode; treating it as absent");
-            None
+/// The largest JSON taken as a dictionary: LZ4 looks back 64 KiB at most, and a typical object
+/// is about 1 KiB.
+const DICTIONARY_MAX: usize = 4096;
+
+/// The first byte of a packed object: whether it was compressed against the dictionary (an
+/// object packed before there was one was not).
+const PLAIN: u8 = 0;
+const AGAINST_DICTIONARY: u8 = 1;
+
+impl Dictionary {
+    /// No dictionary yet: the first small object packed becomes it.
+    pub(crate) const fn new() -> Self {
+        Self(OnceLock::new())
+    }
+
+    /// `object` as compressed JSON.
+    fn pack<K: Serialize>(&self, object: &K) -> Result<Arc<[u8]>, serde_json::Error> {
+        let json = serde_json::to_vec(object)?;
+        if json.len() <= DICTIONARY_MAX {
+            self.0.get_or_init(|| json.as_slice().into());
         }
+        let (flag, compressed) = match self.0.get() {
+            Some(dictionary) => {
+                (AGAINST_DICTIONARY, compress_prepend_size_with_dict(&json, dictionary))
+            }
+            None => (PLAIN, compress_prepend_size(&json)),
+        };
+        Ok([&[flag], compressed.as_slice()].concat().into())
+    }
+
+    /// The object [`Dictionary::pack`] packed.
+    fn unpack<K: DeserializeOwned>(&self, packed: &[u8]) -> Result<K, String> {
+        let (flag, compressed) = packed.split_first().ok_or("empty")?;
+        let json = match (*flag, self.0.get()) {
+            (PLAIN, _) => decompress_size_prepended(compressed),
+            (AGAINST_DICTIONARY, Some(dictionary)) => {
+                decompress_size_prepended_with_dict(compressed, dictionary)
+            }
+            _ => return Err("packed against a dictionary the cache does not have".into()),
+        };
+        let json = json.map_err(|e| e.to_string())?;
+        serde_json::from_slice(&json).map_err(|e| e.to_string())
     }
 }
+
+/// The dictionary of claims: they are packed as they are decoded, before any cache sees them.
+static CLAIMS: Dictionary = Dictionary::new();
 
 /// A claim as the controller's cache keeps it: what queueing it needs (name, namespace, UID and
 /// resourceVersion), what the phase gauge counts, and the rest as JSON, decoded when its
@@ -160,15 +230,14 @@ impl CachedClaim {
         let phase = claim.status.as_ref().and_then(|s| s.phase);
         let provisioner =
             claim.annotations().get(annotations::PROVISIONER).map(|p| p.as_str().into());
-        let body = serde_json::to_vec(&claim).map(Arc::from).map_err(|e| Arc::from(e.to_string()));
+        let body = CLAIMS.pack(&claim).map_err(|e| Arc::from(e.to_string()));
         Self { metadata, body, phase, provisioner }
     }
 
     /// The claim, or why it does not match the schema.
-    pub(crate) fn claim(&self) -> Result<ObjectBucketClaim, &str> {
-        let body = self.body.as_deref().map_err(|error| &**error)?;
-        let mut claim: ObjectBucketClaim =
-            serde_json::from_slice(body).map_err(|_| "the cached claim does not decode")?;
+    pub(crate) fn claim(&self) -> Result<ObjectBucketClaim, String> {
+        let body = self.body.as_deref().map_err(|error| error.to_string())?;
+        let mut claim: ObjectBucketClaim = CLAIMS.unpack(body)?;
         let meta = &mut claim.metadata;
         meta.name.clone_from(&self.metadata.name);
         meta.namespace.clone_from(&self.metadata.namespace);
@@ -327,5 +396,29 @@ mod tests {
         assert_eq!((cached.name_any().as_str(), cached.phase()), ("photos", None));
         let error = cached.claim().unwrap_err();
         assert!(error.contains("Expected a string"), "{error}");
+    }
+
+    #[test]
+    fn objects_compress_against_the_first_small_one_and_all_decode() {
+        let dictionary = Dictionary::new();
+        let large = bucket(&"x".repeat(DICTIONARY_MAX), "1", "class");
+        let packed_large = dictionary.pack(&large).unwrap();
+        assert_eq!(packed_large[0], PLAIN, "too large to be the dictionary");
+
+        let first = bucket("obc-team-photos-a1gr3fdhkxs3", "2", "standard");
+        let second = bucket("obc-team-videos-01t69jtzgqli", "3", "standard");
+        let packed_first = dictionary.pack(&first).unwrap();
+        let packed_second = dictionary.pack(&second).unwrap();
+        assert_eq!(packed_second[0], AGAINST_DICTIONARY);
+        let json = serde_json::to_vec(&second).unwrap().len();
+        assert!(packed_second.len() * 2 < json, "{} of {json} bytes", packed_second.len());
+
+        for (packed, object) in
+            [(&packed_large, &large), (&packed_first, &first), (&packed_second, &second)]
+        {
+            assert_eq!(dictionary.unpack::<ObjectBucket>(packed).as_ref(), Ok(object));
+        }
+        let other = Dictionary::new();
+        assert!(other.unpack::<ObjectBucket>(&packed_second).is_err(), "no such dictionary");
     }
 }

@@ -132,10 +132,8 @@ pub(crate) struct Summaries<K> {
 
 impl<K: Summarized> Default for Summaries<K> {
     fn default() -> Self {
-        Self {
-            cache: Compact::new(|object: &K| Arc::new(object.summary())),
-            writes: Writes::default(),
-        }
+        let summarize = |object: &K| Some(Arc::new(object.summary()));
+        Self { cache: Compact::new(Box::new(summarize)), writes: Writes::default() }
     }
 }
 
