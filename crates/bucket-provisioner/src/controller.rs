@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bucket_api::contract::{FINALIZER, LABEL_PROVISIONER};
 use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketPhase};
@@ -71,7 +71,7 @@ pub(crate) struct Context<P> {
     pub(crate) client: Client,
     pub(crate) provisioner: P,
     pub(crate) name: String,
-    pub(crate) recorder: Recorder,
+    pub(crate) events: Events,
     pub(crate) metrics: Metrics,
     pub(crate) caches: Caches,
     backoff: Backoff,
@@ -147,13 +147,43 @@ impl<P> Context<P> {
         note: &str,
         operation: Operation,
     ) {
-        publish(&self.recorder, subject, type_, reason, note, &format!("{operation:?}")).await;
+        publish(&self.events, subject, type_, reason, note, &format!("{operation:?}")).await;
+    }
+}
+
+/// How long one [`Recorder`] serves before a fresh one replaces it.
+const RECORDER_LIFETIME: Duration = Duration::from_secs(600);
+
+/// Publishes Events through a [`Recorder`] replaced every [`RECORDER_LIFETIME`]. A recorder keeps
+/// each Event it published for six minutes, to count repeats into a series, in a map that never
+/// shrinks: kept for good, a burst of thousands of Events (a mass deletion) would hold its memory
+/// for good too. A repeat across a replacement starts a new Event instead of counting on.
+pub(crate) struct Events {
+    client: Client,
+    reporter: Reporter,
+    current: Mutex<(Instant, Recorder)>,
+}
+
+impl Events {
+    /// Events reported as `reporter`.
+    pub(crate) fn new(client: Client, reporter: Reporter) -> Self {
+        let recorder = Recorder::new(client.clone(), reporter.clone());
+        Self { client, reporter, current: Mutex::new((Instant::now(), recorder)) }
+    }
+
+    fn recorder(&self) -> Recorder {
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if current.0.elapsed() > RECORDER_LIFETIME {
+            let fresh = Recorder::new(self.client.clone(), self.reporter.clone());
+            *current = (Instant::now(), fresh);
+        }
+        current.1.clone()
     }
 }
 
 /// Publishes an Event on `subject`; a failure to publish is logged, never fatal.
 pub(crate) async fn publish(
-    recorder: &Recorder,
+    events: &Events,
     subject: &ObjectReference,
     type_: EventType,
     reason: &str,
@@ -168,7 +198,7 @@ pub(crate) async fn publish(
         action: action.into(),
         secondary: None,
     };
-    if let Err(e) = recorder.publish(&event, subject).await {
+    if let Err(e) = events.recorder().publish(&event, subject).await {
         let name = subject.name.as_deref().unwrap_or("");
         tracing::warn!(object = name, error = %e, "could not publish event {reason}");
     }
@@ -366,7 +396,7 @@ pub async fn run_controller<P: Provisioner>(
 
     let reporter = Reporter { controller: config.provisioner_name.clone(), instance: None };
     let context = Arc::new(Context {
-        recorder: Recorder::new(client.clone(), reporter),
+        events: Events::new(client.clone(), reporter),
         client: client.clone(),
         provisioner,
         name: config.provisioner_name.clone(),

@@ -13,7 +13,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::events::{EventType, Recorder, Reporter};
+use kube::runtime::events::{EventType, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::watch;
@@ -26,7 +26,7 @@ use super::objects::{
 use crate::BackendError;
 use crate::cache::Recent;
 use crate::controller::{
-    Backoff, ListProgress, cached_watch, drop_managed_fields, publish, watch_configs,
+    Backoff, Events, ListProgress, cached_watch, drop_managed_fields, publish, watch_configs,
 };
 use crate::error::Operation;
 use crate::telemetry::{Health, Metrics};
@@ -107,7 +107,7 @@ struct Context<P> {
     client: Client,
     provisioner: P,
     config: VolumeControllerConfig,
-    recorder: Recorder,
+    events: Events,
     metrics: Metrics,
     volumes: Recent<PersistentVolume>,
     classes: Store<StorageClass>,
@@ -137,7 +137,7 @@ impl<P> Context<P> {
         } else {
             "Provision"
         };
-        publish(&self.recorder, subject, EventType::Warning, &reason, &error.to_string(), action)
+        publish(&self.events, subject, EventType::Warning, &reason, &error.to_string(), action)
             .await;
         if permanent { Action::await_change() } else { Action::requeue(self.backoff.next(key)) }
     }
@@ -183,7 +183,7 @@ pub async fn run_volume_controller<P: VolumeProvisioner>(
     let reporter = Reporter { controller: config.provisioner_name.clone(), instance: None };
     let workers = config.workers.max(1);
     let context = Arc::new(Context {
-        recorder: Recorder::new(client.clone(), reporter),
+        events: Events::new(client.clone(), reporter),
         client,
         provisioner,
         backoff: Backoff::new(config.backoff_initial, config.backoff_max),
@@ -312,7 +312,7 @@ async fn provision<P: VolumeProvisioner>(
     }
     let subject = claim.object_ref(&());
     publish(
-        &ctx.recorder,
+        &ctx.events,
         &subject,
         EventType::Normal,
         "ProvisioningSucceeded",
@@ -378,7 +378,7 @@ async fn retire<P: VolumeProvisioner>(
                 tracing::warn!(volume = %name, reason = error.reason(), "{error}; the PV goes");
                 let note = format!("{error}; the PV is let go and the asset left as it is");
                 publish(
-                    &ctx.recorder,
+                    &ctx.events,
                     &pv.object_ref(&()),
                     EventType::Warning,
                     "AssetKept",
