@@ -202,9 +202,8 @@ impl Dictionary {
 /// The dictionary of claims: they are packed as they are decoded, before any cache sees them.
 static CLAIMS: Dictionary = Dictionary::new();
 
-/// A claim as the controller's cache keeps it: what queueing it needs (name, namespace, UID and
-/// resourceVersion), what the phase gauge counts, and the rest as JSON, decoded when its
-/// reconcile runs. A claim that does not match the schema is kept with why, so that one bad
+/// A claim as the controller's cache keeps it: what queueing and the sweep need (name, namespace
+/// and UID), what the phase gauge counts, and the rest packed, decoded when its reconcile runs. A claim that does not match the schema is kept with why, so that one bad
 /// object cannot stall the watch.
 #[derive(Clone, Debug)]
 pub(crate) struct CachedClaim {
@@ -219,12 +218,11 @@ impl CachedClaim {
     pub(crate) fn pack(mut claim: ObjectBucketClaim) -> Self {
         slim_meta(&mut claim.metadata);
         let meta = &mut claim.metadata;
-        // Kept once, outside the JSON.
+        // Kept once, outside the JSON: what the store and the sweep look up claims by.
         let metadata = ObjectMeta {
             name: meta.name.take(),
             namespace: meta.namespace.take(),
             uid: meta.uid.take(),
-            resource_version: meta.resource_version.take(),
             ..Default::default()
         };
         let phase = claim.status.as_ref().and_then(|s| s.phase);
@@ -242,7 +240,6 @@ impl CachedClaim {
         meta.name.clone_from(&self.metadata.name);
         meta.namespace.clone_from(&self.metadata.namespace);
         meta.uid.clone_from(&self.metadata.uid);
-        meta.resource_version.clone_from(&self.metadata.resource_version);
         Ok(claim)
     }
 
@@ -296,7 +293,6 @@ impl<'de> Deserialize<'de> for CachedClaim {
                     name: invalid.metadata.name,
                     namespace: invalid.metadata.namespace,
                     uid: invalid.metadata.uid,
-                    resource_version: invalid.metadata.resource_version,
                     ..Default::default()
                 },
                 body: Err(invalid.error.into()),
