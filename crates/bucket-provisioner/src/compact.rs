@@ -202,8 +202,9 @@ impl Dictionary {
 /// The dictionary of claims: they are packed as they are decoded, before any cache sees them.
 static CLAIMS: Dictionary = Dictionary::new();
 
-/// A claim as the controller's cache keeps it: what queueing and the sweep need (name, namespace
-/// and UID), what the phase gauge counts, and the rest packed, decoded when its reconcile runs. A claim that does not match the schema is kept with why, so that one bad
+/// A claim as the controller's cache keeps it: what queueing, the sweep and the watch need (name,
+/// namespace, UID and resourceVersion), what the phase gauge counts, and the rest packed, decoded
+/// when its reconcile runs. A claim that does not match the schema is kept with why, so that one bad
 /// object cannot stall the watch.
 #[derive(Clone, Debug)]
 pub(crate) struct CachedClaim {
@@ -218,11 +219,13 @@ impl CachedClaim {
     pub(crate) fn pack(mut claim: ObjectBucketClaim) -> Self {
         slim_meta(&mut claim.metadata);
         let meta = &mut claim.metadata;
-        // Kept once, outside the JSON: what the store and the sweep look up claims by.
+        // Kept once, outside the JSON: what the store and the sweep look claims up by, and the
+        // version the watch resumes from.
         let metadata = ObjectMeta {
             name: meta.name.take(),
             namespace: meta.namespace.take(),
             uid: meta.uid.take(),
+            resource_version: meta.resource_version.take(),
             ..Default::default()
         };
         let phase = claim.status.as_ref().and_then(|s| s.phase);
@@ -240,6 +243,7 @@ impl CachedClaim {
         meta.name.clone_from(&self.metadata.name);
         meta.namespace.clone_from(&self.metadata.namespace);
         meta.uid.clone_from(&self.metadata.uid);
+        meta.resource_version.clone_from(&self.metadata.resource_version);
         Ok(claim)
     }
 
@@ -293,6 +297,7 @@ impl<'de> Deserialize<'de> for CachedClaim {
                     name: invalid.metadata.name,
                     namespace: invalid.metadata.namespace,
                     uid: invalid.metadata.uid,
+                    resource_version: invalid.metadata.resource_version,
                     ..Default::default()
                 },
                 body: Err(invalid.error.into()),
@@ -376,6 +381,8 @@ mod tests {
         });
         let cached: CachedClaim = serde_json::from_value(json.clone()).unwrap();
         assert_eq!(cached.name_any(), "photos");
+        // The watch fails and lists everything again after every event it cannot resume from.
+        assert_eq!(cached.resource_version().as_deref(), Some("42"));
         assert_eq!((cached.phase(), cached.provisioner()), (Some(ClaimPhase::Bound), Some("p")));
         let claim = cached.claim().unwrap();
         assert_eq!(claim.namespace().as_deref(), Some("team"));

@@ -29,7 +29,7 @@ use crate::compact::{CachedClaim, Packed, slim_meta};
 use crate::error::{Error, Operation, Retry};
 use crate::objects::{annotations, label_value};
 use crate::status::{ClaimState, set_claim_status};
-use crate::summary::Summaries;
+use crate::summary::{Summaries, Summarized};
 use crate::telemetry::{Health, Metrics};
 use crate::watch::{ShortBackoff, resilient_watch};
 
@@ -321,6 +321,19 @@ where
     watch.modify(trim).inspect_ok(move |event| cache(event)).inspect(progress.marker(kind))
 }
 
+/// A [`compact_watch`] kept as [`Summaries`].
+fn summarized_watch<K: Summarized>(
+    client: &Client,
+    config: &watcher::Config,
+    name: (&'static str, &Health),
+    progress: (&Arc<ListProgress>, usize),
+) -> (Arc<Summaries<K>>, impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static) {
+    let summaries = Arc::new(Summaries::default());
+    let cache = summaries.clone();
+    let events = compact_watch(client, config, name, |_| {}, progress, move |e| cache.apply(e));
+    (summaries, events)
+}
+
 /// Runs the controller until `shutdown` resolves, then lets running reconciles finish. Watch
 /// failures are reported to `health`.
 pub async fn run_controller<P: Provisioner>(
@@ -371,26 +384,10 @@ pub async fn run_controller<P: Provisioner>(
     });
 
     // Secrets and ConfigMaps pass on whole to wake their claims, but are kept as summaries.
-    let secrets = Arc::new(Summaries::<Secret>::default());
-    let cache = secrets.clone();
-    let secret_events = compact_watch(
-        &client,
-        &ours,
-        ("secrets", &health),
-        |_| {},
-        (&progress, 2),
-        move |event| cache.apply(event),
-    );
-    let config_maps = Arc::new(Summaries::<ConfigMap>::default());
-    let cache = config_maps.clone();
-    let config_map_events = compact_watch(
-        &client,
-        &ours,
-        ("configmaps", &health),
-        |_| {},
-        (&progress, 3),
-        move |event| cache.apply(event),
-    );
+    let (secrets, secret_events) =
+        summarized_watch::<Secret>(&client, &ours, ("secrets", &health), (&progress, 2));
+    let (config_maps, config_map_events) =
+        summarized_watch::<ConfigMap>(&client, &ours, ("configmaps", &health), (&progress, 3));
     let (classes, class_events) =
         cached_watch(&client, &all, "storageclasses", &health, slim, &progress, 4);
 
