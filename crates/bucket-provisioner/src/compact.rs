@@ -28,10 +28,22 @@ use crate::cache::{Key, Writes, key_of};
 
 /// Every object one watch sees, by `namespace/name`, each as `V`.
 pub(crate) struct Compact<K, V> {
-    entries: RwLock<HashMap<Key, V>>,
+    entries: RwLock<Entries<V>>,
     /// A relist in progress: it replaces `entries` whole once complete.
-    relisting: Mutex<Option<HashMap<Key, V>>>,
+    relisting: Mutex<Option<Entries<V>>>,
     compact: Compactor<K, V>,
+}
+
+/// By `namespace/name` in one string (neither may hold a `/`): one allocation per key, not two.
+type Entries<V> = HashMap<Box<str>, V>;
+
+fn joined(namespace: &str, name: &str) -> Box<str> {
+    format!("{namespace}/{name}").into()
+}
+
+fn joined_key(meta: &ObjectMeta) -> Box<str> {
+    let (namespace, name) = key_of(meta);
+    joined(&namespace, &name)
 }
 
 /// Makes the compact form of an object; `None` leaves it out of the cache.
@@ -47,19 +59,21 @@ impl<K: Resource, V: Clone> Compact<K, V> {
     pub(crate) fn apply(&self, event: &watcher::Event<K>) {
         match event {
             watcher::Event::Apply(object) => {
-                let key = key_of(object.meta());
+                let key = joined_key(object.meta());
                 match (self.compact)(object) {
                     Some(value) => self.write().insert(key, value),
                     None => self.write().remove(&key),
                 };
             }
             watcher::Event::Delete(object) => {
-                self.write().remove(&key_of(object.meta()));
+                self.write().remove(&joined_key(object.meta()));
             }
             watcher::Event::Init => *self.relisting() = Some(HashMap::new()),
             watcher::Event::InitApply(object) => {
                 if let Some(value) = (self.compact)(object) {
-                    self.relisting().get_or_insert_default().insert(key_of(object.meta()), value);
+                    self.relisting()
+                        .get_or_insert_default()
+                        .insert(joined_key(object.meta()), value);
                 }
             }
             watcher::Event::InitDone => {
@@ -70,23 +84,28 @@ impl<K: Resource, V: Clone> Compact<K, V> {
         }
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<Key, V>> {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Entries<V>> {
         self.entries.write().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn relisting(&self) -> MutexGuard<'_, Option<HashMap<Key, V>>> {
+    fn relisting(&self) -> MutexGuard<'_, Option<Entries<V>>> {
         self.relisting.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// What the cache holds of `namespace/name`.
     pub(crate) fn get(&self, namespace: &str, name: &str) -> Option<V> {
-        let key = (namespace.to_owned(), name.to_owned());
-        self.entries.read().unwrap_or_else(|e| e.into_inner()).get(&key).cloned()
+        let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
+        entries.get(&joined(namespace, name)).cloned()
     }
 
     /// The keys of every object the cache holds.
     pub(crate) fn keys(&self) -> Vec<Key> {
-        self.entries.read().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect()
+        let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
+        let split = |key: &str| {
+            let (namespace, name) = key.split_once('/').unwrap_or_default();
+            (namespace.to_owned(), name.to_owned())
+        };
+        entries.keys().map(|key| split(key)).collect()
     }
 }
 

@@ -134,13 +134,13 @@ impl Summarized for ConfigMap {
 /// The summaries of every object one watch sees, corrected by our own writes the watch has not
 /// delivered yet.
 pub(crate) struct Summaries<K> {
-    cache: Compact<K, Arc<Summary>>,
+    cache: Compact<K, Summary>,
     writes: Writes<Summary>,
 }
 
 impl<K: Summarized> Default for Summaries<K> {
     fn default() -> Self {
-        let summarize = |object: &K| Some(Arc::new(object.summary()));
+        let summarize = |object: &K| Some(object.summary());
         Self { cache: Compact::new(Box::new(summarize)), writes: Writes::default() }
     }
 }
@@ -153,7 +153,8 @@ impl<K: Summarized> Summaries<K> {
 
     /// The newest known summary of `namespace/name`.
     pub(crate) fn get(&self, namespace: &str, name: &str) -> Option<Arc<Summary>> {
-        self.writes.newest(namespace, name, self.cache.get(namespace, name))
+        let cached = self.cache.get(namespace, name).map(Arc::new);
+        self.writes.newest(namespace, name, cached)
     }
 
     /// Remembers `object` as just written.
