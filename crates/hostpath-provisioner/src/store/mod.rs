@@ -293,30 +293,60 @@ struct State {
     by_bucket: Index,
 }
 
-/// Access key ids by user or bucket. Almost every entry holds one id, so the ids are a sorted
-/// `Vec`, a fraction of the memory of a set's node.
+/// Access key ids by user or bucket. Almost every entry holds one id, kept without a list.
 #[derive(Debug, Default)]
-struct Index(HashMap<String, Vec<String>>);
+struct Index(HashMap<String, Ids>);
+
+#[derive(Debug)]
+enum Ids {
+    One(String),
+    /// Sorted.
+    Many(Vec<String>),
+}
+
+impl Ids {
+    fn as_slice(&self) -> &[String] {
+        match self {
+            Self::One(id) => std::slice::from_ref(id),
+            Self::Many(ids) => ids,
+        }
+    }
+
+    fn from_sorted(mut ids: Vec<String>) -> Option<Self> {
+        match ids.len() {
+            0 => None,
+            1 => ids.pop().map(Self::One),
+            _ => Some(Self::Many(ids)),
+        }
+    }
+}
 
 impl Index {
     fn insert(&mut self, entry: &str, id: &str) {
-        let ids = self.0.entry(entry.to_owned()).or_default();
-        if let Err(at) = ids.binary_search_by(|i| i.as_str().cmp(id)) {
-            ids.insert(at, id.to_owned());
+        let Some(ids) = self.0.get_mut(entry) else {
+            self.0.insert(entry.to_owned(), Ids::One(id.to_owned()));
+            return;
+        };
+        let mut list = ids.as_slice().to_vec();
+        if let Err(at) = list.binary_search_by(|i| i.as_str().cmp(id)) {
+            list.insert(at, id.to_owned());
+            *ids = Ids::Many(list);
         }
     }
 
     fn remove(&mut self, entry: &str, id: &str) {
-        if let Some(ids) = self.0.get_mut(entry) {
-            ids.retain(|i| i != id);
-            if ids.is_empty() {
+        let Some(ids) = self.0.get_mut(entry) else { return };
+        let rest: Vec<String> = ids.as_slice().iter().filter(|i| *i != id).cloned().collect();
+        match Ids::from_sorted(rest) {
+            Some(rest) => *ids = rest,
+            None => {
                 self.0.remove(entry);
             }
         }
     }
 
     fn get(&self, entry: &str) -> &[String] {
-        self.0.get(entry).map(Vec::as_slice).unwrap_or_default()
+        self.0.get(entry).map(Ids::as_slice).unwrap_or_default()
     }
 }
 
@@ -1130,6 +1160,21 @@ fn remove_tree(path: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_key_index_keeps_ids_sorted_and_drops_empty_entries() {
+        let mut index = Index::default();
+        index.insert("user", "K2");
+        assert_eq!(index.get("user"), ["K2"]);
+        index.insert("user", "K1");
+        index.insert("user", "K2");
+        assert_eq!(index.get("user"), ["K1", "K2"]);
+        index.remove("user", "K2");
+        assert_eq!(index.get("user"), ["K1"]);
+        index.remove("user", "K1");
+        assert!(index.get("user").is_empty() && index.0.is_empty());
+        index.remove("nobody", "K1");
+    }
 
     fn open(dir: &Path, identity: &str) -> BucketStore {
         BucketStore::open(dir.to_owned(), identity).unwrap()
