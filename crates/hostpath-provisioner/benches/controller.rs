@@ -92,6 +92,15 @@ async fn backend_calls(metrics: u16) -> u64 {
         .sum::<f64>() as u64
 }
 
+/// Reconciles so far, from the provisioner's own metrics.
+async fn reconciles(metrics: u16) -> u64 {
+    let body = reqwest_free_get(metrics, "/metrics").await;
+    body.lines()
+        .find(|l| l.starts_with("bucket_provisioner_reconciles_total"))
+        .and_then(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+        .unwrap_or(0.0) as u64
+}
+
 async fn reqwest_free_get(port: u16, path: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
@@ -207,6 +216,12 @@ async fn main() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     let (requests, mark) = requests_since(&audit, PROVISIONER_USER, mark);
     out.push_str(&per_object(&requests, claims, "claim"));
+    writeln!(
+        out,
+        "  reconciles per claim: {:.2}",
+        reconciles(metrics).await as f64 / claims as f64
+    )
+    .unwrap();
     writeln!(out, "  provisioner memory: RSS {rss:.1} MiB, peak {peak:.1} MiB").unwrap();
     writeln!(
         out,
@@ -228,11 +243,13 @@ async fn main() {
     writeln!(out, "restart with {claims} claims bound").unwrap();
     writeln!(
         out,
-        "  in the {:.0} s after it: {} backend calls, {} requests beside {} lists/watches ended",
+        "  in the {:.0} s after it: {} backend calls, {} requests beside {} lists/watches ended, \
+         {} reconciles",
         restarted.elapsed().as_secs_f64(),
         backend_calls(metrics).await,
         beyond_lists.len(),
-        requests.len() - beyond_lists.len()
+        requests.len() - beyond_lists.len(),
+        reconciles(metrics).await
     )
     .unwrap();
     writeln!(out, "  provisioner memory after the relist: RSS {rss:.1} MiB, peak {peak:.1} MiB")
