@@ -50,15 +50,15 @@ impl<K> Default for Writes<K> {
 
 /// What the caches compare of a cached copy and our own write of one object.
 pub(crate) trait Versioned {
-    /// The resourceVersion.
-    fn version(&self) -> Option<&str>;
+    /// The resourceVersion, as the etcd revision it is; `None` if it does not parse.
+    fn version(&self) -> Option<u64>;
     /// The UID.
     fn object_uid(&self) -> Option<&str>;
 }
 
 impl<K: Resource> Versioned for K {
-    fn version(&self) -> Option<&str> {
-        self.meta().resource_version.as_deref()
+    fn version(&self) -> Option<u64> {
+        self.meta().resource_version.as_deref()?.parse().ok()
     }
 
     fn object_uid(&self) -> Option<&str> {
@@ -69,8 +69,7 @@ impl<K: Resource> Versioned for K {
 /// Whether `cached` is at least as new as `ours`. resourceVersions are etcd revisions, so they
 /// compare as numbers; should one not parse, the cache is taken as newer.
 fn caught_up(cached: &impl Versioned, ours: &impl Versioned) -> bool {
-    let version = |version: Option<&str>| version?.parse::<u64>().ok();
-    match (version(cached.version()), version(ours.version())) {
+    match (cached.version(), ours.version()) {
         (Some(cached), Some(ours)) => cached >= ours,
         _ => true,
     }

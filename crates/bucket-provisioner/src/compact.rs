@@ -8,7 +8,8 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
+use std::hash::{BuildHasher, RandomState};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, OnceLock, RwLock};
 
 use bucket_api::{ClaimPhase, ObjectBucketClaim};
 use kube::api::ObjectMeta;
@@ -230,8 +231,13 @@ pub(crate) struct CachedClaim {
     metadata: ObjectMeta,
     body: Result<Arc<[u8]>, Arc<str>>,
     phase: Option<ClaimPhase>,
-    provisioner: Option<Box<str>>,
+    /// A hash of the provisioner it records (see [`CachedClaim::recorded_by`]).
+    provisioner: Option<u64>,
 }
+
+/// Hashes recorded provisioners under a key of this process, so that no claim can be made to
+/// hash like another provisioner's name. Only the phase gauge counts by it.
+static PROVISIONER_HASH: LazyLock<RandomState> = LazyLock::new(RandomState::new);
 
 impl CachedClaim {
     /// Keeps what the controller reads of `claim` (see [`slim_meta`]).
@@ -249,7 +255,7 @@ impl CachedClaim {
         };
         let phase = claim.status.as_ref().and_then(|s| s.phase);
         let provisioner =
-            claim.annotations().get(annotations::PROVISIONER).map(|p| p.as_str().into());
+            claim.annotations().get(annotations::PROVISIONER).map(|p| PROVISIONER_HASH.hash_one(p));
         let body = CLAIMS.pack(&claim).map_err(|e| Arc::from(e.to_string()));
         Self { metadata, body, phase, provisioner }
     }
@@ -271,9 +277,9 @@ impl CachedClaim {
         self.phase
     }
 
-    /// The provisioner it records having taken it on.
-    pub(crate) fn provisioner(&self) -> Option<&str> {
-        self.provisioner.as_deref()
+    /// Whether it records `provisioner` as having taken it on.
+    pub(crate) fn recorded_by(&self, provisioner: &str) -> bool {
+        self.provisioner == Some(PROVISIONER_HASH.hash_one(provisioner))
     }
 }
 
@@ -402,7 +408,8 @@ mod tests {
         assert_eq!(cached.name_any(), "photos");
         // The watch fails and lists everything again after every event it cannot resume from.
         assert_eq!(cached.resource_version().as_deref(), Some("42"));
-        assert_eq!((cached.phase(), cached.provisioner()), (Some(ClaimPhase::Bound), Some("p")));
+        assert_eq!(cached.phase(), Some(ClaimPhase::Bound));
+        assert!(cached.recorded_by("p") && !cached.recorded_by("q"));
         let claim = cached.claim().unwrap();
         assert_eq!(claim.namespace().as_deref(), Some("team"));
         assert_eq!(claim.uid().as_deref(), Some("u-1"));

@@ -536,7 +536,7 @@ async fn count_phases<P>(store: Store<CachedClaim>, ctx: Arc<Context<P>>) {
     ];
     loop {
         let claims = store.state();
-        let ours = claims.iter().filter(|c| c.provisioner() == Some(ctx.name.as_str()));
+        let ours = claims.iter().filter(|c| c.recorded_by(&ctx.name));
         let mut counts: Vec<(&str, i64)> = phases.iter().map(|(_, name)| (*name, 0)).collect();
         for claim in ours {
             let phase = claim.phase().unwrap_or(ClaimPhase::Pending);

@@ -19,19 +19,20 @@ use crate::compact::Compact;
 /// One Secret or ConfigMap, as the caches keep it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Summary {
-    resource_version: Option<Box<str>>,
+    /// The resourceVersion as a number: etcd's revisions are.
+    resource_version: Option<u64>,
     /// A digest of the UID in its controller reference.
     controller: Option<[u8; 16]>,
-    /// SHA-256 of its `data`.
-    data: [u8; 32],
+    /// A digest of its `data`.
+    data: [u8; 16],
     /// For a Secret holding both credential keys: SHA-256 of them, as
     /// [`credentials_digest`](crate::objects::credentials_digest) computes it.
     credentials: Option<[u8; 32]>,
 }
 
 impl Versioned for Summary {
-    fn version(&self) -> Option<&str> {
-        self.resource_version.as_deref()
+    fn version(&self) -> Option<u64> {
+        self.resource_version
     }
 
     /// The library never deletes Secrets or ConfigMaps (the garbage collector does), so their
@@ -41,12 +42,17 @@ impl Versioned for Summary {
     }
 }
 
-/// The first half of SHA-256 of a UID: compared, never read back, in a fraction of the memory.
-fn uid_digest(uid: &str) -> [u8; 16] {
-    let digest: [u8; 32] = Sha256::digest(uid.as_bytes()).into();
+/// The first half of SHA-256: compared, never read back, in half the memory. Finding other
+/// data with the same half is still a search through 2^128 digests.
+fn half_digest(hasher: Sha256) -> [u8; 16] {
+    let digest: [u8; 32] = hasher.finalize().into();
     let mut half = [0; 16];
     half.copy_from_slice(&digest[..16]);
     half
+}
+
+fn uid_digest(uid: &str) -> [u8; 16] {
+    half_digest(Sha256::new_with_prefix(uid.as_bytes()))
 }
 
 impl Summary {
@@ -57,7 +63,7 @@ impl Summary {
 
     /// The resourceVersion, to guard a replacement with.
     pub(crate) fn resource_version(&self) -> Option<String> {
-        self.resource_version.as_deref().map(String::from)
+        self.resource_version.map(|version| version.to_string())
     }
 
     /// Whether it holds exactly the data `object` holds.
@@ -75,8 +81,8 @@ impl Summary {
 pub(crate) trait Summarized:
     Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
 {
-    /// SHA-256 of the object's `data`.
-    fn data_digest(&self) -> [u8; 32];
+    /// A digest of the object's `data`.
+    fn data_digest(&self) -> [u8; 16];
 
     /// The digest of the credentials it holds, if it is a Secret with both keys.
     fn credentials(&self) -> Option<[u8; 32]> {
@@ -89,7 +95,7 @@ pub(crate) trait Summarized:
         let controller =
             meta.owner_references.iter().flatten().find(|o| o.controller == Some(true));
         Summary {
-            resource_version: meta.resource_version.as_deref().map(Box::from),
+            resource_version: meta.resource_version.as_deref().and_then(|v| v.parse().ok()),
             controller: controller.map(|o| uid_digest(&o.uid)),
             data: self.data_digest(),
             credentials: self.credentials(),
@@ -98,7 +104,7 @@ pub(crate) trait Summarized:
 }
 
 /// Length-prefixed, so that no two different maps hash alike.
-fn digest_entries<'a>(entries: impl Iterator<Item = (&'a str, &'a [u8])>) -> [u8; 32] {
+fn digest_entries<'a>(entries: impl Iterator<Item = (&'a str, &'a [u8])>) -> [u8; 16] {
     let mut hasher = Sha256::new();
     for (key, value) in entries {
         hasher.update((key.len() as u64).to_le_bytes());
@@ -106,11 +112,11 @@ fn digest_entries<'a>(entries: impl Iterator<Item = (&'a str, &'a [u8])>) -> [u8
         hasher.update((value.len() as u64).to_le_bytes());
         hasher.update(value);
     }
-    hasher.finalize().into()
+    half_digest(hasher)
 }
 
 impl Summarized for Secret {
-    fn data_digest(&self) -> [u8; 32] {
+    fn data_digest(&self) -> [u8; 16] {
         digest_entries(self.data.iter().flatten().map(|(k, v)| (k.as_str(), v.0.as_slice())))
     }
 
@@ -126,7 +132,7 @@ impl Summarized for Secret {
 }
 
 impl Summarized for ConfigMap {
-    fn data_digest(&self) -> [u8; 32] {
+    fn data_digest(&self) -> [u8; 16] {
         digest_entries(self.data.iter().flatten().map(|(k, v)| (k.as_str(), v.as_bytes())))
     }
 }
