@@ -1001,13 +1001,23 @@ fn persist_all(files: &[FileChange]) -> Result<(), StoreError> {
     Ok(result?)
 }
 
-/// Reads every `*.json` file of `dir`.
+/// Reads every `*.json` file of `dir`, when the store opens. A `*.tmp-*` file is a write a crash
+/// interrupted before its rename: nothing refers to it, but it may hold a key's secret, so it is
+/// removed.
 fn read_all<T: serde::de::DeserializeOwned>(dir: &Path) -> Result<Vec<T>, StoreError> {
     let mut values = Vec::new();
     for entry in fs::read_dir(dir)? {
         let path = entry?.path();
-        if path.extension().and_then(|e| e.to_str()) != Some("json") {
-            continue; // a temporary file of an interrupted write
+        let extension = path.extension().and_then(|e| e.to_str()).unwrap_or_default();
+        if extension.starts_with("tmp-") {
+            if let Err(e) = fs::remove_file(&path) {
+                tracing::warn!(path = %path.display(), error = %e,
+                    "could not remove the file of an interrupted write");
+            }
+            continue;
+        }
+        if extension != "json" {
+            continue;
         }
         let bytes = fs::read(&path)?;
         let value = serde_json::from_slice(&bytes)
@@ -1335,6 +1345,23 @@ mod tests {
         let records = fs::read_dir(tmp.path().join(STATE_DIR).join(RECORDS_DIR)).unwrap().count();
         let keys = fs::read_dir(tmp.path().join(STATE_DIR).join(KEYS_DIR)).unwrap().count();
         assert_eq!((records, keys), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn writes_a_crash_interrupted_are_removed_when_the_store_opens() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = open(tmp.path(), "ours");
+        store.create_bucket("abc", ONE).await.unwrap();
+        let key = store.issue_key("u", "abc").await.unwrap();
+        drop(store);
+        let keys = tmp.path().join(STATE_DIR).join(KEYS_DIR);
+        let interrupted = keys.join(format!("{}.tmp-0123456789abcdef", key.access_key_id));
+        fs::write(&interrupted, b"{\"secret_access_key\":\"half-writ").unwrap();
+
+        let store = open(tmp.path(), "ours");
+        assert!(!interrupted.exists(), "left behind with a secret in it");
+        assert_eq!(fs::read_dir(&keys).unwrap().count(), 1);
+        assert_eq!(store.lookup_key(&key.access_key_id).unwrap().user_id, "u");
     }
 
     #[tokio::test]
