@@ -113,11 +113,6 @@ impl<V: Versioned> Writes<V> {
         value
     }
 
-    /// Remembers that the object `key` with `uid` was just deleted.
-    pub(crate) fn deleted_as(&self, key: Key, uid: Option<String>) {
-        self.remember(key, Written::Deleted(uid));
-    }
-
     fn remember(&self, key: Key, what: Written<V>) {
         let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
@@ -140,7 +135,7 @@ impl<K: Resource> Writes<K> {
 
     /// Remembers that `object` was just deleted.
     pub(crate) fn deleted(&self, object: &K) {
-        self.deleted_as(key_of(object.meta()), object.meta().uid.clone());
+        self.remember(key_of(object.meta()), Written::Deleted(object.meta().uid.clone()));
     }
 }
 

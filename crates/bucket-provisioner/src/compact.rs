@@ -1,7 +1,7 @@
 //! Watch caches that keep each object in a compact form rather than as its Rust struct, whose
 //! maps and optional fields cost several times the object's own size: a [`Summary`] of what a
-//! reconcile asks of our Secrets and ConfigMaps, or the JSON of an ObjectBucket, decoded only
-//! when a reader asks for that one object. Each is corrected by our own writes the watch has not
+//! reconcile asks of our Secrets and ConfigMaps, or an ObjectBucket or claim packed (compressed
+//! JSON), decoded only when a reader asks for that one object. Each is corrected by our own writes the watch has not
 //! delivered yet, as [`crate::cache`] explains.
 //!
 //! [`Summary`]: crate::summary::Summary
@@ -23,9 +23,8 @@ use lz4_flex::block::{
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::cache::{Key, Writes};
 use crate::objects::annotations;
-
-use crate::cache::{Key, Writes, key_of};
 
 /// Every object one watch sees, by `namespace/name`, each as `V`.
 pub(crate) struct Compact<K, V> {
@@ -43,8 +42,7 @@ fn joined(namespace: &str, name: &str) -> Box<str> {
 }
 
 fn joined_key(meta: &ObjectMeta) -> Box<str> {
-    let (namespace, name) = key_of(meta);
-    joined(&namespace, &name)
+    joined(meta.namespace.as_deref().unwrap_or_default(), meta.name.as_deref().unwrap_or_default())
 }
 
 /// Makes the compact form of an object; `None` leaves it out of the cache.
@@ -110,7 +108,7 @@ impl<K: Resource, V: Clone> Compact<K, V> {
     }
 }
 
-/// Objects kept as the JSON of their trimmed selves; a read decodes the one object it asks for.
+/// Objects kept packed (see [`Dictionary`]); a read decodes the one object it asks for.
 pub(crate) struct Packed<K> {
     cache: Compact<K, Arc<[u8]>>,
     dictionary: Arc<Dictionary>,
@@ -243,16 +241,7 @@ impl CachedClaim {
     /// Keeps what the controller reads of `claim` (see [`slim_meta`]).
     pub(crate) fn pack(mut claim: ObjectBucketClaim) -> Self {
         slim_meta(&mut claim.metadata);
-        let meta = &mut claim.metadata;
-        // Kept once, outside the JSON: what the store and the sweep look claims up by, and the
-        // version the watch resumes from.
-        let metadata = ObjectMeta {
-            name: meta.name.take(),
-            namespace: meta.namespace.take(),
-            uid: meta.uid.take(),
-            resource_version: meta.resource_version.take(),
-            ..Default::default()
-        };
+        let metadata = take_identity(&mut claim.metadata);
         let phase = claim.status.as_ref().and_then(|s| s.phase);
         let provisioner =
             claim.annotations().get(annotations::PROVISIONER).map(|p| PROVISIONER_HASH.hash_one(p));
@@ -317,19 +306,25 @@ impl<'de> Deserialize<'de> for CachedClaim {
         let DeserializeGuard(guarded) = DeserializeGuard::deserialize(deserializer)?;
         Ok(match guarded {
             Ok(claim) => Self::pack(claim),
-            Err(invalid) => Self {
-                metadata: ObjectMeta {
-                    name: invalid.metadata.name,
-                    namespace: invalid.metadata.namespace,
-                    uid: invalid.metadata.uid,
-                    resource_version: invalid.metadata.resource_version,
-                    ..Default::default()
-                },
+            Err(mut invalid) => Self {
+                metadata: take_identity(&mut invalid.metadata),
                 body: Err(invalid.error.into()),
                 phase: None,
                 provisioner: None,
             },
         })
+    }
+}
+
+/// What a cached claim keeps outside its packed body, taken from `meta`: what the store and the
+/// sweep look claims up by, and the version the watch resumes from.
+fn take_identity(meta: &mut ObjectMeta) -> ObjectMeta {
+    ObjectMeta {
+        name: meta.name.take(),
+        namespace: meta.namespace.take(),
+        uid: meta.uid.take(),
+        resource_version: meta.resource_version.take(),
+        ..Default::default()
     }
 }
 

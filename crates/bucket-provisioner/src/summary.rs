@@ -1,6 +1,6 @@
 //! What the controller keeps of its Secrets and ConfigMaps: whose each is and a digest of what it
 //! holds, never the data itself. A reconcile only asks whether the claim controls the object and
-//! whether its data is what would be written, so a few hundred bytes per object answer it where
+//! whether its data is what would be written, so a few dozen bytes per object answer it where
 //! the objects themselves took kilobytes, and the Secrets' credentials stay out of the cache.
 
 use std::fmt::Debug;
