@@ -134,5 +134,7 @@ struct Args {
 async fn main() -> Result<(), RunError> {
     init_logging();
     let args = Args::parse();
-    run(MemoryBuckets::default(), &args.provisioner_name, &args.controller, shutdown_signal()).await
+    let shutdown = shutdown_signal();
+    run(MemoryBuckets::default(), &args.provisioner_name, &args.controller, shutdown, Vec::new())
+        .await
 }

@@ -8,7 +8,8 @@ use std::time::Duration;
 use bucket_api::{
     BucketUsage, ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec, ReclaimPolicy,
 };
-use bucket_provisioner::telemetry::{Health, Metrics};
+use bucket_provisioner::health::Health;
+use bucket_provisioner::telemetry::Metrics;
 use bucket_provisioner::{
     BackendError, BucketOptions, ControllerConfig, Credentials, Endpoint, ProvisionedBucket,
     Provisioner, Removed, run_controller, user_id_of,
@@ -18,7 +19,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
-use test_support::{eventually, unique_suffix};
+use test_support::{ControlPlane, Deployed, deployed_identity, eventually, unique_suffix};
 use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 
@@ -334,28 +335,28 @@ pub struct Harness {
 
 impl Harness {
     /// Starts a controller for `backend` under a fresh provisioner name, with short backoff.
-    pub fn start(client: &Client, backend: &MemoryBackend) -> Harness {
-        Self::start_as(client, backend, &format!("test.objectbucket.io/{}", unique_suffix()))
+    pub fn start(backend: &MemoryBackend) -> Harness {
+        Self::start_as(backend, &format!("test.objectbucket.io/{}", unique_suffix()))
     }
 
-    /// Starts a controller for `backend` answering to `provisioner`.
-    pub fn start_as(client: &Client, backend: &MemoryBackend, provisioner: &str) -> Harness {
+    /// Starts a controller for `backend` answering to `provisioner`, acting as the bucket
+    /// provisioners are deployed: the ServiceAccount and RBAC of `deploy/hostpath/`.
+    pub fn start_as(backend: &MemoryBackend, provisioner: &str) -> Harness {
         let mut config = ControllerConfig::new(provisioner);
         config.backoff_initial = Duration::from_millis(100);
         config.backoff_max = Duration::from_secs(2);
         config.usage_interval = Duration::from_millis(300);
         let metrics = Metrics::new();
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(run_controller(
-            client.clone(),
-            backend.clone(),
-            config,
-            metrics.clone(),
-            Health::default(),
-            async move {
+        let (backend, controller_metrics) = (backend.clone(), metrics.clone());
+        let task = tokio::spawn(async move {
+            let client = as_deployed().await;
+            let stop = async move {
                 let _ = stopped.await;
-            },
-        ));
+            };
+            run_controller(client, backend, config, controller_metrics, Health::default(), stop)
+                .await;
+        });
         Harness { provisioner: provisioner.into(), metrics, stop: Some(stop), task }
     }
 
@@ -388,6 +389,16 @@ impl Drop for Harness {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// A client of the shared control plane acting as the bucket provisioners are deployed.
+pub async fn as_deployed() -> Client {
+    let plane = ControlPlane::shared();
+    deployed_identity(plane, Deployed::HostPath)
+        .await
+        .expect("the deployed identity")
+        .client()
+        .await
 }
 
 /// Creates a StorageClass with a unique name for `provisioner`; returns its name.

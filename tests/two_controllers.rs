@@ -6,7 +6,12 @@ use bucket_provisioner::runtime::{ControllerArgs, RunError, run};
 use integration_tests::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use test_support::{ControlPlane, client_with_crds, eventually, test_namespace, unique_suffix};
+use std::path::Path;
+
+use test_support::{
+    ControlPlane, DEPLOY_NAMESPACE, Deployed, client_with_crds, deployed_identity, eventually,
+    test_namespace, unique_suffix,
+};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -16,33 +21,34 @@ struct Replica {
     task: JoinHandle<Result<(), RunError>>,
 }
 
-fn start_replica(provisioner: &str, namespace: &str, identity: &str) -> Replica {
+fn start_replica(provisioner: &str, kubeconfig: &Path, lease: &str, identity: &str) -> Replica {
     let args = ControllerArgs {
-        kubeconfig: Some(ControlPlane::shared().kubeconfig_path().to_owned()),
+        kubeconfig: Some(kubeconfig.to_owned()),
         metrics_address: "127.0.0.1:0".parse().unwrap(),
         workers: 2,
         leader_elect: true,
-        leader_election_namespace: Some(namespace.into()),
-        leader_election_name: Some("bucket-leader".into()),
+        leader_election_namespace: Some(DEPLOY_NAMESPACE.into()),
+        leader_election_name: Some(lease.into()),
         leader_identity: Some(identity.into()),
         leader_lease_seconds: 3,
         usage_interval_seconds: 60,
+        api_timeout_seconds: 5,
     };
     let backend = MemoryBackend::default();
     let (stop, stopped) = oneshot::channel::<()>();
     let provisioner = provisioner.to_string();
     let replica_backend = backend.clone();
     let task = tokio::spawn(async move {
-        run(replica_backend, &provisioner, &args, async move {
+        let stop = async move {
             let _ = stopped.await;
-        })
-        .await
+        };
+        run(replica_backend, &provisioner, &args, stop, Vec::new()).await
     });
     Replica { backend, stop, task }
 }
 
-async fn holder(leases: &Api<Lease>) -> Option<String> {
-    leases.get_opt("bucket-leader").await.ok()??.spec?.holder_identity
+async fn holder(leases: &Api<Lease>, lease: &str) -> Option<String> {
+    leases.get_opt(lease).await.ok()??.spec?.holder_identity
 }
 
 #[tokio::test]
@@ -50,20 +56,24 @@ async fn only_the_leader_acts_and_a_standby_takes_over() {
     let client = client_with_crds().await;
     let ns = test_namespace(&client, "lease").await;
     let claims: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), &ns);
-    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let leases: Api<Lease> = Api::namespaced(client.clone(), DEPLOY_NAMESPACE);
     let provisioner = format!("lease.objectbucket.io/{}", unique_suffix());
+    let lease = format!("bucket-leader-{}", unique_suffix());
+    // The replicas act as deployed: the ServiceAccount and RBAC of `deploy/hostpath/`.
+    let identity = deployed_identity(ControlPlane::shared(), Deployed::HostPath).await.unwrap();
+    let kubeconfig = identity.kubeconfig.as_path();
     let class = storage_class(&client, &provisioner, &[], None).await;
     let spec = |bucket: &str| ObjectBucketClaimSpec {
         bucket_name: Some(bucket.into()),
         ..claim_spec(&class)
     };
 
-    let first = start_replica(&provisioner, &ns, "replica-a");
+    let first = start_replica(&provisioner, kubeconfig, &lease, "replica-a");
     eventually("replica-a to lead", || async {
-        (holder(&leases).await.as_deref() == Some("replica-a")).then_some(())
+        (holder(&leases, &lease).await.as_deref() == Some("replica-a")).then_some(())
     })
     .await;
-    let second = start_replica(&provisioner, &ns, "replica-b");
+    let second = start_replica(&provisioner, kubeconfig, &lease, "replica-b");
 
     for bucket in ["lead-one", "lead-two", "lead-three"] {
         create_claim(&claims, bucket, spec(bucket)).await;
@@ -73,13 +83,13 @@ async fn only_the_leader_acts_and_a_standby_takes_over() {
     }
     assert_eq!(first.backend.calls(Op::Provision), 3);
     assert!(second.backend.all_calls().is_empty(), "the standby never acts");
-    assert_eq!(holder(&leases).await.as_deref(), Some("replica-a"));
+    assert_eq!(holder(&leases, &lease).await.as_deref(), Some("replica-a"));
 
     // Graceful shutdown releases the Lease, and the standby takes over.
     first.stop.send(()).unwrap();
     first.task.await.unwrap().expect("a graceful shutdown is not an error");
     eventually("replica-b to lead", || async {
-        (holder(&leases).await.as_deref() == Some("replica-b")).then_some(())
+        (holder(&leases, &lease).await.as_deref() == Some("replica-b")).then_some(())
     })
     .await;
     create_claim(&claims, "after", spec("after-failover")).await;
@@ -89,5 +99,5 @@ async fn only_the_leader_acts_and_a_standby_takes_over() {
 
     second.stop.send(()).unwrap();
     second.task.await.unwrap().unwrap();
-    assert_eq!(holder(&leases).await, None, "a graceful shutdown clears the holder");
+    assert_eq!(holder(&leases, &lease).await, None, "a graceful shutdown clears the holder");
 }

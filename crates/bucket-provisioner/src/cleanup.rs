@@ -24,6 +24,7 @@ use serde_json::json;
 use crate::claim::{Observed, bound_bucket_name, bound_uid, observe, source_of};
 use crate::controller::Context;
 use crate::error::{ABANDON_HINT, Error, Operation};
+use crate::finalizer;
 use crate::objects::{self, BucketSource, annotations, parse_reclaim_policy};
 use crate::status::set_bucket_status;
 use crate::{BackendError, Provisioner, Removed};
@@ -331,11 +332,12 @@ async fn delete_object_bucket<P>(
     ctx: &Context<P>,
 ) -> Result<(), Error> {
     remove_bucket_finalizer(buckets, record, ctx).await?;
-    match buckets.delete(&record.name_any(), &Default::default()).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.code == 404 => {}
-        Err(e) => return Err(e.into()),
+    // Gone already (the watch saw it go, or our own delete did): nothing to do.
+    if ctx.caches.buckets.get("", &record.name_any()).is_none() {
+        return Ok(());
     }
+    // A 404 fails the cleanup, which is retried: only the watch proves the bucket gone.
+    buckets.delete(&record.name_any(), &Default::default()).await?;
     ctx.caches.buckets.deleted(record);
     Ok(())
 }
@@ -351,17 +353,8 @@ pub(crate) async fn remove_bucket_finalizer<P>(
     if !current.finalizers().iter().any(|f| f == FINALIZER) {
         return Ok(());
     }
-    let remaining: Vec<&String> = current.finalizers().iter().filter(|f| *f != FINALIZER).collect();
-    let patch = json!({
-        "metadata": { "resourceVersion": current.resource_version(), "finalizers": remaining }
-    });
-    match buckets.patch(&record.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
-        Ok(released) => {
-            ctx.caches.buckets.wrote(released);
-            Ok(())
-        }
-        // Removing the last finalizer of a deleted object removes the object.
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    // A 404 fails the cleanup, which is retried: only the watch proves the bucket gone.
+    let released = finalizer::remove(buckets, &*current, FINALIZER).await?;
+    ctx.caches.buckets.wrote(released);
+    Ok(())
 }

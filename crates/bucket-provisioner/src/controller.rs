@@ -11,9 +11,9 @@ use bucket_api::contract::{FINALIZER, LABEL_PROVISIONER};
 use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketPhase};
 use std::fmt::Debug;
 
-use futures::{Stream, StreamExt, TryStreamExt};
+use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -27,14 +27,24 @@ use crate::claim::{self, key};
 use crate::cleanup;
 use crate::compact::{CachedClaim, Packed, slim_meta};
 use crate::error::{Error, Operation, Retry};
+use crate::finalizer;
+use crate::health::{Health, Pulse, Retirement, refusal};
+use crate::log_limit::{SharedThrottle, Throttle};
 use crate::objects::{annotations, label_value};
 use crate::status::{ClaimState, set_claim_status};
 use crate::summary::{Summaries, Summarized};
-use crate::telemetry::{Health, Metrics};
+use crate::telemetry::Metrics;
 use crate::watch::{ShortBackoff, resilient_watch};
 
 /// How often ObjectBuckets are checked for claims that went without their cleanup.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(10);
+/// The longest a claim waits to be retried after the Kubernetes API failed it.
+const API_RETRY_MAX: Duration = Duration::from_secs(4);
+/// How long one step of a background pass (one ObjectBucket swept or reported, a backend call
+/// included) may take before the loop counts as stuck.
+const STEP_SILENCE: Duration = Duration::from_secs(300);
+/// The source reconciles report refusals under on [`Health`].
+const RECONCILES: &str = "reconciles";
 
 /// How the controller runs.
 #[derive(Clone, Debug)]
@@ -73,8 +83,11 @@ pub(crate) struct Context<P> {
     pub(crate) name: String,
     pub(crate) events: Events,
     pub(crate) metrics: Metrics,
+    pub(crate) health: Health,
     pub(crate) caches: Caches,
     backoff: Backoff,
+    /// Reconciles failing with the Kubernetes API: told once a minute, not once a retry.
+    api_failing: SharedThrottle,
     parked: Mutex<HashMap<String, Inputs>>,
     /// Claims whose Secret or ConfigMap name was found taken by an object not theirs.
     blocked: Mutex<std::collections::HashSet<String>>,
@@ -162,13 +175,16 @@ pub(crate) struct Events {
     client: Client,
     reporter: Reporter,
     current: Mutex<(Instant, Recorder)>,
+    /// Publishing fails with the API: told once a minute.
+    failing: SharedThrottle,
 }
 
 impl Events {
     /// Events reported as `reporter`.
     pub(crate) fn new(client: Client, reporter: Reporter) -> Self {
         let recorder = Recorder::new(client.clone(), reporter.clone());
-        Self { client, reporter, current: Mutex::new((Instant::now(), recorder)) }
+        let current = Mutex::new((Instant::now(), recorder));
+        Self { client, reporter, current, failing: SharedThrottle::default() }
     }
 
     fn recorder(&self) -> Recorder {
@@ -198,9 +214,17 @@ pub(crate) async fn publish(
         action: action.into(),
         secondary: None,
     };
-    if let Err(e) = events.recorder().publish(&event, subject).await {
-        let name = subject.name.as_deref().unwrap_or("");
-        tracing::warn!(object = name, error = %e, "could not publish event {reason}");
+    match events.recorder().publish(&event, subject).await {
+        Ok(()) => {
+            events.failing.reset();
+        }
+        Err(e) => {
+            if let Some(held_back) = events.failing.allow() {
+                let name = subject.name.as_deref().unwrap_or("");
+                tracing::warn!(object = name, error = %e, repeats_since_last_report = held_back,
+                    "could not publish event {reason}");
+            }
+        }
     }
 }
 
@@ -398,6 +422,7 @@ pub async fn run_controller<P: Provisioner>(
         provisioner,
         name: config.provisioner_name.clone(),
         metrics,
+        health: health.clone(),
         caches: Caches {
             claim_store: claim_store.clone(),
             claims: Writes::default(),
@@ -408,15 +433,24 @@ pub async fn run_controller<P: Provisioner>(
             listed,
         },
         backoff: Backoff::new(config.backoff_initial, config.backoff_max),
+        api_failing: SharedThrottle::default(),
         parked: Mutex::default(),
         blocked: Mutex::default(),
     });
 
-    let phases = tokio::spawn(count_phases(claim_store.clone(), context.clone()));
-    let sweep = tokio::spawn(sweep(context.clone()));
-    let usage = tokio::spawn(crate::usage::report_usage(context.clone(), config.usage_interval));
+    let pulses = [
+        health.pulse("claim phases", Duration::from_secs(60)),
+        health.pulse("orphan sweep", STEP_SILENCE),
+        health.pulse("usage report", config.usage_interval + STEP_SILENCE),
+    ];
+    let retirements = pulses.each_ref().map(Pulse::retirement);
+    let [phases, sweeping, reporting] = pulses;
+    let phases = tokio::spawn(count_phases(claim_store.clone(), context.clone(), phases));
+    let sweep = tokio::spawn(sweep(context.clone(), sweeping));
+    let usage = crate::usage::report_usage(context.clone(), config.usage_interval, reporting);
+    let usage = tokio::spawn(usage);
     let by_class = claim_store.clone();
-    Controller::for_stream(claim_events, claim_store)
+    let controller = Controller::for_stream(claim_events, claim_store)
         .owns_stream(secret_events.touched_objects())
         .owns_stream(config_map_events.touched_objects())
         .watches_stream(class_events.touched_objects(), move |class| {
@@ -431,11 +465,26 @@ pub async fn run_controller<P: Provisioner>(
             if let Err(e) = result {
                 tracing::debug!(error = %e, "controller stream");
             }
-        })
-        .await;
-    phases.abort();
-    sweep.abort();
-    usage.abort();
+        });
+    // The loops beside the controller never end; one that does (a panic) ends the controller,
+    // and with it the process (see `runtime`).
+    let mut side = [("claim phases", phases), ("orphan sweep", sweep), ("usage report", usage)];
+    let side_ended = futures::future::select_all(side.iter_mut().map(|(name, task)| {
+        let name = *name;
+        async move { (name, task.await) }.boxed()
+    }));
+    tokio::select! {
+        () = controller => {
+            // Stopped on purpose: so are the loops beside it.
+            retirements.iter().for_each(Retirement::retire);
+        }
+        ((name, outcome), _, _) = side_ended => {
+            tracing::error!(loop_name = name, ?outcome, "a loop of the controller ended");
+        }
+    }
+    for (_, task) in &side {
+        task.abort();
+    }
     drive_buckets.abort();
 }
 
@@ -457,14 +506,17 @@ fn claim_of_bucket(bucket: &ObjectBucket) -> Option<ObjectRef<CachedClaim>> {
 /// Finishes the cleanup of claims that went without it (their finalizer removed by hand): every
 /// ObjectBucket of ours still holding our finalizer whose claim is gone is cleaned up as the
 /// claim's deletion would have, after the apiserver itself confirmed the claim is gone.
-async fn sweep<P: Provisioner>(ctx: Arc<Context<P>>) {
+async fn sweep<P: Provisioner>(ctx: Arc<Context<P>>, pulse: Pulse) {
     // The caches must hold their first list, or every ObjectBucket would look orphaned.
     ctx.caches.until_listed().await;
     let mut interval = tokio::time::interval(SWEEP_INTERVAL);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let (mut cleanups_failing, mut checks_failing) = (Throttle::default(), Throttle::default());
     loop {
+        pulse.beat();
         interval.tick().await;
         for (_, name) in ctx.caches.buckets.keys() {
+            pulse.beat();
             // Corrected by our own writes: a bucket just released or deleted is not an orphan.
             let Some(bucket) = ctx.caches.buckets.get("", &name) else { continue };
             if !awaits_cleanup(&bucket, &ctx.name) {
@@ -482,16 +534,25 @@ async fn sweep<P: Provisioner>(ctx: Arc<Context<P>>) {
             // The caches may lag: only the apiserver decides that the claim is gone and the
             // bucket still waits for its cleanup.
             match orphaned(&ctx, &bucket, namespace, name, uid).await {
-                Ok(Some(bucket)) => {
-                    if let Err(error) = cleanup::sweep_orphan(&bucket, &ctx).await {
+                Ok(Some(bucket)) => match cleanup::sweep_orphan(&bucket, &ctx).await {
+                    Ok(()) => cleanups_failing.reset(),
+                    Err(error) => {
                         ctx.metrics.error(error.reason());
-                        tracing::warn!(object_bucket = %bucket.name_any(), reason = error.reason(),
-                            "cleaning up after a claim that is gone failed; retrying: {error}");
+                        if let Some(held_back) = cleanups_failing.allow() {
+                            tracing::warn!(object_bucket = %bucket.name_any(),
+                                reason = error.reason(), repeats_since_last_report = held_back,
+                                "cleaning up after a claim that is gone failed; retrying: {error}");
+                        }
+                    }
+                },
+                Ok(None) => checks_failing.reset(),
+                Err(e) => {
+                    if let Some(held_back) = checks_failing.allow() {
+                        tracing::warn!(object_bucket = %bucket.name_any(), error = %e,
+                            repeats_since_last_report = held_back,
+                            "could not check whether an ObjectBucket's claim is gone");
                     }
                 }
-                Ok(None) => {}
-                Err(e) => tracing::warn!(object_bucket = %bucket.name_any(), error = %e,
-                    "could not check whether an ObjectBucket's claim is gone"),
             }
         }
     }
@@ -527,7 +588,7 @@ fn awaits_cleanup(bucket: &ObjectBucket, provisioner: &str) -> bool {
 }
 
 /// Keeps the claims-by-phase gauge current for the claims this provisioner has taken on.
-async fn count_phases<P>(store: Store<CachedClaim>, ctx: Arc<Context<P>>) {
+async fn count_phases<P>(store: Store<CachedClaim>, ctx: Arc<Context<P>>, pulse: Pulse) {
     let phases = [
         (ClaimPhase::Pending, "Pending"),
         (ClaimPhase::Bound, "Bound"),
@@ -545,6 +606,7 @@ async fn count_phases<P>(store: Store<CachedClaim>, ctx: Arc<Context<P>>) {
             }
         }
         ctx.metrics.set_claims_by_phase(&counts);
+        pulse.beat();
         tokio::time::sleep(Duration::from_secs(10)).await;
     }
 }
@@ -605,6 +667,10 @@ async fn reconcile<P: Provisioner>(
     match result {
         Ok(action) => {
             ctx.backoff.reset(&key);
+            ctx.health.permitted(RECONCILES);
+            if ctx.api_failing.reset() {
+                tracing::info!("reconciles reach the Kubernetes API again");
+            }
             Ok(action)
         }
         Err(error) => report(&claim, error, &ctx, &key).await,
@@ -624,31 +690,19 @@ async fn run_with_finalizer<P: Provisioner>(
         return Ok(Action::await_change());
     }
     let action = cleanup::cleanup(claim.clone(), ctx).await?;
-    remove_finalizer(&claim, ctx).await?;
-    Ok(action)
-}
-
-/// Removes our finalizer, guarded by the resourceVersion so that a concurrent change of the list
-/// fails the write (and is retried) rather than being undone.
-async fn remove_finalizer<P>(claim: &ObjectBucketClaim, ctx: &Context<P>) -> Result<(), Error> {
-    let remaining: Vec<&String> = claim.finalizers().iter().filter(|f| *f != FINALIZER).collect();
-    let patch = serde_json::json!({
-        "metadata": { "resourceVersion": claim.resource_version(), "finalizers": remaining }
-    });
     let api: Api<ObjectBucketClaim> =
         Api::namespaced(ctx.client.clone(), &claim.namespace().unwrap_or_default());
-    match api.patch(&claim.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
-        Ok(released) if remaining.is_empty() => {
+    match finalizer::remove(&api, &*claim, FINALIZER).await {
+        Ok(released) if released.finalizers().is_empty() => {
             // Gone with its last finalizer, though the cache may show it for a moment longer.
             ctx.caches.claims.deleted(&released);
-            Ok(())
+            Ok(action)
         }
         Ok(released) => {
             ctx.caches.claims.wrote(released);
-            Ok(())
+            Ok(action)
         }
-        // Gone already: someone removed the last finalizer first.
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(e) if finalizer::is_not_found(&e) => Ok(Action::requeue(finalizer::LOOK_AGAIN)),
         Err(e) => Err(e.into()),
     }
 }
@@ -663,6 +717,11 @@ async fn report<P>(
     let reason = error.reason().to_string();
     let message = error.to_string();
     ctx.metrics.error(&reason);
+    if let Error::Kube(e) = &error
+        && let Some(what) = refusal(e)
+    {
+        ctx.health.denied(RECONCILES, &what);
+    }
     if matches!(error, Error::ForeignSecret(_) | Error::ForeignConfigMap(_)) {
         ctx.blocked(key, Some(true));
     }
@@ -673,7 +732,12 @@ async fn report<P>(
         (_, Some(phase)) => phase,
         (_, None) => ClaimPhase::Pending,
     };
-    tracing::warn!(claim = %key, reason = %reason, permanent = error.is_permanent(), "{message}");
+    // Claims failing with the API fail together (an outage, missing RBAC): told once a minute.
+    let held_back = if matches!(error, Error::Kube(_)) { ctx.api_failing.allow() } else { Some(0) };
+    if let Some(held_back) = held_back {
+        tracing::warn!(claim = %key, reason = %reason, permanent = error.is_permanent(),
+            repeats_since_last_report = held_back, "{message}");
+    }
     let operation = if deleting { Operation::Delete } else { Operation::Provision };
     ctx.event(claim, EventType::Warning, &reason, &message, operation).await;
 
@@ -687,6 +751,7 @@ async fn report<P>(
     }
     Ok(match error.retry() {
         Retry::Backoff => Action::requeue(ctx.backoff.next(key)),
+        Retry::Api => Action::requeue(ctx.backoff.next(key).min(API_RETRY_MAX)),
         Retry::Slowly => Action::requeue(ctx.backoff.max),
         Retry::OnChange => {
             if !deleting {
@@ -700,8 +765,16 @@ async fn report<P>(
 /// Reached only when reporting itself failed (the API is unreachable): retry with backoff.
 fn error_policy<P>(claim: Arc<CachedClaim>, error: &Error, ctx: Arc<Context<P>>) -> Action {
     let key = key(&*claim);
-    tracing::warn!(claim = %key, error = %error, "could not report a failed reconcile");
-    Action::requeue(ctx.backoff.next(&key))
+    if let Some(held_back) = ctx.api_failing.allow() {
+        tracing::warn!(claim = %key, error = %error, repeats_since_last_report = held_back,
+            "could not report a failed reconcile");
+    }
+    if let Error::Kube(e) = error
+        && let Some(what) = refusal(e)
+    {
+        ctx.health.denied(RECONCILES, &what);
+    }
+    Action::requeue(ctx.backoff.next(&key).min(API_RETRY_MAX))
 }
 
 #[cfg(test)]

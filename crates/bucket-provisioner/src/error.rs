@@ -54,6 +54,10 @@ impl fmt::Display for Operation {
 pub enum Retry {
     /// Soon, with exponential backoff: the cause may pass by itself.
     Backoff,
+    /// Soon, with exponential backoff capped at a few seconds: the Kubernetes API failed, and a
+    /// restarted or overloaded apiserver answers again within seconds; claims must not wait
+    /// minutes after it does.
+    Api,
     /// At the backoff cap: another object is in the way, and its removal is not watched.
     Slowly,
     /// Not until the claim changes: only the user can fix it.
@@ -183,13 +187,14 @@ impl Error {
 
     /// Whether only a change by a person can fix this.
     pub fn is_permanent(&self) -> bool {
-        self.retry() != Retry::Backoff
+        !matches!(self.retry(), Retry::Backoff | Retry::Api)
     }
 
     /// How the claim is retried after this error.
     pub fn retry(&self) -> Retry {
         match self {
-            Self::StorageClassNotFound(_) | Self::Kube(_) | Self::Internal(_) => Retry::Backoff,
+            Self::Kube(_) => Retry::Api,
+            Self::StorageClassNotFound(_) | Self::Internal(_) => Retry::Backoff,
             Self::Backend { source, .. } if !source.is_permanent() => Retry::Backoff,
             Self::ObjectBucketConflict { .. }
             | Self::ForeignSecret(_)

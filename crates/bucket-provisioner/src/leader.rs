@@ -24,7 +24,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use crate::telemetry::Health;
+use crate::health::{Health, Pulse, refusal};
+use crate::log_limit::Throttle;
 
 /// The name the election loop beats under on [`Health`].
 pub const ELECTION_LOOP: &str = "leader election";
@@ -76,7 +77,7 @@ impl LeaderElector {
     }
 
     /// Reports the election's progress to `health`: every attempt and renewal beats
-    /// [`ELECTION_LOOP`], and a successful write counts as the API answering.
+    /// [`ELECTION_LOOP`], and lasting refusals are reported under that name.
     pub fn reporting_to(mut self, health: Health) -> Self {
         self.health = health;
         self
@@ -88,39 +89,30 @@ impl LeaderElector {
         self.config.lease_duration * 2 + self.config.retry_interval + Duration::from_secs(5)
     }
 
-    fn beat(&self) {
-        self.health.beat(ELECTION_LOOP, self.max_silence());
-    }
-
     /// Waits until this identity holds the lease (creating the Lease if absent, taking it over when
     /// the holder's renewTime + leaseDurationSeconds has passed), then renews it in a background
     /// tokio task.
     ///
-    /// Network failures, conflicts and server-side errors are retried every `retry_interval`;
-    /// errors that retrying cannot fix (missing namespace, no permission, invalid object) are
-    /// returned. If this future is dropped right after a successful write, the Lease is left held
-    /// but unrenewed and simply expires.
-    pub async fn acquire(&self) -> Result<LeaderGuard, kube::Error> {
+    /// Every error is retried every `retry_interval`, whatever it is: a freshly started apiserver
+    /// answers 401 and 403 for a moment, and RBAC fixed by an operator heals the process without a
+    /// restart. Repeated failures are logged once a minute; a refusal (401/403) that lasts is
+    /// reported on [`Health`], naming what is missing. If this future is dropped right after a
+    /// successful write, the Lease is left held but unrenewed and simply expires.
+    pub async fn acquire(&self) -> LeaderGuard {
+        let pulse = self.health.pulse(ELECTION_LOOP, self.max_silence());
+        let mut failures = Throttle::default();
         let mut last_holder: Option<String> = None;
         loop {
-            self.beat();
+            pulse.beat();
             // Taken before the request: the term is counted from no later than the write.
             let attempt_started = Instant::now();
             // A request hanging on a half-dead apiserver must not stall the campaign.
-            let attempt =
-                match tokio::time::timeout(self.config.lease_duration, self.try_acquire()).await {
-                    Ok(attempt) => attempt,
-                    Err(_) => {
-                        warn!(lease = %self.config.name, "checking the lease timed out; retrying");
-                        tokio::time::sleep(self.config.retry_interval).await;
-                        continue;
-                    }
-                };
-            if attempt.is_ok() {
-                self.health.api_succeeded();
-            }
+            let attempt = tokio::time::timeout(self.config.lease_duration, self.try_acquire())
+                .await
+                .unwrap_or(Err(Failure::TimedOut));
             match attempt {
                 Ok(Attempt::Acquired { transitions }) => {
+                    self.answered(&mut failures);
                     info!(
                         lease = %self.config.name,
                         namespace = %self.config.namespace,
@@ -129,9 +121,10 @@ impl LeaderElector {
                         "acquired leadership"
                     );
                     let deadline = attempt_started + self.term();
-                    return Ok(LeaderGuard::start(self.clone(), deadline));
+                    return LeaderGuard::start(self.clone(), deadline, pulse);
                 }
                 Ok(Attempt::HeldBy(holder)) => {
+                    self.answered(&mut failures);
                     if last_holder.as_deref() != Some(holder.as_str()) {
                         info!(
                             lease = %self.config.name,
@@ -143,14 +136,39 @@ impl LeaderElector {
                     }
                 }
                 Ok(Attempt::Contended) => {
+                    self.answered(&mut failures);
                     debug!(lease = %self.config.name, "lost a race for the lease; will re-read it");
                 }
-                Err(err) if is_retryable(&err) => {
-                    warn!(lease = %self.config.name, error = %err, "could not check the lease; retrying");
-                }
-                Err(err) => return Err(err),
+                Err(failure) => self.failed("could not check the lease", &failure, &mut failures),
             }
             tokio::time::sleep(self.config.retry_interval).await;
+        }
+    }
+
+    /// The apiserver answered: whatever refused the election before is fixed.
+    fn answered(&self, failures: &mut Throttle) {
+        if failures.is_failing() {
+            info!(lease = %self.config.name, "the lease answers again");
+        }
+        failures.reset();
+        self.health.permitted(ELECTION_LOOP);
+    }
+
+    /// Reports a failed request: a refusal to [`Health`], and a log line at most once a minute.
+    fn failed(&self, doing: &str, failure: &Failure, failures: &mut Throttle) {
+        if let Failure::Api(error) = failure
+            && let Some(what) = refusal(error)
+        {
+            self.health.denied(ELECTION_LOOP, &what);
+        }
+        if let Some(held_back) = failures.allow() {
+            warn!(
+                lease = %self.config.name,
+                namespace = %self.config.namespace,
+                error = %failure,
+                repeats_since_last_report = held_back,
+                "{doing}; retrying"
+            );
         }
     }
 
@@ -159,7 +177,7 @@ impl LeaderElector {
         self.config.lease_duration - self.config.lease_duration / 10
     }
 
-    async fn try_acquire(&self) -> Result<Attempt, kube::Error> {
+    async fn try_acquire(&self) -> Result<Attempt, Failure> {
         let Some(mut lease) = self.api.get_opt(&self.config.name).await? else {
             return self.create().await;
         };
@@ -185,11 +203,11 @@ impl LeaderElector {
         match self.api.replace(&self.config.name, &PostParams::default(), &lease).await {
             Ok(_) => Ok(Attempt::Acquired { transitions }),
             Err(kube::Error::Api(status)) if status.is_conflict() => Ok(Attempt::Contended),
-            Err(err) => Err(err),
+            Err(err) => Err(err.into()),
         }
     }
 
-    async fn create(&self) -> Result<Attempt, kube::Error> {
+    async fn create(&self) -> Result<Attempt, Failure> {
         let now = MicroTime(Timestamp::now());
         let lease = Lease {
             metadata: ObjectMeta {
@@ -211,7 +229,7 @@ impl LeaderElector {
             Err(kube::Error::Api(status)) if status.is_already_exists() || status.is_conflict() => {
                 Ok(Attempt::Contended)
             }
-            Err(err) => Err(err),
+            Err(err) => Err(err.into()),
         }
     }
 
@@ -260,46 +278,44 @@ impl LeaderElector {
         mut deadline: Instant,
         mut stop: oneshot::Receiver<()>,
         lost: watch::Sender<bool>,
+        pulse: Pulse,
     ) {
         let config = &self.config;
+        let mut failures = Throttle::default();
         let mut next_renewal = Instant::now() + config.renew_interval;
         let reason = loop {
             tokio::select! {
                 biased;
-                _ = &mut stop => return,
+                _ = &mut stop => return pulse.retire(),
                 () = tokio::time::sleep_until(next_renewal.min(deadline)) => {}
             }
-            self.beat();
+            pulse.beat();
             if Instant::now() >= deadline {
                 break "the lease could not be renewed within its duration".to_owned();
             }
             let attempt_started = Instant::now();
             let attempt = tokio::select! {
                 biased;
-                _ = &mut stop => return,
+                _ = &mut stop => return pulse.retire(),
                 attempt = tokio::time::timeout_at(deadline, self.renew_once()) => attempt,
             };
             match attempt {
                 Ok(Ok(Renewal::Renewed)) => {
                     debug!(lease = %config.name, "renewed the lease");
-                    self.health.api_succeeded();
+                    self.answered(&mut failures);
                     deadline = attempt_started + self.term();
                     next_renewal = attempt_started + config.renew_interval;
                 }
                 Ok(Ok(Renewal::Lost(reason))) => break reason,
                 Ok(Err(err)) => {
-                    let remaining = deadline.saturating_duration_since(Instant::now());
-                    warn!(
-                        lease = %config.name,
-                        error = %err,
-                        ?remaining,
-                        "renewing the lease failed; retrying"
-                    );
+                    self.failed("renewing the lease failed", &Failure::Api(err), &mut failures);
                     next_renewal = Instant::now() + config.retry_interval;
                 }
                 Err(_) => break "the lease could not be renewed within its duration".to_owned(),
             }
         };
+        // Ending a term on purpose: the runtime campaigns again under a new pulse.
+        pulse.retire();
         info!(
             lease = %config.name,
             namespace = %config.namespace,
@@ -323,10 +339,11 @@ pub struct LeaderGuard {
 }
 
 impl LeaderGuard {
-    fn start(elector: LeaderElector, deadline: Instant) -> Self {
+    fn start(elector: LeaderElector, deadline: Instant, pulse: Pulse) -> Self {
         let (lost_tx, lost_rx) = watch::channel(false);
         let (stop_tx, stop_rx) = oneshot::channel();
-        let renewals = tokio::spawn(elector.clone().renew_until_lost(deadline, stop_rx, lost_tx));
+        let renewals =
+            tokio::spawn(elector.clone().renew_until_lost(deadline, stop_rx, lost_tx, pulse));
         LeaderGuard { elector, lost: lost_rx, stop: Some(stop_tx), renewals: Some(renewals) }
     }
 
@@ -440,15 +457,15 @@ fn whole_seconds(duration: Duration) -> i32 {
     i32::try_from(seconds).unwrap_or(i32::MAX).max(1)
 }
 
-/// Errors that may go away by themselves, as opposed to configuration or permission problems.
-fn is_retryable(err: &kube::Error) -> bool {
-    match err {
-        kube::Error::Api(status) => {
-            status.is_conflict() || matches!(status.code, 408 | 429) || status.code >= 500
-        }
-        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => true,
-        _ => false,
-    }
+/// Why one attempt at the Lease failed.
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    /// The apiserver refused or failed the request, or could not be reached.
+    #[error("{0}")]
+    Api(#[from] kube::Error),
+    /// No answer within the lease duration.
+    #[error("no answer within the lease duration")]
+    TimedOut,
 }
 
 #[cfg(test)]

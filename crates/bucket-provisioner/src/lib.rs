@@ -6,8 +6,9 @@
 //! - [`usage`]: what bound buckets hold, as metrics and on their ObjectBuckets.
 //! - [`volume`]: the volume side: [`volume::VolumeProvisioner`] and the controller that makes
 //!   PersistentVolumes for PersistentVolumeClaims with it.
-//! - [`runtime`]: flags, client, metrics, leader election and shutdown for a backend's `main`,
-//!   shared by both sides.
+//! - [`runtime`]: flags, client, metrics, leader election, the supervision of every loop and
+//!   shutdown for a backend's `main`, shared by both sides.
+//! - [`health`]: `/healthz` derived from the loops themselves.
 
 mod cache;
 mod claim;
@@ -15,7 +16,10 @@ mod cleanup;
 mod compact;
 pub mod controller;
 pub mod error;
+mod finalizer;
+pub mod health;
 pub mod leader;
+pub mod log_limit;
 pub mod naming;
 pub mod objects;
 mod plan;

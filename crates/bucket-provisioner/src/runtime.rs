@@ -1,21 +1,35 @@
 //! What every provisioner binary shares: common flags, the Kubernetes client, the metrics and
-//! health endpoints, leader election and graceful shutdown. A backend's `main` parses its own
-//! flags (flattening [`ControllerArgs`]) and calls [`run`] (buckets) or [`run_volumes`]
-//! (volumes); both are [`run_driven`] around their controller.
+//! health endpoints, leader election, the supervision of every loop, and graceful shutdown. A
+//! backend's `main` parses its own flags (flattening [`ControllerArgs`]) and calls [`run`]
+//! (buckets) or [`run_volumes`] (volumes); both are [`run_driven`] around their controller.
+//!
+//! Every loop of the process (the metrics endpoint, the term-after-term of leadership and its
+//! controller, and the backend's own [`Service`]s) runs under one supervisor. None of them stops
+//! on an error it can outlive: they retry with capped backoff and report on `/healthz` what
+//! lasts. A loop that ends anyway (it returned, failed or panicked) ends the process with a
+//! non-zero exit and a last log line naming it, so the kubelet restarts it: never a live
+//! process with a dead loop.
 
+use std::fmt::Display;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::time::Duration;
 
+use futures::FutureExt;
 use kube::Client;
+use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 
 use crate::Provisioner;
 use crate::controller::{ControllerConfig, run_controller};
+use crate::health::{Health, Pulse};
 use crate::leader::{LeaderElector, LeaderGuard, LeaseConfig};
-use crate::telemetry::{Health, Metrics, serve};
+use crate::log_limit::Throttle;
+use crate::telemetry::{Metrics, serve};
 use crate::volume::{VolumeControllerConfig, VolumeProvisioner, run_volume_controller};
 
 /// Flags shared by every provisioner binary.
@@ -50,6 +64,11 @@ pub struct ControllerArgs {
     /// it changed), for backends that report it.
     #[arg(long, env = "USAGE_INTERVAL_SECONDS", default_value_t = 60)]
     pub usage_interval_seconds: u64,
+    /// Seconds the apiserver has to start answering a request (a watch: to start streaming)
+    /// before it is abandoned and retried: a request the apiserver never answers must not
+    /// hold a loop for ever.
+    #[arg(long, env = "API_TIMEOUT_SECONDS", default_value_t = 5)]
+    pub api_timeout_seconds: u64,
 }
 
 /// Why a provisioner process stopped with an error.
@@ -69,18 +88,32 @@ pub enum RunError {
         /// What failed.
         source: std::io::Error,
     },
+    /// A loop that must run for the life of the process ended.
+    #[error("the {name} loop ended: {reason}")]
+    LoopEnded {
+        /// The loop.
+        name: &'static str,
+        /// How it ended.
+        reason: String,
+    },
 }
 
 /// Sets up logging from `RUST_LOG` (default `info`).
 pub fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // The watcher logs every 403 it meets, and the client every failed request, on every retry;
+    // our loops report failures themselves, once a minute (see `log_limit`).
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(
+            "info,kube_runtime::watcher=error,kube_client::client::builder=off",
+        )
+    });
     let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
 }
 
-/// A client from `--kubeconfig`, or the inferred configuration.
-pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<Client, RunError> {
-    let config = match kubeconfig {
+/// A client from `--kubeconfig`, or the inferred configuration, whose requests give up when the
+/// apiserver has not started answering within `--api-timeout-seconds`.
+pub async fn client(args: &ControllerArgs) -> Result<Client, RunError> {
+    let mut config = match &args.kubeconfig {
         Some(path) => {
             let file = Kubeconfig::read_from(path).map_err(|e| RunError::Config(e.to_string()))?;
             kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
@@ -89,7 +122,14 @@ pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<Client, RunError> {
         }
         None => kube::Config::infer().await.map_err(|e| RunError::Config(e.to_string()))?,
     };
-    Client::try_from(config).map_err(RunError::Kube)
+    // kube's own retry layer resends 429/503/504 answers up to 15 times, waiting up to 1000 s
+    // in between, and says nothing: a freshly started apiserver answering 503 kept a watch away
+    // for minutes. Every loop here retries with its own capped backoff and reports what fails.
+    config.default_retry = false;
+    let timeout = Duration::from_secs(args.api_timeout_seconds.max(1));
+    // The timeout covers the call up to the response's head: a watch's stream may run for long.
+    let builder = ClientBuilder::try_from(config)?;
+    Ok(builder.with_layer(&tower::timeout::TimeoutLayer::new(timeout)).build())
 }
 
 /// A future that resolves on SIGTERM or Ctrl-C.
@@ -120,9 +160,45 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + Sync + 'static {
 /// How long reconciles still running when leadership is lost may take to finish before they are
 /// dropped (every step is crash-safe, so dropping one is like a crash at that point).
 const DRAIN_AFTER_LOSS: Duration = Duration::from_secs(10);
+/// How long the loops get to finish after the process is told to stop.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 /// The name the controller loop beats under on [`Health`], and how often it does.
 const CONTROLLER_LOOP: &str = "controller";
 const CONTROLLER_BEAT: Duration = Duration::from_secs(5);
+/// How often the apiserver is tried at start-up until it answers.
+const STARTUP_RETRY: Duration = Duration::from_secs(1);
+
+/// Resolves when the process (or one term of leadership) must stop; clones resolve together.
+#[derive(Clone)]
+pub struct Stop(watch::Receiver<bool>);
+
+impl Stop {
+    /// A future resolving once the stop is given.
+    pub fn wait(&self) -> impl Future<Output = ()> + Send + Sync + use<> {
+        let mut stop = self.0.clone();
+        async move {
+            let _ = stop.wait_for(|stop| *stop).await;
+        }
+    }
+
+    /// Whether the stop was given.
+    pub fn is_given(&self) -> bool {
+        *self.0.borrow()
+    }
+}
+
+/// What every loop of one process shares.
+#[derive(Clone)]
+pub struct Process {
+    /// The Kubernetes client.
+    pub client: Client,
+    /// The process's metrics.
+    pub metrics: Metrics,
+    /// The process's liveness.
+    pub health: Health,
+    /// Resolves when the process shuts down.
+    pub stop: Stop,
+}
 
 /// Everything a controller gets from the runtime for one term of leadership.
 #[derive(Clone)]
@@ -139,34 +215,44 @@ pub struct Lead {
     pub stop: Stop,
 }
 
-/// Resolves when the controller must stop; clones resolve together.
-#[derive(Clone)]
-pub struct Stop(watch::Receiver<bool>);
+type LoopFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
 
-impl Stop {
-    /// A future resolving once the stop is given.
-    pub fn wait(&self) -> impl Future<Output = ()> + Send + Sync + use<> {
-        let mut stop = self.0.clone();
-        async move {
-            let _ = stop.wait_for(|stop| *stop).await;
-        }
+/// A loop a backend runs for the life of the process beside the controller, leader or not (an
+/// S3 endpoint, the watch of a credential Secret). It gets the [`Process`] and must end only
+/// after [`Process::stop`] resolved: if it ends before, the process exits.
+pub struct Service {
+    name: &'static str,
+    start: Box<dyn FnOnce(Process) -> LoopFuture + Send>,
+}
+
+impl Service {
+    /// The loop `name`, started with the process's [`Process`].
+    pub fn new<F, Fut, E>(name: &'static str, start: F) -> Self
+    where
+        F: FnOnce(Process) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Display,
+    {
+        let start = move |process| start(process).map(|r| r.map_err(|e| e.to_string())).boxed();
+        Service { name, start: Box::new(start) }
     }
 }
 
 /// Runs `provisioner` as `provisioner_name` until `shutdown` resolves: serves metrics and health,
-/// waits for leadership when enabled, and drives the controller. Leadership lost (another replica
-/// took over, or the lease could not be renewed through an outage) stops the controller at once
-/// and the process campaigns again, keeping everything else it serves up.
+/// runs `services`, waits for leadership when enabled, and drives the controller. Leadership
+/// lost (another replica took over, or the lease could not be renewed through an outage) stops
+/// the controller at once and the process campaigns again, keeping everything else it serves up.
 pub async fn run<P: Provisioner>(
     provisioner: P,
     provisioner_name: &str,
     args: &ControllerArgs,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    services: Vec<Service>,
 ) -> Result<(), RunError> {
     let provisioner = std::sync::Arc::new(provisioner);
     let name = provisioner_name.to_owned();
     let usage_interval = Duration::from_secs(args.usage_interval_seconds.max(1));
-    run_driven(provisioner_name, args, shutdown, move |lead: Lead| {
+    run_driven(provisioner_name, args, shutdown, services, move |lead: Lead| {
         let mut config = ControllerConfig::new(name.clone());
         config.workers = lead.workers;
         config.usage_interval = usage_interval;
@@ -186,7 +272,7 @@ pub async fn run_volumes<P: VolumeProvisioner>(
 ) -> Result<(), RunError> {
     let provisioner = std::sync::Arc::new(provisioner);
     let name = config.provisioner_name.clone();
-    run_driven(&name, args, shutdown, move |lead: Lead| {
+    run_driven(&name, args, shutdown, Vec::new(), move |lead: Lead| {
         let mut config = config.clone();
         config.workers = lead.workers;
         let stop = lead.stop.wait();
@@ -202,96 +288,208 @@ pub async fn run_volumes<P: VolumeProvisioner>(
     .await
 }
 
-/// The runtime around any controller: serves metrics and health, waits for leadership when
-/// enabled (a Lease named after `provisioner_name`), and calls `drive` for each term of
-/// leadership; the future it returns must end soon after [`Lead::stop`] resolves. Leadership
-/// lost stops the controller at once and the process campaigns again.
+/// The runtime around any controller: serves metrics and health, runs `services`, waits for
+/// leadership when enabled (a Lease named after `provisioner_name`), and calls `drive` for each
+/// term of leadership; the future it returns must end soon after [`Lead::stop`] resolves, and
+/// never before. Returns `Ok` after `shutdown`, or the first loop that ended on its own.
 pub async fn run_driven<D, F>(
     provisioner_name: &str,
     args: &ControllerArgs,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    services: Vec<Service>,
     drive: D,
 ) -> Result<(), RunError>
 where
-    D: Fn(Lead) -> F,
-    F: Future<Output = ()> + Send,
+    D: Fn(Lead) -> F + Send + 'static,
+    F: Future<Output = ()> + Send + 'static,
 {
-    let client = client(args.kubeconfig.as_ref()).await?;
+    let client = client(args).await?;
     let (stop_tx, stop_rx) = watch::channel(false);
-    let stopped = Stop(stop_rx);
-    tokio::spawn(async move {
-        shutdown.await;
-        let _ = stop_tx.send(true);
-    });
-
+    let stop = Stop(stop_rx);
     let metrics = Metrics::new();
     let health = Health::default();
     let listener = tokio::net::TcpListener::bind(args.metrics_address)
         .await
         .map_err(|source| RunError::Metrics { address: args.metrics_address, source })?;
-    tracing::info!(address = %listener.local_addr().map_err(|source| RunError::Metrics {
-        address: args.metrics_address, source })?, "serving /metrics, /healthz and /readyz");
-    let server = tokio::spawn(serve(listener, metrics.clone(), health.clone(), stopped.wait()));
+    let address = listener
+        .local_addr()
+        .map_err(|source| RunError::Metrics { address: args.metrics_address, source })?;
+    tracing::info!(%address, "serving /metrics, /healthz and /readyz");
 
-    client.apiserver_version().await?;
-    health.set_ready(true);
-
+    let process = Process { client, metrics, health, stop: stop.clone() };
+    let mut loops = JoinSet::new();
+    let server = serve(listener, process.metrics.clone(), process.health.clone(), stop.wait());
+    supervise(&mut loops, "metrics endpoint", server.map(|r| r.map_err(|e| e.to_string())));
+    for service in services {
+        supervise(&mut loops, service.name, (service.start)(process.clone()));
+    }
     let elector = args.leader_elect.then(|| {
-        LeaderElector::new(client.clone(), lease_config(provisioner_name, args))
-            .reporting_to(health.clone())
+        LeaderElector::new(process.client.clone(), lease_config(provisioner_name, args))
+            .reporting_to(process.health.clone())
     });
-    let workers = args.workers.max(1);
-    let result = loop {
+    let terms = lead_terms(process.clone(), elector, args.workers.max(1), drive);
+    supervise(&mut loops, CONTROLLER_LOOP, terms);
+
+    let shutdown = shutdown.shared();
+    let ended = tokio::select! {
+        () = shutdown.clone() => None,
+        ended = loops.join_next() => ended,
+    };
+    let _ = stop_tx.send(true);
+    let ended = ended.map(|ended| match ended {
+        Ok((name, Ok(()))) => (name, "it returned although nothing asked it to stop".to_owned()),
+        Ok((name, Err(reason))) => (name, reason),
+        Err(error) => ("unknown", error.to_string()),
+    });
+    if let Some((name, reason)) = &ended {
+        tracing::error!(loop_name = name, %reason,
+            "a loop that must run for the life of the process ended; stopping the process so \
+             that it is restarted");
+    }
+    // Everything else winds down as on shutdown: reconciles finish, the Lease is released.
+    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
+        while let Some(done) = loops.join_next().await {
+            if let Ok((name, Err(reason))) = done {
+                tracing::warn!(loop_name = name, %reason, "loop failed while stopping");
+            }
+        }
+    });
+    if drained.await.is_err() {
+        tracing::warn!("loops still running {SHUTDOWN_GRACE:?} after the stop were dropped");
+    }
+    match ended {
+        Some((name, reason)) => Err(RunError::LoopEnded { name, reason }),
+        None => Ok(()),
+    }
+}
+
+/// Runs `task` in `loops` as `name`; a panic comes back as the loop's error.
+fn supervise(
+    loops: &mut JoinSet<(&'static str, Result<(), String>)>,
+    name: &'static str,
+    task: impl Future<Output = Result<(), String>> + Send + 'static,
+) {
+    loops.spawn(async move {
+        let outcome = std::panic::AssertUnwindSafe(task).catch_unwind().await;
+        (name, outcome.unwrap_or_else(|panic| Err(panic_message(panic.as_ref()))))
+    });
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    let text = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_owned());
+    format!("panicked: {text}")
+}
+
+/// Term after term of leadership (or one term without election) until the process stops.
+async fn lead_terms<D, F>(
+    process: Process,
+    elector: Option<LeaderElector>,
+    workers: u16,
+    drive: D,
+) -> Result<(), String>
+where
+    D: Fn(Lead) -> F,
+    F: Future<Output = ()> + Send,
+{
+    let stop = &process.stop;
+    if !wait_for_api(&process).await {
+        return Ok(());
+    }
+    loop {
         let guard = match &elector {
             Some(elector) => {
                 tracing::info!("waiting for leadership");
                 tokio::select! {
-                    guard = elector.acquire() => match guard {
-                        Ok(guard) => Some(guard),
-                        Err(e) => break Err(e.into()),
-                    },
-                    _ = stopped.wait() => break Ok(()),
+                    guard = elector.acquire() => Some(guard),
+                    () = stop.wait() => return Ok(()),
                 }
             }
             None => None,
         };
-        tracing::info!(provisioner = provisioner_name, workers, "controller starting");
+        tracing::info!(workers, "controller starting");
         let (halt_tx, halt_rx) = watch::channel(false);
-        let lead_ = Lead {
-            client: client.clone(),
-            metrics: metrics.clone(),
-            health: health.clone(),
+        let lead = Lead {
+            client: process.client.clone(),
+            metrics: process.metrics.clone(),
+            health: process.health.clone(),
             workers,
             stop: Stop(halt_rx),
         };
-        let lost = lead(drive(lead_), halt_tx, &health, guard.as_ref(), stopped.wait()).await;
-        health.forget(CONTROLLER_LOOP);
-        match (guard, lost) {
-            (Some(_), true) => {
+        let pulse = process.health.pulse(CONTROLLER_LOOP, CONTROLLER_BEAT * 6);
+        match term(drive(lead), halt_tx, &pulse, guard.as_ref(), stop.wait()).await {
+            TermEnd::Stopped => {
+                pulse.retire();
+                if let Some(guard) = guard {
+                    guard.release().await;
+                }
+                return Ok(());
+            }
+            TermEnd::Lost => {
+                pulse.retire();
                 // Not ours to release any more; campaign again.
                 tracing::warn!("leadership lost; the controller stopped and campaigns again");
             }
-            (Some(guard), false) => {
-                guard.release().await;
-                break Ok(());
-            }
-            (None, _) => break Ok(()),
+            // The pulse is dropped unretired: /healthz says the controller loop ended.
+            TermEnd::Ended => return Err("the controller stopped by itself".to_owned()),
         }
-    };
-    health.forget(crate::leader::ELECTION_LOOP);
-    let _ = server.await;
-    result
+    }
 }
 
-/// Drives `controller` until `stopped` resolves (false) or leadership is lost (true); `halt`
-/// tells the controller to stop.
-async fn lead(
+/// Waits until the apiserver answers (ready from then on), retrying whatever fails; `false` if
+/// the process was told to stop first.
+async fn wait_for_api(process: &Process) -> bool {
+    let pulse = process.health.pulse("start-up", STARTUP_RETRY * 30);
+    let mut failures = Throttle::default();
+    loop {
+        pulse.beat();
+        match process.client.apiserver_version().await {
+            Ok(_) => {
+                process.health.set_ready(true);
+                process.health.api_succeeded();
+                pulse.retire();
+                return true;
+            }
+            Err(error) => {
+                if let Some(held_back) = failures.allow() {
+                    tracing::warn!(%error, repeats_since_last_report = held_back,
+                        "the apiserver does not answer yet; retrying");
+                }
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(STARTUP_RETRY) => {}
+            () = process.stop.wait() => {
+                pulse.retire();
+                return false;
+            }
+        }
+    }
+}
+
+/// How one term of leadership ended.
+#[derive(Debug, PartialEq, Eq)]
+enum TermEnd {
+    /// The process was told to stop and the controller finished.
+    Stopped,
+    /// Leadership was lost; the controller was halted.
+    Lost,
+    /// The controller returned although nothing asked it to.
+    Ended,
+}
+
+/// Drives `controller` until `stopped` resolves or leadership is lost; `halt` tells the
+/// controller to stop.
+async fn term(
     controller: impl Future<Output = ()> + Send,
     halt: watch::Sender<bool>,
-    health: &Health,
+    pulse: &Pulse,
     guard: Option<&LeaderGuard>,
-    stopped: impl Future<Output = ()> + Send + Sync + 'static,
-) -> bool {
+    stopped: impl Future<Output = ()> + Send,
+) -> TermEnd {
     tokio::pin!(controller);
     tokio::pin!(stopped);
     let lost = async {
@@ -305,14 +503,14 @@ async fn lead(
     let mut stopping = false;
     loop {
         tokio::select! {
-            _ = &mut controller => return false,
-            _ = &mut stopped, if !stopping => {
+            () = &mut controller => return if stopping { TermEnd::Stopped } else { TermEnd::Ended },
+            () = &mut stopped, if !stopping => {
                 // A graceful stop: running reconciles finish, then the controller returns.
                 stopping = true;
                 let _ = halt.send(true);
             }
-            _ = &mut lost => break,
-            _ = beat.tick() => health.beat(CONTROLLER_LOOP, CONTROLLER_BEAT * 6),
+            () = &mut lost, if !stopping => break,
+            _ = beat.tick() => pulse.beat(),
         }
     }
     // Stop acting at once: no new reconciles start, running ones get a moment to finish.
@@ -320,7 +518,7 @@ async fn lead(
     if tokio::time::timeout(DRAIN_AFTER_LOSS, controller).await.is_err() {
         tracing::warn!("reconciles still running after leadership was lost were dropped");
     }
-    true
+    TermEnd::Lost
 }
 
 fn lease_config(provisioner_name: &str, args: &ControllerArgs) -> LeaseConfig {
@@ -370,5 +568,43 @@ mod tests {
     #[test]
     fn lease_names_are_valid_object_names() {
         assert_eq!(lease_name("Example.com/HostPath_Bucket"), "example.com-hostpath-bucket-leader");
+    }
+
+    #[tokio::test]
+    async fn a_controller_that_returns_by_itself_ends_its_term_as_ended() {
+        let health = Health::default();
+        let pulse = health.pulse(CONTROLLER_LOOP, Duration::from_secs(60));
+        let (halt, _) = watch::channel(false);
+        let ended = term(async {}, halt, &pulse, None, std::future::pending()).await;
+        assert_eq!(ended, TermEnd::Ended);
+        drop(pulse);
+        assert_eq!(health.check().unwrap_err(), "the controller loop has ended");
+    }
+
+    #[tokio::test]
+    async fn a_controller_asked_to_stop_ends_its_term_as_stopped() {
+        let pulse = Health::default().pulse(CONTROLLER_LOOP, Duration::from_secs(60));
+        let (halt, halted) = watch::channel(false);
+        let controller = async move {
+            let _ = Stop(halted).wait().await;
+        };
+        let ended = term(controller, halt, &pulse, None, async {}).await;
+        assert_eq!(ended, TermEnd::Stopped);
+    }
+
+    #[tokio::test]
+    async fn a_supervised_loop_that_panics_reports_its_name_and_message() {
+        let mut loops = JoinSet::new();
+        supervise(&mut loops, "sweep", async { panic!("a bug") });
+        supervise(&mut loops, "usage", async { Err("gave up".to_owned()) });
+        let mut ended = Vec::new();
+        while let Some(done) = loops.join_next().await {
+            ended.push(done.unwrap());
+        }
+        ended.sort();
+        assert_eq!(
+            ended,
+            [("sweep", Err("panicked: a bug".to_owned())), ("usage", Err("gave up".to_owned()))]
+        );
     }
 }

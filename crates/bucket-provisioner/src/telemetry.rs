@@ -1,11 +1,9 @@
 //! Prometheus metrics of the controller and the small HTTP server that exposes them together with
 //! liveness and readiness probes.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use axum::Router;
 use axum::extract::State;
@@ -18,6 +16,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets_range};
 use prometheus_client::registry::{Registry, Unit};
+
+use crate::health::Health;
+use crate::log_limit::SharedThrottle;
 
 /// Content type of the OpenMetrics text exposition that `encode` produces.
 const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -207,102 +208,6 @@ impl Default for Metrics {
     }
 }
 
-/// Readiness (`/readyz`) and liveness (`/healthz`) of the process; clones share the state.
-///
-/// Liveness is the truth about the process's own machinery, not about the apiserver (restarting
-/// cannot fix an outage): every loop that must keep turning (the election, the controller)
-/// beats, and `/healthz` fails when one has been silent for longer than it promised, or when a
-/// watch keeps failing although the API answers other requests.
-#[derive(Clone, Default)]
-pub struct Health {
-    ready: Arc<AtomicBool>,
-    live: Arc<Mutex<Liveness>>,
-}
-
-#[derive(Default)]
-struct Liveness {
-    /// Loop name → (last beat, longest allowed silence).
-    beats: BTreeMap<String, (Instant, Duration)>,
-    /// Watch name → since when it has failed without a success in between.
-    failing_watches: BTreeMap<String, Instant>,
-    /// The last time any watch (or the lease) got an answer from the API.
-    last_api_success: Option<Instant>,
-}
-
-/// How long a watch may fail while the API answers other requests before the process counts as
-/// stuck.
-const WATCH_STUCK_AFTER: Duration = Duration::from_secs(120);
-
-impl Health {
-    /// Marks the process ready (or no longer ready) to do its work.
-    pub fn set_ready(&self, ready: bool) {
-        self.ready.store(ready, Ordering::Release);
-    }
-
-    /// Whether the process is currently ready.
-    pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Acquire)
-    }
-
-    fn live(&self) -> std::sync::MutexGuard<'_, Liveness> {
-        self.live.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The loop `name` made progress; it promises to beat again within `max_silence`.
-    pub fn beat(&self, name: &str, max_silence: Duration) {
-        self.live().beats.insert(name.to_owned(), (Instant::now(), max_silence));
-    }
-
-    /// The loop `name` stopped on purpose; its silence means nothing any more.
-    pub fn forget(&self, name: &str) {
-        self.live().beats.remove(name);
-    }
-
-    /// Something reached the API successfully (the lease was renewed, say).
-    pub fn api_succeeded(&self) {
-        self.live().last_api_success = Some(Instant::now());
-    }
-
-    /// The watch `name` delivered something.
-    pub fn watch_succeeded(&self, name: &str) {
-        let mut live = self.live();
-        live.failing_watches.remove(name);
-        live.last_api_success = Some(Instant::now());
-    }
-
-    /// The watch `name` failed.
-    pub fn watch_failed(&self, name: &str) {
-        self.live().failing_watches.entry(name.to_owned()).or_insert_with(Instant::now);
-    }
-
-    /// `Ok` while every loop beats in time and no watch is stuck; otherwise what is wrong.
-    pub fn check(&self) -> Result<(), String> {
-        self.check_at(Instant::now())
-    }
-
-    fn check_at(&self, now: Instant) -> Result<(), String> {
-        let live = self.live();
-        let mut problems = Vec::new();
-        for (name, (last, max_silence)) in &live.beats {
-            let silent = now.duration_since(*last);
-            if silent > *max_silence {
-                problems.push(format!("{name} has made no progress for {}s", silent.as_secs()));
-            }
-        }
-        for (name, since) in &live.failing_watches {
-            let failing = now.duration_since(*since);
-            let api_answers = live.last_api_success.is_some_and(|t| t > *since);
-            if failing > WATCH_STUCK_AFTER && api_answers {
-                problems.push(format!(
-                    "the {name} watch has failed for {}s while the API answers",
-                    failing.as_secs()
-                ));
-            }
-        }
-        if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
-    }
-}
-
 /// Serves GET /metrics (OpenMetrics text, correct content type), /healthz (200 "ok" while
 /// [`Health::check`] passes, 503 with the reason otherwise), /readyz (200 when ready, 503
 /// otherwise) until `shutdown` resolves.
@@ -328,10 +233,20 @@ async fn metrics_handler(State((metrics, _)): State<(Metrics, Health)>) -> impl 
 }
 
 async fn live_handler(State((_, health)): State<(Metrics, Health)>) -> impl IntoResponse {
+    // Probes come every few seconds; what they are told is logged once a minute.
+    static UNHEALTHY: LazyLock<SharedThrottle> = LazyLock::new(SharedThrottle::default);
     match health.check() {
-        Ok(()) => (StatusCode::OK, "ok".to_owned()),
+        Ok(()) => {
+            if UNHEALTHY.reset() {
+                tracing::info!("reporting healthy again");
+            }
+            (StatusCode::OK, "ok".to_owned())
+        }
         Err(problem) => {
-            tracing::warn!(problem = %problem, "reporting unhealthy");
+            if let Some(held_back) = UNHEALTHY.allow() {
+                tracing::warn!(%problem, repeats_since_last_report = held_back,
+                    "reporting unhealthy");
+            }
             (StatusCode::SERVICE_UNAVAILABLE, problem)
         }
     }
@@ -447,30 +362,6 @@ mod tests {
             .unwrap();
         assert!(result.is_ok(), "{result:?}");
         assert!(TcpStream::connect(addr).await.is_err(), "the listener is closed");
-    }
-
-    #[test]
-    fn silent_loops_and_stuck_watches_fail_the_liveness_check() {
-        let health = Health::default();
-        assert_eq!(health.check(), Ok(()));
-        let now = Instant::now();
-        health.beat("election", Duration::from_secs(10));
-        assert_eq!(health.check_at(now + Duration::from_secs(5)), Ok(()));
-        let problem = health.check_at(now + Duration::from_secs(11)).unwrap_err();
-        assert!(problem.contains("election has made no progress"), "{problem}");
-        health.forget("election");
-        assert_eq!(health.check_at(now + Duration::from_secs(11)), Ok(()));
-
-        // A watch failing through an outage is no reason to restart; failing while the API
-        // answers other requests is.
-        health.watch_failed("claims");
-        let later = now + Duration::from_secs(300);
-        assert_eq!(health.check_at(later), Ok(()));
-        health.api_succeeded();
-        let problem = health.check_at(later).unwrap_err();
-        assert!(problem.contains("claims watch"), "{problem}");
-        health.watch_succeeded("claims");
-        assert_eq!(health.check_at(later), Ok(()));
     }
 
     #[test]

@@ -19,6 +19,8 @@ use kube::api::Api;
 use crate::Provisioner;
 use crate::claim::bound_bucket_name;
 use crate::controller::Context;
+use crate::health::Pulse;
+use crate::log_limit::Throttle;
 use crate::objects::annotations;
 use crate::status::set_bucket_usage;
 
@@ -26,17 +28,24 @@ use crate::status::set_bucket_usage;
 pub const WRITES_PER_SECOND: u32 = 10;
 
 /// Reports usage every `interval` until the task is aborted.
-pub(crate) async fn report_usage<P: Provisioner>(ctx: Arc<Context<P>>, interval: Duration) {
+pub(crate) async fn report_usage<P: Provisioner>(
+    ctx: Arc<Context<P>>,
+    interval: Duration,
+    pulse: Pulse,
+) {
     // Before the first list every cache looks empty, and every series would be dropped.
     ctx.caches.until_listed().await;
     let api: Api<ObjectBucket> = Api::all(ctx.client.clone());
     let pace = Duration::from_secs(1) / WRITES_PER_SECOND;
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut failing = Throttle::default();
     loop {
+        pulse.beat();
         ticks.tick().await;
         let mut reported = BTreeSet::new();
         for (_, name) in ctx.caches.buckets.keys() {
+            pulse.beat();
             // Corrected by our own writes: a usage just written is not written again.
             let Some(bucket) = ctx.caches.buckets.get("", &name) else { continue };
             if !is_bound_here(&bucket, &ctx.name) {
@@ -48,12 +57,18 @@ pub(crate) async fn report_usage<P: Provisioner>(ctx: Arc<Context<P>>, interval:
             reported.insert(name);
             match set_bucket_usage(&api, &bucket, &usage).await {
                 Ok(Some(written)) => {
+                    failing.reset();
                     ctx.caches.buckets.wrote(written);
                     tokio::time::sleep(pace).await;
                 }
                 Ok(None) => {}
-                Err(e) => tracing::warn!(object_bucket = %bucket.name_any(), error = %e,
-                    "could not record the bucket's usage; trying again at the next report"),
+                Err(e) => {
+                    if let Some(held_back) = failing.allow() {
+                        tracing::warn!(object_bucket = %bucket.name_any(), error = %e,
+                            repeats_since_last_report = held_back,
+                            "could not record the bucket's usage; trying again at the next report");
+                    }
+                }
             }
         }
         ctx.metrics.retain_bucket_usage(&reported);

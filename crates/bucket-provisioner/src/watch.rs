@@ -7,6 +7,7 @@
 //! version starts the watch over with a fresh list.
 
 use std::fmt::Debug;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt, stream};
@@ -17,7 +18,8 @@ use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, Event, watcher};
 use serde::de::DeserializeOwned;
 
-use crate::telemetry::Health;
+use crate::health::{Health, refusal};
+use crate::log_limit::SharedThrottle;
 
 /// Doubling from half a second to two: one client watching a handful of kinds can afford to
 /// come back quickly, and claims created right after an outage should not wait.
@@ -62,9 +64,21 @@ fn is_stale(error: &watcher::Error) -> bool {
     }
 }
 
+/// What a watch error says is refused (401/403), if that is what it is.
+fn refused(error: &watcher::Error) -> Option<String> {
+    match error {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => refusal(e),
+        watcher::Error::WatchError(status) => refusal(&kube::Error::Api(status.clone())),
+        watcher::Error::NoResourceVersion => None,
+    }
+}
+
 /// Watches `api` with `config`, restarting from a fresh list when the resourceVersion went stale,
 /// backing off briefly after errors, and reporting each outcome to `health` under `name`. Errors
-/// are logged and reported, then dropped: the stream only ever yields events.
+/// are reported (a refusal that lasts fails `/healthz`) and logged once a minute while they
+/// repeat, then dropped: the stream never ends and only ever yields events.
 pub fn resilient_watch<K>(
     api: Api<K>,
     config: watcher::Config,
@@ -88,17 +102,27 @@ where
             Some((item, inner))
         }
     });
+    let failures = Arc::new(SharedThrottle::default());
     restarting.backoff(ShortBackoff::default()).filter_map(move |item| {
-        let health = health.clone();
+        let (health, failures) = (health.clone(), failures.clone());
         async move {
             match item {
                 Ok(event) => {
+                    if failures.reset() {
+                        tracing::info!(watch = name, "watch works again");
+                    }
                     health.watch_succeeded(name);
                     Some(Ok(event))
                 }
                 Err(error) => {
+                    if let Some(what) = refused(&error) {
+                        health.denied(&format!("{name} watch"), &what);
+                    }
                     health.watch_failed(name);
-                    tracing::warn!(watch = name, error = %error, "watch failed; retrying");
+                    if let Some(held_back) = failures.allow() {
+                        tracing::warn!(watch = name, %error, repeats_since_last_report = held_back,
+                            "watch failed; retrying");
+                    }
                     None
                 }
             }

@@ -11,7 +11,10 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use test_support::{ControlPlane, init_tracing, test_namespace};
+use test_support::{
+    ControlPlane, DEPLOY_NAMESPACE, Deployed, Identity, deployed_identity, init_tracing,
+    unique_suffix,
+};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Barrier, watch};
 use tokio::time::{Instant, timeout};
@@ -22,10 +25,10 @@ const RETRY: Duration = Duration::from_millis(200);
 /// Far beyond any expected delay; only a hang or a real bug exceeds it.
 const GENEROUS: Duration = Duration::from_secs(30);
 
-fn lease_config(namespace: &str, identity: &str, lease_duration: Duration) -> LeaseConfig {
+fn lease_config(lease: &str, identity: &str, lease_duration: Duration) -> LeaseConfig {
     LeaseConfig {
-        namespace: namespace.to_owned(),
-        name: "bucket-provisioner".to_owned(),
+        namespace: DEPLOY_NAMESPACE.to_owned(),
+        name: lease.to_owned(),
         identity: identity.to_owned(),
         lease_duration,
         renew_interval: RENEW,
@@ -33,15 +36,19 @@ fn lease_config(namespace: &str, identity: &str, lease_duration: Duration) -> Le
     }
 }
 
-async fn setup(prefix: &str) -> (Client, String) {
+/// The electors act as the provisioners are deployed (the ServiceAccount and RBAC of
+/// `deploy/hostpath/`, which may use Leases only in their namespace), on a Lease of the test's
+/// own; the test reads (and, as an intruder, writes) the Lease as an administrator.
+async fn setup(prefix: &str) -> (Client, Identity, String) {
     init_tracing();
-    let client = ControlPlane::shared().client().await;
-    let namespace = test_namespace(&client, prefix).await;
-    (client, namespace)
+    let plane = ControlPlane::shared();
+    let admin = plane.client().await;
+    let identity = deployed_identity(plane, Deployed::HostPath).await.unwrap();
+    (admin, identity, format!("{prefix}-{}", unique_suffix()))
 }
 
-async fn read_lease(client: &Client, namespace: &str) -> Lease {
-    Api::<Lease>::namespaced(client.clone(), namespace).get("bucket-provisioner").await.unwrap()
+async fn read_lease(client: &Client, lease: &str) -> Lease {
+    Api::<Lease>::namespaced(client.clone(), DEPLOY_NAMESPACE).get(lease).await.unwrap()
 }
 
 fn holder(lease: &Lease) -> Option<&str> {
@@ -57,14 +64,15 @@ fn acquire_in_background(
     elector: LeaderElector,
 ) -> tokio::task::JoinHandle<(LeaderGuard, Instant)> {
     tokio::spawn(async move {
-        let guard = elector.acquire().await.expect("acquiring the lease");
+        let guard = elector.acquire().await;
         (guard, Instant::now())
     })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_electors_never_hold_the_lease_at_once() {
-    let (client, namespace) = setup("leader-exclusive").await;
+    let (client, identity, lease) = setup("leader-exclusive").await;
+    let deployed = identity.client().await;
     const CANDIDATES: usize = 3;
     const ROUNDS: usize = 4;
     let holders = Arc::new(AtomicUsize::new(0));
@@ -75,18 +83,17 @@ async fn two_electors_never_hold_the_lease_at_once() {
     let mut candidates = Vec::new();
     for i in 0..CANDIDATES {
         let identity = format!("candidate-{i}");
-        let elector =
-            LeaderElector::new(client.clone(), lease_config(&namespace, &identity, LEASE));
-        let (client, namespace) = (client.clone(), namespace.clone());
+        let elector = LeaderElector::new(deployed.clone(), lease_config(&lease, &identity, LEASE));
+        let (client, lease) = (client.clone(), lease.clone());
         let (holders, acquisitions, start) = (holders.clone(), acquisitions.clone(), start.clone());
         candidates.push(tokio::spawn(async move {
             start.wait().await;
             for _ in 0..ROUNDS {
-                let guard = elector.acquire().await.expect("acquiring the lease");
+                let guard = elector.acquire().await;
                 let others = holders.fetch_add(1, Ordering::SeqCst);
                 assert_eq!(others, 0, "{identity} acquired while another candidate held the lease");
                 acquisitions.fetch_add(1, Ordering::SeqCst);
-                assert_eq!(holder(&read_lease(&client, &namespace).await), Some(identity.as_str()));
+                assert_eq!(holder(&read_lease(&client, &lease).await), Some(identity.as_str()));
                 // Hold long enough for standbys to poll (and be refused) several times.
                 tokio::select! {
                     () = guard.lost() => panic!("{identity} lost a lease it was renewing"),
@@ -103,24 +110,24 @@ async fn two_electors_never_hold_the_lease_at_once() {
     }
 
     assert_eq!(acquisitions.load(Ordering::SeqCst), CANDIDATES * ROUNDS);
-    let lease = read_lease(&client, &namespace).await;
-    assert_eq!(holder(&lease), None, "the last holder released the lease");
+    let last = read_lease(&client, &lease).await;
+    assert_eq!(holder(&last), None, "the last holder released the lease");
     // Created with 0, then one transition for every later acquisition.
-    assert_eq!(transitions(&lease), (CANDIDATES * ROUNDS - 1) as i32);
+    assert_eq!(transitions(&last), (CANDIDATES * ROUNDS - 1) as i32);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_hands_the_lease_to_the_standby_at_once() {
-    let (client, namespace) = setup("leader-release").await;
+    let (client, identity, lease) = setup("leader-release").await;
+    let deployed = identity.client().await;
     // A long lease, so that a hand-over by expiry could not pass for a hand-over by release.
     let lease_duration = Duration::from_secs(8);
-    let first =
-        LeaderElector::new(client.clone(), lease_config(&namespace, "first", lease_duration));
+    let first = LeaderElector::new(deployed.clone(), lease_config(&lease, "first", lease_duration));
     let second =
-        LeaderElector::new(client.clone(), lease_config(&namespace, "second", lease_duration));
+        LeaderElector::new(deployed.clone(), lease_config(&lease, "second", lease_duration));
 
-    let guard = timeout(GENEROUS, first.acquire()).await.unwrap().unwrap();
-    let acquired = read_lease(&client, &namespace).await;
+    let guard = timeout(GENEROUS, first.acquire()).await.unwrap();
+    let acquired = read_lease(&client, &lease).await;
     assert_eq!(holder(&acquired), Some("first"));
     let spec = acquired.spec.as_ref().unwrap();
     assert_eq!(spec.lease_duration_seconds, Some(8));
@@ -129,7 +136,7 @@ async fn release_hands_the_lease_to_the_standby_at_once() {
     let standby = acquire_in_background(second);
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(!standby.is_finished(), "the standby took a lease that was held and renewed");
-    let renewed = read_lease(&client, &namespace).await;
+    let renewed = read_lease(&client, &lease).await;
     assert_eq!(holder(&renewed), Some("first"));
     assert!(
         renewed.spec.as_ref().unwrap().renew_time > spec.renew_time,
@@ -145,21 +152,22 @@ async fn release_hands_the_lease_to_the_standby_at_once() {
         "the standby needed {handover:?} after the release; expiry would take about 7s"
     );
 
-    let lease = read_lease(&client, &namespace).await;
-    assert_eq!(holder(&lease), Some("second"));
-    assert_eq!(transitions(&lease), 1);
-    assert!(lease.spec.as_ref().unwrap().acquire_time > spec.acquire_time);
+    let taken = read_lease(&client, &lease).await;
+    assert_eq!(holder(&taken), Some("second"));
+    assert_eq!(transitions(&taken), 1);
+    assert!(taken.spec.as_ref().unwrap().acquire_time > spec.acquire_time);
     second_guard.release().await;
-    assert_eq!(holder(&read_lease(&client, &namespace).await), None);
+    assert_eq!(holder(&read_lease(&client, &lease).await), None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_holder_that_stops_renewing_is_replaced_after_expiry() {
-    let (client, namespace) = setup("leader-crash").await;
-    let first = LeaderElector::new(client.clone(), lease_config(&namespace, "first", LEASE));
-    let second = LeaderElector::new(client.clone(), lease_config(&namespace, "second", LEASE));
+    let (client, identity, lease) = setup("leader-crash").await;
+    let deployed = identity.client().await;
+    let first = LeaderElector::new(deployed.clone(), lease_config(&lease, "first", LEASE));
+    let second = LeaderElector::new(deployed.clone(), lease_config(&lease, "second", LEASE));
 
-    let guard = timeout(GENEROUS, first.acquire()).await.unwrap().unwrap();
+    let guard = timeout(GENEROUS, first.acquire()).await.unwrap();
     let standby = acquire_in_background(second);
     // Longer than one lease duration: only the renewals keep the standby out.
     tokio::time::sleep(LEASE + Duration::from_millis(1500)).await;
@@ -178,20 +186,22 @@ async fn a_holder_that_stops_renewing_is_replaced_after_expiry() {
     );
     assert!(waited < LEASE + Duration::from_secs(5), "take-over took {waited:?}");
 
-    let lease = read_lease(&client, &namespace).await;
-    assert_eq!(holder(&lease), Some("second"));
-    assert_eq!(transitions(&lease), 1);
+    let taken = read_lease(&client, &lease).await;
+    assert_eq!(holder(&taken), Some("second"));
+    assert_eq!(transitions(&taken), 1);
     second_guard.release().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioned_holder_steps_down_before_the_standby_takes_over() {
-    let (client, namespace) = setup("leader-partition").await;
+    let (client, identity, lease) = setup("leader-partition").await;
+    let deployed = identity.client().await;
     let proxy = Proxy::start().await;
-    let first = LeaderElector::new(proxy.client().await, lease_config(&namespace, "first", LEASE));
-    let second = LeaderElector::new(client.clone(), lease_config(&namespace, "second", LEASE));
+    let first =
+        LeaderElector::new(proxy.client(&identity).await, lease_config(&lease, "first", LEASE));
+    let second = LeaderElector::new(deployed.clone(), lease_config(&lease, "second", LEASE));
 
-    let guard = timeout(GENEROUS, first.acquire()).await.unwrap().unwrap();
+    let guard = timeout(GENEROUS, first.acquire()).await.unwrap();
     let standby = acquire_in_background(second);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(!guard.is_lost());
@@ -217,26 +227,27 @@ async fn a_partitioned_holder_steps_down_before_the_standby_takes_over() {
         "the standby took over {:?} before the old holder stepped down",
         lost_at - taken_at
     );
-    assert_eq!(holder(&read_lease(&client, &namespace).await), Some("second"));
+    assert_eq!(holder(&read_lease(&client, &lease).await), Some("second"));
 
     // Back online, the old holder's release must not clear the new holder's lease.
     proxy.cut(false);
     guard.release().await;
-    assert_eq!(holder(&read_lease(&client, &namespace).await), Some("second"));
+    assert_eq!(holder(&read_lease(&client, &lease).await), Some("second"));
     assert!(!second_guard.is_lost());
     second_guard.release().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_holder_notices_when_another_identity_takes_the_lease() {
-    let (client, namespace) = setup("leader-usurped").await;
-    let elector = LeaderElector::new(client.clone(), lease_config(&namespace, "first", LEASE));
-    let guard = timeout(GENEROUS, elector.acquire()).await.unwrap().unwrap();
+    let (client, identity, lease) = setup("leader-usurped").await;
+    let deployed = identity.client().await;
+    let elector = LeaderElector::new(deployed.clone(), lease_config(&lease, "first", LEASE));
+    let guard = timeout(GENEROUS, elector.acquire()).await.unwrap();
 
-    let leases = Api::<Lease>::namespaced(client.clone(), &namespace);
-    let mut lease = leases.get("bucket-provisioner").await.unwrap();
-    lease.spec.as_mut().unwrap().holder_identity = Some("intruder".to_owned());
-    leases.replace("bucket-provisioner", &PostParams::default(), &lease).await.unwrap();
+    let leases = Api::<Lease>::namespaced(client.clone(), DEPLOY_NAMESPACE);
+    let mut written = leases.get(&lease).await.unwrap();
+    written.spec.as_mut().unwrap().holder_identity = Some("intruder".to_owned());
+    leases.replace(&lease, &PostParams::default(), &written).await.unwrap();
 
     let written_at = Instant::now();
     timeout(GENEROUS, guard.lost()).await.expect("lost() resolves");
@@ -246,7 +257,7 @@ async fn a_holder_notices_when_another_identity_takes_the_lease() {
     // lost() stays resolved for later callers.
     timeout(Duration::from_millis(100), guard.lost()).await.unwrap();
     guard.release().await;
-    assert_eq!(holder(&read_lease(&client, &namespace).await), Some("intruder"));
+    assert_eq!(holder(&read_lease(&client, &lease).await), Some("intruder"));
 }
 
 /// A TCP forwarder to the apiserver that can simulate a network partition for one client.
@@ -287,9 +298,13 @@ impl Proxy {
         self.cut.send_replace(cut);
     }
 
-    /// An admin client whose traffic goes through this proxy.
-    async fn client(&self) -> Client {
-        let mut config = admin_config().await;
+    /// A client of `identity` whose traffic goes through this proxy.
+    async fn client(&self, identity: &Identity) -> Client {
+        let kubeconfig = Kubeconfig::read_from(&identity.kubeconfig).unwrap();
+        let mut config =
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .unwrap();
         config.cluster_url = format!("https://{}", self.addr).parse().unwrap();
         Client::try_from(config).unwrap()
     }

@@ -5,17 +5,14 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use bucket_provisioner::runtime::{ControllerArgs, client, init_logging, run, shutdown_signal};
+use bucket_provisioner::runtime::{
+    ControllerArgs, Process, Service, init_logging, run, shutdown_signal,
+};
 use clap::Parser;
-use futures::StreamExt;
+use hostpath_provisioner::admin_secret::{ADMIN_SECRET_WATCH, follow_admin_secret};
 use hostpath_provisioner::{
     AdminCredentials, BucketStore, HostPathConfig, HostPathProvisioner, serve,
 };
-use k8s_openapi::api::core::v1::Secret;
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event, watcher};
-use kube::{Api, Client};
-use tokio::sync::watch;
 
 /// Object buckets as directories on this node, with an S3 endpoint and per-claim keys.
 #[derive(Parser, Debug)]
@@ -56,44 +53,6 @@ struct Args {
     controller: ControllerArgs,
 }
 
-/// Keeps the operator credential in step with its Secret: loaded when it appears or changes,
-/// dropped when it is deleted or no longer valid.
-async fn follow_admin_secret(
-    client: Client,
-    namespace: String,
-    name: String,
-    store: Arc<BucketStore>,
-) {
-    let secrets: Api<Secret> = Api::namespaced(client, &namespace);
-    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let origin = format!("Secret {namespace}/{name}");
-    let mut events = watcher(secrets, config).default_backoff().boxed();
-    while let Some(event) = events.next().await {
-        match event {
-            Ok(Event::Apply(secret) | Event::InitApply(secret)) => {
-                let entries =
-                    secret.data.iter().flatten().map(|(k, v)| (k.as_str(), v.0.as_slice()));
-                match AdminCredentials::from_entries(&origin, entries) {
-                    Ok(admin) => {
-                        tracing::info!(secret = %origin, "operator credential loaded");
-                        store.set_admin(Some(admin));
-                    }
-                    Err(e) => {
-                        tracing::warn!(secret = %origin, error = %e, "operator credential disabled");
-                        store.set_admin(None);
-                    }
-                }
-            }
-            Ok(Event::Delete(_)) => {
-                tracing::warn!(secret = %origin, "Secret deleted; operator credential disabled");
-                store.set_admin(None);
-            }
-            Ok(Event::Init | Event::InitDone) => {}
-            Err(e) => tracing::warn!(secret = %origin, error = %e, "watching the operator Secret"),
-        }
-    }
-}
-
 fn hostname() -> String {
     std::fs::read_to_string("/etc/hostname")
         .map(|h| h.trim().to_string())
@@ -117,13 +76,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         store.set_admin(Some(AdminCredentials::from_file(path)?));
         tracing::info!(file = %path.display(), "operator credential loaded");
     }
+    let mut services = Vec::new();
     if let Some(reference) = &args.admin_secret {
         let (namespace, name) = reference
             .split_once('/')
             .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
             .ok_or_else(|| format!("--admin-secret {reference:?} is not namespace/name"))?;
-        let client = client(args.controller.kubeconfig.as_ref()).await?;
-        tokio::spawn(follow_admin_secret(client, namespace.into(), name.into(), store.clone()));
+        let (namespace, name, store) = (namespace.to_owned(), name.to_owned(), store.clone());
+        services.push(Service::new(ADMIN_SECRET_WATCH, move |process| {
+            follow_admin_secret(process, namespace, name, store)
+        }));
     }
 
     let listener = tokio::net::TcpListener::bind(args.s3_listen)
@@ -131,14 +93,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .map_err(|e| format!("S3 endpoint on {}: {e}", args.s3_listen))?;
     let s3_address = listener.local_addr()?;
     tracing::info!(address = %s3_address, "serving S3");
-    let (stop, stopped) = watch::channel(false);
-    let wait_stop = move || {
-        let mut stopped = stopped.clone();
-        async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        }
-    };
-    let s3 = tokio::spawn(serve(listener, store.clone(), wait_stop()));
+    let endpoint_store = store.clone();
+    services.push(Service::new("S3 endpoint", move |process: Process| {
+        serve(listener, endpoint_store, process.stop.wait())
+    }));
 
     let config = HostPathConfig {
         host: args.endpoint_host.clone(),
@@ -146,19 +104,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         region: args.region.clone(),
     };
     let provisioner = HostPathProvisioner::new(store, config);
-    let signal = shutdown_signal();
-    let controller_stop = {
-        let stopped = wait_stop();
-        async move {
-            tokio::select! {
-                _ = signal => {}
-                _ = stopped => {}
-            }
-        }
-    };
-    let result = run(provisioner, &args.provisioner_name, &args.controller, controller_stop).await;
-    let _ = stop.send(true);
-    s3.await??;
-    result?;
+    run(provisioner, &args.provisioner_name, &args.controller, shutdown_signal(), services).await?;
     Ok(())
 }

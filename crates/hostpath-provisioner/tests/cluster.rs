@@ -4,7 +4,6 @@
 mod harness;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::time::Duration;
 
 use aws_sdk_s3::error::ProvideErrorMetadata;
@@ -14,7 +13,7 @@ use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaimSpec, ObjectBucketPh
 use harness::*;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
-use test_support::{ControlPlane, eventually};
+use test_support::eventually;
 
 #[tokio::test]
 async fn claim_lifecycle_with_real_objects() {
@@ -209,27 +208,10 @@ async fn multipart_upload_of_a_large_object_keeps_memory_flat() {
 #[tokio::test]
 async fn the_deployed_rbac_is_enough_for_a_whole_lifecycle() {
     let env = Env::new("hp-rbac").await;
-    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/hostpath");
-    let rbac = tempfile::tempdir().unwrap();
-    for file in ["00-namespace.yaml", "10-rbac.yaml"] {
-        std::fs::copy(deploy.join(file), rbac.path().join(file)).unwrap();
-    }
-    test_support::apply_manifests(&env.client, rbac.path(), test_support::Apply::ForReal)
-        .await
-        .unwrap();
-    // The provisioner acts as its ServiceAccount, with nothing but the deployed permissions.
-    let admin = std::fs::read_to_string(ControlPlane::shared().kubeconfig_path()).unwrap();
-    let mut config: serde_yaml::Value = serde_yaml::from_str(&admin).unwrap();
-    config["users"][0]["user"]["as"] =
-        "system:serviceaccount:bucket-provisioner:hostpath-bucket-provisioner".into();
-    let kubeconfig = rbac.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, serde_yaml::to_string(&config).unwrap()).unwrap();
-    let _provisioner = Provisioner::start_with(
-        env.root.path(),
-        &env.name,
+    // Every Env runs the provisioner as its ServiceAccount with the deployed RBAC; this one also
+    // elects a leader in the deployed namespace, as the Deployment does.
+    let _provisioner = env.start_with(
         "node-a",
-        env.port,
-        &kubeconfig,
         &["--leader-elect=true", "--leader-election-namespace=bucket-provisioner"],
     );
 
@@ -258,16 +240,8 @@ async fn operator_bucket_is_granted_to_a_claim_and_outlives_it() {
         .create(&PostParams::default(), &secret)
         .await
         .unwrap();
-    let kubeconfig = ControlPlane::shared().kubeconfig_path().to_owned();
     let admin_secret = format!("--admin-secret={}/s3-admin", env.ns);
-    let _provisioner = Provisioner::start_with(
-        env.root.path(),
-        &env.name,
-        "node-a",
-        env.port,
-        &kubeconfig,
-        &["--leader-elect=false", &admin_secret],
-    );
+    let _provisioner = env.start_with("node-a", &["--leader-elect=false", &admin_secret]);
     let admin = s3_with(env.port, "OPERATOR01", "operator-secret-0123");
     eventually("the operator to create a bucket", || async {
         admin.create_bucket().bucket("team-share").send().await.ok()

@@ -13,7 +13,10 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
-use test_support::{ControlPlane, init_tracing, program, test_namespace, unique_suffix, volumes};
+use test_support::{
+    ControlPlane, Deployed, deployed_identity, init_tracing, program, test_namespace,
+    unique_suffix, volumes,
+};
 use tokio::process::Child;
 
 /// One provisioner process for `node`, with a root of its own; killed when dropped.
@@ -22,40 +25,45 @@ struct Instance {
     root: tempfile::TempDir,
 }
 
-fn start(name: &str, node: &str, extra: &[&str]) -> Instance {
-    let root = tempfile::tempdir().unwrap();
-    Instance { _child: start_in(root.path(), name, node, extra), root }
-}
-
-/// The provisioner process for `node` on `root`.
-fn start_in(root: &Path, name: &str, node: &str, extra: &[&str]) -> Child {
-    let metrics = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    program(env!("CARGO_BIN_EXE_hostpath-volume-provisioner"))
-        .arg(format!("--root={}", root.display()))
-        .arg(format!("--provisioner-name={name}"))
-        .arg(format!("--node-name={node}"))
-        .arg(format!("--kubeconfig={}", ControlPlane::shared().kubeconfig_path().display()))
-        .arg(format!("--metrics-address={metrics}"))
-        .arg("--leader-elect=false")
-        .args(extra)
-        .spawn()
-        .expect("starting hostpath-volume-provisioner")
-}
-
 struct World {
     client: Client,
     ns: String,
     name: String,
+    /// The provisioner's kubeconfig: the ServiceAccount of `deploy/hostpath-volumes/`.
+    kubeconfig: PathBuf,
 }
 
 async fn world(prefix: &str) -> World {
     init_tracing();
-    let client = ControlPlane::shared().client().await;
+    let plane = ControlPlane::shared();
+    let client = plane.client().await;
     let ns = test_namespace(&client, prefix).await;
-    World { client, ns, name: format!("hostpath-volume.test/{}", unique_suffix()) }
+    let identity = deployed_identity(plane, Deployed::HostPathVolumes).await.unwrap();
+    let name = format!("hostpath-volume.test/{}", unique_suffix());
+    World { client, ns, name, kubeconfig: identity.kubeconfig }
 }
 
 impl World {
+    fn start(&self, node: &str, extra: &[&str]) -> Instance {
+        let root = tempfile::tempdir().unwrap();
+        Instance { _child: self.start_in(root.path(), node, extra), root }
+    }
+
+    /// The provisioner process for `node` on `root`, as `deploy/hostpath-volumes/` runs it.
+    fn start_in(&self, root: &Path, node: &str, extra: &[&str]) -> Child {
+        let metrics = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        program(env!("CARGO_BIN_EXE_hostpath-volume-provisioner"))
+            .arg(format!("--root={}", root.display()))
+            .arg(format!("--provisioner-name={}", self.name))
+            .arg(format!("--node-name={node}"))
+            .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
+            .arg(format!("--metrics-address={metrics}"))
+            .arg("--leader-elect=false")
+            .args(extra)
+            .spawn()
+            .expect("starting hostpath-volume-provisioner")
+    }
+
     async fn class(&self, reclaim: &str, parameters: &[(&str, &str)]) -> String {
         let binding = Some("WaitForFirstConsumer");
         volumes::create_class(&self.client, &self.name, reclaim, binding, parameters).await
@@ -107,7 +115,7 @@ fn host_path(pv: &PersistentVolume) -> PathBuf {
 #[tokio::test]
 async fn a_claim_gets_a_directory_that_goes_with_it_under_delete_and_stays_under_retain() {
     let world = world("hostpath-volumes").await;
-    let node = start(&world.name, "node-a", &[]);
+    let node = world.start("node-a", &[]);
     let deleting = world.class("Delete", &[]).await;
     let pv_name = world.claim("data", &deleting, "node-a").await;
     let pv = world.bound("data").await;
@@ -152,7 +160,7 @@ async fn a_claim_gets_a_directory_that_goes_with_it_under_delete_and_stays_under
 #[tokio::test]
 async fn the_reclaim_policy_override_keeps_what_the_class_would_delete() {
     let world = world("hostpath-override").await;
-    let _node = start(&world.name, "node-a", &["--reclaim-policy=Retain"]);
+    let _node = world.start("node-a", &["--reclaim-policy=Retain"]);
     let class = world.class("Delete", &[]).await;
     let pv_name = world.claim("data", &class, "node-a").await;
     let pv = world.bound("data").await;
@@ -168,8 +176,8 @@ async fn the_reclaim_policy_override_keeps_what_the_class_would_delete() {
 #[tokio::test]
 async fn each_node_serves_its_own_claims_and_leaves_other_nodes_volumes_alone() {
     let world = world("hostpath-nodes").await;
-    let a = start(&world.name, "node-a", &[]);
-    let b = start(&world.name, "node-b", &[]);
+    let a = world.start("node-a", &[]);
+    let b = world.start("node-b", &[]);
     let class = world.class("Delete", &[("pathPattern", "{namespace}/{name}")]).await;
     world.claim("on-b", &class, "node-b").await;
     let pv = world.bound("on-b").await;
@@ -226,7 +234,7 @@ async fn each_node_serves_its_own_claims_and_leaves_other_nodes_volumes_alone() 
 #[tokio::test]
 async fn path_patterns_cannot_escape_the_root() {
     let world = world("hostpath-escape").await;
-    let node = start(&world.name, "node-a", &[]);
+    let node = world.start("node-a", &[]);
     let patterns = [
         ("../{namespace}/{name}", "starts with '.'"),
         ("/etc/{namespace}/{name}", "empty segment"),
@@ -266,7 +274,7 @@ async fn path_patterns_cannot_escape_the_root() {
 #[tokio::test]
 async fn a_single_instance_serves_immediate_classes_on_its_node() {
     let world = world("hostpath-immediate").await;
-    let node = start(&world.name, "node-a", &["--serve-immediate=true"]);
+    let node = world.start("node-a", &["--serve-immediate=true"]);
     let class = volumes::create_class(&world.client, &world.name, "Delete", None, &[]).await;
     let claim = volumes::claim("now", &class, "1Mi", &[]);
     world.claims().create(&PostParams::default(), &claim).await.unwrap();
@@ -284,7 +292,7 @@ async fn a_burst_of_claims_survives_repeated_crashes() {
     let world = world("hostpath-crash").await;
     let root = tempfile::tempdir().unwrap();
     let class = world.class("Delete", &[]).await;
-    let mut process = start_in(root.path(), &world.name, "node-a", &[]);
+    let mut process = world.start_in(root.path(), "node-a", &[]);
     let mut pvs = BTreeMap::new();
     for i in 0..CLAIMS {
         let name = format!("burst-{i}");
@@ -293,7 +301,7 @@ async fn a_burst_of_claims_survives_repeated_crashes() {
     for pause in [40, 80, 150, 300, 500, 800] {
         tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
         process.kill().await.unwrap();
-        process = start_in(root.path(), &world.name, "node-a", &[]);
+        process = world.start_in(root.path(), "node-a", &[]);
     }
     let listed = |dir: &Path| -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(dir)
@@ -322,7 +330,7 @@ async fn a_burst_of_claims_survives_repeated_crashes() {
     for pause in [50, 200, 100, 400] {
         tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
         process.kill().await.unwrap();
-        process = start_in(root.path(), &world.name, "node-a", &[]);
+        process = world.start_in(root.path(), "node-a", &[]);
     }
     for pv in pvs.values() {
         world.gone(pv).await;

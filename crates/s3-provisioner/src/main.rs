@@ -27,10 +27,10 @@ async fn main() -> Result<(), RunError> {
     init_logging();
     let args = Args::parse();
     // The Kubernetes side of owner credentials lives here, not in the backend.
-    let cluster =
-        Arc::new(KubeCluster::new(runtime::client(args.controller.kubeconfig.as_ref()).await?));
+    let cluster = Arc::new(KubeCluster::new(runtime::client(&args.controller).await?));
     let backend = S3Provisioner::new(cluster.clone())
         .with_class_parameters(cluster)
         .with_max_attempts(args.aws_max_attempts);
-    runtime::run(backend, &args.provisioner_name, &args.controller, shutdown_signal()).await
+    let shutdown = shutdown_signal();
+    runtime::run(backend, &args.provisioner_name, &args.controller, shutdown, Vec::new()).await
 }

@@ -272,6 +272,11 @@ impl ControlPlane {
         Ok(path)
     }
 
+    /// A path for a file of this control plane's own, removed with it.
+    pub fn file_path(&self, name: &str) -> PathBuf {
+        self.processes.dir().join(name)
+    }
+
     /// The apiserver's URL, `https://ADDRESS:PORT`.
     pub fn server(&self) -> &str {
         &self.server
@@ -340,7 +345,7 @@ pub fn binaries_dir() -> Result<PathBuf> {
     Ok(PathBuf::from(dir.trim()))
 }
 
-fn kubeconfig_yaml(server: &str, token: &str) -> String {
+pub(crate) fn kubeconfig_yaml(server: &str, token: &str) -> String {
     format!(
         "apiVersion: v1
 kind: Config

@@ -3,6 +3,8 @@
 
 pub mod bench;
 mod control_plane;
+mod deployed;
+mod fault_proxy;
 mod manifests;
 mod supervised;
 pub mod volumes;
@@ -21,7 +23,11 @@ use kube::{Client, ResourceExt};
 pub use control_plane::{
     BIN_DIR_ENV, ControlPlane, Options, TokenUser, binaries_dir, unique_suffix,
 };
-pub use manifests::{Apply, apply_manifests, apply_objects, read_manifests};
+pub use deployed::{
+    DEPLOY_NAMESPACE, Deployed, Identity, deploy_dir, deployed_identity, install_rbac,
+};
+pub use fault_proxy::{Fault, FaultProxy, RequestKind};
+pub use manifests::{Apply, apply_manifests, apply_objects, read_manifest_files, read_manifests};
 pub use supervised::Supervised;
 
 /// How long helpers wait for the cluster to reach an expected state.

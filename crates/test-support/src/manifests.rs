@@ -17,9 +17,15 @@ pub fn read_manifests(dir: &Path) -> Result<Vec<(PathBuf, DynamicObject)>> {
         .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
         .collect();
     files.sort();
+    read_manifest_files(&files)
+}
+
+/// Every object in `files`, in order, with the file it came from.
+pub fn read_manifest_files(files: &[PathBuf]) -> Result<Vec<(PathBuf, DynamicObject)>> {
     let mut objects = Vec::new();
     for file in files {
-        let text = std::fs::read_to_string(&file)?;
+        let text =
+            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
         for document in serde_yaml::Deserializer::from_str(&text) {
             let value = serde_yaml::Value::deserialize(document)?;
             if value.is_null() {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{EventType, Reporter};
@@ -29,8 +29,15 @@ use crate::controller::{
     Backoff, Events, ListProgress, cached_watch, drop_managed_fields, publish, watch_configs,
 };
 use crate::error::Operation;
-use crate::telemetry::{Health, Metrics};
+use crate::finalizer;
+use crate::health::{Health, refusal};
+use crate::telemetry::Metrics;
 use crate::watch::ShortBackoff;
+
+/// The longest a claim or volume waits to be retried after the Kubernetes API failed it.
+const API_RETRY_MAX: Duration = Duration::from_secs(4);
+/// The source reconciles report refusals under on [`Health`].
+const RECONCILES: &str = "reconciles";
 
 /// How the volume controller runs.
 #[derive(Clone, Debug)]
@@ -109,6 +116,7 @@ struct Context<P> {
     config: VolumeControllerConfig,
     events: Events,
     metrics: Metrics,
+    health: Health,
     volumes: Recent<PersistentVolume>,
     classes: Store<StorageClass>,
     listed: watch::Receiver<bool>,
@@ -130,6 +138,11 @@ impl<P> Context<P> {
     async fn report(&self, subject: &ObjectReference, key: &str, error: VolumeError) -> Action {
         let reason = error.reason().to_owned();
         self.metrics.error(&reason);
+        if let VolumeError::Kube(e) = &error
+            && let Some(what) = refusal(e)
+        {
+            self.health.denied(RECONCILES, &what);
+        }
         let permanent = error.is_permanent();
         tracing::warn!(object = %key, reason = %reason, permanent, "{error}");
         let action = if matches!(error, VolumeError::Backend { operation: Operation::Delete, .. }) {
@@ -139,7 +152,11 @@ impl<P> Context<P> {
         };
         publish(&self.events, subject, EventType::Warning, &reason, &error.to_string(), action)
             .await;
-        if permanent { Action::await_change() } else { Action::requeue(self.backoff.next(key)) }
+        match error {
+            _ if permanent => Action::await_change(),
+            VolumeError::Kube(_) => Action::requeue(self.backoff.next(key).min(API_RETRY_MAX)),
+            _ => Action::requeue(self.backoff.next(key)),
+        }
     }
 }
 
@@ -189,6 +206,7 @@ pub async fn run_volume_controller<P: VolumeProvisioner>(
         backoff: Backoff::new(config.backoff_initial, config.backoff_max),
         config,
         metrics,
+        health,
         volumes: Recent::new(volumes.clone()),
         classes,
         listed,
@@ -210,14 +228,22 @@ pub async fn run_volume_controller<P: VolumeProvisioner>(
     let volumes_done = Controller::for_stream(volume_events, volumes)
         .trigger_backoff(ShortBackoff::default())
         .with_config(controller::Config::default().concurrency(workers))
-        .graceful_shutdown_on(shutdown)
+        .graceful_shutdown_on(shutdown.clone())
         .run(reconcile_volume, requeue_volume, context)
         .for_each(|result| async move {
             if let Err(e) = result {
                 tracing::debug!(error = %e, "volume controller stream");
             }
         });
-    futures::join!(claims_done, volumes_done);
+    // Both end together on shutdown; one that ends alone ends the controller, and with it the
+    // process (see `runtime`), rather than leaving half of it dead.
+    let (_, other) =
+        futures::future::select(claims_done.boxed(), volumes_done.boxed()).await.factor_first();
+    if shutdown.clone().now_or_never().is_some() {
+        other.await;
+    } else {
+        tracing::error!("one of the volume controllers ended by itself");
+    }
 }
 
 fn claims_of_class(
@@ -249,6 +275,7 @@ async fn reconcile_claim<P: VolumeProvisioner>(
     match provision(&claim, &ctx).await {
         Ok(action) => {
             ctx.backoff.reset(&key);
+            ctx.health.permitted(RECONCILES);
             Ok(action)
         }
         Err(error) => Ok(ctx.report(&claim.object_ref(&()), &key, error).await),
@@ -352,6 +379,7 @@ async fn reconcile_volume<P: VolumeProvisioner>(
     match retire(&pv, fate, &ctx).await {
         Ok(action) => {
             ctx.backoff.reset(&name);
+            ctx.health.permitted(RECONCILES);
             Ok(action)
         }
         Err(error) => Ok(ctx.report(&pv.object_ref(&()), &name, error).await),
@@ -392,20 +420,17 @@ async fn retire<P: VolumeProvisioner>(
     }
     let api: Api<PersistentVolume> = Api::all(ctx.client.clone());
     if pv.finalizers().iter().any(|f| f == FINALIZER) {
-        let remaining: Vec<&String> = pv.finalizers().iter().filter(|f| *f != FINALIZER).collect();
-        // Guarded by the resourceVersion: a concurrent change fails the write and is retried.
-        let patch = serde_json::json!({
-            "metadata": { "resourceVersion": pv.resource_version(), "finalizers": remaining }
-        });
-        match api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-            Ok(written) if pv.meta().deletion_timestamp.is_some() && remaining.is_empty() => {
+        match finalizer::remove(&api, pv, FINALIZER).await {
+            Ok(written)
+                if pv.meta().deletion_timestamp.is_some() && written.finalizers().is_empty() =>
+            {
                 ctx.volumes.deleted(&written);
             }
             Ok(written) => {
                 ctx.volumes.wrote(written);
             }
-            Err(kube::Error::Api(status)) if status.code == 404 => {
-                return Ok(Action::await_change());
+            Err(e) if finalizer::is_not_found(&e) => {
+                return Ok(Action::requeue(finalizer::LOOK_AGAIN));
             }
             Err(e) => return Err(e.into()),
         }
@@ -417,7 +442,9 @@ async fn retire<P: VolumeProvisioner>(
         };
         match api.delete(&name, &params).await {
             Ok(_) => ctx.volumes.deleted(pv),
-            Err(kube::Error::Api(status)) if status.code == 404 => ctx.volumes.deleted(pv),
+            Err(e) if finalizer::is_not_found(&e) => {
+                return Ok(Action::requeue(finalizer::LOOK_AGAIN));
+            }
             Err(e) => return Err(e.into()),
         }
         tracing::info!(volume = %name, "volume deleted");

@@ -16,7 +16,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
-use test_support::{ControlPlane, client_with_crds, eventually, test_namespace, unique_suffix};
+use test_support::{
+    ControlPlane, Deployed, deployed_identity, eventually, install_crds, test_namespace,
+    unique_suffix,
+};
 use tokio::process::{Child, Command};
 
 /// One `hostpath-bucket-provisioner` process; killed when dropped.
@@ -27,11 +30,6 @@ pub struct Provisioner {
 }
 
 impl Provisioner {
-    pub fn start(root: &Path, name: &str, identity: &str, s3_port: u16) -> Provisioner {
-        let kubeconfig = ControlPlane::shared().kubeconfig_path().to_owned();
-        Self::start_with(root, name, identity, s3_port, &kubeconfig, &["--leader-elect=false"])
-    }
-
     pub fn start_with(
         root: &Path,
         name: &str,
@@ -71,6 +69,11 @@ impl Provisioner {
         self.child.id().expect("running")
     }
 
+    /// Whether the process is still running (it has not exited).
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().expect("asking after the process").is_none()
+    }
+
     /// Peak resident memory so far, from the kernel's own accounting.
     pub fn peak_rss_kib(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
@@ -95,18 +98,22 @@ pub struct Env {
     pub root: tempfile::TempDir,
     pub name: String,
     pub port: u16,
+    /// The provisioner's kubeconfig: the ServiceAccount of `deploy/hostpath/`.
     pub kubeconfig: PathBuf,
 }
 
 impl Env {
+    /// An environment on the shared control plane.
     pub async fn new(prefix: &str) -> Env {
-        let client = client_with_crds().await;
-        Self::on(client, ControlPlane::shared().kubeconfig_path(), prefix).await
+        Self::on(ControlPlane::shared(), prefix).await
     }
 
-    /// An environment on the control plane that `client` and `kubeconfig` reach (CRDs
-    /// installed).
-    pub async fn on(client: Client, kubeconfig: &Path, prefix: &str) -> Env {
+    /// An environment on `plane`: the CRDs installed, a namespace of its own, and the
+    /// provisioner started with the identity and RBAC of `deploy/hostpath/`.
+    pub async fn on(plane: &ControlPlane, prefix: &str) -> Env {
+        let client = plane.client().await;
+        install_crds(&client).await.expect("installing the CRDs");
+        let identity = deployed_identity(plane, Deployed::HostPath).await.unwrap();
         let ns = test_namespace(&client, prefix).await;
         Env {
             claims: Api::namespaced(client.clone(), &ns),
@@ -115,7 +122,7 @@ impl Env {
             root: tempfile::tempdir().unwrap(),
             name: format!("hostpath.test/{}", unique_suffix()),
             port: free_port(),
-            kubeconfig: kubeconfig.to_owned(),
+            kubeconfig: identity.kubeconfig,
         }
     }
 

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec};
-use bucket_provisioner::telemetry::{Health, Metrics};
+use bucket_provisioner::health::Health;
+use bucket_provisioner::telemetry::Metrics;
 use bucket_provisioner::{ControllerConfig, Credentials, Provisioner, run_controller};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::events::v1::Event;
@@ -14,7 +15,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
 use s3_provisioner::{KubeCluster, S3Provisioner};
-use test_support::{client_with_crds, eventually, test_namespace, unique_suffix};
+use test_support::{
+    ControlPlane, Deployed, client_with_crds, deployed_identity, eventually, test_namespace,
+    unique_suffix,
+};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -26,6 +30,8 @@ pub struct Setup {
     pub moto: Moto,
     /// Administrator client of the control plane.
     pub client: Client,
+    /// A client acting as `deploy/s3/` deploys the provisioner: its ServiceAccount and RBAC.
+    pub deployed: Client,
     /// The test's namespace.
     pub ns: String,
     /// Claims in it.
@@ -43,8 +49,10 @@ pub async fn setup(prefix: &str) -> Setup {
     let moto = Moto::start().await;
     let client = client_with_crds().await;
     let ns = test_namespace(&client, prefix).await;
+    let identity = deployed_identity(ControlPlane::shared(), Deployed::S3).await.unwrap();
     Setup {
         moto,
+        deployed: identity.client().await,
         claims: Api::namespaced(client.clone(), &ns),
         secrets: Api::namespaced(client.clone(), &ns),
         config_maps: Api::namespaced(client.clone(), &ns),
@@ -57,7 +65,7 @@ pub async fn setup(prefix: &str) -> Setup {
 impl Setup {
     /// A fresh backend (as after a process start) reading owner Secrets through the cluster.
     pub fn backend(&self) -> S3Provisioner {
-        let cluster = Arc::new(KubeCluster::new(self.client.clone()));
+        let cluster = Arc::new(KubeCluster::new(self.deployed.clone()));
         S3Provisioner::new(cluster.clone()).with_class_parameters(cluster).with_max_attempts(2)
     }
 
@@ -212,26 +220,26 @@ pub struct Harness {
 
 impl Harness {
     /// Starts a controller for `backend` under a fresh provisioner name.
-    pub fn start<P: Provisioner>(client: &Client, backend: P) -> Harness {
-        Self::start_as(client, backend, &format!("s3.test.objectbucket.io/{}", unique_suffix()))
+    pub fn start<P: Provisioner>(backend: P) -> Harness {
+        Self::start_as(backend, &format!("s3.test.objectbucket.io/{}", unique_suffix()))
     }
 
-    /// Starts a controller for `backend` answering to `provisioner`, with short backoff.
-    pub fn start_as<P: Provisioner>(client: &Client, backend: P, provisioner: &str) -> Harness {
+    /// Starts a controller for `backend` answering to `provisioner`, with short backoff, acting
+    /// as `deploy/s3/` deploys it: its ServiceAccount and RBAC.
+    pub fn start_as<P: Provisioner>(backend: P, provisioner: &str) -> Harness {
         let mut config = ControllerConfig::new(provisioner);
         config.backoff_initial = Duration::from_millis(100);
         config.backoff_max = Duration::from_secs(2);
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(run_controller(
-            client.clone(),
-            backend,
-            config,
-            Metrics::new(),
-            Health::default(),
-            async move {
+        let task = tokio::spawn(async move {
+            let plane = ControlPlane::shared();
+            let identity = deployed_identity(plane, Deployed::S3).await.expect("the identity");
+            let stop = async move {
                 let _ = stopped.await;
-            },
-        ));
+            };
+            let client = identity.client().await;
+            run_controller(client, backend, config, Metrics::new(), Health::default(), stop).await;
+        });
         Harness { provisioner: provisioner.into(), stop: Some(stop), task }
     }
 

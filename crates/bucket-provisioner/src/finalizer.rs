@@ -1,0 +1,33 @@
+//! Removing our finalizer from an object, the same way for every kind this library puts one on
+//! (claims, ObjectBuckets, PersistentVolumes).
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+/// How soon an object whose write answered 404 is looked at again. A 404 is not trusted: a
+/// restarting apiserver answers 404 for custom resources until it serves their kind again, and
+/// an object really gone leaves the watch cache, so looking again costs nothing then.
+pub(crate) const LOOK_AGAIN: Duration = Duration::from_secs(2);
+
+/// Removes `finalizer` from `object`, guarded by its resourceVersion so that a concurrent change
+/// of the list fails the write (and is retried) rather than being undone. Answers the object as
+/// written (when it was the last finalizer of a deleted object, as it was just before it went).
+pub(crate) async fn remove<K>(api: &Api<K>, object: &K, finalizer: &str) -> Result<K, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let remaining: Vec<&String> = object.finalizers().iter().filter(|f| *f != finalizer).collect();
+    let patch = serde_json::json!({
+        "metadata": { "resourceVersion": object.resource_version(), "finalizers": remaining }
+    });
+    api.patch(&object.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await
+}
+
+/// Whether the apiserver answered 404 (see [`LOOK_AGAIN`] for what that proves).
+pub(crate) fn is_not_found(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 404)
+}

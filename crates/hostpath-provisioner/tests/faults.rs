@@ -1,0 +1,93 @@
+//! The real binary, as the Deployment runs it (the ServiceAccount token and RBAC of
+//! `deploy/hostpath/`, leader election on), behind a proxy to the apiserver that turns dishonest
+//! for one kind of request at a time: every error status the apiserver may answer, a reset
+//! connection, or no answer at all. After each fault, once the proxy is honest again, a claim
+//! made during the fault binds and one deleted during it goes within 10 s, every time, and the
+//! process was never restarted. Each test has a control plane of its own.
+
+mod harness;
+
+use std::time::{Duration, Instant};
+
+use bucket_api::ClaimPhase;
+use harness::*;
+use kube::api::DeleteParams;
+use test_support::{
+    ControlPlane, DEPLOY_NAMESPACE, Deployed, Fault, FaultProxy, RequestKind, deployed_identity,
+};
+
+/// How soon after the proxy is honest again the work done during a fault must be done.
+const AFTER_RECOVERY: Duration = Duration::from_secs(10);
+
+/// How long a fault lasts: long enough for the provisioner to meet it (a Lease is renewed every
+/// 5 s), short enough to stay below /healthz's patience for refusals.
+fn window(kind: RequestKind) -> Duration {
+    if kind == RequestKind::Lease { Duration::from_secs(7) } else { Duration::from_secs(2) }
+}
+
+async fn each_fault_for(kinds: &[RequestKind]) {
+    let plane = ControlPlane::start().expect("starting a control plane of our own");
+    let mut env = Env::on(&plane, "faults").await;
+    let identity = deployed_identity(&plane, Deployed::HostPath).await.unwrap();
+    let proxy = FaultProxy::start(&plane).await.unwrap();
+    env.kubeconfig = proxy.kubeconfig(&plane, &identity.token).unwrap();
+    let lease_namespace = format!("--leader-election-namespace={DEPLOY_NAMESPACE}");
+    let mut provisioner = env.start_with("node-a", &["--leader-elect=true", &lease_namespace]);
+    let pid = provisioner.pid();
+    let class = env.class(&[], "Delete").await;
+    let mut previous = "claim-0".to_owned();
+    env.claim(&previous, &class, None).await;
+    env.wait(&previous, ClaimPhase::Bound, "Bound").await;
+
+    for (round, (kind, fault)) in kinds.iter().flat_map(|k| Fault::ALL.map(|f| (*k, f))).enumerate()
+    {
+        let seen = proxy.seen(kind);
+        proxy.inject(kind, Some(fault));
+        // Work for the provisioner while the fault lasts: a claim to bind, one to delete.
+        let current = format!("claim-{}", round + 1);
+        env.claim(&current, &class, None).await;
+        env.claims.delete(&previous, &DeleteParams::default()).await.unwrap();
+        tokio::time::sleep(window(kind)).await;
+        proxy.honest();
+        let met = proxy.seen(kind) - seen;
+
+        let honest = Instant::now();
+        let claims = env.claims.clone();
+        let (bound, gone) = (current.clone(), previous.clone());
+        let recovered = tokio::time::timeout(AFTER_RECOVERY, async {
+            loop {
+                let bound = claims.get_opt(&bound).await.ok().flatten().and_then(|c| c.status);
+                let gone = claims.get_opt(&gone).await.is_ok_and(|c| c.is_none());
+                if gone && bound.and_then(|s| s.phase) == Some(ClaimPhase::Bound) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await;
+        assert!(
+            recovered.is_ok(),
+            "{kind:?} requests answered {fault:?} ({met} met it): the work was not done within \
+             {AFTER_RECOVERY:?} of the proxy turning honest"
+        );
+        eprintln!("{kind:?} {fault:?}: {met} requests met it; recovered in {:?}", honest.elapsed());
+        assert!(provisioner.is_running(), "the process is still the one started");
+        assert_eq!(provisioner.pid(), pid);
+        previous = current;
+    }
+}
+
+#[tokio::test]
+async fn every_fault_on_lease_and_list_requests_is_outlived() {
+    each_fault_for(&[RequestKind::Lease, RequestKind::List]).await;
+}
+
+#[tokio::test]
+async fn every_fault_on_watch_get_and_delete_requests_is_outlived() {
+    each_fault_for(&[RequestKind::Watch, RequestKind::Get, RequestKind::Delete]).await;
+}
+
+#[tokio::test]
+async fn every_fault_on_patch_and_create_requests_is_outlived() {
+    each_fault_for(&[RequestKind::Patch, RequestKind::Create]).await;
+}

@@ -1,0 +1,140 @@
+//! The provisioners as they are deployed: the ServiceAccount and RBAC of `deploy/<backend>/`,
+//! and a token the apiserver itself issued for that ServiceAccount (TokenRequest).
+//!
+//! Tests run provisioners with this identity by default, so they meet what a cluster enforces:
+//! the permissions the manifests grant and nothing more, and the moments after an apiserver
+//! start when it answers 401 and 403 until its authentication and RBAC caches have filled. An
+//! administrator's `system:masters` identity is never checked by RBAC and hides both.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use anyhow::{Context, Result};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::Client;
+use kube::api::{Api, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::control_plane::{ControlPlane, kubeconfig_yaml};
+use crate::manifests::{Apply, apply_objects, read_manifest_files};
+
+/// The namespace every manifest of `deploy/` installs into.
+pub const DEPLOY_NAMESPACE: &str = "bucket-provisioner";
+
+/// A provisioner of `deploy/`: the folder of its manifests and its ServiceAccount.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Deployed {
+    /// `deploy/hostpath/`: the hostPath bucket provisioner.
+    HostPath,
+    /// `deploy/s3/`: the S3 + IAM bucket provisioner.
+    S3,
+    /// `deploy/hostpath-volumes/`: the hostPath volume provisioner.
+    HostPathVolumes,
+}
+
+impl Deployed {
+    /// The folder under `deploy/`.
+    pub fn folder(self) -> &'static str {
+        match self {
+            Deployed::HostPath => "hostpath",
+            Deployed::S3 => "s3",
+            Deployed::HostPathVolumes => "hostpath-volumes",
+        }
+    }
+
+    /// Its ServiceAccount in [`DEPLOY_NAMESPACE`].
+    pub fn service_account(self) -> &'static str {
+        match self {
+            Deployed::HostPath => "hostpath-bucket-provisioner",
+            Deployed::S3 => "s3-bucket-provisioner",
+            Deployed::HostPathVolumes => "hostpath-volume-provisioner",
+        }
+    }
+
+    /// The user name RBAC sees for it.
+    pub fn user(self) -> String {
+        format!("system:serviceaccount:{DEPLOY_NAMESPACE}:{}", self.service_account())
+    }
+
+    /// The manifests that give it its identity and permissions: the namespace and the RBAC.
+    pub fn rbac_manifests(self) -> Vec<PathBuf> {
+        let dir = deploy_dir().join(self.folder());
+        ["00-namespace.yaml", "10-rbac.yaml"].iter().map(|file| dir.join(file)).collect()
+    }
+}
+
+/// The repository's `deploy/` folder.
+pub fn deploy_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
+}
+
+/// A provisioner's deployed identity on one control plane: a kubeconfig holding its
+/// ServiceAccount token, for the provisioner's `--kubeconfig`, and a client of its own.
+#[derive(Clone, Debug)]
+pub struct Identity {
+    /// A kubeconfig that authenticates as the ServiceAccount.
+    pub kubeconfig: PathBuf,
+    /// The user name RBAC sees.
+    pub user: String,
+    /// The ServiceAccount token itself, for kubeconfigs that reach the apiserver another way.
+    pub token: String,
+}
+
+impl Identity {
+    /// A client acting as the ServiceAccount.
+    pub async fn client(&self) -> Client {
+        let file = Kubeconfig::read_from(&self.kubeconfig).expect("the identity's kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+            .await
+            .expect("the identity's kubeconfig is valid");
+        Client::try_from(config).expect("a client from the identity's kubeconfig")
+    }
+}
+
+/// How long the issued tokens stay valid: longer than any suite runs.
+const TOKEN_SECONDS: i64 = 48 * 3600;
+
+/// The deployed identity of `which` on `plane`: applies its namespace and RBAC from `deploy/`
+/// (server-side apply, so again is harmless) and asks the apiserver for a ServiceAccount token.
+/// Made once per control plane and provisioner within a test process.
+pub async fn deployed_identity(plane: &ControlPlane, which: Deployed) -> Result<Identity> {
+    static MADE: Mutex<Option<HashMap<(String, Deployed), Identity>>> = Mutex::new(None);
+    let key = (plane.server().to_owned(), which);
+    if let Some(identity) = MADE.lock().unwrap().get_or_insert_default().get(&key) {
+        return Ok(identity.clone());
+    }
+    let admin = plane.client().await;
+    install_rbac(&admin, which).await?;
+    let token = service_account_token(&admin, which.service_account()).await?;
+    let kubeconfig = plane.file_path(&format!("kubeconfig-{}", which.service_account()));
+    std::fs::write(&kubeconfig, kubeconfig_yaml(plane.server(), &token))?;
+    let identity = Identity { kubeconfig, user: which.user(), token };
+    MADE.lock().unwrap().get_or_insert_default().insert(key, identity.clone());
+    Ok(identity)
+}
+
+/// Applies `which`'s namespace and RBAC manifests for real.
+pub async fn install_rbac(admin: &Client, which: Deployed) -> Result<()> {
+    let objects = read_manifest_files(&which.rbac_manifests())?;
+    apply_objects(admin, &objects, Apply::ForReal).await
+}
+
+/// A token for ServiceAccount `name` of [`DEPLOY_NAMESPACE`], issued by the apiserver.
+async fn service_account_token(admin: &Client, name: &str) -> Result<String> {
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), DEPLOY_NAMESPACE);
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            audiences: Some(Vec::new()),
+            expiration_seconds: Some(TOKEN_SECONDS),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let issued = accounts
+        .create_token_request(name, &PostParams::default(), &request)
+        .await
+        .with_context(|| format!("issuing a token for ServiceAccount {name}"))?;
+    issued.status.and_then(|s| s.token).context("the TokenRequest answered no token")
+}
