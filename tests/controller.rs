@@ -555,3 +555,43 @@ async fn claims_of_other_provisioners_are_left_alone() {
     assert!(claim.annotations().is_empty());
     assert_eq!(s.backend.buckets(), ["mine".to_string()].into());
 }
+
+#[tokio::test]
+async fn a_bound_claim_stripped_of_its_finalizer_gets_it_back_and_is_still_cleaned_up() {
+    let s = setup("refinalized").await;
+    let (_controller, _) = s.bound_claim("c", "refinalized", Some("Delete")).await;
+    let strip = json!({ "metadata": { "finalizers": null } });
+    s.claims.patch("c", &PatchParams::default(), &Patch::Merge(&strip)).await.unwrap();
+    eventually("the claim to get its finalizer back", || async {
+        has_finalizer(&s.claims.get("c").await.ok()?).then_some(())
+    })
+    .await;
+    delete_claim(&s.claims, "c").await;
+    wait_gone(&s.claims, "c").await;
+    assert!(s.backend.buckets().is_empty(), "the claim's deletion still deleted its bucket");
+}
+
+#[tokio::test]
+async fn an_object_bucket_made_by_hand_under_the_conventional_name_leaves_the_claim_another() {
+    let s = setup("handmade").await;
+    let controller = Harness::start(&s.backend);
+    let class = storage_class(&s.client, &controller.provisioner, &[], Some("Delete")).await;
+    // Made before the claim, by someone else, under the name the claim's would have.
+    let conventional = object_bucket_name(&s.ns, "c");
+    let hand_made = ObjectBucket::new(&conventional, Default::default());
+    s.buckets.create(&PostParams::default(), &hand_made).await.unwrap();
+
+    create_claim(&s.claims, "c", named_spec(&class, "beside-hand-made")).await;
+    let bound = wait_for(&s.claims, "c", ClaimPhase::Bound, "Bound").await;
+    let recorded = bound.spec.object_bucket_name.expect("the ObjectBucket's name is recorded");
+    assert_ne!(recorded, conventional);
+    assert!(recorded.starts_with(&format!("{conventional}-")), "{recorded}");
+    let ours = s.buckets.get(&recorded).await.unwrap();
+    assert_eq!(ours.spec.endpoint.unwrap().bucket_name, "beside-hand-made");
+    let untouched = s.buckets.get(&conventional).await.unwrap();
+    assert!(untouched.spec.claim_ref.is_none(), "the hand-made ObjectBucket was left alone");
+
+    delete_claim(&s.claims, "c").await;
+    wait_gone(&s.claims, "c").await;
+    assert!(s.buckets.get_opt(&conventional).await.unwrap().is_some(), "not ours to delete");
+}

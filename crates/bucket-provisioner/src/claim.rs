@@ -18,6 +18,7 @@ use serde_json::json;
 
 use crate::controller::Context;
 use crate::error::{Error, Operation};
+use crate::finalizer;
 use crate::objects::{
     self, BucketRecord, BucketSource, annotations, check_not_foreign, ensure_owned,
     reclaim_policy_str,
@@ -250,7 +251,7 @@ pub async fn apply<P: Provisioner>(
         }
     };
 
-    let bucket = write_results(&claim, &observed, &plan, &provisioned, ctx).await?;
+    let bucket = write_results(&claim, &mut observed, &plan, &provisioned, ctx).await?;
     // The status says it, so a success is not also an Event: one write fewer per claim.
     let message = bound_message(plan.source, &plan.bucket_name);
     tracing::info!(claim = %key(&*claim), bucket = %plan.bucket_name, "{message}");
@@ -335,6 +336,13 @@ async fn keep_bound<P: Provisioner>(
     observed: &Observed,
     ctx: &Context<P>,
 ) -> Result<Action, Error> {
+    // Removed by hand while Bound: given back, or deleting the claim would skip its cleanup.
+    let claim = if claim.finalizers().iter().any(|f| f == FINALIZER) {
+        claim
+    } else {
+        tracing::info!(claim = %key(&*claim), "the claim lost its finalizer; putting it back");
+        ctx.caches.claims.wrote(finalizer::add(&observed.claims, &*claim, FINALIZER).await?)
+    };
     let bucket_name = bound_bucket_name(bound).to_string();
     let recorded_config = bound.spec.endpoint.as_ref().and_then(|e| e.additional_config.clone());
     if !same_config(&claim.spec.additional_config, &recorded_config) {
@@ -398,18 +406,33 @@ async fn update_config<P: Provisioner>(
     ctx.provisioner.update(&options, bound).await.map_err(backend_error)?;
     ctx.metrics.observe_provisioning(Operation::Update.as_str(), started.elapsed().as_secs_f64());
 
-    let patch =
-        json!({ "spec": { "endpoint": { "additionalConfig": claim.spec.additional_config } } });
-    // Replace, not merge, the recorded map so that removed keys disappear too.
-    let clear = json!({ "spec": { "endpoint": { "additionalConfig": null } } });
+    let recorded = bound.spec.endpoint.as_ref().and_then(|e| e.additional_config.as_ref());
+    let patch = config_patch(recorded, claim.spec.additional_config.as_ref());
     let params = PatchParams::default();
-    observed.buckets.patch(&observed.bucket_name, &params, &Patch::Merge(&clear)).await?;
     let updated =
         observed.buckets.patch(&observed.bucket_name, &params, &Patch::Merge(&patch)).await?;
     ctx.caches.buckets.wrote(updated);
     let message = format!("applied additionalConfig to bucket {:?}", plan.bucket_name);
     ctx.event(claim, EventType::Normal, "Updated", &message, Operation::Update).await;
     Ok(())
+}
+
+/// One merge patch that makes the recorded `additionalConfig` exactly `wanted`: every key set,
+/// every key no longer wanted removed (a merge patch merges maps, so a removal must be named).
+fn config_patch(
+    recorded: Option<&BTreeMap<String, String>>,
+    wanted: Option<&BTreeMap<String, String>>,
+) -> serde_json::Value {
+    let wanted = wanted.filter(|w| !w.is_empty());
+    let Some(wanted) = wanted else {
+        return json!({ "spec": { "endpoint": { "additionalConfig": null } } });
+    };
+    let mut config: serde_json::Map<String, serde_json::Value> =
+        wanted.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+    for removed in recorded.into_iter().flatten().filter(|(k, _)| !wanted.contains_key(*k)) {
+        config.insert(removed.0.clone(), serde_json::Value::Null);
+    }
+    json!({ "spec": { "endpoint": { "additionalConfig": config } } })
 }
 
 fn storage_class<P>(ctx: &Context<P>, name: &str) -> Result<Arc<StorageClass>, Error> {
@@ -502,7 +525,7 @@ async fn set_object_bucket_name<P>(
 /// Writes the ObjectBucket, then the Secret and ConfigMap; answers the ObjectBucket as written.
 async fn write_results<P: Provisioner>(
     claim: &ObjectBucketClaim,
-    observed: &Observed,
+    observed: &mut Observed,
     plan: &Plan,
     provisioned: &ProvisionedBucket,
     ctx: &Context<P>,
@@ -521,7 +544,12 @@ async fn write_results<P: Provisioner>(
         additional_state: provisioned.additional_state.clone(),
     });
     let bucket = match &observed.bound {
-        None => observed.buckets.create(&PostParams::default(), &desired).await?,
+        None => match observed.buckets.create(&PostParams::default(), &desired).await {
+            Err(kube::Error::Api(status)) if status.is_already_exists() => {
+                take_unique_name(claim, observed, desired, ctx).await?
+            }
+            created => created?,
+        },
         Some(existing) => {
             let mut replacement = desired;
             replacement.metadata.resource_version = existing.resource_version();
@@ -553,6 +581,35 @@ async fn write_results<P: Provisioner>(
         ),
     )?;
     Ok(bucket)
+}
+
+/// The ObjectBucket's name was taken by one that is not ours (ours are all in the cache): made by
+/// hand, or by another program. The claim's unique name is its alone: recorded on the claim
+/// first, so that every later reconcile looks there, then used.
+async fn take_unique_name<P>(
+    claim: &ObjectBucketClaim,
+    observed: &mut Observed,
+    mut desired: ObjectBucket,
+    ctx: &Context<P>,
+) -> Result<ObjectBucket, Error> {
+    let names = naming::object_bucket_names(&observed.namespace, &claim.name_any(), &observed.uid);
+    if observed.bucket_name == names.unique {
+        let other_uid = "unknown".to_owned();
+        return Err(Error::ObjectBucketConflict { name: names.unique, other_uid });
+    }
+    tracing::info!(claim = %key(claim), taken = %observed.bucket_name, object_bucket = %names.unique,
+        "the ObjectBucket name is taken by one that is not ours; using the claim's unique name");
+    let latest = ctx.caches.claim(claim).unwrap_or_else(|| Arc::new(claim.clone()));
+    let patch = json!({
+        "metadata": { "resourceVersion": latest.resource_version() },
+        "spec": { "objectBucketName": names.unique },
+    });
+    let params = PatchParams::default();
+    let recorded = observed.claims.patch(&claim.name_any(), &params, &Patch::Merge(&patch)).await?;
+    ctx.caches.claims.wrote(recorded);
+    observed.bucket_name = names.unique;
+    desired.metadata.name = Some(observed.bucket_name.clone());
+    Ok(observed.buckets.create(&PostParams::default(), &desired).await?)
 }
 
 /// Marks the ObjectBucket and the claim Bound, side by side.
@@ -590,4 +647,33 @@ pub fn key(claim: &impl Resource) -> String {
         claim.meta().namespace.as_deref().unwrap_or(""),
         claim.meta().name.as_deref().unwrap_or("")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(entries: &[(&str, &str)]) -> BTreeMap<String, String> {
+        entries.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn one_config_patch_sets_new_keys_and_removes_dropped_ones() {
+        let recorded = map(&[("maxObjects", "10"), ("maxSize", "1G")]);
+        let wanted = map(&[("maxSize", "2G"), ("tier", "cold")]);
+        let patch = config_patch(Some(&recorded), Some(&wanted));
+        assert_eq!(
+            patch,
+            json!({ "spec": { "endpoint": { "additionalConfig": {
+                "maxObjects": null, "maxSize": "2G", "tier": "cold" } } } })
+        );
+    }
+
+    #[test]
+    fn no_config_wanted_removes_the_whole_map() {
+        let recorded = map(&[("maxObjects", "10")]);
+        let expected = json!({ "spec": { "endpoint": { "additionalConfig": null } } });
+        assert_eq!(config_patch(Some(&recorded), None), expected);
+        assert_eq!(config_patch(Some(&recorded), Some(&BTreeMap::new())), expected);
+    }
 }

@@ -1,4 +1,4 @@
-//! Removing our finalizer from an object, the same way for every kind this library puts one on
+//! Putting our finalizer on and removing it from an object, the same way for every kind this library puts one on
 //! (claims, ObjectBuckets, PersistentVolumes).
 
 use std::fmt::Debug;
@@ -23,6 +23,19 @@ where
     let remaining: Vec<&String> = object.finalizers().iter().filter(|f| *f != finalizer).collect();
     let patch = serde_json::json!({
         "metadata": { "resourceVersion": object.resource_version(), "finalizers": remaining }
+    });
+    api.patch(&object.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await
+}
+
+/// Puts `finalizer` back on `object`, guarded by its resourceVersion like [`remove`].
+pub(crate) async fn add<K>(api: &Api<K>, object: &K, finalizer: &str) -> Result<K, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let mut finalizers = object.finalizers().to_vec();
+    finalizers.push(finalizer.to_owned());
+    let patch = serde_json::json!({
+        "metadata": { "resourceVersion": object.resource_version(), "finalizers": finalizers }
     });
     api.patch(&object.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await
 }
