@@ -173,7 +173,7 @@ impl Health {
         self.check_at(Instant::now())
     }
 
-    fn check_at(&self, now: Instant) -> Result<(), String> {
+    pub(crate) fn check_at(&self, now: Instant) -> Result<(), String> {
         let state = self.state();
         let mut problems = Vec::new();
         for entry in state.loops.values() {

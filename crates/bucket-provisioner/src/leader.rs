@@ -544,6 +544,69 @@ mod tests {
         assert_eq!(assess(&no_times, ME, at(0), DURATION), LeaseState::Expired);
     }
 
+    /// A Lease as the apiserver would answer it.
+    fn lease_json(holder: &str) -> String {
+        serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": { "name": "l", "namespace": "ns", "resourceVersion": "7" },
+            "spec": { "holderIdentity": holder, "leaseDurationSeconds": 15 },
+        })
+        .to_string()
+    }
+
+    fn elector(client: kube::Client, health: &Health) -> LeaderElector {
+        let config = LeaseConfig {
+            namespace: "ns".into(),
+            name: "l".into(),
+            identity: ME.into(),
+            lease_duration: DURATION,
+            renew_interval: Duration::from_secs(3600),
+            retry_interval: Duration::from_millis(10),
+        };
+        LeaderElector::new(client, config).reporting_to(health.clone())
+    }
+
+    #[tokio::test]
+    async fn the_campaign_outlives_every_error_the_apiserver_answers_then_leads() {
+        // 401, 403, 404 of the namespace, 409, 429, 500, 503 and 504 in turn; then the Lease
+        // is created.
+        let codes = [401, 403, 404, 409, 429, 500, 503, 504];
+        let (client, seen) = crate::mock_api::client(move |n, method, _| match codes.get(n) {
+            Some(code) => crate::mock_api::status(*code, "User \"me\" cannot get resource"),
+            None if method == "GET" => crate::mock_api::status(404, "leases \"l\" not found"),
+            None => (201, lease_json(ME)),
+        });
+        let health = Health::default();
+        let guard =
+            tokio::time::timeout(Duration::from_secs(10), elector(client, &health).acquire())
+                .await
+                .expect("the campaign ends with leadership, not with an error");
+        assert!(!guard.is_lost());
+        assert_eq!(crate::mock_api::seen(&seen), codes.len() + 2, "every error was retried");
+        assert_eq!(health.check(), Ok(()), "refusals that ended are not reported");
+    }
+
+    #[tokio::test]
+    async fn a_lasting_refusal_is_reported_while_the_campaign_goes_on() {
+        let (client, seen) = crate::mock_api::client(|_, _, _| {
+            crate::mock_api::status(
+                403,
+                "leases is forbidden: User \"me\" cannot get resource \"leases\"",
+            )
+        });
+        let health = Health::default();
+        let campaign = elector(client, &health);
+        let campaign = tokio::spawn(async move { campaign.acquire().await });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!campaign.is_finished(), "the campaign goes on");
+        assert!(crate::mock_api::seen(&seen) > 5, "and keeps asking");
+        let later =
+            Instant::now().into_std() + crate::health::ACCESS_GRACE + Duration::from_secs(1);
+        let problem = health.check_at(later).unwrap_err();
+        assert!(problem.contains("cannot get resource \"leases\""), "{problem}");
+        campaign.abort();
+    }
+
     #[test]
     fn durations_round_up_to_whole_seconds() {
         assert_eq!(whole_seconds(Duration::from_secs(3)), 3);

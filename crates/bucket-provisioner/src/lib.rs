@@ -20,6 +20,8 @@ mod finalizer;
 pub mod health;
 pub mod leader;
 pub mod log_limit;
+#[cfg(test)]
+mod mock_api;
 pub mod naming;
 pub mod objects;
 mod plan;

@@ -592,6 +592,120 @@ mod tests {
         assert_eq!(ended, TermEnd::Stopped);
     }
 
+    /// Flags for a process whose apiserver never answers (nothing listens on port 1).
+    fn args_without_an_apiserver() -> ControllerArgs {
+        let kubeconfig = std::env::temp_dir().join(format!("kubeconfig-{}", std::process::id()));
+        let yaml = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: \
+                    https://127.0.0.1:1\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  \
+                    context:\n    cluster: c\n    user: u\ncurrent-context: c\n";
+        std::fs::write(&kubeconfig, yaml).unwrap();
+        ControllerArgs {
+            kubeconfig: Some(kubeconfig),
+            metrics_address: "127.0.0.1:0".parse().unwrap(),
+            workers: 1,
+            leader_elect: true,
+            leader_election_namespace: None,
+            leader_election_name: None,
+            leader_identity: None,
+            leader_lease_seconds: 15,
+            usage_interval_seconds: 60,
+            api_timeout_seconds: 1,
+        }
+    }
+
+    /// An apiserver stand-in on loopback that answers every request with `answer` (or never,
+    /// for `None`) and counts the requests; answers flags whose kubeconfig reaches it.
+    async fn apiserver_answering(
+        answer: Option<&'static str>,
+    ) -> (ControllerArgs, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = seen.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut stream, _)) = listener.accept().await else { continue };
+                let counted = counted.clone();
+                tokio::spawn(async move {
+                    let mut request = [0u8; 4096];
+                    while stream.read(&mut request).await.is_ok_and(|n| n > 0) {
+                        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        match answer {
+                            Some(answer) => stream.write_all(answer.as_bytes()).await.unwrap(),
+                            None => std::future::pending().await,
+                        }
+                    }
+                });
+            }
+        });
+        let mut args = args_without_an_apiserver();
+        let kubeconfig = std::env::temp_dir().join(format!("kubeconfig-{port}"));
+        let yaml = std::fs::read_to_string(args.kubeconfig.as_ref().unwrap()).unwrap();
+        std::fs::write(
+            &kubeconfig,
+            yaml.replace("https://127.0.0.1:1", &format!("http://127.0.0.1:{port}")),
+        )
+        .unwrap();
+        args.kubeconfig = Some(kubeconfig);
+        (args, seen)
+    }
+
+    #[tokio::test]
+    async fn the_client_passes_a_503_on_at_once_instead_of_retrying_it_silently() {
+        let unavailable = "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+                           content-length: 2\r\n\r\n{}";
+        let (args, seen) = apiserver_answering(Some(unavailable)).await;
+        let client = client(&args).await.unwrap();
+        let started = std::time::Instant::now();
+        assert!(client.apiserver_version().await.is_err());
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "answered after {:?}",
+            started.elapsed()
+        );
+        assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), 1, "asked once, not retried");
+    }
+
+    #[tokio::test]
+    async fn the_client_gives_up_on_a_request_never_answered() {
+        let (args, seen) = apiserver_answering(None).await;
+        let client = client(&args).await.unwrap();
+        let started = std::time::Instant::now();
+        let answered = tokio::time::timeout(Duration::from_secs(10), client.apiserver_version());
+        assert!(answered.await.expect("gave up by itself").is_err());
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_secs(1) && waited < Duration::from_secs(3), "{waited:?}");
+        assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_service_that_ends_ends_the_process_naming_it() {
+        let args = args_without_an_apiserver();
+        let services = vec![
+            Service::new("endpoint", |process: Process| async move {
+                process.stop.wait().await;
+                Ok::<(), String>(())
+            }),
+            Service::new("quitter", |_| async { Err::<(), _>("its socket broke") }),
+        ];
+        let ended = run_driven("p", &args, std::future::pending(), services, |_| async {}).await;
+        match ended {
+            Err(RunError::LoopEnded { name: "quitter", reason }) => {
+                assert_eq!(reason, "its socket broke");
+            }
+            other => panic!("the process went on or ended otherwise: {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_shutdown_while_the_apiserver_is_away_ends_the_process_cleanly() {
+        let args = args_without_an_apiserver();
+        let shutdown = tokio::time::sleep(Duration::from_millis(300));
+        let ended = run_driven("p", &args, shutdown, Vec::new(), |_| async {}).await;
+        assert!(ended.is_ok(), "{ended:?}");
+    }
+
     #[tokio::test]
     async fn a_supervised_loop_that_panics_reports_its_name_and_message() {
         let mut loops = JoinSet::new();

@@ -143,6 +143,62 @@ mod tests {
         assert_eq!(backoff.next(), Some(Duration::from_millis(500)));
     }
 
+    #[tokio::test]
+    async fn a_watch_outlives_refusals_errors_and_ends_and_reports_them() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        // 403 and 500 to the first two starts, then the initial events, then a stream that ends
+        // at once, again and again.
+        let events = [
+            serde_json::json!({"type": "ADDED", "object": {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "c", "namespace": "ns", "resourceVersion": "5"}}}),
+            serde_json::json!({"type": "BOOKMARK", "object": {"apiVersion": "v1",
+                "kind": "ConfigMap", "metadata": {"resourceVersion": "6",
+                "annotations": {"k8s.io/initial-events-end": "true"}}}}),
+        ];
+        let lines: String = events.iter().map(|e| format!("{e}\n")).collect();
+        let (client, seen) = crate::mock_api::client(move |n, _, _| match n {
+            0 => crate::mock_api::status(403, "User \"me\" cannot watch resource \"configmaps\""),
+            1 => crate::mock_api::status(500, "etcd is away"),
+            2 => (200, lines.clone()),
+            _ => (200, String::new()),
+        });
+        let health = Health::default();
+        let api: Api<ConfigMap> = Api::all(client);
+        let config = watcher::Config::default().streaming_lists();
+        let watch = resilient_watch(api, config, "configmaps", health.clone());
+        let mut watch = std::pin::pin!(watch);
+        let mut received = Vec::new();
+        while received.len() < 3 {
+            let event = tokio::time::timeout(Duration::from_secs(10), watch.next())
+                .await
+                .expect("events after the errors")
+                .expect("the stream never ends");
+            received.push(event.expect("errors are not passed on"));
+        }
+        assert!(matches!(received[0], Event::Init));
+        assert!(
+            matches!(&received[1], Event::InitApply(c) if c.metadata.name.as_deref() == Some("c"))
+        );
+        assert!(matches!(received[2], Event::InitDone));
+        assert_eq!(health.check(), Ok(()), "the refusal ended with the first event");
+        // The stream that ends at once is watched again, without end.
+        let before = crate::mock_api::seen(&seen);
+        let _ = tokio::time::timeout(Duration::from_secs(3), watch.next()).await;
+        assert!(crate::mock_api::seen(&seen) > before, "an ended stream is watched again");
+    }
+
+    #[test]
+    fn refusals_are_told_from_other_watch_errors() {
+        let status =
+            |code| kube::Error::Api(kube::core::Status::failure("x", "y").with_code(code).boxed());
+        assert!(refused(&watcher::Error::WatchStartFailed(status(403))).is_some());
+        assert!(refused(&watcher::Error::InitialListFailed(status(401))).is_some());
+        let in_stream = kube::core::Status::failure("x", "y").with_code(403).boxed();
+        assert!(refused(&watcher::Error::WatchError(in_stream)).is_some());
+        assert!(refused(&watcher::Error::WatchFailed(status(500))).is_none());
+        assert!(refused(&watcher::Error::NoResourceVersion).is_none());
+    }
+
     #[test]
     fn only_a_gone_resource_version_restarts_the_watch() {
         let status =

@@ -4,7 +4,9 @@
 //! directory); `make e2e` runs the same with a real scheduler and kubelet.
 
 use std::collections::BTreeMap;
+use std::ops::Not;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{
     HostPathVolumeSource, ObjectReference, PersistentVolume, PersistentVolumeClaim,
@@ -14,14 +16,14 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
 use test_support::{
-    ControlPlane, Deployed, deployed_identity, init_tracing, program, test_namespace,
-    unique_suffix, volumes,
+    ControlPlane, DEPLOY_NAMESPACE, Deployed, deployed_identity, init_tracing, program,
+    test_namespace, unique_suffix, volumes,
 };
 use tokio::process::Child;
 
 /// One provisioner process for `node`, with a root of its own; killed when dropped.
 struct Instance {
-    _child: Child,
+    child: Child,
     root: tempfile::TempDir,
 }
 
@@ -34,8 +36,12 @@ struct World {
 }
 
 async fn world(prefix: &str) -> World {
+    world_on(ControlPlane::shared(), prefix).await
+}
+
+/// A world on `plane`, whose provisioners act as `deploy/hostpath-volumes/` deploys them.
+async fn world_on(plane: &ControlPlane, prefix: &str) -> World {
     init_tracing();
-    let plane = ControlPlane::shared();
     let client = plane.client().await;
     let ns = test_namespace(&client, prefix).await;
     let identity = deployed_identity(plane, Deployed::HostPathVolumes).await.unwrap();
@@ -46,7 +52,7 @@ async fn world(prefix: &str) -> World {
 impl World {
     fn start(&self, node: &str, extra: &[&str]) -> Instance {
         let root = tempfile::tempdir().unwrap();
-        Instance { _child: self.start_in(root.path(), node, extra), root }
+        Instance { child: self.start_in(root.path(), node, extra), root }
     }
 
     /// The provisioner process for `node` on `root`, as `deploy/hostpath-volumes/` runs it.
@@ -58,7 +64,13 @@ impl World {
             .arg(format!("--node-name={node}"))
             .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
             .arg(format!("--metrics-address={metrics}"))
-            .arg("--leader-elect=false")
+            .args(
+                extra
+                    .iter()
+                    .any(|a| a.starts_with("--leader-elect="))
+                    .not()
+                    .then_some("--leader-elect=false"),
+            )
             .args(extra)
             .spawn()
             .expect("starting hostpath-volume-provisioner")
@@ -338,4 +350,46 @@ async fn a_burst_of_claims_survives_repeated_crashes() {
     assert_eq!(listed(root.path()), [".provisioner"], "every directory went with its claim");
     assert_eq!(listed(&records), Vec::<String>::new(), "and every record");
     drop(process);
+}
+
+/// The provisioner as deployed, electing its node's leader, through a 30 s apiserver restart: a
+/// claim made after it gets its PV within 10 s, from the same process, and a deleted claim's PV
+/// goes once the binder releases it. The claim names the provisioner itself, as the controller
+/// manager would: only the provisioner's own recovery is timed, not the controller manager's.
+#[tokio::test]
+async fn an_apiserver_restart_is_outlived_by_the_same_process() {
+    const AFTER_RECOVERY: Duration = Duration::from_secs(10);
+    let mut plane = ControlPlane::start().expect("starting a control plane of our own");
+    let world = world_on(&plane, "volumes-restart").await;
+    let lease_namespace = format!("--leader-election-namespace={DEPLOY_NAMESPACE}");
+    let mut node = world.start("node-a", &["--leader-elect=true", &lease_namespace]);
+    let pid = node.child.id();
+    let class = world.class("Delete", &[]).await;
+    let before = world.claim("before", &class, "node-a").await;
+    world.bound("before").await;
+
+    plane.stop_apiserver().unwrap();
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    plane.start_apiserver().unwrap();
+
+    let recovered = Instant::now();
+    let annotations = [
+        ("volume.kubernetes.io/selected-node", "node-a"),
+        ("volume.kubernetes.io/storage-provisioner", world.name.as_str()),
+    ];
+    let claim = volumes::claim("after", &class, "64Mi", &annotations);
+    let created = world.claims().create(&PostParams::default(), &claim).await.unwrap();
+    let pv = format!("pvc-{}", created.uid().unwrap());
+    let volumes = world.volumes();
+    let made = tokio::time::timeout(AFTER_RECOVERY, async {
+        while volumes.get_opt(&pv).await.ok().flatten().is_none() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    assert!(made.await.is_ok(), "a claim made after the restart got no PV within 10 s");
+    eprintln!("PV made {:?} after the apiserver was back", recovered.elapsed());
+    world.delete_claim("before").await;
+    world.gone(&before).await;
+    assert!(node.child.try_wait().unwrap().is_none(), "the process is the one started");
+    assert_eq!(node.child.id(), pid);
 }

@@ -78,14 +78,15 @@ impl RequestKind {
     }
 }
 
-/// Whether an API path names one object rather than a collection.
+/// Whether an API path names one object rather than a collection; a path outside the resource
+/// APIs (`/version`, `/healthz`) names one thing too.
 fn names_one_object(path: &str) -> bool {
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     // `api/v1/...` or `apis/GROUP/VERSION/...`
     let rest = match segments.first() {
         Some(&"api") => segments.get(2..),
         Some(&"apis") => segments.get(3..),
-        _ => None,
+        _ => return true,
     };
     match rest.unwrap_or_default() {
         ["namespaces", _] => true,
@@ -318,6 +319,7 @@ mod tests {
         assert_eq!(kind(Method::PATCH, &format!("{claim}/status"), ""), RequestKind::Patch);
         assert_eq!(kind(Method::GET, "/api/v1/namespaces/ns/secrets", ""), RequestKind::List);
         assert_eq!(kind(Method::GET, "/api/v1/namespaces/ns", ""), RequestKind::Get);
+        assert_eq!(kind(Method::GET, "/version", ""), RequestKind::Get);
         assert_eq!(kind(Method::POST, "/api/v1/namespaces/ns/secrets", ""), RequestKind::Create);
         assert_eq!(
             kind(Method::GET, "/apis/objectbucket.io/v1alpha1/objectbuckets/b", ""),

@@ -76,10 +76,13 @@ pub async fn apply_objects(
             if namespaces.get_opt(&name).await?.is_none() {
                 let namespace =
                     Namespace { metadata: object.metadata.clone(), ..Default::default() };
-                namespaces
-                    .create(&PostParams::default(), &namespace)
-                    .await
-                    .with_context(described)?;
+                match namespaces.create(&PostParams::default(), &namespace).await {
+                    // Made meanwhile by another test applying the same manifests.
+                    Err(kube::Error::Api(status)) if status.is_already_exists() => {}
+                    created => {
+                        created.with_context(described)?;
+                    }
+                }
             }
             continue;
         }
