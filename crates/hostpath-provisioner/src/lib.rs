@@ -6,6 +6,7 @@
 //! - [`backend`]: the [`bucket_provisioner::Provisioner`] creating buckets and keys in the store.
 //! - [`quota`]: the quota keys of a claim's `additionalConfig`, enforced by the endpoint.
 //! - [`admin`]: the optional operator credential that administers every bucket.
+//! - [`prepare`]: handing the root to the provisioner's user, as the init container does.
 //!
 //! A binary opens one [`BucketStore`], optionally gives it an operator credential with
 //! [`BucketStore::set_admin`], runs [`s3::serve`] on it and hands the same store to
@@ -13,6 +14,7 @@
 
 pub mod admin;
 pub mod backend;
+pub mod prepare;
 pub mod quota;
 pub mod s3;
 pub mod store;
