@@ -21,7 +21,7 @@ use kube::{Client, ResourceExt};
 pub use control_plane::{
     BIN_DIR_ENV, ControlPlane, Options, TokenUser, binaries_dir, unique_suffix,
 };
-pub use manifests::{Apply, apply_manifests, apply_objects, read_manifests};
+pub use manifests::{Apply, KUSTOMIZATION, apply_manifests, apply_objects, read_manifests};
 pub use supervised::Supervised;
 
 /// How long helpers wait for the cluster to reach an expected state.
