@@ -9,6 +9,10 @@ export BUCKET_PROVISIONER_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/bucket
 export CARGO_TARGET_DIR ?= $(BUCKET_PROVISIONER_CACHE)/target
 export CARGO_TERM_COLOR ?= never
 CONTROLPLANE_BIN = $(shell tests/controlplane/build.sh)
+# helm, built from its pinned Go module into the cache, and promtool (Debian's prometheus
+# package), for the chart's tests.
+HELM_BIN = $(shell tests/helm/build.sh)
+PROMTOOL_BIN = $(shell tests/prometheus/install.sh)
 # moto (S3 + IAM) for the S3 provisioner's tests, pinned in tests/moto/requirements.txt.
 export BUCKET_PROVISIONER_MOTO_VENV ?= $(BUCKET_PROVISIONER_CACHE)/moto-venv
 
@@ -23,14 +27,15 @@ STATIC_PROFILE ?= release
 STATIC_DIR = $(CARGO_TARGET_DIR)/$(STATIC_TARGET)/$(STATIC_PROFILE)
 STATIC_RUSTFLAGS_VAR := CARGO_TARGET_$(shell echo '$(STATIC_TARGET)' | tr 'a-z-' 'A-Z_')_RUSTFLAGS
 
-.PHONY: help toolchain controlplane test lint crds demo bench static image node e2e
+.PHONY: help toolchain controlplane chart-tools chart test lint crds demo bench static image node e2e
 
 help:
 	@echo "make demo   - local control plane + hostPath provisioner + a claim + a consumer"
 	@echo "make test   - fmt, clippy and every test (unit, real control plane, and make e2e)"
 	@echo "make image  - the provisioner image from the Dockerfile, as an archive (no registry)"
 	@echo "make e2e    - a real node (root): the image deployed from deploy/, pods using claims"
-	@echo "make crds   - regenerate crds/ from crates/bucket-api"
+	@echo "make crds   - regenerate crds/ (and the chart's copy) from crates/bucket-api"
+	@echo "make chart  - lint the Helm chart, check its schema, deploy/ against it, and the alerts"
 	@echo "make bench  - measure the S3 endpoint and both controllers at scale (release build);"
 	@echo "              results in bench-results.txt, bench-controller-results.txt and"
 	@echo "              bench-volumes-results.txt"
@@ -44,15 +49,24 @@ toolchain:
 controlplane: toolchain
 	@tests/controlplane/build.sh >/dev/null
 
+chart-tools: toolchain
+	@tests/helm/build.sh >/dev/null
+	@tests/prometheus/install.sh >/dev/null
+
+chart: controlplane chart-tools
+	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" BUCKET_PROVISIONER_HELM_BIN="$(HELM_BIN)" \
+		BUCKET_PROVISIONER_PROMTOOL="$(PROMTOOL_BIN)" cargo test --workspace --test chart
+
 lint: toolchain
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 
 # The demo runs first, the node tests last, and one summary line of every test binary's results
 # closes the output.
-test: lint controlplane demo moto
+test: lint controlplane chart-tools demo moto
 	@mkdir -p "$(BUCKET_PROVISIONER_CACHE)"
-	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" cargo test --workspace \
+	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" BUCKET_PROVISIONER_HELM_BIN="$(HELM_BIN)" \
+		BUCKET_PROVISIONER_PROMTOOL="$(PROMTOOL_BIN)" cargo test --workspace \
 		--exclude node-tests 2>&1 | tee "$(BUCKET_PROVISIONER_CACHE)/last-test-run.txt"
 	$(MAKE) --no-print-directory e2e STATIC_PROFILE=image-test 2>&1 \
 		| tee -a "$(BUCKET_PROVISIONER_CACHE)/last-test-run.txt"
@@ -67,6 +81,7 @@ moto:
 
 crds: toolchain
 	cargo run -q -p bucket-api --bin crdgen -- crds
+	cp crds/*.yaml charts/bucket-provisioner/crds/
 
 demo: controlplane
 	cargo build -q -p hostpath-provisioner --bin hostpath-bucket-provisioner --example consumer --example demo
@@ -96,14 +111,15 @@ node: toolchain
 	@tests/node/install.sh
 	@tests/node/build.sh >/dev/null
 
-# A real node running the image, deployed from deploy/; needs root. The consumer pods' output
-# is printed. --workspace resolves features as `make test` does, so no dependency is rebuilt.
-e2e: controlplane moto node image
+# A real node running the image, deployed from deploy/ and installed with the Helm chart (each
+# test binary starts a node of its own); needs root. The consumer pods' output is printed.
+# --workspace resolves features as `make test` does, so no dependency is rebuilt.
+e2e: controlplane chart-tools moto node image
 	@tests/node/images.sh "$$(tests/node/build.sh 2>/dev/null)" "$(STATIC_DIR)" "$(IMAGES_DIR)"
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" \
 		BUCKET_PROVISIONER_NODE_BIN="$$(tests/node/build.sh 2>/dev/null)" \
-		BUCKET_PROVISIONER_IMAGES="$(IMAGES_DIR)" \
-		cargo test --workspace --test e2e -- --nocapture || failed=1; \
+		BUCKET_PROVISIONER_IMAGES="$(IMAGES_DIR)" BUCKET_PROVISIONER_HELM_BIN="$(HELM_BIN)" \
+		cargo test --workspace --test e2e --test helm -- --nocapture || failed=1; \
 	NODE_DIR="$${TMPDIR:-/tmp}/bucket-provisioner-node" tests/node/node.sh wait; \
 	exit $${failed:-0}
 

@@ -23,7 +23,8 @@ reuse_or_lock() {
   mkdir -p "$bin.partial"
 }
 
-# go_build MODULE-DIR OUTPUT PACKAGE [GO BUILD FLAG...]: a static binary into $bin.partial.
+# go_build MODULE-DIR OUTPUT PACKAGE [GO BUILD FLAG...]: a static binary into $bin.partial, linked
+# with the caller's `go_ldflags` (if any) after -s -w.
 go_build() {
   local dir=$1 out=$2 package=$3 started=$SECONDS rc=0
   shift 3
@@ -31,7 +32,7 @@ go_build() {
   # A heartbeat, so a long compile never looks like a hang.
   ( while sleep 60; do echo "$label: still building $out ($((SECONDS - started))s)" >&2; done ) &
   local beat=$!
-  (cd "$dir" && CGO_ENABLED=0 go build "$@" -trimpath -ldflags='-s -w' -o "$bin.partial/$out" "$package") || rc=$?
+  (cd "$dir" && CGO_ENABLED=0 go build "$@" -trimpath -ldflags="-s -w ${go_ldflags:-}" -o "$bin.partial/$out" "$package") || rc=$?
   kill "$beat" 2>/dev/null || true
   wait "$beat" 2>/dev/null || true
   [[ $rc -eq 0 ]] || { echo "$label: building $out failed" >&2; exit "$rc"; }

@@ -304,6 +304,8 @@ async fn hostpath_provisioner_serves_pods_on_a_node() {
     };
     let backend_calls = metric(&metrics, "bucket_provisioner_provisioning_duration_seconds_count");
     assert_eq!(backend_calls, 0.0, "no backend call for unchanged claims:\n{metrics}");
+    // What the BucketProvisionerNotLeading alert watches: the only replica leads.
+    assert_eq!(metric(&metrics, "bucket_provisioner_leading"), 1.0, "{metrics}");
     for name in ["photos", "others"] {
         let claim = claims.get(name).await.unwrap();
         assert_eq!(claim.status.unwrap().phase, Some(ClaimPhase::Bound), "{name} stays Bound");

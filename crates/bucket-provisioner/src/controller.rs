@@ -368,6 +368,7 @@ pub async fn run_controller<P: Provisioner>(
     health: Health,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
+    let _leading = metrics.leading();
     let (all, ours) = watch_configs(LABEL_PROVISIONER, &config.provisioner_name);
     // Claims, ObjectBuckets, Secrets, ConfigMaps, StorageClasses.
     let (progress, listed) = ListProgress::new(5);

@@ -67,6 +67,7 @@ struct Inner {
     bucket_bytes: Family<BucketLabels, Gauge>,
     /// Buckets with usage series, so that a bucket no longer reported loses them.
     buckets: Mutex<BTreeSet<String>>,
+    leading: Gauge,
 }
 
 fn provisioning_histogram() -> Histogram {
@@ -114,6 +115,13 @@ impl Metrics {
             Unit::Bytes,
             bucket_bytes.clone(),
         );
+        let leading = Gauge::default();
+        registry.register(
+            "leading",
+            "1 while this process runs the controller (it holds the leadership, or runs without \
+             election), else 0",
+            leading.clone(),
+        );
         Metrics {
             inner: Arc::new(Inner {
                 registry,
@@ -125,6 +133,7 @@ impl Metrics {
                 bucket_objects,
                 bucket_bytes,
                 buckets: Mutex::default(),
+                leading,
             }),
         }
     }
@@ -191,6 +200,13 @@ impl Metrics {
         });
     }
 
+    /// Marks this process as running the controller (`bucket_provisioner_leading` 1) until the
+    /// returned guard is dropped, however the controller ends.
+    pub fn leading(&self) -> Leading {
+        self.inner.leading.set(1);
+        Leading { gauge: self.inner.leading.clone() }
+    }
+
     /// The current values in the OpenMetrics text format.
     pub fn encode(&self) -> String {
         let mut text = String::new();
@@ -199,6 +215,18 @@ impl Metrics {
             tracing::warn!(error = %err, "encoding the metrics failed");
         }
         text
+    }
+}
+
+/// While alive, `bucket_provisioner_leading` is 1; see [`Metrics::leading`].
+#[must_use = "the process counts as leading only while the guard lives"]
+pub struct Leading {
+    gauge: Gauge,
+}
+
+impl Drop for Leading {
+    fn drop(&mut self) {
+        self.gauge.set(0);
     }
 }
 
@@ -388,6 +416,18 @@ mod tests {
         }
         // The widest finite bucket reaches about two minutes.
         assert!(text.contains("le=\"120.0"), "{text}");
+    }
+
+    #[test]
+    fn leading_lasts_as_long_as_its_guard() {
+        let metrics = Metrics::new();
+        assert!(metrics.encode().contains("bucket_provisioner_leading 0\n"));
+        let guard = metrics.leading();
+        let text = metrics.encode();
+        assert!(text.contains("# TYPE bucket_provisioner_leading gauge\n"), "{text}");
+        assert!(text.contains("bucket_provisioner_leading 1\n"), "{text}");
+        drop(guard);
+        assert!(metrics.encode().contains("bucket_provisioner_leading 0\n"));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! - [`quota`]: the quota keys of a claim's `additionalConfig`, enforced by the endpoint.
 //! - [`admin`]: the optional operator credential that administers every bucket, and
 //!   [`admin_secret`], which follows it from a Secret.
+//! - [`prepare`]: handing the root to the provisioner's user, as the init container does.
 //!
 //! A binary opens one [`BucketStore`], optionally gives it an operator credential with
 //! [`BucketStore::set_admin`], runs [`s3::serve`] on it and hands the same store to
@@ -16,6 +17,7 @@
 pub mod admin;
 pub mod admin_secret;
 pub mod backend;
+pub mod prepare;
 pub mod quota;
 pub mod s3;
 pub mod store;

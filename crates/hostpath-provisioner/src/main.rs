@@ -49,6 +49,10 @@ struct Args {
     /// operator credential. Without this or --admin-secret there is no operator credential.
     #[arg(long, env = "ADMIN_CREDENTIALS_FILE")]
     admin_credentials_file: Option<PathBuf>,
+    /// Only hand `--root` to this user (`UID:GID`, mode 0700) and exit: the init container's job,
+    /// run as root with CHOWN and FOWNER.
+    #[arg(long, value_name = "UID:GID")]
+    prepare_root_for: Option<hostpath_provisioner::prepare::Owner>,
     #[command(flatten)]
     controller: ControllerArgs,
 }
@@ -65,6 +69,12 @@ fn hostname() -> String {
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     init_logging();
     let args = Args::parse();
+    if let Some(owner) = args.prepare_root_for {
+        hostpath_provisioner::prepare::prepare_root(&args.root, owner)
+            .map_err(|e| format!("preparing the bucket root {}: {e}", args.root.display()))?;
+        tracing::info!(root = %args.root.display(), %owner, "bucket root prepared");
+        return Ok(());
+    }
     let identity = args.identity.clone().unwrap_or_else(hostname);
     let root = args.root.clone();
     let store = tokio::task::spawn_blocking(move || BucketStore::open(root, identity))

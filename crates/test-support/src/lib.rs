@@ -27,7 +27,9 @@ pub use deployed::{
     DEPLOY_NAMESPACE, Deployed, Identity, deploy_dir, deployed_identity, install_rbac,
 };
 pub use fault_proxy::{Fault, FaultProxy, RequestKind};
-pub use manifests::{Apply, apply_manifests, apply_objects, read_manifest_files, read_manifests};
+pub use manifests::{
+    Apply, KUSTOMIZATION, apply_manifests, apply_objects, read_manifest_files, read_manifests,
+};
 pub use supervised::Supervised;
 
 /// How long helpers wait for the cluster to reach an expected state.

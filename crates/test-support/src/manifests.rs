@@ -9,12 +9,17 @@ use kube::discovery::{Scope, pinned_kind};
 use kube::{Client, ResourceExt};
 use serde::Deserialize;
 
-/// Every object in the `.yaml` files of `dir` (sorted by file name), with the file it came from.
+/// The name of the file that `kubectl apply -k` reads; it lists manifests and is none itself.
+pub const KUSTOMIZATION: &str = "kustomization.yaml";
+
+/// Every object in the `.yaml` files of `dir` (sorted by file name, [`KUSTOMIZATION`] left out),
+/// with the file it came from.
 pub fn read_manifests(dir: &Path) -> Result<Vec<(PathBuf, DynamicObject)>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("reading {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .filter(|p| p.file_name().is_some_and(|name| name != KUSTOMIZATION))
         .collect();
     files.sort();
     read_manifest_files(&files)

@@ -174,6 +174,7 @@ pub async fn run_volume_controller<P: VolumeProvisioner>(
     health: Health,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
+    let _leading = metrics.leading();
     let (all, ours) = watch_configs(LABEL_PROVISIONER, &config.provisioner_name);
     // Claims, volumes, classes.
     let (progress, listed) = ListProgress::new(3);
