@@ -132,8 +132,8 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> Result<(), RunError> {
-    init_logging();
     let args = Args::parse();
+    init_logging(args.controller.log_format);
     let shutdown = shutdown_signal();
     run(MemoryBuckets::default(), &args.provisioner_name, &args.controller, shutdown, Vec::new())
         .await

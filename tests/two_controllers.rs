@@ -32,6 +32,7 @@ fn start_replica(provisioner: &str, kubeconfig: &Path, lease: &str, identity: &s
         leader_identity: Some(identity.into()),
         leader_lease_seconds: 3,
         usage_interval_seconds: 60,
+        log_format: Default::default(),
         api_timeout_seconds: 5,
     };
     let backend = MemoryBackend::default();

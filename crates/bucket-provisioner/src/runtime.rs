@@ -64,6 +64,9 @@ pub struct ControllerArgs {
     /// it changed), for backends that report it.
     #[arg(long, env = "USAGE_INTERVAL_SECONDS", default_value_t = 60)]
     pub usage_interval_seconds: u64,
+    /// How log lines are written: `text`, or `json` (one object per line).
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     /// Seconds the apiserver has to start answering a request (a watch: to start streaming)
     /// before it is abandoned and retried: a request the apiserver never answers must not
     /// hold a loop for ever.
@@ -98,8 +101,19 @@ pub enum RunError {
     },
 }
 
-/// Sets up logging from `RUST_LOG` (default `info`).
-pub fn init_logging() {
+/// How log lines are written.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line: `timestamp`, `level`, `target`, the event's fields (`claim` as
+    /// `namespace/name`, `reason`, …) and `message`, and the reconcile's span (`object.ref`).
+    Json,
+}
+
+/// Sets up logging in `format`, filtered by `RUST_LOG` (default `info`).
+pub fn init_logging(format: LogFormat) {
     // The watcher logs every 403 it meets, and the client every failed request, on every retry;
     // our loops report failures themselves, once a minute (see `log_limit`).
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
@@ -107,7 +121,11 @@ pub fn init_logging() {
             "info,kube_runtime::watcher=error,kube_client::client::builder=off",
         )
     });
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).with_span_list(false).try_init(),
+    };
 }
 
 /// A client from `--kubeconfig`, or the inferred configuration, whose requests give up when the
@@ -609,6 +627,7 @@ mod tests {
             leader_identity: None,
             leader_lease_seconds: 15,
             usage_interval_seconds: 60,
+            log_format: LogFormat::Text,
             api_timeout_seconds: 1,
         }
     }

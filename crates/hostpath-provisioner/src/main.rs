@@ -67,8 +67,8 @@ fn hostname() -> String {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    init_logging();
     let args = Args::parse();
+    init_logging(args.controller.log_format);
     if let Some(owner) = args.prepare_root_for {
         hostpath_provisioner::prepare::prepare_root(&args.root, owner)
             .map_err(|e| format!("preparing the bucket root {}: {e}", args.root.display()))?;

@@ -342,3 +342,46 @@ async fn a_burst_of_claims_survives_repeated_crashes() {
     assert_eq!(listed(".provisioner/keys"), BTreeSet::new(), "every key went with its claim");
     drop(provisioner);
 }
+
+/// `--log-format json` at every level: each line one JSON object, the claim's lines carrying its
+/// `namespace/name`, and the claim's secret key nowhere, in plain or in base64.
+#[tokio::test]
+async fn json_logs_carry_the_claim_and_never_its_secret_at_any_level() {
+    use base64::Engine;
+    let env = Env::new("hp-json").await;
+    let log_dir = tempfile::tempdir().unwrap();
+    let log_path = log_dir.path().join("provisioner.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let flags = ["--leader-elect=false", "--log-format=json"];
+    let provisioner = Provisioner::start_logging(
+        env.root.path(),
+        &env.name,
+        "node-a",
+        env.port,
+        &env.kubeconfig,
+        &flags,
+        ("trace", log.into()),
+    );
+    let (s3, bucket) = env.bound("logged", "Delete").await;
+    put(&s3, &bucket, "object", b"logged").await.unwrap();
+    let secret = env.env_of("logged").await["AWS_SECRET_ACCESS_KEY"].clone();
+    env.delete("logged").await;
+    provisioner.kill().await;
+
+    let text = std::fs::read_to_string(&log_path).unwrap();
+    let claim = format!("{}/logged", env.ns);
+    let mut claim_lines = 0;
+    for line in text.lines() {
+        let entry: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not one JSON object ({e}): {line}"));
+        assert!(entry["timestamp"].is_string() && entry["level"].is_string(), "{line}");
+        if entry["claim"] == claim.as_str() {
+            claim_lines += 1;
+        }
+    }
+    assert!(claim_lines >= 2, "the claim's provisioning and deletion are logged as {claim}");
+    let encoded = base64::engine::general_purpose::STANDARD.encode(&secret);
+    assert!(!text.contains(&secret), "the secret key is in the log");
+    assert!(!text.contains(&encoded), "the secret key is in the log, in base64");
+    eprintln!("{} JSON lines at trace level, {claim_lines} about the claim", text.lines().count());
+}

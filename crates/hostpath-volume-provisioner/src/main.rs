@@ -41,8 +41,8 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    init_logging();
     let mut args = Args::parse();
+    init_logging(args.controller.log_format);
     let node = args.node_name.clone().unwrap_or_else(hostname);
     // One instance per node: each node elects within its own Lease.
     if args.controller.leader_election_name.is_none() {

@@ -24,8 +24,8 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> Result<(), RunError> {
-    init_logging();
     let args = Args::parse();
+    init_logging(args.controller.log_format);
     // The Kubernetes side of owner credentials lives here, not in the backend.
     let cluster = Arc::new(KubeCluster::new(runtime::client(&args.controller).await?));
     let backend = S3Provisioner::new(cluster.clone())

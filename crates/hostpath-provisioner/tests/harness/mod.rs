@@ -38,6 +38,22 @@ impl Provisioner {
         kubeconfig: &Path,
         extra: &[&str],
     ) -> Provisioner {
+        let filter = std::env::var("PROVISIONER_LOG").ok();
+        let log = filter.is_some().then(Stdio::inherit).unwrap_or_else(Stdio::null);
+        let filter = filter.unwrap_or_else(|| "warn,kube_client::client::tls=error".into());
+        Self::start_logging(root, name, identity, s3_port, kubeconfig, extra, (&filter, log))
+    }
+
+    /// Starts the binary with `RUST_LOG` set to `filter` and its log written to `log`.
+    pub fn start_logging(
+        root: &Path,
+        name: &str,
+        identity: &str,
+        s3_port: u16,
+        kubeconfig: &Path,
+        extra: &[&str],
+        (filter, log): (&str, Stdio),
+    ) -> Provisioner {
         let metrics_port = free_port();
         let child = Command::new(env!("CARGO_BIN_EXE_hostpath-bucket-provisioner"))
             .arg(format!("--root={}", root.display()))
@@ -48,17 +64,9 @@ impl Provisioner {
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
             .arg(format!("--metrics-address=127.0.0.1:{metrics_port}"))
             .args(extra)
-            .env(
-                "RUST_LOG",
-                std::env::var("PROVISIONER_LOG")
-                    .unwrap_or_else(|_| "warn,kube_client::client::tls=error".into()),
-            )
-            // Logs go to stdout; shown only when asked for, since tests read nothing from it.
-            .stdout(if std::env::var_os("PROVISIONER_LOG").is_some() {
-                Stdio::inherit()
-            } else {
-                Stdio::null()
-            })
+            .env("RUST_LOG", filter)
+            // Logs go to stdout; shown only when asked for, unless the test reads them.
+            .stdout(log)
             .kill_on_drop(true)
             .spawn()
             .expect("starting hostpath-bucket-provisioner");
