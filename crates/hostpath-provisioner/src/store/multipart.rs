@@ -17,12 +17,12 @@ use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
 
 use super::checksum::{self, Checksum, ChecksumAlgorithm, ChecksumType, Hasher};
+use super::durable::{entries_of, fsync_dir, random_hex, remove_tree, unix_now, write_atomic};
 use super::objects::{COPY_BUF, CopySourceCheck, NewObject, Received};
 use super::usage::{Change, Writer};
 use super::{
     BucketStore, ChecksumCheck, ExpectedChecksum, ObjectAttrs, ObjectInfo, PutCheck, StoreError,
-    WriteCondition, entries_of, fsync_dir, random_hex, remove_tree, unix_now, validate_key,
-    write_atomic,
+    WriteCondition, validate_key,
 };
 
 /// S3's smallest part size, for every part but the last.

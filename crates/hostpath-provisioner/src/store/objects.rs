@@ -15,9 +15,10 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncWriteExt, BufWriter};
 
 use super::checksum::{self, Checksum, ChecksumCheck, ChecksumType, ExpectedChecksum, Hasher};
+use super::durable::{fsync_dir, random_hex, write_atomic};
 use super::names::validate_key;
 use super::usage::{Change, Existing, Writer};
-use super::{BucketStore, KeyPath, StoreError, fsync_dir, parse_key, random_hex, write_atomic};
+use super::{BucketStore, KeyPath, StoreError, parse_key};
 
 /// Chunk size for copies done by the store itself: bounds memory per request.
 pub(super) const COPY_BUF: usize = 1 << 20;

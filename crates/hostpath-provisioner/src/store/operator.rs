@@ -10,10 +10,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError};
 
-use super::{
-    BUCKETS_DIR, BucketRecord, BucketStore, StoreError, fsync_dir, remove_tree, unix_now,
-    validate_bucket_name,
-};
+use super::durable::{fsync_dir, remove_tree, unix_now};
+use super::{BUCKETS_DIR, BucketRecord, BucketStore, StoreError, validate_bucket_name};
 use crate::admin::AdminCredentials;
 
 /// Owner recorded on buckets created with the operator credential.

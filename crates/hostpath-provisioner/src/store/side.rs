@@ -20,9 +20,10 @@ use std::time::SystemTime;
 
 use md5::{Digest, Md5};
 
+use super::durable::{fsync_dir, write_atomic};
 use super::objects::{MetaFile, TempFile, mtime_ns};
 use super::usage::Existing;
-use super::{BucketStore, ObjectInfo, StoreError, fsync_dir, write_atomic};
+use super::{BucketStore, ObjectInfo, StoreError};
 
 /// Name of the side area inside a bucket's metadata directory (hash directories are two hex
 /// digits, so it never collides with one).
