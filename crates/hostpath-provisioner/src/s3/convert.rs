@@ -87,21 +87,22 @@ impl AttrsInput {
             metadata: self.metadata.unwrap_or_default().into_iter().collect(),
             cache_control: self.cache_control,
             content_disposition: self.content_disposition,
-            // aws-chunked only describes the transfer, never how the object is encoded.
-            content_encoding: self
-                .content_encoding
-                .map(|e| {
-                    e.split(',')
-                        .map(str::trim)
-                        .filter(|part| !part.eq_ignore_ascii_case("aws-chunked"))
-                        .collect::<Vec<_>>()
-                        .join(",")
-                })
-                .filter(|e| !e.is_empty()),
+            content_encoding: self.content_encoding.and_then(|e| without_aws_chunked(&e)),
             content_language: self.content_language,
             expires: rules::expires_text(self.expires.as_ref()),
         }
     }
+}
+
+/// A `Content-Encoding` as sent, less `aws-chunked`: that token only describes the transfer,
+/// never how the object is encoded; the rest is kept byte for byte.
+fn without_aws_chunked(encoding: &str) -> Option<String> {
+    let is_transfer = |token: &str| token.trim().eq_ignore_ascii_case("aws-chunked");
+    if !encoding.split(',').any(is_transfer) {
+        return Some(encoding.to_owned()).filter(|e| !e.is_empty());
+    }
+    let kept: Vec<&str> = encoding.split(',').filter(|token| !is_transfer(token)).collect();
+    Some(kept.join(",").trim().to_owned()).filter(|e| !e.is_empty())
 }
 
 macro_rules! attrs_input {

@@ -18,6 +18,7 @@ mod front;
 mod handlers;
 mod rules;
 mod server;
+mod spool;
 
 pub use auth::{BucketAccess, KeyAuth};
 pub use front::{Endpoint, MAX_CLOCK_SKEW, MAX_PRESIGNED_EXPIRY_SECS, RequestId};

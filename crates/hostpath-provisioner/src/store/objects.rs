@@ -356,6 +356,23 @@ impl BucketStore {
         Ok((TempFile { path, keep: false }, file))
     }
 
+    /// A new file in `.provisioner/tmp` with no name: removed as soon as it is opened, so that
+    /// its space comes back when it is closed, even after a crash.
+    pub async fn scratch_file(&self) -> Result<File, StoreError> {
+        self.blocking(|store| {
+            let path = store.inner.state_dir().join("tmp").join(random_hex(16));
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)?;
+            fs::remove_file(&path)?;
+            Ok(file)
+        })
+        .await
+    }
+
     /// Moves a complete temporary file into place as `key`, metadata first so that the data
     /// never appears without it. `condition` is checked under the key's lock, so that no
     /// other write of the key can come between the check and the rename, and so is the

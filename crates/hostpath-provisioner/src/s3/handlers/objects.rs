@@ -70,7 +70,7 @@ impl HostPathS3 {
             if_modified_since: input.if_modified_since.as_ref(),
             if_unmodified_since: input.if_unmodified_since.as_ref(),
         }
-        .check(&info, S3ErrorCode::NotModified)?;
+        .check_read(&info)?;
         let served = served_part(&info, input.range.as_ref(), input.part_number)?;
         let (start, end) = (served.start, served.end);
         let body = match file {
@@ -146,7 +146,7 @@ impl HostPathS3 {
             if_modified_since: input.if_modified_since.as_ref(),
             if_unmodified_since: input.if_unmodified_since.as_ref(),
         }
-        .check(&info, S3ErrorCode::NotModified)?;
+        .check_read(&info)?;
         let served = served_part(&info, input.range.as_ref(), input.part_number)?;
         let checksum_enabled =
             input.checksum_mode.as_ref().is_some_and(|m| m.as_str() == ChecksumMode::ENABLED);
@@ -180,7 +180,14 @@ impl HostPathS3 {
     ) -> S3Result<S3Response<GetObjectAttributesOutput>> {
         let input = req.input;
         let info = self.store.head_object(&input.bucket, &input.key).await.map_err(s3_err)?;
-        let wants = |name: &str| input.object_attributes.iter().any(|a| a.as_str() == name);
+        // One header per attribute, or one comma-separated header as most clients send.
+        let wants = |name: &str| {
+            input
+                .object_attributes
+                .iter()
+                .flat_map(|a| a.as_str().split(','))
+                .any(|a| a.trim() == name)
+        };
         let mut output = GetObjectAttributesOutput {
             last_modified: Some(timestamp(info.last_modified)),
             ..Default::default()
@@ -371,7 +378,7 @@ fn served_part(info: &ObjectInfo, range: Option<&Range>, part: Option<i32>) -> S
                     S3ErrorCode::Custom("InvalidPartNumber".into()),
                     "The requested partnumber is not satisfiable",
                 );
-                e.set_status_code(http::StatusCode::RANGE_NOT_SATISFIABLE);
+                e.set_status_code(http::StatusCode::BAD_REQUEST);
                 e
             };
             let index = usize::try_from(number).ok().and_then(|n| n.checked_sub(1));
