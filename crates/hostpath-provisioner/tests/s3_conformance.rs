@@ -6,9 +6,15 @@ mod common;
 use std::time::SystemTime;
 
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, ObjectAttributes};
-use common::{RawResponse, Server, code, pattern};
-use hostpath_provisioner::AccessKey;
+use aws_sdk_s3::types::{
+    BucketLocationConstraint, CompletedMultipartUpload, CompletedPart, CreateBucketConfiguration,
+    ObjectAttributes,
+};
+use common::{RawResponse, Server, client_for, client_in_region, code, pattern};
+use hostpath_provisioner::{AccessKey, AdminCredentials};
+
+const ADMIN_ID: &str = "OPERATORCONFORM1";
+const ADMIN_SECRET: &str = "operator-secret-conformance-01";
 
 /// The HTTP status of a failed SDK call.
 fn status<E>(
@@ -96,6 +102,13 @@ fn request_head(server: &Server, method: &str, path: &str, headers: &[(String, S
     }
     head.push_str("Connection: close\r\n\r\n");
     head
+}
+
+async fn start_with_admin(root: &std::path::Path) -> (Server, aws_sdk_s3::Client) {
+    let server = Server::start(root).await;
+    server.store.set_admin(Some(AdminCredentials::new(ADMIN_ID, ADMIN_SECRET).unwrap()));
+    let admin = client_for(server.addr, ADMIN_ID, ADMIN_SECRET);
+    (server, admin)
 }
 
 #[tokio::test]
@@ -376,3 +389,151 @@ fn sign_streaming(
     instructions.headers().map(|(n, v)| (n.to_owned(), v.to_owned())).collect()
 }
 
+#[tokio::test]
+async fn list_buckets_pages_by_max_buckets_continuation_token_and_prefix() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (server, admin) = start_with_admin(tmp.path()).await;
+    let names = ["logs-a", "logs-b", "logs-c", "photos-a", "photos-b"];
+    for name in names {
+        admin.create_bucket().bucket(name).send().await.unwrap();
+    }
+
+    let mut seen = Vec::new();
+    let mut token = None;
+    loop {
+        let page = admin
+            .list_buckets()
+            .max_buckets(2)
+            .set_continuation_token(token.clone())
+            .send()
+            .await
+            .unwrap();
+        assert!(page.buckets().len() <= 2);
+        seen.extend(page.buckets().iter().map(|b| b.name().unwrap().to_owned()));
+        token = page.continuation_token().map(str::to_owned);
+        if token.is_none() {
+            break;
+        }
+    }
+    assert_eq!(seen, names);
+
+    let logs = admin.list_buckets().prefix("logs-").send().await.unwrap();
+    let listed: Vec<_> = logs.buckets().iter().map(|b| b.name().unwrap()).collect();
+    assert_eq!(listed, ["logs-a", "logs-b", "logs-c"]);
+    assert_eq!(logs.prefix(), Some("logs-"));
+    let page = admin.list_buckets().prefix("photos-").max_buckets(1).send().await.unwrap();
+    assert_eq!(page.buckets()[0].name(), Some("photos-a"));
+    let rest = admin
+        .list_buckets()
+        .prefix("photos-")
+        .continuation_token(page.continuation_token().unwrap())
+        .send()
+        .await
+        .unwrap();
+    let listed: Vec<_> = rest.buckets().iter().map(|b| b.name().unwrap()).collect();
+    assert_eq!(listed, ["photos-b"]);
+    assert_eq!(rest.continuation_token(), None);
+
+    let err = admin.list_buckets().max_buckets(0).send().await.unwrap_err();
+    assert_eq!(code(&err), "InvalidArgument");
+    drop(server);
+}
+
+#[tokio::test]
+async fn location_constraints_are_answered_as_s3_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (server, admin) = start_with_admin(tmp.path()).await;
+    let in_eu = client_in_region(server.addr, ADMIN_ID, ADMIN_SECRET, "eu-west-1");
+    let constraint = |c: BucketLocationConstraint| {
+        CreateBucketConfiguration::builder().location_constraint(c).build()
+    };
+    let location = |client: aws_sdk_s3::Client, bucket: &'static str| async move {
+        let out = client.get_bucket_location().bucket(bucket).send().await.unwrap();
+        out.location_constraint().map(|c| c.as_str().to_owned())
+    };
+
+    // The default region: no constraint, shown as none; us-east-1 named is not a constraint.
+    admin.create_bucket().bucket("default-one").send().await.unwrap();
+    assert_eq!(location(admin.clone(), "default-one").await.unwrap_or_default(), "");
+    let err = admin
+        .create_bucket()
+        .bucket("named-us-east-1")
+        .create_bucket_configuration(constraint(BucketLocationConstraint::from("us-east-1")))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!((code(&err).as_str(), status(&err)), ("InvalidLocationConstraint", Some(400)));
+    // The default region's endpoint creates buckets for other regions.
+    admin
+        .create_bucket()
+        .bucket("from-default")
+        .create_bucket_configuration(constraint(BucketLocationConstraint::EuWest1))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(location(admin.clone(), "from-default").await.as_deref(), Some("eu-west-1"));
+    assert_eq!(location(in_eu.clone(), "from-default").await.as_deref(), Some("eu-west-1"));
+
+    // A regional endpoint: its own region named, nothing else (not even the unspecified one).
+    in_eu
+        .create_bucket()
+        .bucket("in-eu")
+        .create_bucket_configuration(constraint(BucketLocationConstraint::EuWest1))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(location(in_eu.clone(), "in-eu").await.as_deref(), Some("eu-west-1"));
+    assert_eq!(location(admin.clone(), "in-eu").await.as_deref(), Some("eu-west-1"));
+    for configuration in [None, Some(constraint(BucketLocationConstraint::UsWest2))] {
+        let err = in_eu
+            .create_bucket()
+            .bucket("not-in-eu")
+            .set_create_bucket_configuration(configuration)
+            .send()
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (code(&err).as_str(), status(&err)),
+            ("IllegalLocationConstraintException", Some(400))
+        );
+    }
+    assert!(!tmp.path().join("buckets/not-in-eu").exists());
+    assert!(!tmp.path().join("buckets/named-us-east-1").exists());
+}
+
+#[tokio::test]
+async fn creating_a_bucket_another_key_owns_is_bucket_already_exists() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(tmp.path()).await;
+    let mine = server.bucket_with_key("mine", "obc-m").await;
+    let theirs = server.bucket_with_key("theirs", "obc-t").await;
+    let s3 = server.client(&mine);
+
+    let err = s3.create_bucket().bucket("theirs").send().await.unwrap_err();
+    assert_eq!((code(&err).as_str(), status(&err)), ("BucketAlreadyExists", Some(409)));
+    // Claim keys still create nothing.
+    let err = s3.create_bucket().bucket("fresh").send().await.unwrap_err();
+    assert_eq!((code(&err).as_str(), status(&err)), ("AccessDenied", Some(403)));
+    assert!(!tmp.path().join("buckets/fresh").exists());
+    // Its own bucket, elsewhere than the default region: already owned, nothing changed.
+    let in_eu =
+        client_in_region(server.addr, &mine.access_key_id, &mine.secret_access_key, "eu-west-1");
+    let err = in_eu
+        .create_bucket()
+        .bucket("mine")
+        .create_bucket_configuration(
+            CreateBucketConfiguration::builder()
+                .location_constraint(BucketLocationConstraint::EuWest1)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!((code(&err).as_str(), status(&err)), ("BucketAlreadyOwnedByYou", Some(409)));
+    // Deleting stays the operator's.
+    let err = server.client(&theirs).delete_bucket().bucket("mine").send().await.unwrap_err();
+    assert_eq!(status(&err), Some(403));
+    let err = s3.delete_bucket().bucket("mine").send().await.unwrap_err();
+    assert_eq!(status(&err), Some(403));
+    assert!(tmp.path().join("buckets/mine").exists());
+}

@@ -92,8 +92,24 @@ impl S3Access for BucketAccess {
             return rules::refuse_encryption(cx.headers());
         }
         // Decided by operation before the bucket: a claim key may not create or delete even
-        // the bucket it was issued for.
+        // the bucket it was issued for. Creating one that exists is answered as S3 does, by
+        // whose it is; nothing is created either way.
         if OPERATOR_ONLY.contains(&cx.s3_op().name()) {
+            let bucket = cx.s3_path().get_bucket_name();
+            if cx.s3_op().name() == "CreateBucket"
+                && let Some(bucket) = bucket
+                && self.store.bucket_exists(bucket).unwrap_or(false)
+            {
+                return match self.allow(credentials, bucket) {
+                    Ok(()) => rules::refuse_encryption(cx.headers()),
+                    Err(_) => Err(s3_error!(
+                        BucketAlreadyExists,
+                        "The requested bucket name is not available. The bucket namespace is \
+                         shared by all users of the system. Please select a different name and \
+                         try again."
+                    )),
+                };
+            }
             return Err(s3_error!(
                 AccessDenied,
                 "only the operator credential may create or delete buckets"

@@ -228,6 +228,33 @@ impl ReadConditions<'_> {
     }
 }
 
+/// The region requests are taken for when they name none, and S3's default one.
+pub const DEFAULT_REGION: &str = "us-east-1";
+
+/// Where CreateBucket puts a bucket, as S3 decides it from the region the request is signed
+/// for (`here`) and the `LocationConstraint` sent: the default region's endpoint creates buckets
+/// for any other region (it is named by sending no constraint); a regional endpoint only for its
+/// own region, which must be named. `None` is the default region.
+pub fn bucket_location(here: &str, constraint: Option<String>) -> S3Result<Option<String>> {
+    let incompatible = |named: &str| {
+        s3_error!(
+            IllegalLocationConstraintException,
+            "The {named} location constraint is incompatible for the region specific endpoint \
+             this request was sent to."
+        )
+    };
+    match constraint {
+        Some(c) if c == DEFAULT_REGION => Err(s3_error!(
+            InvalidLocationConstraint,
+            "The specified location-constraint is not valid"
+        )),
+        Some(c) if here == DEFAULT_REGION || c == here => Ok(Some(c)),
+        Some(c) => Err(incompatible(&c)),
+        None if here == DEFAULT_REGION => Ok(None),
+        None => Err(incompatible("unspecified")),
+    }
+}
+
 /// The conditional-write headers of PutObject and CompleteMultipartUpload.
 pub fn write_condition(
     if_match: Option<&ETagCondition>,

@@ -438,6 +438,7 @@ impl BucketStore {
             creator: Some(creator.user_id.to_owned()),
             delete_with_claim: creator.delete_with_claim,
             quota: Quota::default(),
+            location: None,
         };
         tx.put_bucket(record.clone());
         Ok(record)

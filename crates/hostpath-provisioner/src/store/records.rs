@@ -34,6 +34,10 @@ pub struct BucketRecord {
     /// Limits on everything the bucket holds, set by the claim that created it.
     #[serde(default, skip_serializing_if = "Quota::is_unlimited")]
     pub quota: Quota,
+    /// The region the operator created the bucket for (its `LocationConstraint`); `None` for
+    /// the default region and for claims' buckets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
 }
 
 /// The claim a bucket is created for, as the store records it.

@@ -4,8 +4,12 @@ use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, s3_error};
 
 use super::HostPathS3;
-use crate::s3::convert::{owner_of_req, s3_err, timestamp};
+use crate::s3::convert::{decode_token, owner_of_req, s3_err, timestamp};
+use crate::s3::rules::{self, DEFAULT_REGION};
 use crate::store::StoreError;
+
+/// Most buckets one ListBuckets page returns, as in S3.
+const MAX_BUCKETS: i32 = 10_000;
 
 impl HostPathS3 {
     pub(super) async fn list_buckets(
@@ -30,7 +34,27 @@ impl HostPathS3 {
             }
             None => return Err(s3_error!(AccessDenied)),
         };
-        let buckets = names
+        let input = req.input;
+        let prefix = input.prefix.unwrap_or_default();
+        let after = input.continuation_token.as_deref().map(decode_token).transpose()?;
+        let max = match input.max_buckets {
+            None => MAX_BUCKETS,
+            Some(n) if (1..=MAX_BUCKETS).contains(&n) => n,
+            Some(_) => {
+                return Err(s3_error!(InvalidArgument, "max-buckets must be between 1 and 10000"));
+            }
+        };
+        let mut rest = names
+            .into_iter()
+            .filter(|name| {
+                name.starts_with(&prefix) && after.as_ref().is_none_or(|after| name > after)
+            })
+            .peekable();
+        let page: Vec<String> = rest.by_ref().take(usize::try_from(max).unwrap_or(0)).collect();
+        let more = rest.peek().is_some();
+        let continuation_token =
+            more.then(|| page.last().map(|name| hex::encode(name.as_bytes()))).flatten();
+        let buckets = page
             .into_iter()
             .map(|name| Bucket {
                 creation_date: Some(timestamp(self.created(&name))),
@@ -41,7 +65,8 @@ impl HostPathS3 {
         Ok(S3Response::new(ListBucketsOutput {
             buckets: Some(buckets),
             owner: Some(owner),
-            ..Default::default()
+            continuation_token,
+            prefix: Some(prefix).filter(|p| !p.is_empty()),
         }))
     }
 
@@ -49,8 +74,12 @@ impl HostPathS3 {
         &self,
         req: S3Request<CreateBucketInput>,
     ) -> S3Result<S3Response<CreateBucketOutput>> {
-        self.require_admin(&req)?;
-        let region = req.region.as_ref().map(|r| r.as_str().to_owned());
+        // Past the access check, a claim key only gets here for a bucket it already has.
+        let operator = self.require_admin(&req).is_ok();
+        if !operator {
+            self.require_own_existing_bucket(&req, &req.input.bucket)?;
+        }
+        let here = req.region.as_ref().map_or(DEFAULT_REGION, |r| r.as_str()).to_owned();
         let input = req.input;
         if input.object_lock_enabled_for_bucket == Some(true) {
             return Err(s3_error!(NotImplemented, "object lock is not supported"));
@@ -61,22 +90,19 @@ impl HostPathS3 {
             .create_bucket_configuration
             .as_ref()
             .and_then(|c| c.location_constraint.as_ref())
-            .map(|c| c.as_str().to_owned());
-        let here = region.unwrap_or_else(|| "us-east-1".to_owned());
-        if let Some(constraint) = constraint.filter(|c| !c.is_empty())
-            && constraint != here
-        {
-            return Err(s3_error!(
-                IllegalLocationConstraintException,
-                "The {constraint} location constraint is incompatible for the region \
-                 specific endpoint this request was sent to."
-            ));
-        }
-        match self.store.create_operator_bucket(&input.bucket).await {
+            .map(|c| c.as_str().to_owned())
+            .filter(|c| !c.is_empty());
+        let location = rules::bucket_location(&here, constraint)?;
+        let created = if operator {
+            self.store.create_operator_bucket(&input.bucket, location.as_deref()).await
+        } else {
+            Err(StoreError::BucketAlreadyOwnedByYou(input.bucket.clone()))
+        };
+        match created {
             Ok(_) => {}
             // S3's legacy rule in us-east-1: creating again a bucket one owns answers 200 (and
             // changes nothing here); every other region answers BucketAlreadyOwnedByYou.
-            Err(StoreError::BucketAlreadyOwnedByYou(_)) if here == "us-east-1" => {}
+            Err(StoreError::BucketAlreadyOwnedByYou(_)) if here == DEFAULT_REGION => {}
             Err(e) => return Err(s3_err(e)),
         }
         Ok(S3Response::new(CreateBucketOutput { location: Some(format!("/{}", input.bucket)) }))
@@ -103,13 +129,18 @@ impl HostPathS3 {
         &self,
         req: S3Request<GetBucketLocationInput>,
     ) -> S3Result<S3Response<GetBucketLocationOutput>> {
-        self.require_bucket(&req.input.bucket)?;
-        // us-east-1 is shown as an empty constraint, as S3 does.
-        let constraint = req
-            .region
-            .as_ref()
-            .map(|r| r.as_str().to_owned())
-            .filter(|r| r != "us-east-1" && !r.is_empty())
+        let bucket = &req.input.bucket;
+        self.require_bucket(bucket)?;
+        let location = match self.store.bucket_record(bucket) {
+            // The operator's buckets are where they were created for.
+            Some(record) if !record.created_by_provisioner => record.location,
+            // Claims' buckets (and buckets made by hand) are in the region clients are given,
+            // which is the one they sign for.
+            _ => req.region.as_ref().map(|r| r.as_str().to_owned()),
+        };
+        // The default region is shown as an empty constraint, as S3 does.
+        let constraint = location
+            .filter(|r| r != DEFAULT_REGION && !r.is_empty())
             .map(BucketLocationConstraint::from);
         Ok(S3Response::new(GetBucketLocationOutput { location_constraint: constraint }))
     }

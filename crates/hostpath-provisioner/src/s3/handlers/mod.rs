@@ -49,6 +49,17 @@ impl HostPathS3 {
         }
     }
 
+    /// Lets a claim key through only for `bucket` when it exists and the key reaches it: the
+    /// one CreateBucket a claim key may send, answered as to an owner creating it again.
+    fn require_own_existing_bucket<T>(&self, req: &S3Request<T>, bucket: &str) -> S3Result<()> {
+        let key = req.credentials.as_ref().and_then(|c| self.store.lookup_key(&c.access_key));
+        let exists = self.store.bucket_exists(bucket).map_err(s3_err)?;
+        match key {
+            Some(key) if exists && key.allows(bucket) => Ok(()),
+            _ => Err(s3_error!(AccessDenied, "only the operator credential may create buckets")),
+        }
+    }
+
     /// `NoSuchBucket` unless `bucket` exists.
     fn require_bucket(&self, bucket: &str) -> S3Result<()> {
         if self.store.bucket_exists(bucket).map_err(s3_err)? {
