@@ -255,26 +255,30 @@ impl HostPathS3 {
         let marker_listed =
             id_marker.as_ref().is_some_and(|id| all.iter().any(|u| u.upload_id == *id));
         let mut past_marker = false;
+        // The last entry returned, upload or common prefix: where the next page starts.
+        let mut last: Option<(String, Option<String>)> = None;
         for upload in all.into_iter().filter(|u| u.key.starts_with(&prefix)) {
-            let after = match &id_marker {
-                Some(id) if upload.key == key_marker && marker_listed => {
-                    let after = past_marker;
-                    past_marker |= upload.upload_id == *id;
-                    after
-                }
-                Some(id) => {
-                    upload.key > key_marker || (upload.key == key_marker && upload.upload_id > *id)
-                }
-                None => upload.key > key_marker,
-            };
-            if !after {
-                continue;
-            }
             let rolled = delimiter.as_deref().and_then(|d| {
                 upload.key[prefix.len()..]
                     .find(d)
                     .map(|at| upload.key[..prefix.len() + at + d.len()].to_owned())
             });
+            let after = match (&rolled, &id_marker) {
+                // A common prefix up to the marker was returned before (or lies before it).
+                (Some(common), _) => *common > key_marker,
+                (None, Some(id)) if upload.key == key_marker && marker_listed => {
+                    let after = past_marker;
+                    past_marker |= upload.upload_id == *id;
+                    after
+                }
+                (None, Some(id)) => {
+                    upload.key > key_marker || (upload.key == key_marker && upload.upload_id > *id)
+                }
+                (None, None) => upload.key > key_marker,
+            };
+            if !after {
+                continue;
+            }
             if let Some(common) = &rolled
                 && prefixes.last() == Some(common)
             {
@@ -285,12 +289,17 @@ impl HostPathS3 {
                 break;
             }
             match rolled {
-                Some(common) => prefixes.push(common),
-                None => uploads.push(upload),
+                Some(common) => {
+                    last = Some((common.clone(), None));
+                    prefixes.push(common);
+                }
+                None => {
+                    last = Some((upload.key.clone(), Some(upload.upload_id.clone())));
+                    uploads.push(upload);
+                }
             }
         }
-        let next_key = uploads.last().map(|u| u.key.clone());
-        let next_id = uploads.last().map(|u| u.upload_id.clone());
+        let (next_key, next_id) = last.filter(|_| truncated).unzip();
         let list = uploads
             .into_iter()
             .map(|u| MultipartUpload {
@@ -321,8 +330,8 @@ impl HostPathS3 {
             upload_id_marker: Some(input.upload_id_marker.unwrap_or_default()),
             max_uploads: Some(input.max_uploads.unwrap_or(MAX_KEYS)),
             is_truncated: Some(truncated),
-            next_key_marker: if truncated { next_key.map(|k| encode_if(url, &k)) } else { None },
-            next_upload_id_marker: if truncated { next_id } else { None },
+            next_key_marker: next_key.map(|k| encode_if(url, &k)),
+            next_upload_id_marker: next_id.flatten(),
             uploads: Some(list),
             common_prefixes: (!common_prefixes.is_empty()).then_some(common_prefixes),
             encoding_type: input.encoding_type,
