@@ -5,7 +5,12 @@
 //! runs ([`BucketAccess`]): a claim key only on the bucket(s) it was issued for, never for
 //! CreateBucket or DeleteBucket; the operator key (see [`crate::admin`]) on everything. Bodies
 //! are streamed between the socket and the files in both directions; no object is ever held
-//! whole in memory.
+//! whole in memory (a PUT sent without a length is first written to an unnamed scratch file,
+//! see `spool`).
+//!
+//! The jobs, a file each: `server` (the HTTP server and the service it runs), `auth` (keys and
+//! who may do what), `convert` (between `s3s`'s types and the store's), `handlers` (the
+//! operations, a file per family: buckets, ACLs, listings, objects, multipart uploads).
 //!
 //! In front of `s3s`, [`Endpoint`] adds request ids and the request-time rules `s3s` leaves
 //! out (SigV2 clock skew, the one-week limit of presigned URLs, SigV2 bucket-level resources);
