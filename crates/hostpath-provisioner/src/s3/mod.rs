@@ -18,6 +18,7 @@
 //! sent, preconditions, the private-only ACLs and the refusal of server-side encryption.
 
 mod auth;
+mod body;
 mod convert;
 mod front;
 mod handlers;

@@ -729,10 +729,9 @@ impl BucketStore {
         &self,
         bucket: &str,
         key: &str,
-    ) -> Result<(ObjectInfo, Option<tokio::fs::File>), StoreError> {
+    ) -> Result<(ObjectInfo, Option<File>), StoreError> {
         let (bucket, key) = (bucket.to_owned(), key.to_owned());
-        let (info, file) = self.blocking(move |store| store.open_blocking(&bucket, &key)).await?;
-        Ok((info, file.map(tokio::fs::File::from_std)))
+        self.blocking(move |store| store.open_blocking(&bucket, &key)).await
     }
 
     /// The info of `key`, as [`open_object`](Self::open_object) without the file.

@@ -1,19 +1,13 @@
 //! Object operations: writing, reading, describing, deleting and copying one object.
 
-use std::io;
-
 use s3s::dto::*;
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result, s3_error};
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
-use tokio_util::io::ReaderStream;
 
 use super::HostPathS3;
+use crate::s3::body::ObjectBody;
 use crate::s3::convert::*;
 use crate::s3::rules;
 use crate::store::{Checksum, ChecksumType, ObjectInfo};
-
-/// Read size when streaming an object to a client.
-const READ_CHUNK: usize = 64 * 1024;
 
 impl HostPathS3 {
     pub(super) async fn put_object(
@@ -73,17 +67,7 @@ impl HostPathS3 {
         .check_read(&info)?;
         let served = served_part(&info, input.range.as_ref(), input.part_number)?;
         let (start, end) = (served.start, served.end);
-        let body = match file {
-            Some(mut file) => {
-                if start > 0 {
-                    file.seek(io::SeekFrom::Start(start)).await.map_err(|e| s3_err(e.into()))?;
-                }
-                // Streamed in fixed-size reads, only the requested range.
-                let reader = file.take(end - start);
-                Some(StreamingBlob::wrap(ReaderStream::with_capacity(reader, READ_CHUNK)))
-            }
-            None => None,
-        };
+        let body = file.map(|file| StreamingBlob::new(ObjectBody::new(file, start..end)));
         let content_range = served
             .partial
             .then(|| format!("bytes {start}-{}/{}", end.saturating_sub(1), info.size));
