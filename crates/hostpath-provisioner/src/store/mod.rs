@@ -37,6 +37,7 @@
 //! reading, writing or deleting through one is refused.
 
 mod checksum;
+mod dir_cache;
 mod durable;
 mod error;
 mod list;
@@ -112,6 +113,8 @@ struct Inner {
     upload_locks: Vec<Mutex<()>>,
     /// Usage and quotas of every bucket, by bucket name.
     meters: RwLock<HashMap<String, Arc<usage::Meter>>>,
+    /// Sorted entries of large directories, so that listing pages need not read them again.
+    dir_cache: dir_cache::DirCache,
 }
 
 impl Drop for Inner {
@@ -170,6 +173,7 @@ impl BucketStore {
                 key_locks: stripes(),
                 upload_locks: stripes(),
                 meters: RwLock::default(),
+                dir_cache: dir_cache::DirCache::default(),
             }),
         };
         store.load_meters()?;
