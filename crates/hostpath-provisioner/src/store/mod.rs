@@ -37,12 +37,14 @@
 //! reading, writing or deleting through one is refused.
 
 mod checksum;
+mod commit;
 mod dir_cache;
 mod durable;
 mod error;
 mod list;
 mod multipart;
 mod names;
+mod object_meta;
 mod objects;
 mod operator;
 mod records;
@@ -61,7 +63,7 @@ pub use error::StoreError;
 pub use list::{ListPage, ListQuery};
 pub use multipart::{CompleteRequest, CompletedPartSpec, PartInfo, UploadInfo};
 pub use names::{KeyPath, MAX_KEY_LEN, parse_key, validate_bucket_name, validate_key};
-pub use objects::{
+pub use object_meta::{
     CopySourceCheck, ObjectAttrs, ObjectInfo, PutCheck, WriteCondition, etag_matches,
 };
 pub use operator::OPERATOR_OWNER;

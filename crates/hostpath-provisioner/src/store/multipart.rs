@@ -18,7 +18,8 @@ use serde::{Deserialize, Serialize};
 
 use super::checksum::{self, Checksum, ChecksumAlgorithm, ChecksumType, Hasher};
 use super::durable::{entries_of, fsync_dir, random_hex, remove_tree, unix_now, write_atomic};
-use super::objects::{COPY_BUF, CopySourceCheck, NewObject, Received};
+use super::object_meta::{CopySourceCheck, NewObject, Received};
+use super::objects::COPY_BUF;
 use super::usage::{Change, Writer};
 use super::{
     BucketStore, ChecksumCheck, ExpectedChecksum, ObjectAttrs, ObjectInfo, PutCheck, StoreError,

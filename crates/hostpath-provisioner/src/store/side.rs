@@ -20,8 +20,9 @@ use std::time::SystemTime;
 
 use md5::{Digest, Md5};
 
+use super::commit::TempFile;
 use super::durable::{fsync_dir, write_atomic};
-use super::objects::{MetaFile, TempFile, mtime_ns};
+use super::object_meta::{MetaFile, mtime_ns};
 use super::usage::Existing;
 use super::{BucketStore, ObjectInfo, StoreError};
 
