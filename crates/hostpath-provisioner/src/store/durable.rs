@@ -1,11 +1,12 @@
 //! Files that survive a crash: written beside their place, synced, renamed into it, their
 //! directory synced; and the names and times written into them.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::{LazyLock, Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rand::Rng;
@@ -171,4 +172,45 @@ pub(super) fn random_hex(bytes: usize) -> String {
 
 pub(super) fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// Directories made whose names are not yet synced in their parents.
+static UNSYNCED_DIRS: LazyLock<Mutex<HashSet<PathBuf>>> = LazyLock::new(Mutex::default);
+
+fn unsynced() -> std::sync::MutexGuard<'static, HashSet<PathBuf>> {
+    UNSYNCED_DIRS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Makes the directory `path` (its parent exists) and syncs its name in its parent, so that
+/// whatever is later synced inside it is still reachable after a crash. Fails with
+/// `AlreadyExists` when something is there already.
+pub(super) fn create_dir_durably(path: &Path) -> io::Result<()> {
+    unsynced().insert(path.to_owned());
+    let made = fs::create_dir(path).and_then(|()| fsync_dir(path.parent().unwrap_or(path)));
+    unsynced().remove(path);
+    made
+}
+
+/// For a directory found in place: when another writer made it a moment ago and has not synced
+/// its name yet, syncs it now rather than rely on a name that a crash could still take away.
+pub(super) fn settle_dir(path: &Path) -> io::Result<()> {
+    let pending = unsynced().contains(path);
+    if pending { fsync_dir(path.parent().unwrap_or(path)) } else { Ok(()) }
+}
+
+/// [`create_dir_durably`] for `path` and each missing directory above it, top down.
+pub(super) fn create_dir_all_durably(path: &Path) -> io::Result<()> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => return settle_dir(path),
+        Ok(_) => return Err(io::Error::other(format!("{} is not a directory", path.display()))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    if let Some(parent) = path.parent() {
+        create_dir_all_durably(parent)?;
+    }
+    match create_dir_durably(path) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => settle_dir(path),
+        made => made,
+    }
 }

@@ -17,7 +17,9 @@ use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
 
 use super::checksum::{self, Checksum, ChecksumAlgorithm, ChecksumType, Hasher};
-use super::durable::{entries_of, fsync_dir, random_hex, remove_tree, unix_now, write_atomic};
+use super::durable::{
+    create_dir_all_durably, entries_of, fsync_dir, random_hex, remove_tree, unix_now, write_atomic,
+};
 use super::object_meta::{CopySourceCheck, NewObject, Received};
 use super::objects::COPY_BUF;
 use super::usage::{Change, Writer};
@@ -148,7 +150,7 @@ impl BucketStore {
             store.bucket_dir(&bucket)?;
             let id = random_hex(16);
             let dir = store.upload_dir(&bucket, &id)?;
-            fs::create_dir_all(&dir)?;
+            create_dir_all_durably(&dir)?;
             let upload = UploadFile {
                 key,
                 attrs,

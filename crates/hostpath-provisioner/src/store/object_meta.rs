@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::checksum::{Checksum, ChecksumCheck};
 use super::commit::TempFile;
-use super::durable::write_atomic;
+use super::durable::{create_dir_all_durably, write_atomic};
 use super::usage::Change;
 use super::{BucketStore, StoreError};
 
@@ -240,7 +240,7 @@ impl BucketStore {
     pub(super) fn write_meta(&self, bucket: &str, meta: &MetaFile) -> Result<(), StoreError> {
         let path = self.meta_path(bucket, &meta.key);
         if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir)?;
+            create_dir_all_durably(dir)?;
         }
         let bytes = serde_json::to_vec(meta).map_err(io::Error::other)?;
         write_atomic(&path, &bytes, 0o600)?;

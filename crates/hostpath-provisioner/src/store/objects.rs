@@ -14,6 +14,7 @@ use tokio::io::{AsyncWriteExt, BufWriter};
 
 use super::checksum::{self, Checksum, ChecksumCheck, ChecksumType, ExpectedChecksum, Hasher};
 use super::commit::remove_if_exists;
+use super::durable::{create_dir_durably, settle_dir};
 use super::names::validate_key;
 use super::object_meta::{CopySourceCheck, NewObject, ObjectAttrs, ObjectInfo, PutCheck, Received};
 use super::usage::{Change, Writer};
@@ -449,16 +450,17 @@ impl BucketStore {
     }
 }
 
-/// Makes one directory on the way to `key`, refusing a symlink or a file in its place.
+/// Makes one directory on the way to `key` (its name synced, see `durable`), refusing a symlink
+/// or a file in its place.
 pub(super) fn make_dir_checked(path: &Path, key: &str) -> Result<(), StoreError> {
     for _ in 0..2 {
         match fs::symlink_metadata(path) {
-            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(m) if m.is_dir() => return Ok(settle_dir(path)?),
             Ok(m) if m.file_type().is_symlink() => {
                 return Err(StoreError::Symlink(key.to_owned()));
             }
             Ok(_) => return Err(StoreError::KeyConflict(key.to_owned())),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => match fs::create_dir(path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => match create_dir_durably(path) {
                 Ok(()) => return Ok(()),
                 // Made concurrently: look again at what it is.
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
