@@ -30,6 +30,8 @@ impl HostPathS3 {
                         names.push(name);
                     }
                 }
+                // Pages resume by name.
+                names.sort_unstable();
                 names
             }
             None => return Err(s3_error!(AccessDenied)),
