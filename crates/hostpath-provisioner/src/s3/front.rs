@@ -16,6 +16,7 @@ use s3s::service::S3Service;
 use s3s::{Body, HttpError, HttpResponse, S3Error, S3ErrorCode, s3_error};
 use subtle::ConstantTimeEq;
 
+use super::spool;
 use crate::store::BucketStore;
 
 /// Largest difference between a signed request's time and ours that S3 accepts.
@@ -52,6 +53,16 @@ impl Endpoint {
         }
         date_as_amz_date(req.headers_mut());
         self.bucket_root_for_sig_v2(&mut req);
+        if spool::needs_length(&req, &self.store) {
+            req = match spool::with_length(req, &self.store).await {
+                Ok(req) => req,
+                Err(mut e) => {
+                    e.set_request_id(id.clone());
+                    let response = e.to_http_response().map_err(|e| HttpError::new(Box::new(e)))?;
+                    return Ok(with_request_id(response, &id));
+                }
+            };
+        }
         req.extensions_mut().insert(RequestId(id.clone()));
         let response = self.s3.call(req).await?;
         Ok(with_request_id(response, &id))

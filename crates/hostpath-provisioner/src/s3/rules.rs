@@ -4,6 +4,7 @@
 use std::time::SystemTime;
 
 use http::HeaderMap;
+use http::header::{CONTENT_TYPE, ETAG, HeaderValue, LAST_MODIFIED};
 use s3s::dto::{ETagCondition, Grantee, Owner, Permission, Timestamp, TimestampFormat};
 use s3s::{S3Error, S3ErrorCode, S3Result, TrailingHeaders, s3_error};
 
@@ -201,6 +202,56 @@ impl ReadConditions<'_> {
                 }
             }
         }
+    }
+}
+
+impl ReadConditions<'_> {
+    /// [`ReadConditions::check`] for GetObject and HeadObject: a `304` or `412` carries the
+    /// object's `ETag` and `Last-Modified`, which clients revalidating a cache read.
+    pub fn check_read(&self, info: &ObjectInfo) -> S3Result<()> {
+        self.check(info, S3ErrorCode::NotModified).map_err(|mut error| {
+            let mut headers = HeaderMap::new();
+            // s3s sends these instead of its own headers: a 412's XML body keeps its type.
+            if error.code() != &S3ErrorCode::NotModified {
+                headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/xml"));
+            }
+            if let Ok(etag) = HeaderValue::from_str(&format!("\"{}\"", info.etag)) {
+                headers.insert(ETAG, etag);
+            }
+            let modified = expires_text(Some(&Timestamp::from(info.last_modified)));
+            if let Some(modified) = modified.and_then(|m| HeaderValue::from_str(&m).ok()) {
+                headers.insert(LAST_MODIFIED, modified);
+            }
+            error.set_headers(headers);
+            error
+        })
+    }
+}
+
+/// The region requests are taken for when they name none, and S3's default one.
+pub const DEFAULT_REGION: &str = "us-east-1";
+
+/// Where CreateBucket puts a bucket, as S3 decides it from the region the request is signed
+/// for (`here`) and the `LocationConstraint` sent: the default region's endpoint creates buckets
+/// for any other region (it is named by sending no constraint); a regional endpoint only for its
+/// own region, which must be named. `None` is the default region.
+pub fn bucket_location(here: &str, constraint: Option<String>) -> S3Result<Option<String>> {
+    let incompatible = |named: &str| {
+        s3_error!(
+            IllegalLocationConstraintException,
+            "The {named} location constraint is incompatible for the region specific endpoint \
+             this request was sent to."
+        )
+    };
+    match constraint {
+        Some(c) if c == DEFAULT_REGION => Err(s3_error!(
+            InvalidLocationConstraint,
+            "The specified location-constraint is not valid"
+        )),
+        Some(c) if here == DEFAULT_REGION || c == here => Ok(Some(c)),
+        Some(c) => Err(incompatible(&c)),
+        None if here == DEFAULT_REGION => Ok(None),
+        None => Err(incompatible("unspecified")),
     }
 }
 

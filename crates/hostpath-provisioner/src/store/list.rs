@@ -9,6 +9,7 @@ use std::fs;
 use std::io;
 use std::path::PathBuf;
 
+use super::dir_cache::{DirCache, Entries};
 use super::{BucketStore, ObjectInfo, StoreError};
 
 /// What to list.
@@ -111,45 +112,31 @@ struct Frame {
     /// Key text of this directory, ending with '/' (empty for the bucket directory).
     key_prefix: String,
     /// (name as key text, is directory), sorted by key text.
-    entries: Vec<(String, bool)>,
+    entries: Entries,
     next: usize,
 }
 
 /// Lazily yields keys of a bucket in byte order, without following symlinks.
 struct Walker<'a> {
     query: &'a ListQuery,
+    cache: &'a DirCache,
     stack: Vec<Frame>,
+    /// Directory entries looked at so far, which is what a page costs.
+    examined: usize,
 }
 
 impl<'a> Walker<'a> {
-    fn new(root: PathBuf, query: &'a ListQuery) -> io::Result<Self> {
-        let mut walker = Walker { query, stack: Vec::new() };
+    fn new(root: PathBuf, query: &'a ListQuery, cache: &'a DirCache) -> io::Result<Self> {
+        let mut walker = Walker { query, cache, stack: Vec::new(), examined: 0 };
         walker.push(root, String::new())?;
         Ok(walker)
     }
 
     fn push(&mut self, dir: PathBuf, key_prefix: String) -> io::Result<()> {
-        let mut entries = Vec::new();
-        let read = match fs::read_dir(&dir) {
-            Ok(read) => read,
-            // Removed while listing: nothing to list there.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        for entry in read {
-            let entry = entry?;
-            // Entries whose names are not UTF-8 cannot be keys; symlinks and special files are
-            // never objects.
-            let Ok(name) = entry.file_name().into_string() else { continue };
-            let file_type = entry.file_type()?;
-            if file_type.is_dir() {
-                entries.push((format!("{name}/"), true));
-            } else if file_type.is_file() {
-                entries.push((name, false));
-            }
-        }
-        entries.sort_unstable();
-        self.stack.push(Frame { dir, key_prefix, entries, next: 0 });
+        // Removed while listing: nothing to list there.
+        let Some(entries) = self.cache.entries(&dir)? else { return Ok(()) };
+        let next = first_relevant(&entries, &key_prefix, self.query);
+        self.stack.push(Frame { dir, key_prefix, entries, next });
         Ok(())
     }
 
@@ -163,7 +150,13 @@ impl<'a> Walker<'a> {
                 continue;
             };
             frame.next += 1;
+            self.examined += 1;
             let key = format!("{}{name}", frame.key_prefix);
+            // Sorted: once past the prefix, nothing further in this directory matches it.
+            if key.as_str() > prefix.as_str() && !key.starts_with(prefix.as_str()) {
+                frame.next = frame.entries.len();
+                continue;
+            }
             if !is_dir {
                 if key.starts_with(prefix.as_str()) && key.as_str() > after {
                     let meta = fs::symlink_metadata(frame.dir.join(&name));
@@ -211,6 +204,26 @@ impl<'a> Walker<'a> {
     }
 }
 
+/// Where the walk of a directory whose keys start with `key_prefix` begins: past the entries
+/// that sort before both the query's prefix and its resume point (found by binary search), but
+/// at the directory holding either of them, which the walk must enter.
+fn first_relevant(entries: &[(String, bool)], key_prefix: &str, query: &ListQuery) -> usize {
+    let after = query.after.as_deref().unwrap_or("");
+    let start_of = |bound: &str| {
+        let Some(rest) = bound.strip_prefix(key_prefix) else {
+            // The bound is outside this directory: before all of it, or after all of it (then
+            // the walk never entered it).
+            return 0;
+        };
+        let at = entries.partition_point(|(name, _)| name.as_str() < rest);
+        match at.checked_sub(1).map(|i| &entries[i]) {
+            Some((name, true)) if rest.starts_with(name.as_str()) => at - 1,
+            _ => at,
+        }
+    };
+    start_of(&query.prefix).max(start_of(after))
+}
+
 impl BucketStore {
     /// Lists `bucket` as S3 does: keys under `query.prefix` in byte order, rolled up into common
     /// prefixes at `query.delimiter`, starting after `query.after`, at most `query.max_keys`
@@ -233,7 +246,7 @@ impl BucketStore {
         let after = query.after.clone().unwrap_or_default();
         let delimiter = query.delimiter.as_deref().filter(|d| !d.is_empty());
         let side = self.side_objects(bucket, &query.prefix, &after)?;
-        let mut walker = Merged::new(Walker::new(dir, query)?, side);
+        let mut walker = Merged::new(Walker::new(dir, query, &self.inner.dir_cache)?, side);
         let mut count = 0;
         while let Some(item) = walker.next_item()? {
             let key = item.key().to_owned();
@@ -296,6 +309,48 @@ mod tests {
             )
             .await
             .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_page_costs_what_it_returns_not_the_directory_size() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = BucketStore::open(tmp.path().to_owned(), "id").unwrap();
+        let creator = super::super::Creator { user_id: "obc-1", delete_with_claim: true };
+        store.create_bucket("b-1", creator).await.unwrap();
+        // Written behind the store's back: only the walk is measured.
+        let dir = store.bucket_dir("b-1").unwrap();
+        std::fs::create_dir_all(dir.join("flat")).unwrap();
+        for i in 0..3000 {
+            std::fs::write(dir.join(format!("flat/{i:05}")), b"").unwrap();
+        }
+        std::fs::write(dir.join("other"), b"").unwrap();
+        let walk = |prefix: &str, after: &str| {
+            let query = ListQuery {
+                prefix: prefix.to_owned(),
+                after: Some(after.to_owned()),
+                ..ListQuery::default()
+            };
+            let mut walker = Walker::new(dir.clone(), &query, &store.inner.dir_cache).unwrap();
+            let mut keys = Vec::new();
+            while keys.len() < 10 {
+                match walker.next_item().unwrap() {
+                    Some(item) => keys.push(item.key().to_owned()),
+                    None => break,
+                }
+            }
+            (keys, walker.examined)
+        };
+        let (keys, examined) = walk("", "flat/02000");
+        assert_eq!(keys.first().map(String::as_str), Some("flat/02001"));
+        assert_eq!(keys.len(), 10);
+        assert!(examined < 40, "{examined} entries looked at for a page of 10");
+        let (keys, examined) = walk("flat/029", "");
+        assert_eq!(keys.len(), 10);
+        assert_eq!(keys[0], "flat/02900");
+        assert!(examined < 40, "{examined} entries looked at for a page of 10");
+        let (keys, examined) = walk("o", "");
+        assert_eq!(keys, ["other"]);
+        assert!(examined < 10, "{examined} entries looked at past the prefix");
     }
 
     fn keys(page: &ListPage) -> Vec<&str> {

@@ -17,12 +17,15 @@ use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
 
 use super::checksum::{self, Checksum, ChecksumAlgorithm, ChecksumType, Hasher};
-use super::objects::{COPY_BUF, CopySourceCheck, NewObject, Received};
+use super::durable::{
+    create_dir_all_durably, entries_of, fsync_dir, random_hex, remove_tree, unix_now, write_atomic,
+};
+use super::object_meta::{CopySourceCheck, NewObject, Received};
+use super::objects::COPY_BUF;
 use super::usage::{Change, Writer};
 use super::{
     BucketStore, ChecksumCheck, ExpectedChecksum, ObjectAttrs, ObjectInfo, PutCheck, StoreError,
-    WriteCondition, entries_of, fsync_dir, random_hex, remove_tree, unix_now, validate_key,
-    write_atomic,
+    WriteCondition, validate_key,
 };
 
 /// S3's smallest part size, for every part but the last.
@@ -147,7 +150,7 @@ impl BucketStore {
             store.bucket_dir(&bucket)?;
             let id = random_hex(16);
             let dir = store.upload_dir(&bucket, &id)?;
-            fs::create_dir_all(&dir)?;
+            create_dir_all_durably(&dir)?;
             let upload = UploadFile {
                 key,
                 attrs,

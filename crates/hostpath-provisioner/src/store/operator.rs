@@ -10,10 +10,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError};
 
-use super::{
-    BUCKETS_DIR, BucketRecord, BucketStore, StoreError, fsync_dir, remove_tree, unix_now,
-    validate_bucket_name,
-};
+use super::durable::{fsync_dir, remove_tree, unix_now};
+use super::{BUCKETS_DIR, BucketRecord, BucketStore, StoreError, validate_bucket_name};
 use crate::admin::AdminCredentials;
 
 /// Owner recorded on buckets created with the operator credential.
@@ -65,11 +63,19 @@ impl BucketStore {
         Ok(names)
     }
 
-    /// Creates `bucket` for the operator as a static bucket. Any existing bucket of that name,
-    /// whoever made it, is [`StoreError::BucketAlreadyOwnedByYou`].
-    pub async fn create_operator_bucket(&self, bucket: &str) -> Result<BucketRecord, StoreError> {
-        let bucket = bucket.to_owned();
-        self.blocking(move |store| store.create_operator_bucket_blocking(&bucket)).await
+    /// Creates `bucket` for the operator as a static bucket, recording the region it was
+    /// created for (`None`: the default one). Any existing bucket of that name, whoever made it,
+    /// is [`StoreError::BucketAlreadyOwnedByYou`].
+    pub async fn create_operator_bucket(
+        &self,
+        bucket: &str,
+        location: Option<&str>,
+    ) -> Result<BucketRecord, StoreError> {
+        let (bucket, location) = (bucket.to_owned(), location.map(str::to_owned));
+        self.blocking(move |store| {
+            store.create_operator_bucket_blocking(&bucket, location.as_deref())
+        })
+        .await
     }
 
     /// Deletes `bucket` for the operator, whoever created it, when it holds no objects and no
@@ -82,7 +88,11 @@ impl BucketStore {
         self.blocking(move |store| store.delete_empty_bucket_blocking(&bucket)).await
     }
 
-    fn create_operator_bucket_blocking(&self, bucket: &str) -> Result<BucketRecord, StoreError> {
+    fn create_operator_bucket_blocking(
+        &self,
+        bucket: &str,
+        location: Option<&str>,
+    ) -> Result<BucketRecord, StoreError> {
         let path = self.bucket_path(bucket)?;
         let exists = || StoreError::BucketAlreadyOwnedByYou(bucket.to_owned());
         // Under the writer lock, so that two creates of one name cannot both succeed.
@@ -124,6 +134,7 @@ impl BucketStore {
                 delete_with_claim: false,
                 created_unix: unix_now(),
                 quota: Default::default(),
+                location: location.map(str::to_owned),
             };
             tx.put_bucket(record.clone());
             Ok(record)
@@ -216,11 +227,11 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         // Even an identity spelled like the operator owner cannot adopt or delete one.
         let store = open(tmp.path(), OPERATOR_OWNER);
-        let record = store.create_operator_bucket("brown").await.unwrap();
+        let record = store.create_operator_bucket("brown", None).await.unwrap();
         assert_eq!(record.owner, OPERATOR_OWNER);
         assert!(!record.created_by_provisioner);
         assert!(matches!(
-            store.create_operator_bucket("brown").await,
+            store.create_operator_bucket("brown", None).await,
             Err(StoreError::BucketAlreadyOwnedByYou(_))
         ));
         let claim = super::super::Creator { user_id: "obc-1", delete_with_claim: true };
@@ -230,7 +241,7 @@ mod tests {
 
         // Removed by hand: created again.
         fs::remove_dir(store.bucket_path("brown").unwrap()).unwrap();
-        store.create_operator_bucket("brown").await.unwrap();
+        store.create_operator_bucket("brown", None).await.unwrap();
         assert!(store.bucket_exists("brown").unwrap());
 
         // Survives a restart.
@@ -244,7 +255,7 @@ mod tests {
     async fn delete_empty_bucket_checks_keys_then_content() {
         let tmp = tempfile::tempdir().unwrap();
         let store = open(tmp.path(), "node-1");
-        store.create_operator_bucket("shared").await.unwrap();
+        store.create_operator_bucket("shared", None).await.unwrap();
         store.issue_key("obc-b", "shared").await.unwrap();
         store.issue_key("obc-a", "shared").await.unwrap();
         let err = store.delete_empty_bucket("shared").await.unwrap_err();

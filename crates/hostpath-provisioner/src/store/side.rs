@@ -20,9 +20,11 @@ use std::time::SystemTime;
 
 use md5::{Digest, Md5};
 
-use super::objects::{MetaFile, TempFile, mtime_ns};
+use super::commit::TempFile;
+use super::durable::{create_dir_all_durably, fsync_dir, write_atomic};
+use super::object_meta::{MetaFile, mtime_ns};
 use super::usage::Existing;
-use super::{BucketStore, ObjectInfo, StoreError, fsync_dir, write_atomic};
+use super::{BucketStore, ObjectInfo, StoreError};
 
 /// Name of the side area inside a bucket's metadata directory (hash directories are two hex
 /// digits, so it never collides with one).
@@ -72,7 +74,7 @@ impl BucketStore {
     ) -> Result<(), StoreError> {
         let (json, data) = self.side_paths(bucket, &meta.key);
         let dir = json.parent().unwrap_or(&json).to_owned();
-        fs::create_dir_all(&dir)?;
+        create_dir_all_durably(&dir)?;
         let bytes = serde_json::to_vec(meta).map_err(io::Error::other)?;
         write_atomic(&json, &bytes, 0o600)?;
         temp.rename_to(&data)?;

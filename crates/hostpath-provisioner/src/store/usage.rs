@@ -38,7 +38,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{BucketStore, Inner, StoreError, entries_of, parse_key, write_atomic};
+use super::durable::{entries_of, write_atomic};
+use super::{BucketStore, Inner, StoreError, parse_key};
 
 /// Directory of the usage files under the state directory.
 pub(super) const USAGE_DIR: &str = "usage";

@@ -1,0 +1,397 @@
+//! Object operations: writing, reading, describing, deleting and copying one object.
+
+use s3s::dto::*;
+use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result, s3_error};
+
+use super::HostPathS3;
+use crate::s3::body::ObjectBody;
+use crate::s3::convert::*;
+use crate::s3::rules;
+use crate::store::{Checksum, ChecksumType, ObjectInfo};
+
+impl HostPathS3 {
+    pub(super) async fn put_object(
+        &self,
+        req: S3Request<PutObjectInput>,
+    ) -> S3Result<S3Response<PutObjectOutput>> {
+        let writer = self.writer_of(&req)?;
+        let input = req.input;
+        rules::require_private_acl(
+            input.acl.as_ref().map(ObjectCannedACL::as_str),
+            &[
+                input.grant_full_control.as_ref(),
+                input.grant_read.as_ref(),
+                input.grant_read_acp.as_ref(),
+                input.grant_write_acp.as_ref(),
+            ],
+        )?;
+        let mut check = check_of(&req.headers, input.content_length, input.content_md5.as_deref())?;
+        check.checksum = rules::checksum_check(
+            &req.headers,
+            checksum_fields!(input),
+            input.checksum_algorithm.as_ref().map(s3s::dto::ChecksumAlgorithm::as_str),
+            req.trailing_headers.as_ref(),
+        )?;
+        check.condition =
+            rules::write_condition(input.if_match.as_ref(), input.if_none_match.as_ref())?;
+        let body = body_of(input.body);
+        let attrs = attrs_input!(input).into_attrs();
+        let info = self
+            .store
+            .put_object(&input.bucket, &input.key, attrs, body, check, &writer)
+            .await
+            .map_err(s3_err)?;
+        let mut output = PutObjectOutput {
+            e_tag: Some(etag(&info.etag)),
+            size: i64::try_from(info.size).ok(),
+            checksum_type: checksum_type_of(info.checksum.as_ref()),
+            ..Default::default()
+        };
+        set_checksum!(output, info.checksum.as_ref());
+        Ok(S3Response::new(output))
+    }
+
+    pub(super) async fn get_object(
+        &self,
+        req: S3Request<GetObjectInput>,
+    ) -> S3Result<S3Response<GetObjectOutput>> {
+        let input = req.input;
+        let (info, file) =
+            self.store.open_object(&input.bucket, &input.key).await.map_err(s3_err)?;
+        rules::ReadConditions {
+            if_match: input.if_match.as_ref(),
+            if_none_match: input.if_none_match.as_ref(),
+            if_modified_since: input.if_modified_since.as_ref(),
+            if_unmodified_since: input.if_unmodified_since.as_ref(),
+        }
+        .check_read(&info)?;
+        let served = served_part(&info, input.range.as_ref(), input.part_number)?;
+        let (start, end) = (served.start, served.end);
+        let body = file.map(|file| StreamingBlob::new(ObjectBody::new(file, start..end)));
+        let content_range = served
+            .partial
+            .then(|| format!("bytes {start}-{}/{}", end.saturating_sub(1), info.size));
+        // A checksum describes the whole object (or, with partNumber, a part): never a range.
+        let whole = !served.partial || (input.part_number.is_some() && info.part_sizes.len() <= 1);
+        let checksum_enabled =
+            input.checksum_mode.as_ref().is_some_and(|m| m.as_str() == ChecksumMode::ENABLED);
+        let mut output = GetObjectOutput {
+            body,
+            content_length: i64::try_from(end - start).ok(),
+            content_range,
+            accept_ranges: Some("bytes".to_owned()),
+            e_tag: Some(etag(&info.etag)),
+            last_modified: Some(timestamp(info.last_modified)),
+            metadata: metadata_of(&info.attrs),
+            parts_count: info.parts.and_then(|p| i32::try_from(p).ok()),
+            storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
+            ..Default::default()
+        };
+        set_standard_headers!(output, info.attrs);
+        if checksum_enabled && whole {
+            output.checksum_type = checksum_type_of(info.checksum.as_ref());
+            set_checksum!(output, info.checksum.as_ref());
+        } else if checksum_enabled && let Some(part) = part_checksum(&info, input.part_number) {
+            // One part of a multipart object: that part's own checksum.
+            output.checksum_type = checksum_type_of(Some(&part));
+            set_checksum!(output, Some(&part));
+        }
+        // The response-* query parameters override what the object was stored with.
+        if let Some(v) = input.response_content_type {
+            output.content_type = Some(v);
+        }
+        if let Some(v) = input.response_cache_control {
+            output.cache_control = Some(v);
+        }
+        if let Some(v) = input.response_content_disposition {
+            output.content_disposition = Some(v);
+        }
+        if let Some(v) = input.response_content_encoding {
+            output.content_encoding = Some(v);
+        }
+        if let Some(v) = input.response_content_language {
+            output.content_language = Some(v);
+        }
+        if let Some(v) = input.response_expires {
+            output.expires = Some(v);
+        }
+        Ok(S3Response::new(output))
+    }
+
+    pub(super) async fn head_object(
+        &self,
+        req: S3Request<HeadObjectInput>,
+    ) -> S3Result<S3Response<HeadObjectOutput>> {
+        let input = req.input;
+        let info = self.store.head_object(&input.bucket, &input.key).await.map_err(s3_err)?;
+        rules::ReadConditions {
+            if_match: input.if_match.as_ref(),
+            if_none_match: input.if_none_match.as_ref(),
+            if_modified_since: input.if_modified_since.as_ref(),
+            if_unmodified_since: input.if_unmodified_since.as_ref(),
+        }
+        .check_read(&info)?;
+        let served = served_part(&info, input.range.as_ref(), input.part_number)?;
+        let checksum_enabled =
+            input.checksum_mode.as_ref().is_some_and(|m| m.as_str() == ChecksumMode::ENABLED);
+        let mut output = HeadObjectOutput {
+            content_length: i64::try_from(served.end - served.start).ok(),
+            content_range: served.partial.then(|| {
+                format!("bytes {}-{}/{}", served.start, served.end.saturating_sub(1), info.size)
+            }),
+            accept_ranges: Some("bytes".to_owned()),
+            e_tag: Some(etag(&info.etag)),
+            last_modified: Some(timestamp(info.last_modified)),
+            metadata: metadata_of(&info.attrs),
+            parts_count: info.parts.and_then(|p| i32::try_from(p).ok()),
+            storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
+            ..Default::default()
+        };
+        set_standard_headers!(output, info.attrs);
+        if checksum_enabled && !served.partial {
+            output.checksum_type = checksum_type_of(info.checksum.as_ref());
+            set_checksum!(output, info.checksum.as_ref());
+        } else if checksum_enabled && let Some(part) = part_checksum(&info, input.part_number) {
+            output.checksum_type = checksum_type_of(Some(&part));
+            set_checksum!(output, Some(&part));
+        }
+        Ok(S3Response::new(output))
+    }
+
+    pub(super) async fn get_object_attributes(
+        &self,
+        req: S3Request<GetObjectAttributesInput>,
+    ) -> S3Result<S3Response<GetObjectAttributesOutput>> {
+        let input = req.input;
+        let info = self.store.head_object(&input.bucket, &input.key).await.map_err(s3_err)?;
+        // One header per attribute, or one comma-separated header as most clients send.
+        let wants = |name: &str| {
+            input
+                .object_attributes
+                .iter()
+                .flat_map(|a| a.as_str().split(','))
+                .any(|a| a.trim() == name)
+        };
+        let mut output = GetObjectAttributesOutput {
+            last_modified: Some(timestamp(info.last_modified)),
+            ..Default::default()
+        };
+        if wants(ObjectAttributes::ETAG) {
+            output.e_tag = Some(etag(&info.etag));
+        }
+        if wants(ObjectAttributes::OBJECT_SIZE) {
+            output.object_size = i64::try_from(info.size).ok();
+        }
+        if wants(ObjectAttributes::STORAGE_CLASS) {
+            output.storage_class = Some(StorageClass::from_static(StorageClass::STANDARD));
+        }
+        if wants(ObjectAttributes::CHECKSUM)
+            && let Some(checksum) = &info.checksum
+        {
+            let mut out = s3s::dto::Checksum {
+                checksum_type: checksum_type_of(Some(checksum)),
+                ..Default::default()
+            };
+            set_checksum!(out, Some(checksum));
+            output.checksum = Some(out);
+        }
+        if wants(ObjectAttributes::OBJECT_PARTS) && !info.part_sizes.is_empty() {
+            let marker = input.part_number_marker.unwrap_or(0).max(0);
+            let algorithm = info.checksum.as_ref().map(|c| c.algorithm);
+            let parts = info.part_sizes.iter().enumerate().filter_map(|(i, size)| {
+                let number = i32::try_from(i + 1).ok()?;
+                (number > marker).then(|| {
+                    let mut part = ObjectPart {
+                        part_number: Some(number),
+                        size: i64::try_from(*size).ok(),
+                        ..Default::default()
+                    };
+                    if let (Some(algorithm), Some(value)) = (algorithm, info.part_checksums.get(i))
+                    {
+                        let checksum = Checksum {
+                            algorithm,
+                            value: value.clone(),
+                            kind: ChecksumType::FullObject,
+                        };
+                        set_checksum!(part, Some(&checksum));
+                    }
+                    part
+                })
+            });
+            let (page, truncated) = page_of(parts, input.max_parts);
+            output.object_parts = Some(GetObjectAttributesParts {
+                total_parts_count: i32::try_from(info.part_sizes.len()).ok(),
+                part_number_marker: Some(marker),
+                next_part_number_marker: page.last().and_then(|p| p.part_number),
+                max_parts: Some(input.max_parts.unwrap_or(MAX_KEYS)),
+                is_truncated: Some(truncated),
+                parts: Some(page),
+            });
+        }
+        Ok(S3Response::new(output))
+    }
+
+    pub(super) async fn delete_object(
+        &self,
+        req: S3Request<DeleteObjectInput>,
+    ) -> S3Result<S3Response<DeleteObjectOutput>> {
+        let input = req.input;
+        self.store.delete_object(&input.bucket, &input.key).await.map_err(s3_err)?;
+        Ok(S3Response::new(DeleteObjectOutput::default()))
+    }
+
+    pub(super) async fn delete_objects(
+        &self,
+        req: S3Request<DeleteObjectsInput>,
+    ) -> S3Result<S3Response<DeleteObjectsOutput>> {
+        let input = req.input;
+        if input.delete.objects.len() > MAX_KEYS as usize {
+            return Err(s3_error!(
+                MalformedXML,
+                "The XML you provided was not well-formed or did not validate against our \
+                 published schema: at most 1000 keys can be deleted at once"
+            ));
+        }
+        self.require_bucket(&input.bucket)?;
+        let quiet = input.delete.quiet.unwrap_or(false);
+        let (mut deleted, mut errors) = (Vec::new(), Vec::new());
+        for object in input.delete.objects {
+            match self.store.delete_object(&input.bucket, &object.key).await {
+                Ok(()) => {
+                    if !quiet {
+                        deleted.push(DeletedObject {
+                            key: Some(object.key),
+                            ..DeletedObject::default()
+                        });
+                    }
+                }
+                Err(e) => {
+                    let e = s3_err(e);
+                    errors.push(Error {
+                        code: Some(e.code().as_str().to_owned()),
+                        key: Some(object.key),
+                        message: e.message().map(str::to_owned),
+                        ..Error::default()
+                    });
+                }
+            }
+        }
+        Ok(S3Response::new(DeleteObjectsOutput {
+            deleted: Some(deleted),
+            errors: (!errors.is_empty()).then_some(errors),
+            ..Default::default()
+        }))
+    }
+
+    pub(super) async fn copy_object(
+        &self,
+        req: S3Request<CopyObjectInput>,
+    ) -> S3Result<S3Response<CopyObjectOutput>> {
+        let writer = self.writer_of(&req)?;
+        let input = req.input;
+        let CopySource::Bucket { bucket: src_bucket, key: src_key, version_id } =
+            &input.copy_source
+        else {
+            return Err(s3_error!(NotImplemented, "only bucket copy sources are supported"));
+        };
+        if version_id.as_deref().is_some_and(|v| v != "null") {
+            return Err(s3_error!(NoSuchVersion, "buckets here are not versioned"));
+        }
+        rules::require_private_acl(
+            input.acl.as_ref().map(ObjectCannedACL::as_str),
+            &[
+                input.grant_full_control.as_ref(),
+                input.grant_read.as_ref(),
+                input.grant_read_acp.as_ref(),
+                input.grant_write_acp.as_ref(),
+            ],
+        )?;
+        let replace = input
+            .metadata_directive
+            .as_ref()
+            .is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
+        let source_check = copy_source_check(
+            input.copy_source_if_match.clone(),
+            input.copy_source_if_none_match.clone(),
+            input.copy_source_if_modified_since.clone(),
+            input.copy_source_if_unmodified_since.clone(),
+        );
+        let (src_bucket, src_key) = (src_bucket.to_string(), src_key.to_string());
+        let attrs = replace.then(|| attrs_input!(input).into_attrs());
+        let (dst_bucket, dst_key) = (&input.bucket, &input.key);
+        let info = self
+            .store
+            .copy_object(&src_bucket, &src_key, dst_bucket, dst_key, attrs, source_check, &writer)
+            .await
+            .map_err(s3_err)?;
+        let mut result = CopyObjectResult {
+            e_tag: Some(etag(&info.etag)),
+            last_modified: Some(timestamp(info.last_modified)),
+            checksum_type: checksum_type_of(info.checksum.as_ref()),
+            ..Default::default()
+        };
+        set_checksum!(result, info.checksum.as_ref());
+        Ok(S3Response::new(CopyObjectOutput {
+            copy_object_result: Some(result),
+            ..Default::default()
+        }))
+    }
+}
+
+/// The part of an object GetObject serves: a range, a part, or all of it, and whether the
+/// answer is partial.
+struct Served {
+    start: u64,
+    end: u64,
+    partial: bool,
+}
+
+fn served_part(info: &ObjectInfo, range: Option<&Range>, part: Option<i32>) -> S3Result<Served> {
+    match (range, part) {
+        (Some(_), Some(_)) => Err(s3_error!(
+            InvalidRequest,
+            "Cannot specify both Range header and partNumber query parameter"
+        )),
+        (Some(range), None) => {
+            let r = range.check(info.size)?;
+            Ok(Served { start: r.start, end: r.end, partial: true })
+        }
+        (None, Some(number)) => {
+            let not_satisfiable = || {
+                let mut e = S3Error::with_message(
+                    S3ErrorCode::Custom("InvalidPartNumber".into()),
+                    "The requested partnumber is not satisfiable",
+                );
+                e.set_status_code(http::StatusCode::BAD_REQUEST);
+                e
+            };
+            let index = usize::try_from(number).ok().and_then(|n| n.checked_sub(1));
+            let Some(index) = index else {
+                return Err(s3_error!(
+                    InvalidArgument,
+                    "Part number must be an integer between 1 and 10000, inclusive"
+                ));
+            };
+            if info.part_sizes.is_empty() {
+                // A simple upload is its own single part.
+                return if index == 0 {
+                    Ok(Served { start: 0, end: info.size, partial: true })
+                } else {
+                    Err(not_satisfiable())
+                };
+            }
+            let size = *info.part_sizes.get(index).ok_or_else(not_satisfiable)?;
+            let start: u64 = info.part_sizes[..index].iter().sum();
+            Ok(Served { start, end: start + size, partial: true })
+        }
+        (None, None) => Ok(Served { start: 0, end: info.size, partial: false }),
+    }
+}
+
+/// The checksum of part `number` of a multipart object, when its upload kept them.
+fn part_checksum(info: &ObjectInfo, number: Option<i32>) -> Option<Checksum> {
+    let index = usize::try_from(number?).ok()?.checked_sub(1)?;
+    let algorithm = info.checksum.as_ref()?.algorithm;
+    let value = info.part_checksums.get(index)?.clone();
+    Some(Checksum { algorithm, value, kind: ChecksumType::FullObject })
+}

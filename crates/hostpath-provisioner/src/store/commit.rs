@@ -1,0 +1,300 @@
+//! Putting a complete object in place: temporary files, the write's condition and quota checked
+//! under the key's lock, then metadata and data renamed into place and synced, so that a crash
+//! never shows a partial object nor loses the previous one.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use md5::{Digest, Md5};
+
+use super::durable::{fsync_dir, random_hex};
+use super::names::validate_key;
+use super::object_meta::{
+    MetaFile, NewObject, ObjectAttrs, ObjectInfo, WriteCondition, etag_matches, mtime_ns,
+};
+use super::usage::{Change, Existing, Writer};
+use super::{BucketStore, StoreError, parse_key};
+
+/// A file in `.provisioner/tmp` that is removed unless it was renamed into place.
+pub(super) struct TempFile {
+    pub path: PathBuf,
+    pub keep: bool,
+}
+
+impl TempFile {
+    /// Renames the file to `target`; from then on it is no longer removed on drop.
+    pub fn rename_to(mut self, target: &Path) -> io::Result<()> {
+        fs::rename(&self.path, target)?;
+        self.keep = true;
+        Ok(())
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+impl BucketStore {
+    /// A new empty file in `.provisioner/tmp`, on the same file system as the buckets so that
+    /// a rename moves it into place atomically.
+    pub(super) fn temp_file(&self) -> Result<(TempFile, File), StoreError> {
+        let path = self.inner.state_dir().join("tmp").join(random_hex(16));
+        let file = OpenOptions::new().write(true).create_new(true).mode(0o644).open(&path)?;
+        Ok((TempFile { path, keep: false }, file))
+    }
+
+    /// A new file in `.provisioner/tmp` with no name: removed as soon as it is opened, so that
+    /// its space comes back when it is closed, even after a crash.
+    pub async fn scratch_file(&self) -> Result<File, StoreError> {
+        self.blocking(|store| {
+            let path = store.inner.state_dir().join("tmp").join(random_hex(16));
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)?;
+            fs::remove_file(&path)?;
+            Ok(file)
+        })
+        .await
+    }
+
+    /// Moves a complete temporary file into place as `key`, metadata first so that the data
+    /// never appears without it. `condition` is checked under the key's lock, so that no
+    /// other write of the key can come between the check and the rename, and so is the
+    /// quota, for `actor`: the object counts for `object.writer` in place of the one it
+    /// replaces.
+    pub(super) fn commit(
+        &self,
+        bucket: &str,
+        key: &str,
+        temp: TempFile,
+        object: NewObject,
+        condition: Option<&WriteCondition>,
+        actor: &Writer,
+    ) -> Result<ObjectInfo, StoreError> {
+        let dir = self.bucket_dir(bucket)?;
+        validate_key(key)?;
+        let _guard = self.key_lock(bucket, key);
+        self.check_condition(bucket, key, condition)?;
+        let data = fs::symlink_metadata(&temp.path)?;
+        let old = self.existing(bucket, &dir, key)?;
+        let change = Change::store(object.writer.as_deref(), data.len(), old.as_ref());
+        let ticket = self.meter(bucket)?.begin(change.and(object.also.clone()), actor)?;
+        // Nothing has moved before the renames: an error drops the ticket, and its reservation.
+        let target = self.plain_target(&dir, key)?;
+        let meta = MetaFile {
+            key: key.to_owned(),
+            size: data.len(),
+            mtime_ns: mtime_ns(&data),
+            etag: object.etag,
+            attrs: object.attrs,
+            parts: (!object.part_sizes.is_empty())
+                .then(|| u32::try_from(object.part_sizes.len()).unwrap_or(u32::MAX)),
+            checksum: object.checksum,
+            part_sizes: object.part_sizes,
+            part_checksums: object.part_checksums,
+            upload_id: object.upload_id,
+            writer: object.writer,
+        };
+        let mut moved = false;
+        match self.move_into_place(bucket, key, &dir, target, &meta, temp, &mut moved) {
+            Ok(()) => ticket.applied(),
+            // Failed before the data moved: nothing changed. After: the object is in place but
+            // what it replaced may or may not be gone.
+            Err(e) if moved => {
+                ticket.uncertain();
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(meta.info(data.modified().unwrap_or(SystemTime::UNIX_EPOCH)))
+    }
+
+    /// The renames of [`commit`](Self::commit); `moved` says whether the data reached its
+    /// place.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn move_into_place(
+        &self,
+        bucket: &str,
+        key: &str,
+        dir: &Path,
+        target: Option<PathBuf>,
+        meta: &MetaFile,
+        mut temp: TempFile,
+        moved: &mut bool,
+    ) -> Result<(), StoreError> {
+        let Some(target) = target else {
+            return self.write_side(bucket, meta, temp, moved);
+        };
+        self.write_meta(bucket, meta)?;
+        match fs::rename(&temp.path, &target) {
+            Ok(()) => {
+                temp.keep = true;
+                *moved = true;
+            }
+            // Another key made the path a directory (or a file in its way) since it was
+            // prepared: this object goes beside the bucket after all.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::IsADirectory
+                        | io::ErrorKind::NotADirectory
+                        | io::ErrorKind::DirectoryNotEmpty
+                        | io::ErrorKind::NotFound
+                ) =>
+            {
+                let _ = remove_if_exists(&self.meta_path(bucket, key));
+                return self.write_side(bucket, meta, temp, moved);
+            }
+            Err(e) => return Err(e.into()),
+        }
+        fsync_dir(target.parent().unwrap_or(dir))?;
+        // Only now, so that a crash never loses the key's current object.
+        self.remove_side(bucket, key)?;
+        Ok(())
+    }
+
+    /// Size and writer of the object now at `key`, plain or beside the bucket, as a read
+    /// would find it.
+    pub(super) fn existing(
+        &self,
+        bucket: &str,
+        dir: &Path,
+        key: &str,
+    ) -> Result<Option<Existing>, StoreError> {
+        if let Ok(path) = parse_key(key) {
+            match self.resolve_existing(dir, key, &path) {
+                Ok(_) if path.dir_marker => {
+                    if let Some(meta) = self.read_meta(bucket, key, None) {
+                        return Ok(Some(Existing { size: 0, writer: meta.writer }));
+                    }
+                }
+                Ok((_, data)) => {
+                    let writer = self.read_meta(bucket, key, Some(&data)).and_then(|m| m.writer);
+                    return Ok(Some(Existing { size: data.len(), writer }));
+                }
+                Err(StoreError::NoSuchKey(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.existing_side(bucket, key)
+    }
+
+    /// Where `key` is stored as a plain file (its directories made), or `None` when it
+    /// cannot be: its path is taken by a directory or runs through a file, or it is not a
+    /// safe relative path at all. Those keys are kept beside the bucket (see `side`).
+    pub(super) fn plain_target(
+        &self,
+        dir: &Path,
+        key: &str,
+    ) -> Result<Option<PathBuf>, StoreError> {
+        let Ok(path) = parse_key(key) else { return Ok(None) };
+        // A key ending in '/' is a directory where it can be, which holds no bytes: one with
+        // content is kept beside the bucket.
+        if path.dir_marker {
+            return Ok(None);
+        }
+        match self.prepare_path(dir, key, &path) {
+            Ok(target) => Ok(Some(target)),
+            Err(StoreError::KeyConflict(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Fails with [`StoreError::PreconditionFailed`] (or `NoSuchKey` for `If-Match` on a
+    /// missing key) unless `condition` holds for the current object at `key`.
+    pub(super) fn check_condition(
+        &self,
+        bucket: &str,
+        key: &str,
+        condition: Option<&WriteCondition>,
+    ) -> Result<(), StoreError> {
+        let Some(condition) = condition else { return Ok(()) };
+        let current = match self.open_blocking(bucket, key) {
+            Ok((info, _)) => Some(info),
+            Err(StoreError::NoSuchKey(_)) => None,
+            Err(e) => return Err(e),
+        };
+        match (condition, current) {
+            (WriteCondition::IfNoneMatchAny, None) => Ok(()),
+            (WriteCondition::IfNoneMatchAny, Some(_)) => Err(StoreError::PreconditionFailed),
+            (WriteCondition::IfMatch(_), None) => Err(StoreError::NoSuchKey(key.to_owned())),
+            (WriteCondition::IfMatch(etag), Some(info)) if etag_matches(etag, &info.etag) => Ok(()),
+            (WriteCondition::IfMatch(_), Some(_)) => Err(StoreError::PreconditionFailed),
+            (WriteCondition::IfNoneMatch(etag), Some(info)) if etag_matches(etag, &info.etag) => {
+                Err(StoreError::PreconditionFailed)
+            }
+            (WriteCondition::IfNoneMatch(_), _) => Ok(()),
+        }
+    }
+
+    pub(super) fn commit_marker(
+        &self,
+        bucket: &str,
+        key: &str,
+        attrs: ObjectAttrs,
+        condition: Option<&WriteCondition>,
+        actor: &Writer,
+    ) -> Result<ObjectInfo, StoreError> {
+        let dir = self.bucket_dir(bucket)?;
+        let path = parse_key(key)?;
+        let plain = match self.prepare_path(&dir, key, &path) {
+            Ok(target) => target,
+            // `a/` where `a` is an object: kept beside the bucket like any other such key.
+            Err(StoreError::KeyConflict(_)) => {
+                let (temp, file) = self.temp_file()?;
+                file.sync_all()?;
+                drop(file);
+                let object = NewObject {
+                    etag: hex::encode(Md5::digest(b"")),
+                    attrs,
+                    writer: actor.user().map(str::to_owned),
+                    ..NewObject::default()
+                };
+                return self.commit(bucket, key, temp, object, condition, actor);
+            }
+            Err(e) => return Err(e),
+        };
+        let _guard = self.key_lock(bucket, key);
+        self.check_condition(bucket, key, condition)?;
+        let old = self.existing(bucket, &dir, key)?;
+        let change = Change::store(actor.user(), 0, old.as_ref());
+        let ticket = self.meter(bucket)?.begin(change, actor)?;
+        let etag = hex::encode(Md5::digest(b""));
+        let meta = MetaFile {
+            key: key.to_owned(),
+            size: 0,
+            mtime_ns: 0,
+            etag,
+            attrs,
+            parts: None,
+            checksum: None,
+            part_sizes: Vec::new(),
+            part_checksums: Vec::new(),
+            upload_id: None,
+            writer: actor.user().map(str::to_owned),
+        };
+        self.write_meta(bucket, &meta)?;
+        // The marker exists from here on, whatever fails after.
+        ticket.applied();
+        self.remove_side(bucket, key)?;
+        let data = fs::symlink_metadata(&plain)?;
+        Ok(meta.info(data.modified().unwrap_or(SystemTime::UNIX_EPOCH)))
+    }
+}
+
+pub(super) fn remove_if_exists(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
