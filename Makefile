@@ -63,7 +63,7 @@ lint: toolchain
 
 # The demo runs first, the node tests last, and one summary line of every test binary's results
 # closes the output.
-test: lint controlplane chart-tools demo moto
+test: lint controlplane chart-tools strace demo moto
 	@mkdir -p "$(BUCKET_PROVISIONER_CACHE)"
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" BUCKET_PROVISIONER_HELM_BIN="$(HELM_BIN)" \
 		BUCKET_PROVISIONER_PROMTOOL="$(PROMTOOL_BIN)" cargo test --workspace \
@@ -75,6 +75,11 @@ test: lint controlplane chart-tools demo moto
 		"$(BUCKET_PROVISIONER_CACHE)/last-test-run.txt"
 
 .PHONY: moto
+# strace, for the hostPath durability test (what a PUT syncs before its answer).
+.PHONY: strace
+strace:
+	@tests/strace/install.sh >/dev/null
+
 moto:
 	@command -v python3 >/dev/null || { echo "python3 (with venv) is required for moto"; exit 1; }
 	@tests/moto/install.sh >/dev/null
