@@ -418,7 +418,15 @@ fn alerts_and_dashboard_query_only_exported_metrics() {
     metrics.reconcile();
     metrics.error("DeleteFailed");
     metrics.observe_provisioning("provision", 1.0);
-    metrics.set_bucket_usage("b", 1, 1);
+    let usage = bucket_provisioner::BucketUsage {
+        objects: 1,
+        bytes: 1,
+        max_objects: Some(2),
+        max_bytes: Some(2),
+        ..Default::default()
+    };
+    metrics.set_bucket_usage("b", &usage);
+    metrics.s3_response(200);
     let exported: BTreeSet<String> = metrics
         .encode()
         .lines()

@@ -316,6 +316,15 @@ async fn hostpath_provisioner_serves_pods_on_a_node() {
     ]
     .into();
     assert_eq!(before, after, "the claims' credentials are untouched");
+    // Ready is not yet routed: the Service's endpoints and the node's rules follow the new pod a
+    // moment later. A consumer starting before would be sent to the old pod's address.
+    eventually("the hostpath-s3 Service to route to the new pod", || async {
+        for _ in 0..3 {
+            operator.list_buckets().send().await.ok()?;
+        }
+        Some(())
+    })
+    .await;
     let again = consume(node, &client, app, "photos-after-restart", "photos", &[], &[]).await;
     assert_eq!(again.phase, "Succeeded", "{}", again.logs);
     println!("provisioner restarted as {restarted}: claims Bound, no backend call, consumers work");

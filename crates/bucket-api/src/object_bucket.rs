@@ -129,6 +129,12 @@ pub struct BucketUsage {
     /// Bytes stored with the claim's credentials, where the provisioner tells them apart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim_bytes: Option<u64>,
+    /// The most objects the bucket may hold, where it has such a quota.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_objects: Option<u64>,
+    /// The most bytes the bucket may hold, where it has such a quota.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
 }
 
 impl BucketUsage {

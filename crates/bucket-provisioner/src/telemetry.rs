@@ -17,6 +17,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets_range};
 use prometheus_client::registry::{Registry, Unit};
 
+use bucket_api::BucketUsage;
+
 use crate::health::Health;
 use crate::log_limit::SharedThrottle;
 
@@ -43,6 +45,11 @@ struct PhaseLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CodeLabels {
+    code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BucketLabels {
     bucket: String,
 }
@@ -65,6 +72,9 @@ struct Inner {
     phases: Mutex<BTreeSet<String>>,
     bucket_objects: Family<BucketLabels, Gauge>,
     bucket_bytes: Family<BucketLabels, Gauge>,
+    quota_objects: Family<BucketLabels, Gauge>,
+    quota_bytes: Family<BucketLabels, Gauge>,
+    s3_responses: Family<CodeLabels, Counter>,
     /// Buckets with usage series, so that a bucket no longer reported loses them.
     buckets: Mutex<BTreeSet<String>>,
     leading: Gauge,
@@ -115,6 +125,25 @@ impl Metrics {
             Unit::Bytes,
             bucket_bytes.clone(),
         );
+        let quota_objects = Family::<BucketLabels, Gauge>::default();
+        registry.register(
+            "bucket_quota_objects",
+            "The most objects each bound bucket may hold, where it has such a quota",
+            quota_objects.clone(),
+        );
+        let quota_bytes = Family::<BucketLabels, Gauge>::default();
+        registry.register_with_unit(
+            "bucket_quota",
+            "The most bytes each bound bucket may hold, where it has such a quota",
+            Unit::Bytes,
+            quota_bytes.clone(),
+        );
+        let s3_responses = Family::<CodeLabels, Counter>::default();
+        registry.register(
+            "s3_responses",
+            "Answers of a backend's own S3 endpoint (hostPath), by status class",
+            s3_responses.clone(),
+        );
         let leading = Gauge::default();
         registry.register(
             "leading",
@@ -132,7 +161,10 @@ impl Metrics {
                 phases,
                 bucket_objects,
                 bucket_bytes,
+                quota_objects,
+                quota_bytes,
                 buckets: Mutex::default(),
+                s3_responses,
                 leading,
             }),
         }
@@ -176,14 +208,36 @@ impl Metrics {
     }
 
     /// Publishes what `bucket` holds (`bucket_provisioner_bucket_objects{bucket}` and
-    /// `bucket_provisioner_bucket_bytes{bucket}`).
-    pub fn set_bucket_usage(&self, bucket: &str, objects: u64, bytes: u64) {
+    /// `bucket_provisioner_bucket_bytes{bucket}`) and its quota, where it has one
+    /// (`bucket_provisioner_bucket_quota_objects{bucket}`,
+    /// `bucket_provisioner_bucket_quota_bytes{bucket}`).
+    pub fn set_bucket_usage(&self, bucket: &str, usage: &BucketUsage) {
         let labels = BucketLabels { bucket: bucket.to_owned() };
         let gauge = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
-        self.inner.bucket_objects.get_or_create(&labels).set(gauge(objects));
-        self.inner.bucket_bytes.get_or_create(&labels).set(gauge(bytes));
+        self.inner.bucket_objects.get_or_create(&labels).set(gauge(usage.objects));
+        self.inner.bucket_bytes.get_or_create(&labels).set(gauge(usage.bytes));
+        for (quota, family) in [
+            (usage.max_objects, &self.inner.quota_objects),
+            (usage.max_bytes, &self.inner.quota_bytes),
+        ] {
+            match quota {
+                Some(quota) => {
+                    family.get_or_create(&labels).set(gauge(quota));
+                }
+                None => {
+                    family.remove(&labels);
+                }
+            }
+        }
         let mut buckets = self.inner.buckets.lock().unwrap_or_else(|e| e.into_inner());
         buckets.insert(bucket.to_owned());
+    }
+
+    /// Counts one answer of a backend's own S3 endpoint
+    /// (`bucket_provisioner_s3_responses_total{code="2xx"}` and so on).
+    pub fn s3_response(&self, status: u16) {
+        let code = format!("{}xx", status / 100);
+        self.inner.s3_responses.get_or_create(&CodeLabels { code }).inc();
     }
 
     /// Drops the usage series of every bucket not in `current` (gone, or no longer bound).
@@ -196,6 +250,8 @@ impl Metrics {
             let labels = BucketLabels { bucket: bucket.clone() };
             self.inner.bucket_objects.remove(&labels);
             self.inner.bucket_bytes.remove(&labels);
+            self.inner.quota_objects.remove(&labels);
+            self.inner.quota_bytes.remove(&labels);
             false
         });
     }
@@ -433,8 +489,14 @@ mod tests {
     #[test]
     fn bucket_usage_series_go_with_their_bucket() {
         let metrics = Metrics::new();
-        metrics.set_bucket_usage("photos", 3, 4096);
-        metrics.set_bucket_usage("logs", 1, 10);
+        let usage = |objects, bytes, max_bytes| BucketUsage {
+            objects,
+            bytes,
+            max_bytes,
+            ..BucketUsage::default()
+        };
+        metrics.set_bucket_usage("photos", &usage(3, 4096, Some(8192)));
+        metrics.set_bucket_usage("logs", &usage(1, 10, None));
         let text = metrics.encode();
         assert!(text.contains("# TYPE bucket_provisioner_bucket_objects gauge\n"), "{text}");
         assert!(text.contains("# UNIT bucket_provisioner_bucket_bytes bytes\n"), "{text}");
@@ -447,10 +509,25 @@ mod tests {
             "{text}"
         );
 
+        let quota = "bucket_provisioner_bucket_quota_bytes{bucket=\"photos\"} 8192\n";
+        assert!(text.contains(quota), "{text}");
+        assert!(!text.contains("bucket_quota_bytes{bucket=\"logs\"}"), "no quota, no series");
+
         metrics.retain_bucket_usage(&BTreeSet::from(["logs".to_owned()]));
         let text = metrics.encode();
         assert!(!text.contains("bucket=\"photos\""), "{text}");
         assert!(text.contains("bucket_provisioner_bucket_bytes{bucket=\"logs\"} 10\n"), "{text}");
+    }
+
+    #[test]
+    fn s3_answers_are_counted_by_status_class() {
+        let metrics = Metrics::new();
+        for status in [200, 204, 404, 503] {
+            metrics.s3_response(status);
+        }
+        let text = metrics.encode();
+        assert!(text.contains("bucket_provisioner_s3_responses_total{code=\"2xx\"} 2\n"), "{text}");
+        assert!(text.contains("bucket_provisioner_s3_responses_total{code=\"5xx\"} 1\n"), "{text}");
     }
 
     #[test]

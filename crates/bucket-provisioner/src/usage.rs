@@ -53,7 +53,7 @@ pub(crate) async fn report_usage<P: Provisioner>(
             }
             let Some(usage) = ctx.provisioner.usage(&bucket) else { continue };
             let name = bound_bucket_name(&bucket).to_owned();
-            ctx.metrics.set_bucket_usage(&name, usage.objects, usage.bytes);
+            ctx.metrics.set_bucket_usage(&name, &usage);
             reported.insert(name);
             match set_bucket_usage(&api, &bucket, &usage).await {
                 Ok(Some(written)) => {

@@ -252,11 +252,14 @@ impl Provisioner for HostPathProvisioner {
         let name = bucket_name_of(bucket).ok()?;
         let user = claim_user_id(bucket);
         let (total, claim) = self.store.usage(&name, user.as_deref())?;
+        let quota = self.store.bucket_quota(&name).unwrap_or_default();
         Some(BucketUsage {
             objects: total.objects,
             bytes: total.bytes,
             claim_objects: Some(claim.objects),
             claim_bytes: Some(claim.bytes),
+            max_objects: quota.max_objects,
+            max_bytes: quota.max_bytes,
         })
     }
 }

@@ -10,9 +10,8 @@ use bucket_provisioner::runtime::{
 };
 use clap::Parser;
 use hostpath_provisioner::admin_secret::{ADMIN_SECRET_WATCH, follow_admin_secret};
-use hostpath_provisioner::{
-    AdminCredentials, BucketStore, HostPathConfig, HostPathProvisioner, serve,
-};
+use hostpath_provisioner::s3::{serve_endpoint, service};
+use hostpath_provisioner::{AdminCredentials, BucketStore, HostPathConfig, HostPathProvisioner};
 
 /// Object buckets as directories on this node, with an S3 endpoint and per-claim keys.
 #[derive(Parser, Debug)]
@@ -105,7 +104,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     tracing::info!(address = %s3_address, "serving S3");
     let endpoint_store = store.clone();
     services.push(Service::new("S3 endpoint", move |process: Process| {
-        serve(listener, endpoint_store, process.stop.wait())
+        let endpoint = service(endpoint_store).counting_answers(process.metrics.clone());
+        serve_endpoint(listener, endpoint, process.stop.wait())
     }));
 
     let config = HostPathConfig {

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use bucket_provisioner::telemetry::Metrics;
 use bytes::{Bytes, BytesMut};
 use futures::future::BoxFuture;
 use http::header::{AUTHORIZATION, CONTENT_LENGTH, DATE, HeaderValue};
@@ -32,15 +33,28 @@ const REQUEST_ID_HEADER: &str = "x-amz-request-id";
 pub struct RequestId(pub String);
 
 /// The endpoint as a hyper service: the `s3s` service behind request checks and request ids.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Endpoint {
     s3: S3Service,
     store: Arc<BucketStore>,
+    answers: Option<Metrics>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint").field("s3", &self.s3).field("store", &self.store).finish()
+    }
 }
 
 impl Endpoint {
     pub(super) fn new(s3: S3Service, store: Arc<BucketStore>) -> Self {
-        Self { s3, store }
+        Self { s3, store, answers: None }
+    }
+
+    /// Counts every answer by status class in `metrics`
+    /// (`bucket_provisioner_s3_responses_total`), for the endpoint's error-rate alert.
+    pub fn counting_answers(self, metrics: Metrics) -> Self {
+        Self { answers: Some(metrics), ..self }
     }
 
     /// Serves one request; the body type is whatever `s3s` accepts.
@@ -131,7 +145,13 @@ impl hyper::service::Service<Request<hyper::body::Incoming>> for Endpoint {
 
     fn call(&self, req: Request<hyper::body::Incoming>) -> Self::Future {
         let this = self.clone();
-        Box::pin(async move { this.call(req.map(Body::from)).await })
+        Box::pin(async move {
+            let answer = this.call(req.map(Body::from)).await;
+            if let (Some(metrics), Ok(response)) = (&this.answers, &answer) {
+                metrics.s3_response(response.status().as_u16());
+            }
+            answer
+        })
     }
 }
 

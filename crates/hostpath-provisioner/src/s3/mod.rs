@@ -29,7 +29,7 @@ mod spool;
 pub use auth::{BucketAccess, KeyAuth};
 pub use front::{Endpoint, MAX_CLOCK_SKEW, MAX_PRESIGNED_EXPIRY_SECS, RequestId};
 pub use handlers::HostPathS3;
-pub use server::{serve, service};
+pub use server::{serve, serve_endpoint, service};
 
 /// The error code of a write refused by a quota.
 pub const QUOTA_EXCEEDED: &str = "QuotaExceeded";

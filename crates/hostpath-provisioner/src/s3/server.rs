@@ -25,7 +25,15 @@ pub async fn serve(
     store: Arc<BucketStore>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let service = service(store);
+    serve_endpoint(listener, service(store), shutdown).await
+}
+
+/// [`serve`] for an endpoint made with [`service`] (counting its answers, say).
+pub async fn serve_endpoint(
+    listener: TcpListener,
+    service: Endpoint,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // Slow clients must not hold connections open by dribbling headers.
     builder.http1().timer(TokioTimer::new()).header_read_timeout(Duration::from_secs(30));

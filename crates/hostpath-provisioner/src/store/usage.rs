@@ -272,6 +272,11 @@ impl Meter {
         (state.used.total, of_user)
     }
 
+    /// The bucket's own quota.
+    pub(super) fn bucket_quota(&self) -> Quota {
+        self.lock().bucket_quota
+    }
+
     pub(super) fn set_bucket_quota(&self, quota: Quota) {
         self.lock().bucket_quota = quota;
     }
@@ -526,6 +531,11 @@ impl BucketStore {
         }
         let meter = self.inner.read_meters().get(bucket).cloned()?;
         Some(meter.usage(user))
+    }
+
+    /// The quota of `bucket` as a whole (not its keys'), if the bucket exists.
+    pub fn bucket_quota(&self, bucket: &str) -> Option<Quota> {
+        Some(self.inner.read_meters().get(bucket)?.bucket_quota())
     }
 
     /// Saves every meter that changed as settled, where no write is in flight. Runs every
