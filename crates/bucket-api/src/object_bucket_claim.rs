@@ -62,6 +62,21 @@ pub enum ClaimPhase {
     Failed,
 }
 
+impl ClaimPhase {
+    /// Every phase, in the order of a claim's life.
+    pub const ALL: [ClaimPhase; 4] = [Self::Pending, Self::Bound, Self::Released, Self::Failed];
+
+    /// The phase as the API writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "Pending",
+            Self::Bound => "Bound",
+            Self::Released => "Released",
+            Self::Failed => "Failed",
+        }
+    }
+}
+
 /// Observed state of an ObjectBucketClaim.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

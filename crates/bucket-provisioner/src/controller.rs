@@ -590,19 +590,13 @@ fn awaits_cleanup(bucket: &ObjectBucket, provisioner: &str) -> bool {
 
 /// Keeps the claims-by-phase gauge current for the claims this provisioner has taken on.
 async fn count_phases<P>(store: Store<CachedClaim>, ctx: Arc<Context<P>>, pulse: Pulse) {
-    let phases = [
-        (ClaimPhase::Pending, "Pending"),
-        (ClaimPhase::Bound, "Bound"),
-        (ClaimPhase::Released, "Released"),
-        (ClaimPhase::Failed, "Failed"),
-    ];
     loop {
         let claims = store.state();
         let ours = claims.iter().filter(|c| c.recorded_by(&ctx.name));
-        let mut counts: Vec<(&str, i64)> = phases.iter().map(|(_, name)| (*name, 0)).collect();
+        let mut counts: Vec<(&str, i64)> = ClaimPhase::ALL.map(|p| (p.as_str(), 0)).to_vec();
         for claim in ours {
             let phase = claim.phase().unwrap_or(ClaimPhase::Pending);
-            if let Some(i) = phases.iter().position(|(p, _)| *p == phase) {
+            if let Some(i) = ClaimPhase::ALL.iter().position(|p| *p == phase) {
                 counts[i].1 += 1;
             }
         }

@@ -154,9 +154,6 @@ pub enum Error {
     /// The Kubernetes API failed.
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
-    /// Something that should not happen (an object without a name, say); retried with backoff.
-    #[error("internal error: {0}")]
-    Internal(String),
 }
 
 /// Shown after a cleanup failure, so nobody is left with a claim stuck for ever.
@@ -181,7 +178,6 @@ impl Error {
             Self::Backend { source: BackendError::Permanent { reason, .. }, .. } => reason,
             Self::Backend { operation, .. } => operation.failed_reason(),
             Self::Kube(_) => "KubernetesApiError",
-            Self::Internal(_) => "InternalError",
         }
     }
 
@@ -194,7 +190,7 @@ impl Error {
     pub fn retry(&self) -> Retry {
         match self {
             Self::Kube(_) => Retry::Api,
-            Self::StorageClassNotFound(_) | Self::Internal(_) => Retry::Backoff,
+            Self::StorageClassNotFound(_) => Retry::Backoff,
             Self::Backend { source, .. } if !source.is_permanent() => Retry::Backoff,
             Self::ObjectBucketConflict { .. }
             | Self::ForeignSecret(_)

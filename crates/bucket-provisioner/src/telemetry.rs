@@ -17,7 +17,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets_range};
 use prometheus_client::registry::{Registry, Unit};
 
-use bucket_api::BucketUsage;
+use bucket_api::{BucketUsage, ClaimPhase};
 
 use crate::health::Health;
 use crate::log_limit::SharedThrottle;
@@ -26,8 +26,7 @@ use crate::log_limit::SharedThrottle;
 const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Claim phases reported from the start, so dashboards see a 0 rather than a missing series.
-/// They match the serialized names of `bucket_api::ClaimPhase`.
-const KNOWN_PHASES: [&str; 4] = ["Pending", "Bound", "Released", "Failed"];
+const KNOWN_PHASES: [ClaimPhase; 4] = ClaimPhase::ALL;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabels {
@@ -109,9 +108,9 @@ impl Metrics {
         registry.register("claims", "ObjectBucketClaims by phase", claims.clone());
 
         for phase in KNOWN_PHASES {
-            claims.get_or_create(&PhaseLabels { phase: phase.to_owned() }).set(0);
+            claims.get_or_create(&PhaseLabels { phase: phase.as_str().to_owned() }).set(0);
         }
-        let phases = Mutex::new(KNOWN_PHASES.iter().map(|p| (*p).to_owned()).collect());
+        let phases = Mutex::new(KNOWN_PHASES.iter().map(|p| p.as_str().to_owned()).collect());
         let bucket_objects = Family::<BucketLabels, Gauge>::default();
         registry.register(
             "bucket_objects",
@@ -534,7 +533,7 @@ mod tests {
     fn claim_phases_not_listed_drop_to_zero() {
         let metrics = Metrics::new();
         let text = metrics.encode();
-        for phase in KNOWN_PHASES {
+        for phase in KNOWN_PHASES.map(ClaimPhase::as_str) {
             assert!(text.contains(&format!("bucket_provisioner_claims{{phase=\"{phase}\"}} 0\n")));
         }
 
