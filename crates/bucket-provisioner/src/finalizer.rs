@@ -20,11 +20,8 @@ pub(crate) async fn remove<K>(api: &Api<K>, object: &K, finalizer: &str) -> Resu
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
-    let remaining: Vec<&String> = object.finalizers().iter().filter(|f| *f != finalizer).collect();
-    let patch = serde_json::json!({
-        "metadata": { "resourceVersion": object.resource_version(), "finalizers": remaining }
-    });
-    api.patch(&object.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await
+    let remaining = object.finalizers().iter().filter(|f| *f != finalizer).cloned().collect();
+    write(api, object, remaining).await
 }
 
 /// Puts `finalizer` back on `object`, guarded by its resourceVersion like [`remove`].
@@ -34,6 +31,14 @@ where
 {
     let mut finalizers = object.finalizers().to_vec();
     finalizers.push(finalizer.to_owned());
+    write(api, object, finalizers).await
+}
+
+/// Writes `finalizers` as the object's whole list, if its resourceVersion is still the one read.
+async fn write<K>(api: &Api<K>, object: &K, finalizers: Vec<String>) -> Result<K, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
     let patch = serde_json::json!({
         "metadata": { "resourceVersion": object.resource_version(), "finalizers": finalizers }
     });

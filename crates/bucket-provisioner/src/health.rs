@@ -158,12 +158,15 @@ impl Health {
     pub fn watch_succeeded(&self, name: &str) {
         let mut state = self.state();
         state.failing_watches.remove(name);
-        state.denied.remove(&format!("{name} watch"));
+        state.denied.remove(&watch_source(name));
         state.last_api_success = Some(Instant::now());
     }
 
-    /// The watch `name` failed.
-    pub fn watch_failed(&self, name: &str) {
+    /// The watch `name` failed; `refused` says what, when the apiserver refused it (401/403).
+    pub fn watch_failed(&self, name: &str, refused: Option<&str>) {
+        if let Some(what) = refused {
+            self.denied(&watch_source(name), what);
+        }
         self.state().failing_watches.entry(name.to_owned()).or_insert_with(Instant::now);
     }
 
@@ -198,7 +201,7 @@ impl Health {
         for (name, since) in &state.failing_watches {
             let failing = now.saturating_duration_since(*since);
             let api_answers = state.last_api_success.is_some_and(|t| t > *since);
-            let refused = state.denied.contains_key(&format!("{name} watch"));
+            let refused = state.denied.contains_key(&watch_source(name));
             if failing > WATCH_STUCK_AFTER && api_answers && !refused {
                 problems.push(format!(
                     "the {name} watch has failed for {}s while the API answers",
@@ -208,6 +211,11 @@ impl Health {
         }
         if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
     }
+}
+
+/// The source a watch's refusals are reported under.
+fn watch_source(name: &str) -> String {
+    format!("{name} watch")
 }
 
 /// What a refusal says is missing, when `error` is the apiserver refusing the credentials (401)
@@ -296,7 +304,7 @@ mod tests {
     fn stuck_watches_fail_the_check_while_the_api_answers() {
         let health = Health::default();
         let now = Instant::now();
-        health.watch_failed("claims");
+        health.watch_failed("claims", None);
         let later = now + WATCH_STUCK_AFTER + Duration::from_secs(1);
         assert_eq!(health.check_at(later), Ok(()), "an outage is no reason to restart");
         health.api_succeeded();

@@ -115,10 +115,7 @@ where
                     Some(Ok(event))
                 }
                 Err(error) => {
-                    if let Some(what) = refused(&error) {
-                        health.denied(&format!("{name} watch"), &what);
-                    }
-                    health.watch_failed(name);
+                    health.watch_failed(name, refused(&error).as_deref());
                     if let Some(held_back) = failures.allow() {
                         tracing::warn!(watch = name, %error, repeats_since_last_report = held_back,
                             "watch failed; retrying");

@@ -29,12 +29,8 @@ use k8s_openapi::api::core::v1::ObjectReference;
 const ADMIN_ID: &str = "OPERATORADMIN01";
 const ADMIN_SECRET: &str = "operator-secret-0123456789abcdef";
 
-/// A server whose store has the operator credential, and an SDK client signing with it.
 async fn start_with_admin(root: &Path) -> (Server, Client) {
-    let server = Server::start(root).await;
-    server.store.set_admin(Some(AdminCredentials::new(ADMIN_ID, ADMIN_SECRET).unwrap()));
-    let admin = client_for(server.addr, ADMIN_ID, ADMIN_SECRET);
-    (server, admin)
+    Server::start_with_admin(root, ADMIN_ID, ADMIN_SECRET).await
 }
 
 fn backend(server: &Server) -> HostPathProvisioner {

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
-use common::{RawResponse, Server, http_date, raw_request, sign_v2};
+use common::{RawResponse, Server, http_date, raw_request, sign_v2, sign_v4, status};
 
 /// A SigV2 header-signed GET of `/bucket/key` with the given date headers.
 async fn sig_v2_get(
@@ -350,13 +350,6 @@ fn raw_checksum(algorithm: &ChecksumAlgorithm, data: &[u8]) -> Vec<u8> {
     base64::engine::general_purpose::STANDARD.decode(checksum_of(algorithm, data)).unwrap()
 }
 
-/// The HTTP status of a failed call.
-fn status<E>(
-    err: &aws_sdk_s3::error::SdkError<E, aws_sdk_s3::config::http::HttpResponse>,
-) -> Option<u16> {
-    err.raw_response().map(|r| r.status().as_u16())
-}
-
 const ALGORITHMS: [ChecksumAlgorithm; 5] = [
     ChecksumAlgorithm::Crc32,
     ChecksumAlgorithm::Crc32C,
@@ -493,50 +486,21 @@ async fn put_with_trailer(
     data: &[u8],
     trailer_value: &str,
 ) -> RawResponse {
-    use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
-    let identity = aws_sdk_s3::config::Credentials::new(
-        &key.access_key_id,
-        &key.secret_access_key,
-        None,
-        None,
-        "test",
-    )
-    .into();
-    let host = server.addr.to_string();
+    let payload = "STREAMING-UNSIGNED-PAYLOAD-TRAILER";
     let decoded = data.len().to_string();
     let headers = [
-        ("host", host.as_str()),
         ("content-encoding", "aws-chunked"),
-        ("x-amz-content-sha256", "STREAMING-UNSIGNED-PAYLOAD-TRAILER"),
+        ("x-amz-content-sha256", payload),
         ("x-amz-decoded-content-length", decoded.as_str()),
         ("x-amz-trailer", "x-amz-checksum-crc32"),
     ];
-    let params = aws_sigv4::sign::v4::SigningParams::builder()
-        .identity(&identity)
-        .region("us-east-1")
-        .name("s3")
-        .time(SystemTime::now())
-        .settings(SigningSettings::default())
-        .build()
-        .unwrap()
-        .into();
-    let url = format!("http://{host}{path}");
-    let request = SignableRequest::new(
-        "PUT",
-        url.as_str(),
-        headers.iter().copied(),
-        SignableBody::Precomputed("STREAMING-UNSIGNED-PAYLOAD-TRAILER".to_owned()),
-    )
-    .unwrap();
-    let (instructions, _) = sign(request, &params).unwrap().into_parts();
-    let signed: Vec<(String, String)> =
-        instructions.headers().map(|(n, v)| (n.to_owned(), v.to_owned())).collect();
+    let signed = sign_v4(server.addr, key, "PUT", path, &headers, payload);
     let mut body = format!("{:x}\r\n", data.len()).into_bytes();
     body.extend_from_slice(data);
     body.extend_from_slice(
         format!("\r\n0\r\nx-amz-checksum-crc32:{trailer_value}\r\n\r\n").as_bytes(),
     );
-    let mut all: Vec<(&str, &str)> = headers[1..].to_vec();
+    let mut all: Vec<(&str, &str)> = headers.to_vec();
     all.extend(signed.iter().map(|(n, v)| (n.as_str(), v.as_str())));
     raw_request(server.addr, "PUT", path, &all, &body).await
 }

@@ -3,25 +3,16 @@
 
 mod common;
 
-use std::time::SystemTime;
-
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{
     BucketLocationConstraint, CompletedMultipartUpload, CompletedPart, CreateBucketConfiguration,
     ObjectAttributes,
 };
-use common::{RawResponse, Server, client_for, client_in_region, code, pattern};
-use hostpath_provisioner::{AccessKey, AdminCredentials};
+use common::{Server, client_in_region, code, pattern, send_verbatim, sign_v4, status};
+use hostpath_provisioner::AccessKey;
 
 const ADMIN_ID: &str = "OPERATORCONFORM1";
 const ADMIN_SECRET: &str = "operator-secret-conformance-01";
-
-/// The HTTP status of a failed SDK call.
-fn status<E>(
-    err: &aws_sdk_s3::error::SdkError<E, aws_sdk_s3::config::http::HttpResponse>,
-) -> Option<u16> {
-    err.raw_response().map(|r| r.status().as_u16())
-}
 
 /// A header of a failed SDK call's response.
 fn error_header<E>(
@@ -31,7 +22,7 @@ fn error_header<E>(
     err.raw_response().and_then(|r| r.headers().get(name)).map(str::to_owned)
 }
 
-/// Signs a request for `key` with an unsigned payload and the given extra (signed) headers.
+/// `headers` with `x-amz-content-sha256: UNSIGNED-PAYLOAD`, signed for `key`.
 fn sign(
     server: &Server,
     key: &AccessKey,
@@ -39,60 +30,10 @@ fn sign(
     path: &str,
     headers: &[(&str, &str)],
 ) -> Vec<(String, String)> {
-    use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
-    let identity = aws_sdk_s3::config::Credentials::new(
-        &key.access_key_id,
-        &key.secret_access_key,
-        None,
-        None,
-        "test",
-    )
-    .into();
-    let host = server.addr.to_string();
-    let mut all = vec![("host", host.as_str()), ("x-amz-content-sha256", "UNSIGNED-PAYLOAD")];
+    let mut all = vec![("x-amz-content-sha256", "UNSIGNED-PAYLOAD")];
     all.extend_from_slice(headers);
-    let params = aws_sigv4::sign::v4::SigningParams::builder()
-        .identity(&identity)
-        .region("us-east-1")
-        .name("s3")
-        .time(SystemTime::now())
-        .settings(SigningSettings::default())
-        .build()
-        .unwrap()
-        .into();
-    let url = format!("http://{host}{path}");
-    let request = SignableRequest::new(
-        method,
-        url.as_str(),
-        all.iter().copied(),
-        SignableBody::UnsignedPayload,
-    )
-    .unwrap();
-    let (instructions, _) = sign(request, &params).unwrap().into_parts();
-    all[1..]
-        .iter()
-        .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
-        .chain(instructions.headers().map(|(n, v)| (n.to_owned(), v.to_owned())))
-        .collect()
-}
-
-/// Sends `head` lines and `body` exactly as given (no Content-Length added) and reads the answer.
-async fn send_verbatim(server: &Server, head: &str, body: &[u8]) -> RawResponse {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut conn = tokio::net::TcpStream::connect(server.addr).await.unwrap();
-    conn.write_all(head.as_bytes()).await.unwrap();
-    conn.write_all(body).await.unwrap();
-    let mut response = Vec::new();
-    conn.read_to_end(&mut response).await.unwrap();
-    let split = response.windows(4).position(|w| w == b"\r\n\r\n").expect("a complete response");
-    let text = String::from_utf8(response[..split].to_vec()).unwrap();
-    let mut lines = text.split("\r\n");
-    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
-    let headers = lines
-        .filter_map(|line| line.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
-    RawResponse { status, headers, body: response[split + 4..].to_vec() }
+    let signed = sign_v4(server.addr, key, method, path, &all, "UNSIGNED-PAYLOAD");
+    all.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).chain(signed).collect()
 }
 
 fn request_head(server: &Server, method: &str, path: &str, headers: &[(String, String)]) -> String {
@@ -102,13 +43,6 @@ fn request_head(server: &Server, method: &str, path: &str, headers: &[(String, S
     }
     head.push_str("Connection: close\r\n\r\n");
     head
-}
-
-async fn start_with_admin(root: &std::path::Path) -> (Server, aws_sdk_s3::Client) {
-    let server = Server::start(root).await;
-    server.store.set_admin(Some(AdminCredentials::new(ADMIN_ID, ADMIN_SECRET).unwrap()));
-    let admin = client_for(server.addr, ADMIN_ID, ADMIN_SECRET);
-    (server, admin)
 }
 
 #[tokio::test]
@@ -185,7 +119,7 @@ async fn object_attributes_include_the_object_size() {
             &[("x-amz-object-attributes", value)],
         );
         let response = send_verbatim(
-            &server,
+            server.addr,
             &request_head(&server, "GET", "/attrs/k?attributes", &headers),
             b"",
         )
@@ -276,9 +210,12 @@ async fn a_chunked_put_without_a_content_length_is_stored() {
     body.extend_from_slice(b"0\r\n\r\n");
     let headers =
         sign(&server, &key, "PUT", "/chunked/streamed", &[("transfer-encoding", "chunked")]);
-    let response =
-        send_verbatim(&server, &request_head(&server, "PUT", "/chunked/streamed", &headers), &body)
-            .await;
+    let response = send_verbatim(
+        server.addr,
+        &request_head(&server, "PUT", "/chunked/streamed", &headers),
+        &body,
+    )
+    .await;
     assert_eq!(response.status, 200, "{}", response.text());
     assert_eq!(response.header("etag"), Some(format!("\"{}\"", common::md5_hex(&data)).as_str()));
     let got = s3.get_object().bucket("chunked").key("streamed").send().await.unwrap();
@@ -325,9 +262,12 @@ async fn content_encoding_comes_back_byte_for_byte_without_aws_chunked() {
         .map(|(n, v)| (n.to_owned(), v.to_owned()))
         .into();
         headers.extend(sign_streaming(&server, &key, "/enc/chunked", sent, &decoded));
-        let response =
-            send_verbatim(&server, &request_head(&server, "PUT", "/enc/chunked", &headers), &body)
-                .await;
+        let response = send_verbatim(
+            server.addr,
+            &request_head(&server, "PUT", "/enc/chunked", &headers),
+            &body,
+        )
+        .await;
         assert_eq!(response.status, 200, "{sent}: {}", response.text());
         let head = s3.head_object().bucket("enc").key("chunked").send().await.unwrap();
         assert_eq!(head.content_encoding(), kept, "{sent}");
@@ -351,48 +291,20 @@ fn sign_streaming(
     encoding: &str,
     decoded: &str,
 ) -> Vec<(String, String)> {
-    use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
-    let identity = aws_sdk_s3::config::Credentials::new(
-        &key.access_key_id,
-        &key.secret_access_key,
-        None,
-        None,
-        "test",
-    )
-    .into();
-    let host = server.addr.to_string();
+    let payload = "STREAMING-UNSIGNED-PAYLOAD-TRAILER";
     let headers = [
-        ("host", host.as_str()),
-        ("x-amz-content-sha256", "STREAMING-UNSIGNED-PAYLOAD-TRAILER"),
+        ("x-amz-content-sha256", payload),
         ("content-encoding", encoding),
         ("x-amz-decoded-content-length", decoded),
         ("x-amz-trailer", "x-amz-checksum-crc32"),
     ];
-    let params = aws_sigv4::sign::v4::SigningParams::builder()
-        .identity(&identity)
-        .region("us-east-1")
-        .name("s3")
-        .time(SystemTime::now())
-        .settings(SigningSettings::default())
-        .build()
-        .unwrap()
-        .into();
-    let url = format!("http://{host}{path}");
-    let request = SignableRequest::new(
-        "PUT",
-        url.as_str(),
-        headers.iter().copied(),
-        SignableBody::Precomputed("STREAMING-UNSIGNED-PAYLOAD-TRAILER".to_owned()),
-    )
-    .unwrap();
-    let (instructions, _) = sign(request, &params).unwrap().into_parts();
-    instructions.headers().map(|(n, v)| (n.to_owned(), v.to_owned())).collect()
+    sign_v4(server.addr, key, "PUT", path, &headers, payload)
 }
 
 #[tokio::test]
 async fn list_buckets_pages_by_max_buckets_continuation_token_and_prefix() {
     let tmp = tempfile::tempdir().unwrap();
-    let (server, admin) = start_with_admin(tmp.path()).await;
+    let (server, admin) = Server::start_with_admin(tmp.path(), ADMIN_ID, ADMIN_SECRET).await;
     let names = ["logs-a", "logs-b", "logs-c", "photos-a", "photos-b"];
     for name in names {
         admin.create_bucket().bucket(name).send().await.unwrap();
@@ -442,7 +354,7 @@ async fn list_buckets_pages_by_max_buckets_continuation_token_and_prefix() {
 #[tokio::test]
 async fn location_constraints_are_answered_as_s3_does() {
     let tmp = tempfile::tempdir().unwrap();
-    let (server, admin) = start_with_admin(tmp.path()).await;
+    let (server, admin) = Server::start_with_admin(tmp.path(), ADMIN_ID, ADMIN_SECRET).await;
     let in_eu = client_in_region(server.addr, ADMIN_ID, ADMIN_SECRET, "eu-west-1");
     let constraint = |c: BucketLocationConstraint| {
         CreateBucketConfiguration::builder().location_constraint(c).build()

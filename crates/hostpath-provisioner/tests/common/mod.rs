@@ -9,7 +9,7 @@ use std::sync::Arc;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::{Credentials, Region};
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
-use hostpath_provisioner::{AccessKey, BucketStore, Creator};
+use hostpath_provisioner::{AccessKey, AdminCredentials, BucketStore, Creator};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -53,6 +53,15 @@ impl Server {
     }
 
     /// An SDK client signing with `key`.
+    /// A server whose store has the operator credential `id`/`secret`, and an SDK client signing
+    /// with it.
+    pub async fn start_with_admin(root: &Path, id: &str, secret: &str) -> (Self, Client) {
+        let server = Self::start(root).await;
+        server.store.set_admin(Some(AdminCredentials::new(id, secret).unwrap()));
+        let admin = client_for(server.addr, id, secret);
+        (server, admin)
+    }
+
     pub fn client(&self, key: &AccessKey) -> Client {
         client_for(self.addr, &key.access_key_id, &key.secret_access_key)
     }
@@ -155,14 +164,20 @@ pub async fn raw_request(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> RawResponse {
+    let mut head = format!("{method} {path_and_query} HTTP/1.1\r\nHost: {addr}\r\n");
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str(&format!("Content-Length: {}\r\nConnection: close\r\n\r\n", body.len()));
+    send_verbatim(addr, &head, body).await
+}
+
+/// Sends `head` (request line and header lines, blank line included) and `body` exactly as
+/// given, nothing added, and reads the whole response.
+pub async fn send_verbatim(addr: SocketAddr, head: &str, body: &[u8]) -> RawResponse {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let mut request = format!("{method} {path_and_query} HTTP/1.1\r\nHost: {addr}\r\n");
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str(&format!("Content-Length: {}\r\nConnection: close\r\n\r\n", body.len()));
-    conn.write_all(request.as_bytes()).await.unwrap();
+    conn.write_all(head.as_bytes()).await.unwrap();
     conn.write_all(body).await.unwrap();
     let mut response = Vec::new();
     conn.read_to_end(&mut response).await.unwrap();
@@ -175,6 +190,44 @@ pub async fn raw_request(
         .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
         .collect();
     RawResponse { status, headers, body: response[split + 4..].to_vec() }
+}
+
+/// The SigV4 headers (`authorization`, `x-amz-date`) of `method path` signed by `key` in
+/// us-east-1 over `headers` (Host is added) and the payload hash `payload` as sent in
+/// `x-amz-content-sha256` (`UNSIGNED-PAYLOAD`, `STREAMING-UNSIGNED-PAYLOAD-TRAILER`, …).
+pub fn sign_v4(
+    addr: SocketAddr,
+    key: &AccessKey,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    payload: &str,
+) -> Vec<(String, String)> {
+    use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
+    let identity =
+        Credentials::new(&key.access_key_id, &key.secret_access_key, None, None, "test").into();
+    let host = addr.to_string();
+    let mut all = vec![("host", host.as_str())];
+    all.extend_from_slice(headers);
+    let params = aws_sigv4::sign::v4::SigningParams::builder()
+        .identity(&identity)
+        .region("us-east-1")
+        .name("s3")
+        .time(std::time::SystemTime::now())
+        .settings(SigningSettings::default())
+        .build()
+        .unwrap()
+        .into();
+    let url = format!("http://{host}{path}");
+    let body = SignableBody::Precomputed(payload.to_owned());
+    let request = SignableRequest::new(method, url.as_str(), all.iter().copied(), body).unwrap();
+    let (instructions, _) = sign(request, &params).unwrap().into_parts();
+    instructions.headers().map(|(n, v)| (n.to_owned(), v.to_owned())).collect()
+}
+
+/// The HTTP status of a failed SDK call.
+pub fn status<E>(err: &SdkError<E, aws_sdk_s3::config::http::HttpResponse>) -> Option<u16> {
+    err.raw_response().map(|r| r.status().as_u16())
 }
 
 /// A SigV2 signature (base64 HMAC-SHA1 of `string_to_sign`), as old S3 clients compute it.
