@@ -414,7 +414,7 @@ fn dashboard_is_valid_json_in_its_config_map() {
 /// exports: a renamed metric breaks this test, not the operator's alerts.
 #[test]
 fn alerts_and_dashboard_query_only_exported_metrics() {
-    let metrics = bucket_provisioner::telemetry::Metrics::new();
+    let metrics = bucket_provisioner::kubernetes::telemetry::Metrics::new();
     metrics.reconcile();
     metrics.error("DeleteFailed");
     metrics.observe_provisioning("provision", 1.0);

@@ -8,8 +8,8 @@ use std::time::Duration;
 use bucket_api::{
     BucketUsage, ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec, ReclaimPolicy,
 };
-use bucket_provisioner::health::Health;
-use bucket_provisioner::telemetry::Metrics;
+use bucket_provisioner::kubernetes::health::Health;
+use bucket_provisioner::kubernetes::telemetry::Metrics;
 use bucket_provisioner::{
     BackendError, BucketOptions, ControllerConfig, Credentials, Endpoint, ProvisionedBucket,
     Provisioner, Removed, run_controller, user_id_of,

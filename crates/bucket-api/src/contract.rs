@@ -39,3 +39,31 @@ pub const STORAGE_CLASS_BUCKET_NAME: &str = "bucketName";
 
 /// Label put on every object the controller writes, valued with the provisioner name.
 pub const LABEL_PROVISIONER: &str = "objectbucket.io/provisioner";
+
+/// Annotations the library keeps on claims and ObjectBuckets.
+pub mod annotations {
+    /// On a claim: the provisioner that recorded its intent (and so owns its cleanup).
+    pub const PROVISIONER: &str = "objectbucket.io/provisioner";
+    /// On a claim and its ObjectBucket: `new` (the library created the bucket) or `existing`
+    /// (access to a bucket named by the StorageClass).
+    pub const BUCKET_SOURCE: &str = "objectbucket.io/bucket-source";
+    /// On a claim: the reclaim policy recorded before the backend was first called.
+    pub const RECLAIM_POLICY: &str = "objectbucket.io/reclaim-policy";
+    /// On a claim: what the backend's `cleanup_state` asked to keep (JSON), recorded before the
+    /// backend was first called.
+    pub const CLEANUP_STATE: &str = "objectbucket.io/cleanup-state";
+    /// On an ObjectBucket: `http` or `https`, to rebuild `AWS_ENDPOINT_URL` without the backend.
+    pub const ENDPOINT_SCHEME: &str = "objectbucket.io/endpoint-scheme";
+    /// On a claim, set by a person: `"true"` finishes deletion without cleaning up the bucket.
+    pub const ABANDON_BUCKET: &str = "objectbucket.io/abandon-bucket";
+    /// On an ObjectBucket: its claim was deleted with [`ABANDON_BUCKET`] while the backend could
+    /// not revoke the claim's access; the sweep revokes it, and never deletes the bucket.
+    pub const ABANDONED: &str = "objectbucket.io/abandoned";
+    /// On a claim: the bucket name the library generated from `generateBucketName` (so it may
+    /// generate another should the backend find it taken).
+    pub const GENERATED_BUCKET_NAME: &str = "objectbucket.io/generated-bucket-name";
+    /// On an ObjectBucket: a digest of the credentials written to the claim's Secret, so an
+    /// edited or emptied Secret is noticed and repaired (the credentials themselves are kept
+    /// nowhere else).
+    pub const CREDENTIALS_DIGEST: &str = "objectbucket.io/credentials-digest";
+}

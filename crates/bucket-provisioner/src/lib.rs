@@ -1,43 +1,32 @@
 //! The library a bucket backend depends on: implement [`Provisioner`] and run the controller;
 //! a volume backend implements [`volume::VolumeProvisioner`] instead.
 //!
-//! - [`provisioner`]: the backend contract, with a guide for writing one.
-//! - [`controller`]: the controller that drives a backend for every claim of its StorageClasses.
-//! - [`usage`]: what bound buckets hold, as metrics and on their ObjectBuckets.
+//! Two peers stand on one core, and neither imports the other:
+//!
+//! - [`kubernetes`]: the core both sides stand on: resilient watches and their caches, Events,
+//!   backoff and retry policy, the guarded finalizer write, health, metrics, leader election and
+//!   the runtime that supervises every loop of a backend's `main`.
+//! - [`bucket`]: the bucket side: the [`Provisioner`] contract (with a guide for writing one) and
+//!   the controller that drives a backend for every claim of its StorageClasses.
 //! - [`volume`]: the volume side: [`volume::VolumeProvisioner`] and the controller that makes
 //!   PersistentVolumes for PersistentVolumeClaims with it.
-//! - [`runtime`]: flags, client, metrics, leader election, the supervision of every loop and
-//!   shutdown for a backend's `main`, shared by both sides.
-//! - [`health`]: `/healthz` derived from the loops themselves.
+//! - [`runtime`]: what a backend's `main` calls, for either side.
 
-mod cache;
-mod claim;
-mod cleanup;
-mod compact;
-pub mod controller;
-pub mod error;
-mod finalizer;
-pub mod health;
-pub mod leader;
-pub mod log_limit;
-#[cfg(test)]
-mod mock_api;
-pub mod naming;
-pub mod objects;
-mod plan;
-pub mod provisioner;
-pub mod runtime;
-pub mod status;
-mod summary;
-pub mod telemetry;
-pub mod usage;
+pub mod bucket;
+pub mod kubernetes;
 pub mod volume;
-pub mod watch;
 
-pub use bucket_api::BucketUsage;
-pub use controller::{ControllerConfig, run_controller};
-pub use error::Error;
-pub use provisioner::{
+/// Flags, client, logging and the supervised run of either side, for a backend's `main`.
+pub mod runtime {
+    pub use crate::bucket::run::run;
+    pub use crate::kubernetes::runtime::*;
+    pub use crate::volume::run::run_volumes;
+}
+
+pub use bucket::controller::{ControllerConfig, run_controller};
+pub use bucket::error::Error;
+pub use bucket::provisioner::{
     BUCKET_NAME_TAKEN, BackendError, BucketOptions, Credentials, Endpoint, ProvisionedBucket,
     Provisioner, Removed, user_id_for_claim, user_id_of,
 };
+pub use bucket_api::BucketUsage;

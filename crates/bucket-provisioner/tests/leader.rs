@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use bucket_provisioner::leader::{LeaderElector, LeaderGuard, LeaseConfig};
+use bucket_provisioner::kubernetes::leader::{LeaderElector, LeaderGuard, LeaseConfig};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, PostParams};

@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use bucket_provisioner::BackendError;
-use bucket_provisioner::health::Health;
-use bucket_provisioner::telemetry::Metrics;
+use bucket_provisioner::kubernetes::health::Health;
+use bucket_provisioner::kubernetes::telemetry::Metrics;
 use bucket_provisioner::volume::{
     ANNOTATION_PROVISIONED_BY, FINALIZER, ProvisionedVolume, VolumeControllerConfig, VolumeOptions,
     VolumeProvisioner, run_volume_controller,

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
+use bucket_provisioner::kubernetes::watch::resilient_watch;
 use bucket_provisioner::runtime::Process;
-use bucket_provisioner::watch::resilient_watch;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;

@@ -23,19 +23,17 @@ use super::objects::{
     FINALIZER, Fate, LABEL_PROVISIONER, awaits_volume, fate, is_ours, options, pv_name_for_claim,
     selected_node, volume, waits_for_consumer,
 };
-use crate::BackendError;
-use crate::cache::Recent;
-use crate::controller::{
-    Backoff, Events, ListProgress, cached_watch, drop_managed_fields, publish, watch_configs,
-};
-use crate::error::Operation;
-use crate::finalizer;
-use crate::health::{Health, refusal};
-use crate::telemetry::Metrics;
-use crate::watch::ShortBackoff;
+use crate::kubernetes::backoff::Backoff;
+use crate::kubernetes::cache::Recent;
+use crate::kubernetes::events::{Events, publish};
+use crate::kubernetes::failure::{self, Failure, Operation};
+use crate::kubernetes::finalizer;
+use crate::kubernetes::health::Health;
+use crate::kubernetes::telemetry::Metrics;
+use crate::kubernetes::watch::ShortBackoff;
+use crate::kubernetes::watch::{ListProgress, cached_watch, drop_managed_fields, watch_configs};
+use crate::volume::error::{VolumeError, backend};
 
-/// The longest a claim or volume waits to be retried after the Kubernetes API failed it.
-const API_RETRY_MAX: Duration = Duration::from_secs(4);
 /// The source reconciles report refusals under on [`Health`].
 const RECONCILES: &str = "reconciles";
 
@@ -73,42 +71,6 @@ impl VolumeControllerConfig {
     }
 }
 
-/// A failed reconcile of one claim or volume.
-#[derive(Debug, thiserror::Error)]
-enum VolumeError {
-    /// The claim's StorageClass is gone.
-    #[error("StorageClass {0:?} not found; the claim waits until it exists")]
-    StorageClassNotFound(String),
-    /// The backend refused or failed.
-    #[error("{operation} of volume {volume:?} failed: {source}")]
-    Backend {
-        /// What was attempted.
-        operation: Operation,
-        /// The PV's name.
-        volume: String,
-        /// What the backend said.
-        source: BackendError,
-    },
-    /// The Kubernetes API failed.
-    #[error("Kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
-}
-
-impl VolumeError {
-    fn reason(&self) -> &str {
-        match self {
-            Self::StorageClassNotFound(_) => "StorageClassNotFound",
-            Self::Backend { source: BackendError::Permanent { reason, .. }, .. } => reason,
-            Self::Backend { operation, .. } => operation.failed_reason(),
-            Self::Kube(_) => "KubernetesApiError",
-        }
-    }
-
-    fn is_permanent(&self) -> bool {
-        matches!(self, Self::Backend { source, .. } if source.is_permanent())
-    }
-}
-
 /// Shared state of all reconciles.
 struct Context<P> {
     client: Client,
@@ -136,13 +98,8 @@ impl<P> Context<P> {
 
     /// Makes a failure visible (Event on `subject`, log line, metric) and picks the retry.
     async fn report(&self, subject: &ObjectReference, key: &str, error: VolumeError) -> Action {
+        failure::count(&error, &self.metrics, &self.health, RECONCILES);
         let reason = error.reason().to_owned();
-        self.metrics.error(&reason);
-        if let VolumeError::Kube(e) = &error
-            && let Some(what) = refusal(e)
-        {
-            self.health.denied(RECONCILES, &what);
-        }
         let permanent = error.is_permanent();
         tracing::warn!(object = %key, reason = %reason, permanent, "{error}");
         let action = if matches!(error, VolumeError::Backend { operation: Operation::Delete, .. }) {
@@ -152,16 +109,8 @@ impl<P> Context<P> {
         };
         publish(&self.events, subject, EventType::Warning, &reason, &error.to_string(), action)
             .await;
-        match error {
-            _ if permanent => Action::await_change(),
-            VolumeError::Kube(_) => Action::requeue(self.backoff.next(key).min(API_RETRY_MAX)),
-            _ => Action::requeue(self.backoff.next(key)),
-        }
+        self.backoff.after(error.retry(), key)
     }
-}
-
-fn backend(operation: Operation, volume: &str) -> impl FnOnce(BackendError) -> VolumeError + '_ {
-    move |source| VolumeError::Backend { operation, volume: volume.to_owned(), source }
 }
 
 /// Runs the volume controller until `shutdown` resolves, then lets running reconciles finish.

@@ -42,7 +42,9 @@
 //! there what `delete` needs to find your record.
 
 mod controller;
+mod error;
 mod objects;
+pub mod run;
 
 use std::collections::BTreeMap;
 use std::future::Future;

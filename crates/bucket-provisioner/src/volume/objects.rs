@@ -12,7 +12,7 @@ use kube::api::ObjectMeta;
 use kube::{Resource, ResourceExt};
 
 use super::{ProvisionedVolume, VolumeOptions};
-use crate::objects::label_value;
+use crate::kubernetes::watch::label_value;
 
 /// Set by the PV binder on a claim it leaves to an external provisioner: that provisioner's name.
 pub const ANNOTATION_STORAGE_PROVISIONER: &str = "volume.kubernetes.io/storage-provisioner";

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use bucket_provisioner::telemetry::Metrics;
+use bucket_provisioner::kubernetes::telemetry::Metrics;
 use bytes::{Bytes, BytesMut};
 use futures::future::BoxFuture;
 use http::header::{AUTHORIZATION, CONTENT_LENGTH, DATE, HeaderValue};

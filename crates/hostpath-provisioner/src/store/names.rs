@@ -13,7 +13,8 @@ const MAX_SEGMENT_LEN: usize = 255;
 ///
 /// Bucket names become directory names, so these rules also keep them to one safe path segment.
 pub fn validate_bucket_name(name: &str) -> Result<(), StoreError> {
-    bucket_provisioner::naming::validate_bucket_name(name).map_err(StoreError::InvalidBucketName)
+    bucket_provisioner::bucket::naming::validate_bucket_name(name)
+        .map_err(StoreError::InvalidBucketName)
 }
 
 /// Checks that `key` is one S3 accepts: 1 to 1024 bytes, no NUL. Whether it can also be a

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec};
-use bucket_provisioner::health::Health;
-use bucket_provisioner::telemetry::Metrics;
+use bucket_provisioner::kubernetes::health::Health;
+use bucket_provisioner::kubernetes::telemetry::Metrics;
 use bucket_provisioner::{ControllerConfig, Credentials, Provisioner, run_controller};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::events::v1::Event;

@@ -14,7 +14,7 @@ use bucket_api::{
     BucketEndpoint, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec, ObjectBucketSpec,
     ReclaimPolicy,
 };
-use bucket_provisioner::objects::claim_ref;
+use bucket_provisioner::bucket::objects::claim_ref;
 use bucket_provisioner::{BackendError, BucketOptions, Credentials, ProvisionedBucket};
 use kube::api::ObjectMeta;
 use s3_provisioner::{OwnerCredentials, SecretRef};

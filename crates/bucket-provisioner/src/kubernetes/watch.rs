@@ -7,19 +7,21 @@
 //! version starts the watch over with a fresh list.
 
 use std::fmt::Debug;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::{Stream, StreamExt, stream};
-use kube::Resource;
+use futures::{Stream, StreamExt, TryStreamExt, stream};
 use kube::api::Api;
-use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::Store;
 use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, Event, watcher};
+use kube::runtime::{WatchStreamExt, reflector};
+use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
-use crate::health::{Health, refusal};
-use crate::log_limit::SharedThrottle;
+use crate::kubernetes::cache::summary::{Summaries, Summarized};
+use crate::kubernetes::health::{Health, refusal};
+use crate::kubernetes::log_limit::SharedThrottle;
 
 /// Doubling from half a second to two: one client watching a handful of kinds can afford to
 /// come back quickly, and claims created right after an outage should not wait.
@@ -127,6 +129,112 @@ where
     })
 }
 
+/// Which caches hold their first list: told by the events themselves, since a store's own
+/// readiness wakes only one of several waiters and the controller waits on the claims'.
+pub(crate) struct ListProgress {
+    done: Mutex<Vec<bool>>,
+    listed: tokio::sync::watch::Sender<bool>,
+}
+
+impl ListProgress {
+    /// Progress of `caches` caches, none listed yet.
+    pub(crate) fn new(caches: usize) -> (Arc<Self>, tokio::sync::watch::Receiver<bool>) {
+        let (listed, receiver) = tokio::sync::watch::channel(false);
+        (Arc::new(Self { done: Mutex::new(vec![false; caches]), listed }), receiver)
+    }
+
+    /// Marks cache `kind` listed when its watch says its first list is complete.
+    pub(crate) fn marker<K>(
+        self: &Arc<Self>,
+        kind: usize,
+    ) -> impl Fn(&watcher::Result<watcher::Event<K>>) + Send + Sync + 'static {
+        let progress = self.clone();
+        move |event| {
+            if matches!(event, Ok(watcher::Event::InitDone)) {
+                let mut done = progress.done.lock().unwrap_or_else(|e| e.into_inner());
+                done[kind] = true;
+                progress.listed.send_replace(done.iter().all(|d| *d));
+            }
+        }
+    }
+}
+
+/// What every cache may drop: the server's field bookkeeping, the bulk of most objects. Caches
+/// whose readers need labels or other programs' annotations (the volume side's) drop only this.
+pub(crate) fn drop_managed_fields<K: Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
+}
+
+/// Watches of every object of a kind, and of only the objects that carry `label` naming
+/// `provisioner`. Initial lists arrive as a stream of watch events rather than pages of hundreds
+/// of objects at once, which would set the process's peak memory at every (re)list.
+pub(crate) fn watch_configs(label: &str, provisioner: &str) -> (watcher::Config, watcher::Config) {
+    let all = watcher::Config::default().streaming_lists();
+    let ours = all.clone().labels(&format!("{label}={}", label_value(provisioner)));
+    (all, ours)
+}
+
+/// A watch (of what `config` selects, as `name` on `health`) kept in a cache after `trim`: the
+/// cache, and the watch's events, which pass through the cache first and mark cache `kind` of
+/// `progress` listed once the first list is in.
+pub(crate) fn cached_watch<K>(
+    client: &Client,
+    config: &watcher::Config,
+    name: &'static str,
+    health: &Health,
+    trim: fn(&mut K),
+    progress: &Arc<ListProgress>,
+    kind: usize,
+) -> (Store<K>, impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store::<K>();
+    let watch = resilient_watch(Api::all(client.clone()), config.clone(), name, health.clone());
+    let events = reflector::reflector(writer, watch.modify(trim)).inspect(progress.marker(kind));
+    (store, events)
+}
+
+/// A watch of what `config` selects (as `name` on `health`), each event after `trim` handed to
+/// `cache` first, then marking cache `kind` of `progress` listed once the first list is in.
+pub(crate) fn compact_watch<K>(
+    client: &Client,
+    config: &watcher::Config,
+    (name, health): (&'static str, &Health),
+    trim: fn(&mut K),
+    (progress, kind): (&Arc<ListProgress>, usize),
+    cache: impl Fn(&watcher::Event<K>) + Send + 'static,
+) -> impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let watch = resilient_watch(Api::all(client.clone()), config.clone(), name, health.clone());
+    watch.modify(trim).inspect_ok(move |event| cache(event)).inspect(progress.marker(kind))
+}
+
+/// A [`compact_watch`] kept as [`Summaries`].
+pub(crate) fn summarized_watch<K: Summarized>(
+    client: &Client,
+    config: &watcher::Config,
+    name: (&'static str, &Health),
+    progress: (&Arc<ListProgress>, usize),
+) -> (Arc<Summaries<K>>, impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static) {
+    let summaries = Arc::new(Summaries::default());
+    let cache = summaries.clone();
+    let events = compact_watch(client, config, name, |_| {}, progress, move |e| cache.apply(e));
+    (summaries, events)
+}
+
+/// A provisioner name made fit for a label value (63 characters of `[A-Za-z0-9._-]`).
+pub fn label_value(provisioner: &str) -> String {
+    let cleaned: String = provisioner
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })
+        .take(63)
+        .collect();
+    cleaned.trim_matches(|c: char| !c.is_ascii_alphanumeric()).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,9 +261,12 @@ mod tests {
                 "annotations": {"k8s.io/initial-events-end": "true"}}}}),
         ];
         let lines: String = events.iter().map(|e| format!("{e}\n")).collect();
-        let (client, seen) = crate::mock_api::client(move |n, _, _| match n {
-            0 => crate::mock_api::status(403, "User \"me\" cannot watch resource \"configmaps\""),
-            1 => crate::mock_api::status(500, "etcd is away"),
+        let (client, seen) = crate::kubernetes::mock_api::client(move |n, _, _| match n {
+            0 => crate::kubernetes::mock_api::status(
+                403,
+                "User \"me\" cannot watch resource \"configmaps\"",
+            ),
+            1 => crate::kubernetes::mock_api::status(500, "etcd is away"),
             2 => (200, lines.clone()),
             _ => (200, String::new()),
         });
@@ -179,9 +290,12 @@ mod tests {
         assert!(matches!(received[2], Event::InitDone));
         assert_eq!(health.check(), Ok(()), "the refusal ended with the first event");
         // The stream that ends at once is watched again, without end.
-        let before = crate::mock_api::seen(&seen);
+        let before = crate::kubernetes::mock_api::seen(&seen);
         let _ = tokio::time::timeout(Duration::from_secs(3), watch.next()).await;
-        assert!(crate::mock_api::seen(&seen) > before, "an ended stream is watched again");
+        assert!(
+            crate::kubernetes::mock_api::seen(&seen) > before,
+            "an ended stream is watched again"
+        );
     }
 
     #[test]

@@ -16,13 +16,14 @@ use bucket_api::{ObjectBucket, ObjectBucketPhase};
 use kube::ResourceExt;
 use kube::api::Api;
 
+use bucket_api::contract::annotations;
+
 use crate::Provisioner;
-use crate::claim::bound_bucket_name;
-use crate::controller::Context;
-use crate::health::Pulse;
-use crate::log_limit::Throttle;
-use crate::objects::annotations;
-use crate::status::set_bucket_usage;
+use crate::bucket::context::Context;
+use crate::bucket::observe::bound_bucket_name;
+use crate::bucket::status::set_bucket_usage;
+use crate::kubernetes::health::Pulse;
+use crate::kubernetes::log_limit::Throttle;
 
 /// Most `status.usage` writes per second, whatever the number of buckets.
 pub const WRITES_PER_SECOND: u32 = 10;

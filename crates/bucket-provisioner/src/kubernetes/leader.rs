@@ -24,8 +24,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use crate::health::{Health, Pulse, refusal};
-use crate::log_limit::Throttle;
+use crate::kubernetes::health::{Health, Pulse, refusal};
+use crate::kubernetes::log_limit::Throttle;
 
 /// The name the election loop beats under on [`Health`].
 pub const ELECTION_LOOP: &str = "leader election";
@@ -571,25 +571,34 @@ mod tests {
         // 401, 403, 404 of the namespace, 409, 429, 500, 503 and 504 in turn; then the Lease
         // is created.
         let codes = [401, 403, 404, 409, 429, 500, 503, 504];
-        let (client, seen) = crate::mock_api::client(move |n, method, _| match codes.get(n) {
-            Some(code) => crate::mock_api::status(*code, "User \"me\" cannot get resource"),
-            None if method == "GET" => crate::mock_api::status(404, "leases \"l\" not found"),
-            None => (201, lease_json(ME)),
-        });
+        let (client, seen) =
+            crate::kubernetes::mock_api::client(move |n, method, _| match codes.get(n) {
+                Some(code) => {
+                    crate::kubernetes::mock_api::status(*code, "User \"me\" cannot get resource")
+                }
+                None if method == "GET" => {
+                    crate::kubernetes::mock_api::status(404, "leases \"l\" not found")
+                }
+                None => (201, lease_json(ME)),
+            });
         let health = Health::default();
         let guard =
             tokio::time::timeout(Duration::from_secs(10), elector(client, &health).acquire())
                 .await
                 .expect("the campaign ends with leadership, not with an error");
         assert!(!guard.is_lost());
-        assert_eq!(crate::mock_api::seen(&seen), codes.len() + 2, "every error was retried");
+        assert_eq!(
+            crate::kubernetes::mock_api::seen(&seen),
+            codes.len() + 2,
+            "every error was retried"
+        );
         assert_eq!(health.check(), Ok(()), "refusals that ended are not reported");
     }
 
     #[tokio::test]
     async fn a_lasting_refusal_is_reported_while_the_campaign_goes_on() {
-        let (client, seen) = crate::mock_api::client(|_, _, _| {
-            crate::mock_api::status(
+        let (client, seen) = crate::kubernetes::mock_api::client(|_, _, _| {
+            crate::kubernetes::mock_api::status(
                 403,
                 "leases is forbidden: User \"me\" cannot get resource \"leases\"",
             )
@@ -599,9 +608,10 @@ mod tests {
         let campaign = tokio::spawn(async move { campaign.acquire().await });
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert!(!campaign.is_finished(), "the campaign goes on");
-        assert!(crate::mock_api::seen(&seen) > 5, "and keeps asking");
-        let later =
-            Instant::now().into_std() + crate::health::ACCESS_GRACE + Duration::from_secs(1);
+        assert!(crate::kubernetes::mock_api::seen(&seen) > 5, "and keeps asking");
+        let later = Instant::now().into_std()
+            + crate::kubernetes::health::ACCESS_GRACE
+            + Duration::from_secs(1);
         let problem = health.check_at(later).unwrap_err();
         assert!(problem.contains("cannot get resource \"leases\""), "{problem}");
         campaign.abort();

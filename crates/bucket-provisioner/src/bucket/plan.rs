@@ -7,9 +7,17 @@ use bucket_api::{ObjectBucketClaim, ReclaimPolicy};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::ResourceExt;
 
-use crate::error::Error;
-use crate::naming;
-use crate::objects::{BucketSource, annotations, parse_reclaim_policy};
+use std::sync::Arc;
+
+use bucket_api::ObjectBucket;
+use bucket_api::contract::annotations;
+
+use crate::BucketOptions;
+use crate::bucket::context::Context;
+use crate::bucket::error::Error;
+use crate::bucket::naming;
+use crate::bucket::objects::{BucketSource, parse_reclaim_policy};
+use crate::bucket::observe::{bound_bucket_name, source_of};
 
 /// What the controller will do for a claim.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,12 +82,43 @@ pub fn plan(claim: &ObjectBucketClaim, class: &StorageClass) -> Result<Plan, Err
     Ok(Plan { bucket_name, source, reclaim_policy, parameters, generated })
 }
 
+/// The plan of a bound claim: its bucket and how it came to be are what the ObjectBucket says,
+/// whatever the claim or the StorageClass say now.
+pub(crate) fn plan_for_bound(bound: &ObjectBucket, class: &StorageClass) -> Plan {
+    let mut parameters = class.parameters.clone().unwrap_or_default();
+    parameters.remove(STORAGE_CLASS_BUCKET_NAME);
+    Plan {
+        bucket_name: bound_bucket_name(bound).to_string(),
+        source: source_of(bound.annotations()).unwrap_or(BucketSource::Existing),
+        reclaim_policy: bound.spec.reclaim_policy.unwrap_or_default(),
+        parameters,
+        generated: false,
+    }
+}
+
+pub(crate) fn storage_class<P>(ctx: &Context<P>, name: &str) -> Result<Arc<StorageClass>, Error> {
+    ctx.caches.class(name).ok_or_else(|| Error::StorageClassNotFound(name.to_string()))
+}
+
+pub(crate) fn bucket_options(claim: &ObjectBucketClaim, plan: &Plan, uid: &str) -> BucketOptions {
+    BucketOptions {
+        bucket_name: plan.bucket_name.clone(),
+        user_id: crate::user_id_for_claim(uid),
+        reclaim_policy: plan.reclaim_policy,
+        parameters: plan.parameters.clone(),
+        additional_config: claim.spec.additional_config.clone().unwrap_or_default(),
+        storage_class_name: claim.spec.storage_class_name.clone(),
+        claim: claim.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use bucket_api::ObjectBucketClaimSpec;
     use kube::api::ObjectMeta;
 
     use super::*;
+    use crate::kubernetes::failure::Failure;
 
     fn claim(bucket: Option<&str>, generate: Option<&str>) -> ObjectBucketClaim {
         ObjectBucketClaim::new(

@@ -1,27 +1,13 @@
-//! What the controller knows of the cluster without asking: the watch caches of claims,
-//! ObjectBuckets, our Secrets and ConfigMaps (as [summaries](crate::summary)) and the
-//! StorageClasses, each corrected by the controller's own writes that its watch has not
-//! delivered yet.
-//!
-//! A reconcile reads only from here. A write answers with the object as written, which is kept
-//! until the cache holds that version (or a newer one), so the next reconcile never acts on a copy
-//! older than what it wrote itself: no duplicate ObjectBucket, no undone finalizer, no status
-//! written twice.
+//! The building blocks of every cache: our own writes, kept until the watch delivers them, and
+//! the newest known state of one kind (cache or write, whichever is newer).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bucket_api::{ObjectBucket, ObjectBucketClaim};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Resource;
 use kube::api::ObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
-use tokio::sync::watch;
-
-use crate::compact::{CachedClaim, Packed};
-use crate::summary::Summaries;
 
 /// How long a write is remembered at most: far longer than any watch lags.
 const REMEMBER: Duration = Duration::from_secs(600);
@@ -54,16 +40,6 @@ pub(crate) trait Versioned {
     fn version(&self) -> Option<u64>;
     /// The UID.
     fn object_uid(&self) -> Option<&str>;
-}
-
-impl<K: Resource> Versioned for K {
-    fn version(&self) -> Option<u64> {
-        self.meta().resource_version.as_deref()?.parse().ok()
-    }
-
-    fn object_uid(&self) -> Option<&str> {
-        self.meta().uid.as_deref()
-    }
 }
 
 /// Whether `cached` is at least as new as `ours`. resourceVersions are etcd revisions, so they
@@ -145,6 +121,16 @@ pub(crate) struct Recent<K: Resource<DynamicType = ()> + Clone + 'static> {
     writes: Writes<K>,
 }
 
+impl<K: Resource> Versioned for K {
+    fn version(&self) -> Option<u64> {
+        self.meta().resource_version.as_deref()?.parse().ok()
+    }
+
+    fn object_uid(&self) -> Option<&str> {
+        self.meta().uid.as_deref()
+    }
+}
+
 impl<K: Resource<DynamicType = ()> + Clone + 'static> Recent<K> {
     pub(crate) fn new(store: Store<K>) -> Self {
         Self { store, writes: Writes::default() }
@@ -170,46 +156,9 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Recent<K> {
     }
 }
 
-/// Every cache a reconcile reads.
-pub(crate) struct Caches {
-    /// Claims as the cache holds them, packed (with malformed ones).
-    pub(crate) claim_store: Store<CachedClaim>,
-    /// Our own writes of claims.
-    pub(crate) claims: Writes<ObjectBucketClaim>,
-    /// ObjectBuckets of this provisioner, packed.
-    pub(crate) buckets: Arc<Packed<ObjectBucket>>,
-    /// Secrets of this provisioner (labelled), summarized.
-    pub(crate) secrets: Arc<Summaries<Secret>>,
-    /// ConfigMaps of this provisioner (labelled), summarized.
-    pub(crate) config_maps: Arc<Summaries<ConfigMap>>,
-    /// Every StorageClass.
-    pub(crate) classes: Store<StorageClass>,
-    /// Whether every cache holds its first list.
-    pub(crate) listed: watch::Receiver<bool>,
-}
-
-impl Caches {
-    /// The newest known version of the claim the controller handed over; `None` once we let it
-    /// go (removed the last finalizer of a deleted claim) even if the cache still shows it.
-    pub(crate) fn claim(&self, cached: &ObjectBucketClaim) -> Option<Arc<ObjectBucketClaim>> {
-        let (namespace, name) = key_of(&cached.metadata);
-        self.claims.newest(&namespace, &name, Some(Arc::new(cached.clone())))
-    }
-
-    /// The StorageClass `name`, if the cache has it.
-    pub(crate) fn class(&self, name: &str) -> Option<Arc<StorageClass>> {
-        self.classes.get(&ObjectRef::new(name))
-    }
-
-    /// Waits until every cache holds its first list: before that, a missing object proves nothing.
-    pub(crate) async fn until_listed(&self) {
-        let mut listed = self.listed.clone();
-        let _ = listed.wait_for(|l| *l).await;
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
     use kube::ResourceExt;
     use kube::runtime::reflector::store;
     use kube::runtime::watcher;

@@ -3,7 +3,7 @@
 //! Every loop that must keep turning holds a [`Pulse`]: it beats while it makes progress, and
 //! dropping it (the loop returned, failed or panicked) marks the loop as ended for good unless it
 //! was [retired](Pulse::retire) on purpose. So a loop cannot end and be forgotten: `/healthz`
-//! fails until the process is restarted (the runtime exits first; see [`crate::runtime`]).
+//! fails until the process is restarted (the runtime exits first; see [`crate::kubernetes::runtime`]).
 //!
 //! Besides the loops, `/healthz` fails when the apiserver keeps refusing the provisioner
 //! (401/403) for longer than a freshly started apiserver takes to fill its authentication and RBAC

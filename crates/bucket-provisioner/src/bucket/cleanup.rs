@@ -21,12 +21,15 @@ use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use crate::claim::{Observed, bound_bucket_name, bound_uid, observe, source_of};
-use crate::controller::Context;
-use crate::error::{ABANDON_HINT, Error, Operation};
-use crate::finalizer;
-use crate::objects::{self, BucketSource, annotations, parse_reclaim_policy};
-use crate::status::set_bucket_status;
+use bucket_api::contract::annotations;
+
+use crate::bucket::context::Context;
+use crate::bucket::error::{ABANDON_HINT, Error, Failure, Operation};
+use crate::bucket::objects::{self, BucketSource, parse_reclaim_policy};
+use crate::bucket::observe::{Observed, bound_bucket_name, bound_uid, observe, source_of};
+use crate::bucket::status::set_bucket_status;
+use crate::kubernetes::finalizer;
+use crate::kubernetes::watch::label_value;
 use crate::{BackendError, Provisioner, Removed};
 
 /// The record cleanup works from: the bound ObjectBucket, or, when a crash came between the
@@ -154,8 +157,7 @@ async fn abandon<P: Provisioner>(
                 .get_or_insert_default()
                 .insert(annotations::PROVISIONER.into(), ctx.name.clone());
             meta.labels = Some(
-                [(bucket_api::contract::LABEL_PROVISIONER.into(), objects::label_value(&ctx.name))]
-                    .into(),
+                [(bucket_api::contract::LABEL_PROVISIONER.into(), label_value(&ctx.name))].into(),
             );
             meta.finalizers = Some(vec![FINALIZER.into()]);
             match buckets.create(&PostParams::default(), &marked).await {

@@ -2,7 +2,6 @@
 //! the claim does not own.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use bucket_api::contract::{self, LABEL_PROVISIONER};
 use bucket_api::{
@@ -10,42 +9,14 @@ use bucket_api::{
 };
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::ObjectMeta;
 use kube::{Resource, ResourceExt};
-use serde::Serialize;
-use sha2::{Digest, Sha256};
 
-use crate::error::Error;
-use crate::summary::{Summaries, Summarized, Summary};
+use bucket_api::contract::annotations;
+
+use crate::kubernetes::cache::summary::credentials_hash;
+use crate::kubernetes::watch::label_value;
 use crate::{Credentials, Endpoint};
-
-/// Annotations the library keeps on claims and ObjectBuckets.
-pub mod annotations {
-    /// On a claim: the provisioner that recorded its intent (and so owns its cleanup).
-    pub const PROVISIONER: &str = "objectbucket.io/provisioner";
-    /// On a claim and its ObjectBucket: `new` (the library created the bucket) or `existing`
-    /// (access to a bucket named by the StorageClass).
-    pub const BUCKET_SOURCE: &str = "objectbucket.io/bucket-source";
-    /// On a claim: the reclaim policy recorded before the backend was first called.
-    pub const RECLAIM_POLICY: &str = "objectbucket.io/reclaim-policy";
-    /// On a claim: what the backend's `cleanup_state` asked to keep (JSON), recorded before the
-    /// backend was first called.
-    pub const CLEANUP_STATE: &str = "objectbucket.io/cleanup-state";
-    /// On an ObjectBucket: `http` or `https`, to rebuild `AWS_ENDPOINT_URL` without the backend.
-    pub const ENDPOINT_SCHEME: &str = "objectbucket.io/endpoint-scheme";
-    /// On a claim, set by a person: `"true"` finishes deletion without cleaning up the bucket.
-    pub const ABANDON_BUCKET: &str = "objectbucket.io/abandon-bucket";
-    /// On an ObjectBucket: its claim was deleted with [`ABANDON_BUCKET`] while the backend could
-    /// not revoke the claim's access; the sweep revokes it, and never deletes the bucket.
-    pub const ABANDONED: &str = "objectbucket.io/abandoned";
-    /// On a claim: the bucket name the library generated from `generateBucketName` (so it may
-    /// generate another should the backend find it taken).
-    pub const GENERATED_BUCKET_NAME: &str = "objectbucket.io/generated-bucket-name";
-    /// On an ObjectBucket: a digest of the credentials written to the claim's Secret, so an
-    /// edited or emptied Secret is noticed and repaired (the credentials themselves are kept
-    /// nowhere else).
-    pub const CREDENTIALS_DIGEST: &str = "objectbucket.io/credentials-digest";
-}
 
 /// Where a claim's bucket came from, which decides what deleting the claim may remove.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,16 +71,6 @@ fn owned_meta(claim: &ObjectBucketClaim, provisioner: &str) -> ObjectMeta {
         owner_references: claim.controller_owner_ref(&()).map(|o| vec![o]),
         ..Default::default()
     }
-}
-
-/// A provisioner name made fit for a label value (63 characters of `[A-Za-z0-9._-]`).
-pub fn label_value(provisioner: &str) -> String {
-    let cleaned: String = provisioner
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })
-        .take(63)
-        .collect();
-    cleaned.trim_matches(|c: char| !c.is_ascii_alphanumeric()).to_string()
 }
 
 /// The claim's Secret: exactly the two credential keys.
@@ -214,45 +175,6 @@ pub fn credentials_digest(credentials: &Credentials) -> String {
     hex::encode(credentials_hash(&credentials.access_key_id, &credentials.secret_access_key))
 }
 
-/// The bytes of [`credentials_digest`].
-pub(crate) fn credentials_hash(access_key_id: &str, secret_access_key: &str) -> [u8; 32] {
-    let mut hasher = Sha256::new();
-    hasher.update(access_key_id.as_bytes());
-    hasher.update(b"\n");
-    hasher.update(secret_access_key.as_bytes());
-    hasher.finalize().into()
-}
-
-/// What the claim's Secret holds, compared with the ObjectBucket's record of it.
-#[derive(Debug, PartialEq, Eq)]
-pub enum CredentialsCheck {
-    /// Exactly the credentials that were written.
-    Recorded,
-    /// A complete key pair, but the ObjectBucket records no digest (it predates them): this digest.
-    Unrecorded(String),
-    /// No Secret, or one without both keys.
-    Missing,
-    /// Other credentials than the ones written.
-    Changed,
-}
-
-/// Compares the claim's Secret (as cached) with what `bucket` records of the credentials written
-/// to it.
-pub(crate) fn check_credentials(
-    secret: Option<&Summary>,
-    bucket: &ObjectBucket,
-) -> CredentialsCheck {
-    let Some(digest) = secret.and_then(Summary::credentials) else {
-        return CredentialsCheck::Missing;
-    };
-    let digest = hex::encode(digest);
-    match bucket.annotations().get(annotations::CREDENTIALS_DIGEST) {
-        Some(recorded) if *recorded == digest => CredentialsCheck::Recorded,
-        Some(_) => CredentialsCheck::Changed,
-        None => CredentialsCheck::Unrecorded(digest),
-    }
-}
-
 /// A reference to the claim, as stored in `ObjectBucket.spec.claimRef`.
 pub fn claim_ref(claim: &ObjectBucketClaim) -> ObjectReference {
     ObjectReference {
@@ -285,63 +207,6 @@ pub fn controlled_by(object: &impl Resource, owner_uid: &str) -> bool {
 /// Whether the object with `meta` is controlled by the object with `owner_uid`.
 pub fn meta_controlled_by(meta: &ObjectMeta, owner_uid: &str) -> bool {
     meta.owner_references.iter().flatten().any(|o| o.uid == owner_uid && o.controller == Some(true))
-}
-
-/// Fails when the caches know an object `name` that the claim does not control. (Objects that
-/// are not this provisioner's are not cached; [`ensure_owned`] finds those when it writes.)
-pub(crate) fn check_not_foreign<K: Summarized>(
-    cached: &Summaries<K>,
-    namespace: &str,
-    name: &str,
-    claim_uid: &str,
-    foreign: fn(String) -> Error,
-) -> Result<Option<Arc<Summary>>, Error> {
-    match cached.get(namespace, name) {
-        Some(existing) if !existing.controlled_by(claim_uid) => Err(foreign(name.to_string())),
-        existing => Ok(existing),
-    }
-}
-
-/// Creates `desired`, or replaces the object of that name when the claim controls it and its
-/// data differs; nothing is written when the newest known copy already matches. An object the
-/// claim does not control is never touched: one the cache holds is refused at once, and any
-/// other is found by the create failing because the name is taken, which is the one case that
-/// reads from the apiserver.
-pub(crate) async fn ensure_owned<K>(
-    api: &Api<K>,
-    cached: &Summaries<K>,
-    desired: K,
-    claim_uid: &str,
-    foreign: fn(String) -> Error,
-) -> Result<(), Error>
-where
-    K: Summarized + Serialize,
-{
-    let name = desired.name_any();
-    let namespace = desired.namespace().unwrap_or_default();
-    let existing = match check_not_foreign(cached, &namespace, &name, claim_uid, foreign)? {
-        Some(existing) => existing,
-        None => match api.create(&PostParams::default(), &desired).await {
-            Ok(created) => {
-                cached.wrote(&created);
-                return Ok(());
-            }
-            Err(kube::Error::Api(status)) if status.code == 409 => {
-                let existing = api.get(&name).await?;
-                if !controlled_by(&existing, claim_uid) {
-                    return Err(foreign(name));
-                }
-                Arc::new(existing.summary())
-            }
-            Err(e) => return Err(e.into()),
-        },
-    };
-    if !existing.same_data(&desired) {
-        let mut replacement = desired;
-        replacement.meta_mut().resource_version = existing.resource_version();
-        cached.wrote(&api.replace(&name, &PostParams::default(), &replacement).await?);
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -434,22 +299,6 @@ mod tests {
             additional_state: BTreeMap::new(),
         });
         assert_eq!(endpoint_of(&bucket), Some(endpoint));
-        let written = secret(&claim, "p", &credentials);
-        let check = |secret: &Secret, bucket| check_credentials(Some(&secret.summary()), bucket);
-        assert_eq!(check(&written, &bucket), CredentialsCheck::Recorded);
-        let mut edited = written.clone();
-        edited
-            .data
-            .as_mut()
-            .unwrap()
-            .insert(contract::SECRET_SECRET_ACCESS_KEY.into(), ByteString(b"guessed".to_vec()));
-        assert_eq!(check(&edited, &bucket), CredentialsCheck::Changed);
-        edited.data.as_mut().unwrap().remove(contract::SECRET_SECRET_ACCESS_KEY);
-        assert_eq!(check(&edited, &bucket), CredentialsCheck::Missing);
-        assert_eq!(check_credentials(None, &bucket), CredentialsCheck::Missing);
-        let mut legacy = bucket.clone();
-        legacy.metadata.annotations.as_mut().unwrap().remove(annotations::CREDENTIALS_DIGEST);
-        assert!(matches!(check(&written, &legacy), CredentialsCheck::Unrecorded(_)));
         assert_eq!(bucket.spec.claim_ref.unwrap().uid.as_deref(), Some("uid-1"));
         assert_eq!(bucket.metadata.finalizers.unwrap(), [contract::FINALIZER]);
     }

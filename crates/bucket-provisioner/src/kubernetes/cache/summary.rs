@@ -13,8 +13,8 @@ use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 
-use crate::cache::{Versioned, Writes, key_of};
-use crate::compact::Compact;
+use crate::kubernetes::cache::compact::Compact;
+use crate::kubernetes::cache::{Versioned, Writes, key_of};
 
 /// One Secret or ConfigMap, as the caches keep it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,7 +26,7 @@ pub(crate) struct Summary {
     /// A digest of its `data`.
     data: [u8; 16],
     /// For a Secret holding both credential keys: SHA-256 of them, as
-    /// [`credentials_digest`](crate::objects::credentials_digest) computes it.
+    /// [`credentials_digest`](crate::bucket::objects::credentials_digest) computes it.
     credentials: Option<[u8; 32]>,
 }
 
@@ -127,7 +127,7 @@ impl Summarized for Secret {
         };
         let access_key_id = value(contract::SECRET_ACCESS_KEY_ID)?;
         let secret_access_key = value(contract::SECRET_SECRET_ACCESS_KEY)?;
-        Some(crate::objects::credentials_hash(access_key_id, secret_access_key))
+        Some(credentials_hash(access_key_id, secret_access_key))
     }
 }
 
@@ -175,6 +175,16 @@ impl<K: Summarized> Summaries<K> {
     }
 }
 
+/// The digest of a key pair, as a Secret summary keeps it; hex-encoded, the ObjectBucket records
+/// it as [`credentials_digest`](crate::bucket::objects::credentials_digest).
+pub(crate) fn credentials_hash(access_key_id: &str, secret_access_key: &str) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    hasher.update(access_key_id.as_bytes());
+    hasher.update(b"\n");
+    hasher.update(secret_access_key.as_bytes());
+    hasher.finalize().into()
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -216,7 +226,7 @@ mod tests {
         assert!(!summary.controlled_by("claim-2"));
         assert!(summary.same_data(&one));
         assert!(!summary.same_data(&secret("a", "5", "claim-1", "AK2")));
-        assert_eq!(summary.credentials(), Some(&crate::objects::credentials_hash("AK1", "secret")));
+        assert_eq!(summary.credentials(), Some(&credentials_hash("AK1", "secret")));
         let mut emptied = one.clone();
         emptied
             .data

@@ -1,68 +1,8 @@
 //! Everything that can go wrong with one claim, each with the reason shown on its condition and
 //! Event and whether (and how soon) retrying can help.
 
-use std::fmt;
-
 use crate::BackendError;
-
-/// A backend operation, for messages, Events and metrics.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Operation {
-    /// [`Provisioner::provision`](crate::Provisioner::provision).
-    Provision,
-    /// [`Provisioner::grant`](crate::Provisioner::grant).
-    Grant,
-    /// [`Provisioner::update`](crate::Provisioner::update).
-    Update,
-    /// [`Provisioner::delete`](crate::Provisioner::delete).
-    Delete,
-    /// [`Provisioner::revoke`](crate::Provisioner::revoke).
-    Revoke,
-}
-
-impl Operation {
-    /// Lower-case name, as used in metric labels.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Provision => "provision",
-            Self::Grant => "grant",
-            Self::Update => "update",
-            Self::Delete => "delete",
-            Self::Revoke => "revoke",
-        }
-    }
-
-    pub(crate) fn failed_reason(self) -> &'static str {
-        match self {
-            Self::Provision => "ProvisionFailed",
-            Self::Grant => "GrantFailed",
-            Self::Update => "UpdateFailed",
-            Self::Delete => "DeleteFailed",
-            Self::Revoke => "RevokeFailed",
-        }
-    }
-}
-
-impl fmt::Display for Operation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// How a failed reconcile is retried.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Retry {
-    /// Soon, with exponential backoff: the cause may pass by itself.
-    Backoff,
-    /// Soon, with exponential backoff capped at a few seconds: the Kubernetes API failed, and a
-    /// restarted or overloaded apiserver answers again within seconds; claims must not wait
-    /// minutes after it does.
-    Api,
-    /// At the backoff cap: another object is in the way, and its removal is not watched.
-    Slowly,
-    /// Not until the claim changes: only the user can fix it.
-    OnChange,
-}
+pub use crate::kubernetes::failure::{Failure, Operation, Retry};
 
 /// A failed reconcile of one claim.
 #[derive(Debug, thiserror::Error)]
@@ -160,9 +100,8 @@ pub enum Error {
 pub(crate) const ABANDON_HINT: &str = "; retrying with backoff. To finish deleting the claim and \
     leave the bucket as it is, annotate the claim with objectbucket.io/abandon-bucket=true";
 
-impl Error {
-    /// The CamelCase reason used on conditions, Events and metrics.
-    pub fn reason(&self) -> &str {
+impl Failure for Error {
+    fn reason(&self) -> &str {
         match self {
             Self::StorageClassNotFound(_) => "StorageClassNotFound",
             Self::InvalidStorageClass { .. } => "InvalidStorageClass",
@@ -181,13 +120,7 @@ impl Error {
         }
     }
 
-    /// Whether only a change by a person can fix this.
-    pub fn is_permanent(&self) -> bool {
-        !matches!(self.retry(), Retry::Backoff | Retry::Api)
-    }
-
-    /// How the claim is retried after this error.
-    pub fn retry(&self) -> Retry {
+    fn retry(&self) -> Retry {
         match self {
             Self::Kube(_) => Retry::Api,
             Self::StorageClassNotFound(_) => Retry::Backoff,
@@ -196,6 +129,13 @@ impl Error {
             | Self::ForeignSecret(_)
             | Self::ForeignConfigMap(_) => Retry::Slowly,
             _ => Retry::OnChange,
+        }
+    }
+
+    fn api_error(&self) -> Option<&kube::Error> {
+        match self {
+            Self::Kube(e) => Some(e),
+            _ => None,
         }
     }
 }

@@ -24,13 +24,10 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::Provisioner;
-use crate::controller::{ControllerConfig, run_controller};
-use crate::health::{Health, Pulse};
-use crate::leader::{LeaderElector, LeaderGuard, LeaseConfig};
-use crate::log_limit::Throttle;
-use crate::telemetry::{Metrics, serve};
-use crate::volume::{VolumeControllerConfig, VolumeProvisioner, run_volume_controller};
+use crate::kubernetes::health::{Health, Pulse};
+use crate::kubernetes::leader::{LeaderElector, LeaderGuard, LeaseConfig};
+use crate::kubernetes::log_limit::Throttle;
+use crate::kubernetes::telemetry::{Metrics, serve};
 
 /// Flags shared by every provisioner binary.
 #[derive(clap::Args, Clone, Debug)]
@@ -254,56 +251,6 @@ impl Service {
         let start = move |process| start(process).map(|r| r.map_err(|e| e.to_string())).boxed();
         Service { name, start: Box::new(start) }
     }
-}
-
-/// Runs `provisioner` as `provisioner_name` until `shutdown` resolves: serves metrics and health,
-/// runs `services`, waits for leadership when enabled, and drives the controller. Leadership
-/// lost (another replica took over, or the lease could not be renewed through an outage) stops
-/// the controller at once and the process campaigns again, keeping everything else it serves up.
-pub async fn run<P: Provisioner>(
-    provisioner: P,
-    provisioner_name: &str,
-    args: &ControllerArgs,
-    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
-    services: Vec<Service>,
-) -> Result<(), RunError> {
-    let provisioner = std::sync::Arc::new(provisioner);
-    let name = provisioner_name.to_owned();
-    let usage_interval = Duration::from_secs(args.usage_interval_seconds.max(1));
-    run_driven(provisioner_name, args, shutdown, services, move |lead: Lead| {
-        let mut config = ControllerConfig::new(name.clone());
-        config.workers = lead.workers;
-        config.usage_interval = usage_interval;
-        let stop = lead.stop.wait();
-        run_controller(lead.client, provisioner.clone(), config, lead.metrics, lead.health, stop)
-    })
-    .await
-}
-
-/// Runs the volume backend `provisioner` as [`run`] runs a bucket backend: `config` says which
-/// provisioner name it answers to and which node it serves; `--workers` sets its workers.
-pub async fn run_volumes<P: VolumeProvisioner>(
-    provisioner: P,
-    config: VolumeControllerConfig,
-    args: &ControllerArgs,
-    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
-) -> Result<(), RunError> {
-    let provisioner = std::sync::Arc::new(provisioner);
-    let name = config.provisioner_name.clone();
-    run_driven(&name, args, shutdown, Vec::new(), move |lead: Lead| {
-        let mut config = config.clone();
-        config.workers = lead.workers;
-        let stop = lead.stop.wait();
-        run_volume_controller(
-            lead.client,
-            provisioner.clone(),
-            config,
-            lead.metrics,
-            lead.health,
-            stop,
-        )
-    })
-    .await
 }
 
 /// The runtime around any controller: serves metrics and health, runs `services`, waits for

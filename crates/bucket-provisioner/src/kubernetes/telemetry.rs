@@ -19,8 +19,8 @@ use prometheus_client::registry::{Registry, Unit};
 
 use bucket_api::{BucketUsage, ClaimPhase};
 
-use crate::health::Health;
-use crate::log_limit::SharedThrottle;
+use crate::kubernetes::health::Health;
+use crate::kubernetes::log_limit::SharedThrottle;
 
 /// Content type of the OpenMetrics text exposition that `encode` produces.
 const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

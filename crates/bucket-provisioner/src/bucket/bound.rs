@@ -1,0 +1,300 @@
+//! A claim already bound: kept as it is, repaired where someone changed what it depends on, and
+//! its `additionalConfig` passed on to the backend.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bucket_api::contract::{FINALIZER, LABEL_PROVISIONER};
+use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketPhase};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use crate::Provisioner;
+use crate::bucket::context::Context;
+use crate::bucket::error::{Error, Operation};
+use crate::bucket::objects::{self, BucketSource};
+use crate::bucket::observe::{Observed, bound_bucket_name, key, source_of};
+use crate::bucket::ownership::{CredentialsCheck, check_credentials, ensure_owned};
+use crate::bucket::plan::{bucket_options, plan_for_bound, storage_class};
+use crate::bucket::status::{ClaimState, set_bucket_status, set_claim_status};
+use crate::kubernetes::cache::summary::Summary;
+use crate::kubernetes::finalizer;
+use crate::kubernetes::watch::label_value;
+
+fn same_config(a: &Option<BTreeMap<String, String>>, b: &Option<BTreeMap<String, String>>) -> bool {
+    a.as_ref().filter(|m| !m.is_empty()) == b.as_ref().filter(|m| !m.is_empty())
+}
+
+/// What [`repair`] left to do.
+pub(crate) enum Repair {
+    /// The claim is Bound and everything it depends on is as written.
+    Done(Action),
+    /// The claim's Secret lost or changed its credentials: the backend must issue them again for
+    /// this ObjectBucket, which the provisioning path does.
+    IssueCredentials(ObjectBucket),
+}
+
+/// Brings a bound claim back to what was written for it: an ObjectBucket deleted by hand written
+/// again, the finalizer, the ConfigMap and `additionalConfig` restored or passed on, and the
+/// credentials checked against the ObjectBucket's record of them.
+pub(crate) async fn repair<P: Provisioner>(
+    claim: Arc<ObjectBucketClaim>,
+    bound: ObjectBucket,
+    secret: Option<&Summary>,
+    observed: &Observed,
+    ctx: &Context<P>,
+) -> Result<Repair, Error> {
+    let bound = if bound.meta().deletion_timestamp.is_some() {
+        recreate_object_bucket(observed, &bound, &claim, ctx).await?
+    } else {
+        bound
+    };
+    check_unchanged_binding(&claim, &bound)?;
+    if check_credentials(secret, &bound) == CredentialsCheck::Recorded {
+        return Ok(Repair::Done(keep_bound(claim, &bound, observed, ctx).await?));
+    }
+    // Credentials are never stored outside the Secret: the backend issues them again.
+    let message = "the claim's Secret lost or changed its credentials; issuing them again";
+    tracing::info!(claim = %key(&*claim), "{message}");
+    ctx.event(&claim, EventType::Normal, "RestoringCredentials", message, Operation::Provision)
+        .await;
+    Ok(Repair::IssueCredentials(bound))
+}
+
+/// What a Bound claim's condition says; the same on every reconcile, so that it is written once.
+pub(crate) fn bound_message(source: BucketSource, bucket: &str) -> String {
+    match source {
+        BucketSource::New => format!("provisioned bucket {bucket:?}"),
+        BucketSource::Existing => format!("granted access to bucket {bucket:?}"),
+    }
+}
+
+fn bound_state(message: &str) -> ClaimState {
+    ClaimState {
+        phase: ClaimPhase::Bound,
+        ready: true,
+        reason: "Bound".into(),
+        message: message.into(),
+    }
+}
+
+fn check_unchanged_binding(claim: &ObjectBucketClaim, bound: &ObjectBucket) -> Result<(), Error> {
+    let bound_name = bound_bucket_name(bound);
+    if let Some(requested) = claim.spec.bucket_name.as_deref().filter(|n| !n.is_empty())
+        && requested != bound_name
+    {
+        return Err(Error::BucketNameImmutable {
+            bound: bound_name.into(),
+            requested: requested.into(),
+        });
+    }
+    if claim.spec.storage_class_name != bound.spec.storage_class_name {
+        return Err(Error::StorageClassImmutable {
+            bound: bound.spec.storage_class_name.clone(),
+            requested: claim.spec.storage_class_name.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// A live claim's ObjectBucket was deleted (it waits on our finalizer): let it go and write it
+/// again from the copy, which keeps everything the backend answered.
+async fn recreate_object_bucket<P: Provisioner>(
+    observed: &Observed,
+    terminating: &ObjectBucket,
+    claim: &ObjectBucketClaim,
+    ctx: &Context<P>,
+) -> Result<ObjectBucket, Error> {
+    let mut copy = terminating.clone();
+    // The cache keeps no labels: ours goes back on, or the watch would never see the copy.
+    let label = (LABEL_PROVISIONER.to_owned(), label_value(&ctx.name));
+    copy.metadata = ObjectMeta {
+        name: terminating.metadata.name.clone(),
+        labels: Some([label].into()),
+        annotations: terminating.metadata.annotations.clone(),
+        finalizers: Some(vec![FINALIZER.into()]),
+        ..Default::default()
+    };
+    copy.status = None;
+    crate::bucket::cleanup::remove_bucket_finalizer(&observed.buckets, terminating, ctx).await?;
+    let created =
+        ctx.caches.buckets.wrote(observed.buckets.create(&PostParams::default(), &copy).await?);
+    let message = format!(
+        "ObjectBucket {:?} was deleted while its claim lives; it was written again",
+        observed.bucket_name
+    );
+    tracing::info!(claim = %key(claim), "{message}");
+    ctx.event(claim, EventType::Normal, "ObjectBucketRecreated", &message, Operation::Provision)
+        .await;
+    Ok((*created).clone())
+}
+
+/// A bound claim with its Secret: repair the ConfigMap if needed, pass on an `additionalConfig`
+/// change, and report Bound, all without asking the backend for anything else.
+async fn keep_bound<P: Provisioner>(
+    claim: Arc<ObjectBucketClaim>,
+    bound: &ObjectBucket,
+    observed: &Observed,
+    ctx: &Context<P>,
+) -> Result<Action, Error> {
+    // Removed by hand while Bound: given back, or deleting the claim would skip its cleanup.
+    let claim = if claim.finalizers().iter().any(|f| f == FINALIZER) {
+        claim
+    } else {
+        tracing::info!(claim = %key(&*claim), "the claim lost its finalizer; putting it back");
+        ctx.caches.claims.wrote(finalizer::add(&observed.claims, &*claim, FINALIZER).await?)
+    };
+    let bucket_name = bound_bucket_name(bound).to_string();
+    let recorded_config = bound.spec.endpoint.as_ref().and_then(|e| e.additional_config.clone());
+    if !same_config(&claim.spec.additional_config, &recorded_config) {
+        update_config(&claim, bound, observed, ctx).await?;
+    }
+    if let Some(endpoint) = objects::endpoint_of(bound) {
+        let desired = objects::config_map(&claim, &ctx.name, &endpoint, &bucket_name);
+        ensure_owned(
+            &observed.config_maps,
+            &ctx.caches.config_maps,
+            desired,
+            &observed.uid,
+            Error::ForeignConfigMap,
+        )
+        .await?;
+    }
+    let claim = set_object_bucket_name(&observed.claims, claim, &observed.bucket_name, ctx).await?;
+    let bound = ctx
+        .caches
+        .buckets
+        .get("", &observed.bucket_name)
+        .unwrap_or_else(|| Arc::new(bound.clone()));
+    let source = source_of(bound.annotations()).unwrap_or(BucketSource::Existing);
+    let message = bound_message(source, &bucket_name);
+    let claim = ctx.caches.claim(&claim).unwrap_or(claim);
+    set_bound(observed, &bound, &claim, &message, ctx).await?;
+    Ok(Action::await_change())
+}
+
+async fn update_config<P: Provisioner>(
+    claim: &ObjectBucketClaim,
+    bound: &ObjectBucket,
+    observed: &Observed,
+    ctx: &Context<P>,
+) -> Result<(), Error> {
+    let class = storage_class(ctx, &claim.spec.storage_class_name)?;
+    let plan = plan_for_bound(bound, &class);
+    let options = bucket_options(claim, &plan, &observed.uid);
+    let backend_error = |source| Error::Backend {
+        operation: Operation::Update,
+        bucket: plan.bucket_name.clone(),
+        source,
+        hint: "",
+    };
+    ctx.provisioner.validate(&options).map_err(backend_error)?;
+    let started = Instant::now();
+    ctx.provisioner.update(&options, bound).await.map_err(backend_error)?;
+    ctx.metrics.observe_provisioning(Operation::Update.as_str(), started.elapsed().as_secs_f64());
+
+    let recorded = bound.spec.endpoint.as_ref().and_then(|e| e.additional_config.as_ref());
+    let patch = config_patch(recorded, claim.spec.additional_config.as_ref());
+    let params = PatchParams::default();
+    let updated =
+        observed.buckets.patch(&observed.bucket_name, &params, &Patch::Merge(&patch)).await?;
+    ctx.caches.buckets.wrote(updated);
+    let message = format!("applied additionalConfig to bucket {:?}", plan.bucket_name);
+    ctx.event(claim, EventType::Normal, "Updated", &message, Operation::Update).await;
+    Ok(())
+}
+
+/// One merge patch that makes the recorded `additionalConfig` exactly `wanted`: every key set,
+/// every key no longer wanted removed (a merge patch merges maps, so a removal must be named).
+fn config_patch(
+    recorded: Option<&BTreeMap<String, String>>,
+    wanted: Option<&BTreeMap<String, String>>,
+) -> serde_json::Value {
+    let wanted = wanted.filter(|w| !w.is_empty());
+    let Some(wanted) = wanted else {
+        return json!({ "spec": { "endpoint": { "additionalConfig": null } } });
+    };
+    let mut config: serde_json::Map<String, serde_json::Value> =
+        wanted.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+    for removed in recorded.into_iter().flatten().filter(|(k, _)| !wanted.contains_key(*k)) {
+        config.insert(removed.0.clone(), serde_json::Value::Null);
+    }
+    json!({ "spec": { "endpoint": { "additionalConfig": config } } })
+}
+
+/// Records the ObjectBucket's name on a claim bound before it was recorded with the intent.
+async fn set_object_bucket_name<P>(
+    api: &Api<ObjectBucketClaim>,
+    claim: Arc<ObjectBucketClaim>,
+    bucket: &str,
+    ctx: &Context<P>,
+) -> Result<Arc<ObjectBucketClaim>, Error> {
+    if claim.spec.object_bucket_name.as_deref() == Some(bucket) {
+        return Ok(claim);
+    }
+    let patch = json!({ "spec": { "objectBucketName": bucket } });
+    let updated =
+        api.patch(&claim.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    Ok(ctx.caches.claims.wrote(updated))
+}
+
+/// Marks the ObjectBucket and the claim Bound, side by side.
+pub(crate) async fn set_bound<P>(
+    observed: &Observed,
+    bucket: &ObjectBucket,
+    claim: &ObjectBucketClaim,
+    message: &str,
+    ctx: &Context<P>,
+) -> Result<(), Error> {
+    let state = bound_state(message);
+    let (bucket, claim) = tokio::try_join!(
+        set_bucket_status(
+            &observed.buckets,
+            bucket,
+            ObjectBucketPhase::Bound,
+            "Bound",
+            "bound to its claim"
+        ),
+        set_claim_status(&observed.claims, claim, &state),
+    )?;
+    if let Some(written) = bucket {
+        ctx.caches.buckets.wrote(written);
+    }
+    if let Some(written) = claim {
+        ctx.caches.claims.wrote(written);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(entries: &[(&str, &str)]) -> BTreeMap<String, String> {
+        entries.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn one_config_patch_sets_new_keys_and_removes_dropped_ones() {
+        let recorded = map(&[("maxObjects", "10"), ("maxSize", "1G")]);
+        let wanted = map(&[("maxSize", "2G"), ("tier", "cold")]);
+        let patch = config_patch(Some(&recorded), Some(&wanted));
+        assert_eq!(
+            patch,
+            json!({ "spec": { "endpoint": { "additionalConfig": {
+                "maxObjects": null, "maxSize": "2G", "tier": "cold" } } } })
+        );
+    }
+
+    #[test]
+    fn no_config_wanted_removes_the_whole_map() {
+        let recorded = map(&[("maxObjects", "10")]);
+        let expected = json!({ "spec": { "endpoint": { "additionalConfig": null } } });
+        assert_eq!(config_patch(Some(&recorded), None), expected);
+        assert_eq!(config_patch(Some(&recorded), Some(&BTreeMap::new())), expected);
+    }
+}

@@ -1,0 +1,286 @@
+//! One live claim's reconcile, in phases: read → decide → persist intent → call the backend →
+//! write results → status. Each phase is idempotent, so a crash anywhere is healed by the next run.
+//! What happens when a claim goes is in [`crate::bucket::cleanup`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bucket_api::contract::FINALIZER;
+use bucket_api::{ObjectBucket, ObjectBucketClaim};
+use kube::ResourceExt;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use serde_json::json;
+
+use bucket_api::contract::annotations;
+
+use crate::bucket::bound::{self, Repair, bound_message, set_bound};
+use crate::bucket::context::Context;
+use crate::bucket::error::{Error, Operation};
+use crate::bucket::naming;
+use crate::bucket::objects::{self, BucketRecord, BucketSource, reclaim_policy_str};
+use crate::bucket::observe::{Observed, key, observe};
+use crate::bucket::ownership::{check_not_foreign, ensure_owned};
+use crate::bucket::plan::{Plan, bucket_options, plan, plan_for_bound, storage_class};
+use crate::{BackendError, BucketOptions, ProvisionedBucket, Provisioner};
+
+/// How often one reconcile generates a new name after the backend says a generated one is taken.
+const NAME_ATTEMPTS: usize = 3;
+
+/// Brings a live claim (finalizer already in place) to Bound.
+pub async fn apply<P: Provisioner>(
+    claim: Arc<ObjectBucketClaim>,
+    ctx: &Context<P>,
+) -> Result<Action, Error> {
+    let mut observed = observe(&claim, ctx);
+    let name = claim.name_any();
+    let secret = check_not_foreign(
+        &ctx.caches.secrets,
+        &observed.namespace,
+        &name,
+        &observed.uid,
+        Error::ForeignSecret,
+    )?;
+    check_not_foreign(
+        &ctx.caches.config_maps,
+        &observed.namespace,
+        &name,
+        &observed.uid,
+        Error::ForeignConfigMap,
+    )?;
+
+    if let Some(bound) = observed.bound.take() {
+        match bound::repair(claim.clone(), bound, secret.as_deref(), &observed, ctx).await? {
+            Repair::Done(action) => return Ok(action),
+            Repair::IssueCredentials(bound) => observed.bound = Some(bound),
+        }
+    }
+    if let Some(error) = observed.names_taken.take() {
+        return Err(error);
+    }
+
+    // Found blocked before: only the apiserver can tell whether the foreign object is still
+    // there (it is not ours, so not cached), and the backend is not asked again until it is gone.
+    let claim_key = key(&*claim);
+    if ctx.blocked(&claim_key, None) {
+        for (found, foreign) in [
+            (
+                observed.secrets.get_opt(&name).await?.map(|s| s.metadata),
+                Error::ForeignSecret as fn(String) -> Error,
+            ),
+            (
+                observed.config_maps.get_opt(&name).await?.map(|c| c.metadata),
+                Error::ForeignConfigMap,
+            ),
+        ] {
+            if found.is_some_and(|meta| !objects::meta_controlled_by(&meta, &observed.uid)) {
+                return Err(foreign(name));
+            }
+        }
+        ctx.blocked(&claim_key, Some(false));
+    }
+
+    let class = storage_class(ctx, &claim.spec.storage_class_name)?;
+    let mut plan = match &observed.bound {
+        Some(bound) => plan_for_bound(bound, &class),
+        None => plan(&claim, &class)?,
+    };
+    let operation = match plan.source {
+        BucketSource::New => Operation::Provision,
+        BucketSource::Existing => Operation::Grant,
+    };
+    let mut claim = claim;
+    let mut attempts = 0;
+    let provisioned = loop {
+        attempts += 1;
+        let options = bucket_options(&claim, &plan, &observed.uid);
+        let backend_error = |source: BackendError| Error::Backend {
+            operation,
+            bucket: plan.bucket_name.clone(),
+            source,
+            hint: "",
+        };
+        ctx.provisioner.validate(&options).map_err(backend_error)?;
+        let cleanup_state = ctx.provisioner.cleanup_state(&options);
+        claim = persist_intent(&observed, &claim, &plan, ctx, &cleanup_state).await?;
+        let options = BucketOptions { claim: (*claim).clone(), ..options };
+        let started = Instant::now();
+        let answer = match plan.source {
+            BucketSource::New => ctx.provisioner.provision(&options).await,
+            BucketSource::Existing => ctx.provisioner.grant(&options).await,
+        };
+        ctx.metrics.observe_provisioning(operation.as_str(), started.elapsed().as_secs_f64());
+        match answer {
+            Ok(provisioned) => break provisioned,
+            // A generated name is ours to change: pick another and record it before trying it.
+            Err(error)
+                if error.is_name_taken()
+                    && plan.generated
+                    && observed.bound.is_none()
+                    && attempts < NAME_ATTEMPTS =>
+            {
+                let taken = std::mem::take(&mut plan.bucket_name);
+                plan.bucket_name = naming::generate_bucket_name(
+                    claim.spec.generate_bucket_name.as_deref().unwrap_or_default(),
+                );
+                tracing::info!(claim = %key(&*claim), taken = %taken, bucket = %plan.bucket_name,
+                    "generated bucket name is taken; generated another");
+            }
+            Err(error) => return Err(backend_error(error)),
+        }
+    };
+
+    let bucket = write_results(&claim, &mut observed, &plan, &provisioned, ctx).await?;
+    // The status says it, so a success is not also an Event: one write fewer per claim.
+    let message = bound_message(plan.source, &plan.bucket_name);
+    tracing::info!(claim = %key(&*claim), bucket = %plan.bucket_name, "{message}");
+    let claim = ctx.caches.claim(&claim).unwrap_or(claim);
+    set_bound(&observed, &bucket, &claim, &message, ctx).await?;
+    Ok(Action::await_change())
+}
+
+/// Records the bucket name, the ObjectBucket's name and what cleanup will need on the claim
+/// itself, in one write before the backend is called, so neither a crash nor a deleted
+/// StorageClass can lose track of the bucket. The claim's resourceVersion guards the write: a
+/// concurrent change fails it, and the retry starts over.
+async fn persist_intent<P>(
+    observed: &Observed,
+    claim: &ObjectBucketClaim,
+    plan: &Plan,
+    ctx: &Context<P>,
+    cleanup_state: &BTreeMap<String, String>,
+) -> Result<Arc<ObjectBucketClaim>, Error> {
+    let provisioner = ctx.name.as_str();
+    let state = serde_json::to_string(cleanup_state).unwrap_or_default();
+    let mut wanted = BTreeMap::from([
+        (annotations::PROVISIONER, provisioner),
+        (annotations::BUCKET_SOURCE, plan.source.as_str()),
+        (annotations::RECLAIM_POLICY, reclaim_policy_str(plan.reclaim_policy)),
+    ]);
+    if !cleanup_state.is_empty() {
+        wanted.insert(annotations::CLEANUP_STATE, &state);
+    }
+    if plan.generated {
+        wanted.insert(annotations::GENERATED_BUCKET_NAME, &plan.bucket_name);
+    }
+    let current = claim.annotations();
+    let annotations_match =
+        wanted.iter().all(|(k, v)| current.get(*k).map(String::as_str) == Some(*v));
+    let finalized = claim.finalizers().iter().any(|f| f == FINALIZER);
+    if finalized
+        && annotations_match
+        && claim.spec.bucket_name.as_deref() == Some(plan.bucket_name.as_str())
+        && claim.spec.object_bucket_name.as_deref() == Some(observed.bucket_name.as_str())
+    {
+        return Ok(Arc::new(claim.clone()));
+    }
+    // The finalizer goes on in the same write: from here on the claim cannot go unseen.
+    let mut finalizers = claim.finalizers().to_vec();
+    if !finalized {
+        finalizers.push(FINALIZER.to_owned());
+    }
+    let patch = json!({
+        "metadata": {
+            "resourceVersion": claim.resource_version(),
+            "finalizers": finalizers,
+            "annotations": wanted,
+        },
+        "spec": { "bucketName": plan.bucket_name, "objectBucketName": observed.bucket_name },
+    });
+    let updated = observed
+        .claims
+        .patch(&claim.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(ctx.caches.claims.wrote(updated))
+}
+
+/// Writes the ObjectBucket, then the Secret and ConfigMap; answers the ObjectBucket as written.
+async fn write_results<P: Provisioner>(
+    claim: &ObjectBucketClaim,
+    observed: &mut Observed,
+    plan: &Plan,
+    provisioned: &ProvisionedBucket,
+    ctx: &Context<P>,
+) -> Result<Arc<ObjectBucket>, Error> {
+    // The ObjectBucket first: it is the record of what the backend made (with its state), so a
+    // crash from here on still leaves cleanup everything it needs.
+    let desired = objects::object_bucket(&BucketRecord {
+        name: &observed.bucket_name,
+        claim,
+        provisioner: &ctx.name,
+        bucket: &plan.bucket_name,
+        source: plan.source,
+        reclaim_policy: plan.reclaim_policy,
+        endpoint: &provisioned.endpoint,
+        credentials: &provisioned.credentials,
+        additional_state: provisioned.additional_state.clone(),
+    });
+    let bucket = match &observed.bound {
+        None => match observed.buckets.create(&PostParams::default(), &desired).await {
+            Err(kube::Error::Api(status)) if status.is_already_exists() => {
+                take_unique_name(claim, observed, desired, ctx).await?
+            }
+            created => created?,
+        },
+        Some(existing) => {
+            let mut replacement = desired;
+            replacement.metadata.resource_version = existing.resource_version();
+            observed
+                .buckets
+                .replace(&observed.bucket_name, &PostParams::default(), &replacement)
+                .await?
+        }
+    };
+    let bucket = ctx.caches.buckets.wrote(bucket);
+    // The rest depends on the record only, not on each other: written side by side.
+    let secret = objects::secret(claim, &ctx.name, &provisioned.credentials);
+    let config_map =
+        objects::config_map(claim, &ctx.name, &provisioned.endpoint, &plan.bucket_name);
+    tokio::try_join!(
+        ensure_owned(
+            &observed.secrets,
+            &ctx.caches.secrets,
+            secret,
+            &observed.uid,
+            Error::ForeignSecret,
+        ),
+        ensure_owned(
+            &observed.config_maps,
+            &ctx.caches.config_maps,
+            config_map,
+            &observed.uid,
+            Error::ForeignConfigMap,
+        ),
+    )?;
+    Ok(bucket)
+}
+
+/// The ObjectBucket's name was taken by one that is not ours (ours are all in the cache): made by
+/// hand, or by another program. The claim's unique name is its alone: recorded on the claim
+/// first, so that every later reconcile looks there, then used.
+async fn take_unique_name<P>(
+    claim: &ObjectBucketClaim,
+    observed: &mut Observed,
+    mut desired: ObjectBucket,
+    ctx: &Context<P>,
+) -> Result<ObjectBucket, Error> {
+    let names = naming::object_bucket_names(&observed.namespace, &claim.name_any(), &observed.uid);
+    if observed.bucket_name == names.unique {
+        let other_uid = "unknown".to_owned();
+        return Err(Error::ObjectBucketConflict { name: names.unique, other_uid });
+    }
+    tracing::info!(claim = %key(claim), taken = %observed.bucket_name, object_bucket = %names.unique,
+        "the ObjectBucket name is taken by one that is not ours; using the claim's unique name");
+    let latest = ctx.caches.claim(claim).unwrap_or_else(|| Arc::new(claim.clone()));
+    let patch = json!({
+        "metadata": { "resourceVersion": latest.resource_version() },
+        "spec": { "objectBucketName": names.unique },
+    });
+    let params = PatchParams::default();
+    let recorded = observed.claims.patch(&claim.name_any(), &params, &Patch::Merge(&patch)).await?;
+    ctx.caches.claims.wrote(recorded);
+    observed.bucket_name = names.unique;
+    desired.metadata.name = Some(observed.bucket_name.clone());
+    Ok(observed.buckets.create(&PostParams::default(), &desired).await?)
+}

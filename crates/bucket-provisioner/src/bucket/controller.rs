@@ -1,0 +1,401 @@
+//! The controller: watches claims (and the Secrets, ConfigMaps and StorageClasses they depend on),
+//! decides which claims are this provisioner's, and runs one reconcile per claim at a time, with
+//! several claims in parallel.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bucket_api::contract::{FINALIZER, LABEL_PROVISIONER};
+use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaim};
+use std::fmt::Debug;
+
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::events::{EventType, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, Resource, ResourceExt};
+
+use bucket_api::contract::annotations;
+
+use crate::Provisioner;
+use crate::bucket::context::Context;
+use crate::bucket::error::Error;
+use crate::bucket::observe::key;
+use crate::bucket::status::{ClaimState, set_claim_status};
+use crate::bucket::sweep::{count_phases, sweep};
+use crate::bucket::{claim, cleanup};
+use crate::kubernetes::backoff::Backoff;
+use crate::kubernetes::cache::claims::{CachedClaim, slim_meta};
+use crate::kubernetes::cache::compact::Packed;
+use crate::kubernetes::cache::{Caches, Writes};
+use crate::kubernetes::events::Events;
+use crate::kubernetes::failure::{self, Failure, Operation, Retry};
+use crate::kubernetes::finalizer;
+use crate::kubernetes::health::{Health, Pulse, Retirement, refusal};
+use crate::kubernetes::log_limit::SharedThrottle;
+use crate::kubernetes::telemetry::Metrics;
+use crate::kubernetes::watch::{
+    ListProgress, ShortBackoff, cached_watch, compact_watch, summarized_watch, watch_configs,
+};
+
+/// How long one step of a background pass (one ObjectBucket swept or reported, a backend call
+/// included) may take before the loop counts as stuck.
+const STEP_SILENCE: Duration = Duration::from_secs(300);
+/// The source reconciles report refusals under on [`Health`].
+const RECONCILES: &str = "reconciles";
+
+/// How the controller runs.
+#[derive(Clone, Debug)]
+pub struct ControllerConfig {
+    /// The StorageClass `provisioner` value this controller answers to.
+    pub provisioner_name: String,
+    /// How many claims are reconciled at once.
+    pub workers: u16,
+    /// First retry delay after a transient failure; it doubles on each further failure.
+    pub backoff_initial: Duration,
+    /// Longest retry delay, also used to re-check claims blocked by another object.
+    pub backoff_max: Duration,
+    /// How often bound buckets' usage is asked of the backend, published as metrics and, when
+    /// it changed, recorded on their ObjectBuckets (see [`crate::bucket::usage`]).
+    pub usage_interval: Duration,
+}
+
+impl ControllerConfig {
+    /// Defaults for a provisioner name: 4 workers, backoff from 1 s to 5 min, usage every
+    /// minute.
+    pub fn new(provisioner_name: impl Into<String>) -> Self {
+        Self {
+            provisioner_name: provisioner_name.into(),
+            workers: 4,
+            backoff_initial: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(300),
+            usage_interval: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Watch caches hold what the controller needs of each object and nothing more: the fields
+/// servers keep about who wrote what are the bulk of an object and never read here.
+fn slim<K: Resource>(object: &mut K) {
+    slim_meta(object.meta_mut());
+}
+
+/// Runs the controller until `shutdown` resolves, then lets running reconciles finish. Watch
+/// failures are reported to `health`.
+pub async fn run_controller<P: Provisioner>(
+    client: Client,
+    provisioner: P,
+    config: ControllerConfig,
+    metrics: Metrics,
+    health: Health,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let _leading = metrics.leading();
+    let (all, ours) = watch_configs(LABEL_PROVISIONER, &config.provisioner_name);
+    // Claims, ObjectBuckets, Secrets, ConfigMaps, StorageClasses.
+    let (progress, listed) = ListProgress::new(5);
+
+    // Claims arrive packed (`CachedClaim` decodes itself that way): nothing left to trim.
+    let (claim_store, claim_events) =
+        cached_watch(&client, &all, "claims", &health, |_| {}, &progress, 0);
+    let claim_events = claim_events.applied_objects();
+
+    // One watch of our ObjectBuckets feeds both the controller (a bucket deleted or changed by
+    // hand wakes its claim, deletions included) and the sweep (a bucket whose claim went without
+    // its cleanup), which reads the cache it fills.
+    let buckets = Arc::new(Packed::<ObjectBucket>::new());
+    let cache = buckets.clone();
+    let bucket_watch = compact_watch(
+        &client,
+        &ours,
+        ("objectbuckets", &health),
+        slim,
+        (&progress, 1),
+        move |event| cache.apply(event),
+    );
+    let bucket_watch = bucket_watch.touched_objects();
+    let (touched_tx, touched) = tokio::sync::mpsc::channel::<ObjectBucket>(1024);
+    let drive_buckets = tokio::spawn(async move {
+        futures::pin_mut!(bucket_watch);
+        while let Some(bucket) = bucket_watch.next().await {
+            if let Ok(bucket) = bucket
+                && touched_tx.send(bucket).await.is_err()
+            {
+                break;
+            }
+        }
+    });
+    let bucket_events = futures::stream::unfold(touched, |mut touched| async move {
+        let bucket = touched.recv().await?;
+        Some((Ok(bucket), touched))
+    });
+
+    // Secrets and ConfigMaps pass on whole to wake their claims, but are kept as summaries.
+    let (secrets, secret_events) =
+        summarized_watch::<Secret>(&client, &ours, ("secrets", &health), (&progress, 2));
+    let (config_maps, config_map_events) =
+        summarized_watch::<ConfigMap>(&client, &ours, ("configmaps", &health), (&progress, 3));
+    let (classes, class_events) =
+        cached_watch(&client, &all, "storageclasses", &health, slim, &progress, 4);
+
+    let reporter = Reporter { controller: config.provisioner_name.clone(), instance: None };
+    let context = Arc::new(Context {
+        events: Events::new(client.clone(), reporter),
+        client: client.clone(),
+        provisioner,
+        name: config.provisioner_name.clone(),
+        metrics,
+        health: health.clone(),
+        caches: Caches {
+            claim_store: claim_store.clone(),
+            claims: Writes::default(),
+            buckets,
+            secrets,
+            config_maps,
+            classes,
+            listed,
+        },
+        backoff: Backoff::new(config.backoff_initial, config.backoff_max),
+        api_failing: SharedThrottle::default(),
+        parked: Mutex::default(),
+        blocked: Mutex::default(),
+    });
+
+    let pulses = [
+        health.pulse("claim phases", Duration::from_secs(60)),
+        health.pulse("orphan sweep", STEP_SILENCE),
+        health.pulse("usage report", config.usage_interval + STEP_SILENCE),
+    ];
+    let retirements = pulses.each_ref().map(Pulse::retirement);
+    let [phases, sweeping, reporting] = pulses;
+    let phases = tokio::spawn(count_phases(claim_store.clone(), context.clone(), phases));
+    let sweep = tokio::spawn(sweep(context.clone(), sweeping));
+    let usage =
+        crate::bucket::usage::report_usage(context.clone(), config.usage_interval, reporting);
+    let usage = tokio::spawn(usage);
+    let by_class = claim_store.clone();
+    let controller = Controller::for_stream(claim_events, claim_store)
+        .owns_stream(secret_events.touched_objects())
+        .owns_stream(config_map_events.touched_objects())
+        .watches_stream(class_events.touched_objects(), move |class| {
+            claims_of_class(&by_class, &class.name_any())
+        })
+        .watches_stream(bucket_events, |bucket| claim_of_bucket(&bucket))
+        .trigger_backoff(ShortBackoff::default())
+        .with_config(controller::Config::default().concurrency(config.workers))
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, context)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "controller stream");
+            }
+        });
+    // The loops beside the controller never end; one that does (a panic) ends the controller,
+    // and with it the process (see `runtime`).
+    let mut side = [("claim phases", phases), ("orphan sweep", sweep), ("usage report", usage)];
+    let side_ended = futures::future::select_all(side.iter_mut().map(|(name, task)| {
+        let name = *name;
+        async move { (name, task.await) }.boxed()
+    }));
+    tokio::select! {
+        () = controller => {
+            // Stopped on purpose: so are the loops beside it.
+            retirements.iter().for_each(Retirement::retire);
+        }
+        ((name, outcome), _, _) = side_ended => {
+            tracing::error!(loop_name = name, ?outcome, "a loop of the controller ended");
+        }
+    }
+    for (_, task) in &side {
+        task.abort();
+    }
+    drive_buckets.abort();
+}
+
+/// Decodes every claim: a StorageClass changes rarely.
+fn claims_of_class(store: &Store<CachedClaim>, class: &str) -> Vec<ObjectRef<CachedClaim>> {
+    store
+        .state()
+        .iter()
+        .filter(|c| c.claim().is_ok_and(|c| c.spec.storage_class_name == class))
+        .map(|c| ObjectRef::from_obj(&**c))
+        .collect()
+}
+
+fn claim_of_bucket(bucket: &ObjectBucket) -> Option<ObjectRef<CachedClaim>> {
+    let claim = bucket.spec.claim_ref.as_ref()?;
+    Some(ObjectRef::new(claim.name.as_deref()?).within(claim.namespace.as_deref()?))
+}
+
+/// Whether a claim is this provisioner's to handle.
+enum Ownership {
+    Ours,
+    NotOurs,
+    /// The StorageClass is missing and the claim records no provisioner.
+    Unknown,
+}
+
+fn ownership<P>(claim: &ObjectBucketClaim, ctx: &Context<P>) -> Ownership {
+    // Once intent is recorded the claim stays with its provisioner, even if the class changes.
+    if let Some(recorded) = claim.annotations().get(annotations::PROVISIONER) {
+        return if *recorded == ctx.name { Ownership::Ours } else { Ownership::NotOurs };
+    }
+    match ctx.caches.class(&claim.spec.storage_class_name) {
+        Some(class) if class.provisioner == ctx.name => Ownership::Ours,
+        Some(_) => Ownership::NotOurs,
+        None => Ownership::Unknown,
+    }
+}
+
+async fn reconcile<P: Provisioner>(
+    cached: Arc<CachedClaim>,
+    ctx: Arc<Context<P>>,
+) -> Result<Action, Error> {
+    ctx.metrics.reconcile();
+    let cached = match cached.claim() {
+        Ok(claim) => claim,
+        Err(error) => {
+            // One malformed object must not stall the others: report it and wait for a fix.
+            tracing::warn!(claim = %key(&*cached), error = %error,
+                "ignoring a claim that does not match the ObjectBucketClaim schema");
+            ctx.metrics.error("InvalidObject");
+            return Ok(Action::await_change());
+        }
+    };
+    // Before every cache holds its first list, a missing StorageClass or ObjectBucket proves
+    // nothing.
+    ctx.caches.until_listed().await;
+    // The cache may lag behind our own writes (a recorded name, a removed finalizer): those win.
+    let Some(claim) = ctx.caches.claim(&cached) else { return Ok(Action::await_change()) };
+    let key = key(&*claim);
+    let result = match ownership(&claim, &ctx) {
+        Ownership::NotOurs => return Ok(Action::await_change()),
+        // Deleting a claim that never recorded us: it may be another provisioner's to clean up.
+        Ownership::Unknown if claim.meta().deletion_timestamp.is_some() => {
+            return Ok(Action::await_change());
+        }
+        Ownership::Unknown => {
+            Err(Error::StorageClassNotFound(claim.spec.storage_class_name.clone()))
+        }
+        Ownership::Ours if ctx.is_parked(&key, &claim) => return Ok(Action::await_change()),
+        Ownership::Ours => run_with_finalizer(claim.clone(), &ctx).await,
+    };
+    match result {
+        Ok(action) => {
+            ctx.backoff.reset(&key);
+            ctx.health.permitted(RECONCILES);
+            if ctx.api_failing.reset() {
+                tracing::info!("reconciles reach the Kubernetes API again");
+            }
+            Ok(action)
+        }
+        Err(error) => report(&claim, error, &ctx, &key).await,
+    }
+}
+
+/// A live claim is brought to Bound (its finalizer goes on with the first record of intent); a
+/// deleted one holding our finalizer is cleaned up, then let go.
+async fn run_with_finalizer<P: Provisioner>(
+    claim: Arc<ObjectBucketClaim>,
+    ctx: &Context<P>,
+) -> Result<Action, Error> {
+    if claim.meta().deletion_timestamp.is_none() {
+        return claim::apply(claim, ctx).await;
+    }
+    if !claim.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(Action::await_change());
+    }
+    let action = cleanup::cleanup(claim.clone(), ctx).await?;
+    let api: Api<ObjectBucketClaim> =
+        Api::namespaced(ctx.client.clone(), &claim.namespace().unwrap_or_default());
+    match finalizer::remove(&api, &*claim, FINALIZER).await {
+        Ok(released) if released.finalizers().is_empty() => {
+            // Gone with its last finalizer, though the cache may show it for a moment longer.
+            ctx.caches.claims.deleted(&released);
+            Ok(action)
+        }
+        Ok(released) => {
+            ctx.caches.claims.wrote(released);
+            Ok(action)
+        }
+        Err(e) if finalizer::is_not_found(&e) => Ok(Action::requeue(finalizer::LOOK_AGAIN)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Makes a failure visible (status condition, Event, log line, metric) and picks the retry.
+async fn report<P>(
+    claim: &ObjectBucketClaim,
+    error: Error,
+    ctx: &Context<P>,
+    key: &str,
+) -> Result<Action, Error> {
+    failure::count(&error, &ctx.metrics, &ctx.health, RECONCILES);
+    let reason = error.reason().to_string();
+    let message = error.to_string();
+    if matches!(error, Error::ForeignSecret(_) | Error::ForeignConfigMap(_)) {
+        ctx.blocked(key, Some(true));
+    }
+    let deleting = claim.meta().deletion_timestamp.is_some();
+    let current = claim.status.as_ref().and_then(|s| s.phase);
+    let phase = match (error.is_permanent(), current) {
+        (true, _) if !deleting => ClaimPhase::Failed,
+        (_, Some(phase)) => phase,
+        (_, None) => ClaimPhase::Pending,
+    };
+    // Claims failing with the API fail together (an outage, missing RBAC): told once a minute.
+    let held_back = if matches!(error, Error::Kube(_)) { ctx.api_failing.allow() } else { Some(0) };
+    if let Some(held_back) = held_back {
+        tracing::warn!(claim = %key, reason = %reason, permanent = error.is_permanent(),
+            repeats_since_last_report = held_back, "{message}");
+    }
+    let operation = if deleting { Operation::Delete } else { Operation::Provision };
+    ctx.event(claim, EventType::Warning, &reason, &message, operation).await;
+
+    let api: Api<ObjectBucketClaim> =
+        Api::namespaced(ctx.client.clone(), &claim.namespace().unwrap_or_default());
+    // Status goes on the newest version: earlier phases of this reconcile may have changed it.
+    let Some(latest) = ctx.caches.claim(claim) else { return Ok(Action::await_change()) };
+    let state = ClaimState { phase, ready: false, reason, message };
+    if let Some(written) = set_claim_status(&api, &latest, &state).await? {
+        ctx.caches.claims.wrote(written);
+    }
+    if error.retry() == Retry::OnChange && !deleting {
+        ctx.park(key, &latest);
+    }
+    Ok(ctx.backoff.after(error.retry(), key))
+}
+
+/// Reached only when reporting itself failed (the API is unreachable): retry with backoff.
+fn error_policy<P>(claim: Arc<CachedClaim>, error: &Error, ctx: Arc<Context<P>>) -> Action {
+    let key = key(&*claim);
+    if let Some(held_back) = ctx.api_failing.allow() {
+        tracing::warn!(claim = %key, error = %error, repeats_since_last_report = held_back,
+            "could not report a failed reconcile");
+    }
+    if let Error::Kube(e) = error
+        && let Some(what) = refusal(e)
+    {
+        ctx.health.denied(RECONCILES, &what);
+    }
+    ctx.backoff.after(Retry::Api, &key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap_and_resets() {
+        let backoff = Backoff::new(Duration::from_millis(100), Duration::from_millis(500));
+        let delays: Vec<u128> = (0..5).map(|_| backoff.next("a").as_millis()).collect();
+        assert_eq!(delays, [100, 200, 400, 500, 500]);
+        assert_eq!(backoff.next("b").as_millis(), 100, "claims back off independently");
+        backoff.reset("a");
+        assert_eq!(backoff.next("a").as_millis(), 100);
+    }
+}

@@ -1,0 +1,27 @@
+//! The bucket side: ObjectBucketClaims in, buckets, ObjectBuckets, Secrets and ConfigMaps out.
+//!
+//! - [`provisioner`]: the backend contract, with a guide for writing one.
+//! - [`controller`]: the controller that drives a backend for every claim of its StorageClasses;
+//!   one claim goes observe ([`observe`]) → decide ([`plan`]) → act ([`claim`], [`bound`],
+//!   [`cleanup`]) → report ([`status`], [`error`]).
+//! - [`sweep`], [`usage`]: the loops beside the controller: orphaned ObjectBuckets and
+//!   what bound buckets hold.
+//! - [`objects`], [`naming`], [`ownership`]: what is written, under which names, and the
+//!   checks that keep the controller off what is not its claim's.
+
+pub(crate) mod bound;
+pub(crate) mod claim;
+pub(crate) mod cleanup;
+pub(crate) mod context;
+pub mod controller;
+pub mod error;
+pub mod naming;
+pub mod objects;
+pub(crate) mod observe;
+pub(crate) mod ownership;
+pub(crate) mod plan;
+pub mod provisioner;
+pub mod run;
+pub mod status;
+pub(crate) mod sweep;
+pub mod usage;

@@ -1,0 +1,25 @@
+//! The core both sides stand on. Nothing here knows a backend; the bucket side and the volume
+//! side each build their controller from these parts.
+//!
+//! - [`watch`]: watches that outlive any apiserver failure, their caches' first-list progress.
+//! - [`cache`]: what the watches keep, compacted, and the controller's own newer writes.
+//! - [`events`]: Events, published through recorders that do not grow for ever.
+//! - [`failure`], [`backoff`]: what a failure says of itself, and how it is retried.
+//! - [`finalizer`]: the one guarded way finalizers are added and removed.
+//! - [`health`], [`telemetry`], [`log_limit`]: `/healthz` from the loops themselves, metrics,
+//!   and logs of repeated failures once a minute.
+//! - [`leader`], [`runtime`]: leader election and the supervision of every loop of a process.
+
+pub mod backoff;
+pub mod cache;
+pub mod events;
+pub mod failure;
+pub mod finalizer;
+pub mod health;
+pub mod leader;
+pub mod log_limit;
+#[cfg(test)]
+pub(crate) mod mock_api;
+pub mod runtime;
+pub mod telemetry;
+pub mod watch;
