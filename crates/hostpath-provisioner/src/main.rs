@@ -1,14 +1,16 @@
 //! `hostpath-bucket-provisioner`: buckets as directories under `--root`, served over the S3
 //! endpoint on `--s3-listen`, provisioned for every claim whose StorageClass names this provisioner.
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use bucket_provisioner::runtime::{
-    ControllerArgs, Process, Service, init_logging, run, shutdown_signal,
+    ControllerArgs, Process, Service, hostname, init_logging, run, shutdown_signal,
 };
 use clap::Parser;
+use futures::FutureExt;
 use hostpath_provisioner::admin_secret::{ADMIN_SECRET_WATCH, follow_admin_secret};
 use hostpath_provisioner::s3::{serve_endpoint, service};
 use hostpath_provisioner::{AdminCredentials, BucketStore, HostPathConfig, HostPathProvisioner};
@@ -56,14 +58,6 @@ struct Args {
     controller: ControllerArgs,
 }
 
-fn hostname() -> String {
-    std::fs::read_to_string("/etc/hostname")
-        .map(|h| h.trim().to_string())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".into())
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let args = Args::parse();
@@ -105,7 +99,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let endpoint_store = store.clone();
     services.push(Service::new("S3 endpoint", move |process: Process| {
         let endpoint = service(endpoint_store).counting_answers(process.metrics.clone());
-        serve_endpoint(listener, endpoint, process.stop.wait())
+        // The endpoint never fails: it keeps accepting through errors until told to stop.
+        serve_endpoint(listener, endpoint, process.stop.wait()).map(Ok::<(), Infallible>)
     }));
 
     let config = HostPathConfig {

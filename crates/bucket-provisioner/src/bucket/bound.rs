@@ -17,10 +17,11 @@ use crate::Provisioner;
 use crate::bucket::context::Context;
 use crate::bucket::error::{Error, Operation};
 use crate::bucket::objects::{self, BucketSource};
-use crate::bucket::observe::{Observed, bound_bucket_name, key, source_of};
+use crate::bucket::observe::{Observed, bound_bucket_name, source_of};
 use crate::bucket::ownership::{CredentialsCheck, check_credentials, ensure_owned};
 use crate::bucket::plan::{bucket_options, plan_for_bound, storage_class};
 use crate::bucket::status::{ClaimState, set_bucket_status, set_claim_status};
+use crate::kubernetes::cache::key;
 use crate::kubernetes::cache::summary::Summary;
 use crate::kubernetes::finalizer;
 use crate::kubernetes::watch::label_value;
@@ -35,7 +36,7 @@ pub(crate) enum Repair {
     Done(Action),
     /// The claim's Secret lost or changed its credentials: the backend must issue them again for
     /// this ObjectBucket, which the provisioning path does.
-    IssueCredentials(ObjectBucket),
+    IssueCredentials(Box<ObjectBucket>),
 }
 
 /// Brings a bound claim back to what was written for it: an ObjectBucket deleted by hand written
@@ -62,7 +63,7 @@ pub(crate) async fn repair<P: Provisioner>(
     tracing::info!(claim = %key(&*claim), "{message}");
     ctx.event(&claim, EventType::Normal, "RestoringCredentials", message, Operation::Provision)
         .await;
-    Ok(Repair::IssueCredentials(bound))
+    Ok(Repair::IssueCredentials(Box::new(bound)))
 }
 
 /// What a Bound claim's condition says; the same on every reconcile, so that it is written once.

@@ -20,9 +20,10 @@ use crate::bucket::context::Context;
 use crate::bucket::error::{Error, Operation};
 use crate::bucket::naming;
 use crate::bucket::objects::{self, BucketRecord, BucketSource, reclaim_policy_str};
-use crate::bucket::observe::{Observed, key, observe};
+use crate::bucket::observe::{Observed, observe};
 use crate::bucket::ownership::{check_not_foreign, ensure_owned};
 use crate::bucket::plan::{Plan, bucket_options, plan, plan_for_bound, storage_class};
+use crate::kubernetes::cache::key;
 use crate::{BackendError, BucketOptions, ProvisionedBucket, Provisioner};
 
 /// How often one reconcile generates a new name after the backend says a generated one is taken.
@@ -53,7 +54,7 @@ pub async fn apply<P: Provisioner>(
     if let Some(bound) = observed.bound.take() {
         match bound::repair(claim.clone(), bound, secret.as_deref(), &observed, ctx).await? {
             Repair::Done(action) => return Ok(action),
-            Repair::IssueCredentials(bound) => observed.bound = Some(bound),
+            Repair::IssueCredentials(bound) => observed.bound = Some(*bound),
         }
     }
     if let Some(error) = observed.names_taken.take() {

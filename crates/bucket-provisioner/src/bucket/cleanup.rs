@@ -28,6 +28,7 @@ use crate::bucket::error::{ABANDON_HINT, Error, Failure, Operation};
 use crate::bucket::objects::{self, BucketSource, parse_reclaim_policy};
 use crate::bucket::observe::{Observed, bound_bucket_name, bound_uid, observe, source_of};
 use crate::bucket::status::set_bucket_status;
+use crate::kubernetes::cache::reference_key;
 use crate::kubernetes::finalizer;
 use crate::kubernetes::watch::label_value;
 use crate::{BackendError, Provisioner, Removed};
@@ -130,7 +131,7 @@ async fn abandon<P: Provisioner>(
         ),
     };
     ctx.publish(subject, EventType::Warning, "Abandoned", &message, Operation::Revoke).await;
-    tracing::warn!(claim = %subject_key(subject), "{message}");
+    tracing::warn!(claim = %reference_key(subject), "{message}");
     match (revoked, real_record) {
         (Ok(()), true) => {
             release(buckets, record, ObjectBucketPhase::Failed, "Abandoned", &message, ctx).await
@@ -203,7 +204,7 @@ async fn settle<P: Provisioner>(
         ctx.provisioner.revoke(record).await.map(|()| Removed::AccessOnly)
     };
     ctx.metrics.observe_provisioning(operation.as_str(), started.elapsed().as_secs_f64());
-    let who = subject_key(subject);
+    let who = reference_key(subject);
 
     let (type_, reason, message) = match outcome {
         Ok(Removed::Bucket) => {
@@ -292,13 +293,6 @@ pub(crate) async fn sweep_orphan<P: Provisioner>(
         "the claim of this ObjectBucket is gone without its cleanup; cleaning up now"
     );
     settle(&buckets, bucket, source, true, &subject, ctx).await
-}
-
-fn subject_key(subject: &k8s_openapi::api::core::v1::ObjectReference) -> String {
-    match &subject.namespace {
-        Some(ns) => format!("{ns}/{}", subject.name.as_deref().unwrap_or("")),
-        None => subject.name.clone().unwrap_or_default(),
-    }
 }
 
 async fn set_status<P>(

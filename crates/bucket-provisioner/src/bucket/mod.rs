@@ -2,11 +2,11 @@
 //!
 //! - [`provisioner`]: the backend contract, with a guide for writing one.
 //! - [`controller`]: the controller that drives a backend for every claim of its StorageClasses;
-//!   one claim goes observe ([`observe`]) → decide ([`plan`]) → act ([`claim`], [`bound`],
-//!   [`cleanup`]) → report ([`status`], [`error`]).
-//! - [`sweep`], [`usage`]: the loops beside the controller: orphaned ObjectBuckets and
+//!   one claim goes observe (`observe`) → decide (`plan`) → act (`claim`, `bound`,
+//!   `cleanup`) → report ([`status`], [`error`]).
+//! - `sweep`, [`usage`]: the loops beside the controller: orphaned ObjectBuckets and
 //!   what bound buckets hold.
-//! - [`objects`], [`naming`], [`ownership`]: what is written, under which names, and the
+//! - [`objects`], [`naming`], `ownership`: what is written, under which names, and the
 //!   checks that keep the controller off what is not its claim's.
 
 pub(crate) mod bound;

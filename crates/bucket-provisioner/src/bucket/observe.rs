@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use bucket_api::contract::annotations;
 use bucket_api::{ObjectBucket, ObjectBucketClaim};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::ResourceExt;
 use kube::api::Api;
-use kube::{Resource, ResourceExt};
 
 use crate::bucket::context::Context;
 use crate::bucket::error::Error;
@@ -90,13 +90,4 @@ pub(crate) fn bound_bucket_name(bucket: &ObjectBucket) -> &str {
 
 pub(crate) fn source_of(annotations: &BTreeMap<String, String>) -> Option<BucketSource> {
     annotations.get(annotations::BUCKET_SOURCE).and_then(|s| BucketSource::parse(s))
-}
-
-/// `namespace/name`, for logs.
-pub fn key(claim: &impl Resource) -> String {
-    format!(
-        "{}/{}",
-        claim.meta().namespace.as_deref().unwrap_or(""),
-        claim.meta().name.as_deref().unwrap_or("")
-    )
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::Provisioner;
 use crate::bucket::controller::{ControllerConfig, run_controller};
 use crate::kubernetes::runtime::{ControllerArgs, Lead, RunError, Service, run_driven};
+use crate::kubernetes::telemetry::Metrics;
 
 /// Runs `provisioner` as `provisioner_name` until `shutdown` resolves: serves metrics and health,
 /// runs `services`, waits for leadership when enabled, and drives the controller. Leadership
@@ -21,7 +22,7 @@ pub async fn run<P: Provisioner>(
     let provisioner = std::sync::Arc::new(provisioner);
     let name = provisioner_name.to_owned();
     let usage_interval = Duration::from_secs(args.usage_interval_seconds.max(1));
-    run_driven(provisioner_name, args, shutdown, services, move |lead: Lead| {
+    run_driven(provisioner_name, args, Metrics::new(), shutdown, services, move |lead: Lead| {
         let mut config = ControllerConfig::new(name.clone());
         config.workers = lead.workers;
         config.usage_interval = usage_interval;

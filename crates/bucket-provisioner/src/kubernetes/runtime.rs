@@ -1,7 +1,7 @@
 //! What every provisioner binary shares: common flags, the Kubernetes client, the metrics and
 //! health endpoints, leader election, the supervision of every loop, and graceful shutdown. A
-//! backend's `main` parses its own flags (flattening [`ControllerArgs`]) and calls [`run`]
-//! (buckets) or [`run_volumes`] (volumes); both are [`run_driven`] around their controller.
+//! backend's `main` parses its own flags (flattening [`ControllerArgs`]) and calls [`run`](crate::bucket::run::run)
+//! (buckets) or [`run_volumes`](crate::volume::run::run_volumes) (volumes); both are [`run_driven`] around their controller.
 //!
 //! Every loop of the process (the metrics endpoint, the term-after-term of leadership and its
 //! controller, and the backend's own [`Service`]s) runs under one supervisor. None of them stops
@@ -256,10 +256,13 @@ impl Service {
 /// The runtime around any controller: serves metrics and health, runs `services`, waits for
 /// leadership when enabled (a Lease named after `provisioner_name`), and calls `drive` for each
 /// term of leadership; the future it returns must end soon after [`Lead::stop`] resolves, and
-/// never before. Returns `Ok` after `shutdown`, or the first loop that ended on its own.
+/// never before. `metrics` are served as they are: [`Metrics::new`] for buckets,
+/// [`Metrics::for_volumes`] for volumes. Returns `Ok` after `shutdown`, or the first loop that
+/// ended on its own.
 pub async fn run_driven<D, F>(
     provisioner_name: &str,
     args: &ControllerArgs,
+    metrics: Metrics,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
     services: Vec<Service>,
     drive: D,
@@ -271,7 +274,6 @@ where
     let client = client(args).await?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let stop = Stop(stop_rx);
-    let metrics = Metrics::new();
     let health = Health::default();
     let listener = tokio::net::TcpListener::bind(args.metrics_address)
         .await
@@ -655,7 +657,9 @@ mod tests {
             }),
             Service::new("quitter", |_| async { Err::<(), _>("its socket broke") }),
         ];
-        let ended = run_driven("p", &args, std::future::pending(), services, |_| async {}).await;
+        let ended =
+            run_driven("p", &args, Metrics::new(), std::future::pending(), services, |_| async {})
+                .await;
         match ended {
             Err(RunError::LoopEnded { name: "quitter", reason }) => {
                 assert_eq!(reason, "its socket broke");
@@ -668,7 +672,8 @@ mod tests {
     async fn a_shutdown_while_the_apiserver_is_away_ends_the_process_cleanly() {
         let args = args_without_an_apiserver();
         let shutdown = tokio::time::sleep(Duration::from_millis(300));
-        let ended = run_driven("p", &args, shutdown, Vec::new(), |_| async {}).await;
+        let ended =
+            run_driven("p", &args, Metrics::new(), shutdown, Vec::new(), |_| async {}).await;
         assert!(ended.is_ok(), "{ended:?}");
     }
 

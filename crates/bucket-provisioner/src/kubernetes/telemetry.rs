@@ -85,9 +85,22 @@ fn provisioning_histogram() -> Histogram {
 }
 
 impl Metrics {
-    /// Fresh metrics in a registry of their own; every name starts with `bucket_provisioner_`.
+    /// Fresh metrics of the bucket side in a registry of their own; every name starts with
+    /// `bucket_provisioner_`.
     pub fn new() -> Self {
+        Self::registered(true)
+    }
+
+    /// Fresh metrics of the volume side: only what it records (reconciles, errors, backend
+    /// call durations, leadership); the claim, bucket and S3 series are not exported.
+    pub fn for_volumes() -> Self {
+        Self::registered(false)
+    }
+
+    fn registered(buckets: bool) -> Self {
         let mut registry = Registry::with_prefix("bucket_provisioner");
+        // What only the bucket side records goes into a registry that is never served.
+        let mut unserved = Registry::default();
         let reconciles = Counter::default();
         registry.register(
             "reconciles",
@@ -104,41 +117,42 @@ impl Metrics {
             Unit::Seconds,
             provisioning.clone(),
         );
+        let bucket_registry = if buckets { &mut registry } else { &mut unserved };
         let claims = Family::<PhaseLabels, Gauge>::default();
-        registry.register("claims", "ObjectBucketClaims by phase", claims.clone());
+        bucket_registry.register("claims", "ObjectBucketClaims by phase", claims.clone());
 
         for phase in KNOWN_PHASES {
             claims.get_or_create(&PhaseLabels { phase: phase.as_str().to_owned() }).set(0);
         }
         let phases = Mutex::new(KNOWN_PHASES.iter().map(|p| p.as_str().to_owned()).collect());
         let bucket_objects = Family::<BucketLabels, Gauge>::default();
-        registry.register(
+        bucket_registry.register(
             "bucket_objects",
             "Objects in each bound bucket, as its backend reports them",
             bucket_objects.clone(),
         );
         let bucket_bytes = Family::<BucketLabels, Gauge>::default();
-        registry.register_with_unit(
+        bucket_registry.register_with_unit(
             "bucket",
             "Bytes each bound bucket takes, as its backend reports them",
             Unit::Bytes,
             bucket_bytes.clone(),
         );
         let quota_objects = Family::<BucketLabels, Gauge>::default();
-        registry.register(
+        bucket_registry.register(
             "bucket_quota_objects",
             "The most objects each bound bucket may hold, where it has such a quota",
             quota_objects.clone(),
         );
         let quota_bytes = Family::<BucketLabels, Gauge>::default();
-        registry.register_with_unit(
+        bucket_registry.register_with_unit(
             "bucket_quota",
             "The most bytes each bound bucket may hold, where it has such a quota",
             Unit::Bytes,
             quota_bytes.clone(),
         );
         let s3_responses = Family::<CodeLabels, Counter>::default();
-        registry.register(
+        bucket_registry.register(
             "s3_responses",
             "Answers of a backend's own S3 endpoint (hostPath), by status class",
             s3_responses.clone(),
@@ -471,6 +485,24 @@ mod tests {
         }
         // The widest finite bucket reaches about two minutes.
         assert!(text.contains("le=\"120.0"), "{text}");
+    }
+
+    #[test]
+    fn the_volume_side_exports_no_bucket_series() {
+        let metrics = Metrics::for_volumes();
+        metrics.reconcile();
+        metrics.observe_provisioning("provision", 0.5);
+        metrics.set_claims_by_phase(&[("Bound", 3)]);
+        metrics.s3_response(200);
+        let text = metrics.encode();
+        assert!(text.contains("bucket_provisioner_reconciles_total 1"), "{text}");
+        assert!(text.contains("bucket_provisioner_provisioning_duration_seconds"), "{text}");
+        assert!(text.contains("bucket_provisioner_leading 0"), "{text}");
+        for absent in ["_claims{", "_bucket_objects", "_bucket_bytes", "_bucket_quota", "_s3_"] {
+            assert!(!text.contains(absent), "{absent} exported by the volume side:\n{text}");
+        }
+        let buckets = Metrics::new().encode();
+        assert!(buckets.contains("bucket_provisioner_claims{"), "{buckets}");
     }
 
     #[test]

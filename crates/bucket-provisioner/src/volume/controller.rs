@@ -3,6 +3,7 @@
 //! Like the bucket side it reads only from its caches, corrected by its own writes, so that a
 //! reconcile with nothing to do makes no request.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,7 +25,7 @@ use super::objects::{
     selected_node, volume, waits_for_consumer,
 };
 use crate::kubernetes::backoff::Backoff;
-use crate::kubernetes::cache::Recent;
+use crate::kubernetes::cache::{Recent, key};
 use crate::kubernetes::events::{Events, publish};
 use crate::kubernetes::failure::{self, Failure, Operation};
 use crate::kubernetes::finalizer;
@@ -169,7 +170,7 @@ pub async fn run_volume_controller<P: VolumeProvisioner>(
         .trigger_backoff(ShortBackoff::default())
         .with_config(controller::Config::default().concurrency(workers))
         .graceful_shutdown_on(shutdown.clone())
-        .run(reconcile_claim, requeue_claim, context.clone())
+        .run(reconcile_claim, never_fails, context.clone())
         .for_each(|result| async move {
             if let Err(e) = result {
                 tracing::debug!(error = %e, "claim controller stream");
@@ -179,7 +180,7 @@ pub async fn run_volume_controller<P: VolumeProvisioner>(
         .trigger_backoff(ShortBackoff::default())
         .with_config(controller::Config::default().concurrency(workers))
         .graceful_shutdown_on(shutdown.clone())
-        .run(reconcile_volume, requeue_volume, context)
+        .run(reconcile_volume, never_fails, context)
         .for_each(|result| async move {
             if let Err(e) = result {
                 tracing::debug!(error = %e, "volume controller stream");
@@ -208,20 +209,16 @@ fn claims_of_class(
         .collect()
 }
 
-fn claim_key(claim: &PersistentVolumeClaim) -> String {
-    format!("{}/{}", claim.namespace().unwrap_or_default(), claim.name_any())
-}
-
 async fn reconcile_claim<P: VolumeProvisioner>(
     claim: Arc<PersistentVolumeClaim>,
     ctx: Arc<Context<P>>,
-) -> Result<Action, kube::Error> {
+) -> Result<Action, Infallible> {
     ctx.metrics.reconcile();
     if !awaits_volume(&claim, &ctx.config.provisioner_name) {
         return Ok(Action::await_change());
     }
     ctx.until_listed().await;
-    let key = claim_key(&claim);
+    let key = key(&*claim);
     match provision(&claim, &ctx).await {
         Ok(action) => {
             ctx.backoff.reset(&key);
@@ -281,7 +278,7 @@ async fn provision<P: VolumeProvisioner>(
         Err(kube::Error::Api(status)) if status.code == 409 => return Ok(Action::await_change()),
         Err(e) => return Err(e.into()),
     }
-    tracing::info!(claim = %claim_key(claim), volume = %pv_name, "provisioned");
+    tracing::info!(claim = %key(claim), volume = %pv_name, "provisioned");
     let mut message = format!("volume {pv_name} provisioned");
     if let Some(note) = note {
         message.push_str("; ");
@@ -300,20 +297,10 @@ async fn provision<P: VolumeProvisioner>(
     Ok(Action::await_change())
 }
 
-/// Reached only when a reconcile itself failed, which the reconciles above never do.
-fn requeue_claim<P>(
-    claim: Arc<PersistentVolumeClaim>,
-    error: &kube::Error,
-    ctx: Arc<Context<P>>,
-) -> Action {
-    tracing::warn!(claim = %claim_key(&claim), error = %error, "claim reconcile failed");
-    Action::requeue(ctx.backoff.next(&claim_key(&claim)))
-}
-
 async fn reconcile_volume<P: VolumeProvisioner>(
     cached: Arc<PersistentVolume>,
     ctx: Arc<Context<P>>,
-) -> Result<Action, kube::Error> {
+) -> Result<Action, Infallible> {
     ctx.metrics.reconcile();
     let name = cached.name_any();
     // Our own writes win over a cache that has not seen them yet.
@@ -402,12 +389,7 @@ async fn retire<P: VolumeProvisioner>(
     Ok(Action::await_change())
 }
 
-/// Reached only when a reconcile itself failed, which the reconciles above never do.
-fn requeue_volume<P>(
-    pv: Arc<PersistentVolume>,
-    error: &kube::Error,
-    ctx: Arc<Context<P>>,
-) -> Action {
-    tracing::warn!(volume = %pv.name_any(), error = %error, "volume reconcile failed");
-    Action::requeue(ctx.backoff.next(&pv.name_any()))
+/// The error policy of reconciles that report every failure themselves and so never fail.
+fn never_fails<K, P>(_: Arc<K>, never: &Infallible, _: Arc<Context<P>>) -> Action {
+    match *never {}
 }

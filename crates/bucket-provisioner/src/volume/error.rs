@@ -51,7 +51,6 @@ impl Failure for VolumeError {
 }
 
 /// Wraps a backend's answer to `operation` on `volume`.
-
 pub(crate) fn backend(
     operation: Operation,
     volume: &str,

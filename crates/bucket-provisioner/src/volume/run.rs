@@ -3,9 +3,10 @@
 use std::future::Future;
 
 use crate::kubernetes::runtime::{ControllerArgs, Lead, RunError, run_driven};
+use crate::kubernetes::telemetry::Metrics;
 use crate::volume::{VolumeControllerConfig, VolumeProvisioner, run_volume_controller};
 
-/// Runs the volume backend `provisioner` as [`run`] runs a bucket backend: `config` says which
+/// Runs the volume backend `provisioner` as [`run`](crate::bucket::run::run) runs a bucket backend: `config` says which
 /// provisioner name it answers to and which node it serves; `--workers` sets its workers.
 pub async fn run_volumes<P: VolumeProvisioner>(
     provisioner: P,
@@ -15,7 +16,7 @@ pub async fn run_volumes<P: VolumeProvisioner>(
 ) -> Result<(), RunError> {
     let provisioner = std::sync::Arc::new(provisioner);
     let name = config.provisioner_name.clone();
-    run_driven(&name, args, shutdown, Vec::new(), move |lead: Lead| {
+    run_driven(&name, args, Metrics::for_volumes(), shutdown, Vec::new(), move |lead: Lead| {
         let mut config = config.clone();
         config.workers = lead.workers;
         let stop = lead.stop.wait();

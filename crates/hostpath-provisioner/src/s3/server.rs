@@ -2,7 +2,7 @@
 //! served on a listener until shutdown.
 
 use std::future::Future;
-use std::io;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,7 +24,7 @@ pub async fn serve(
     listener: TcpListener,
     store: Arc<BucketStore>,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> io::Result<()> {
+) {
     serve_endpoint(listener, service(store), shutdown).await
 }
 
@@ -33,7 +33,7 @@ pub async fn serve_endpoint(
     listener: TcpListener,
     service: Endpoint,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> io::Result<()> {
+) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // Slow clients must not hold connections open by dribbling headers.
     builder.http1().timer(TokioTimer::new()).header_read_timeout(Duration::from_secs(30));
@@ -71,7 +71,6 @@ pub async fn serve_endpoint(
     if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown()).await.is_err() {
         tracing::warn!("S3 connections still open after the drain timeout; closing them");
     }
-    Ok(())
 }
 
 /// The endpoint's service for `store`, with authentication, per-bucket authorization and

@@ -18,7 +18,7 @@ pub struct Server {
     pub addr: SocketAddr,
     pub store: Arc<BucketStore>,
     stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<std::io::Result<()>>>,
+    task: Option<JoinHandle<()>>,
 }
 
 impl Server {
@@ -41,7 +41,7 @@ impl Server {
             let _ = stop.send(());
         }
         if let Some(task) = self.task.take() {
-            task.await.unwrap().unwrap();
+            task.await.unwrap();
         }
     }
 

@@ -1,5 +1,5 @@
 //! What the controller knows of the cluster without asking: the watch caches of claims,
-//! ObjectBuckets, our Secrets and ConfigMaps (as [summaries](crate::kubernetes::cache::summary)) and the
+//! ObjectBuckets, our Secrets and ConfigMaps (as summaries) and the
 //! StorageClasses, each corrected by the controller's own writes that its watch has not
 //! delivered yet.
 //!
@@ -24,7 +24,7 @@ pub(crate) mod writes;
 use claims::CachedClaim;
 use compact::Packed;
 use summary::Summaries;
-pub(crate) use writes::{Key, Recent, Versioned, Writes, key_of};
+pub(crate) use writes::{Key, Recent, Versioned, Writes, key, key_of, reference_key};
 
 /// Every cache a reconcile reads.
 pub(crate) struct Caches {

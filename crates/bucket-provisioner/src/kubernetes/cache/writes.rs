@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;
 use kube::api::ObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -112,6 +113,22 @@ impl<K: Resource> Writes<K> {
     /// Remembers that `object` was just deleted.
     pub(crate) fn deleted(&self, object: &K) {
         self.remember(key_of(object.meta()), Written::Deleted(object.meta().uid.clone()));
+    }
+}
+
+/// `namespace/name` of an object (`name` when cluster-scoped), for logs and per-object backoff.
+pub(crate) fn key(object: &impl Resource) -> String {
+    match object.meta().namespace.as_deref() {
+        Some(namespace) => format!("{namespace}/{}", object.meta().name.as_deref().unwrap_or("")),
+        None => object.meta().name.clone().unwrap_or_default(),
+    }
+}
+
+/// [`key`] of the object `reference` names.
+pub(crate) fn reference_key(reference: &ObjectReference) -> String {
+    match reference.namespace.as_deref() {
+        Some(namespace) => format!("{namespace}/{}", reference.name.as_deref().unwrap_or("")),
+        None => reference.name.clone().unwrap_or_default(),
     }
 }
 
