@@ -50,7 +50,7 @@ async fn each_bad_input_gets_its_own_clear_condition() {
     let claims: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), &ns);
     let backend = MemoryBackend::default();
     backend.add_existing_bucket("someone-elses");
-    let controller = Harness::start(&backend);
+    let controller = Harness::start(backend.clone(), Deployed::HostPath);
     let p = controller.provisioner.clone();
 
     let class = storage_class(&client, &p, &[("tier", "gold")], None).await;
@@ -166,7 +166,7 @@ async fn a_claim_too_long_for_the_conventional_object_bucket_name_binds_under_a_
     let ns = test_namespace(&client, &"long-namespace-".repeat(4)[..52]).await;
     let claims: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), &ns);
     let backend = MemoryBackend::default();
-    let controller = Harness::start(&backend);
+    let controller = Harness::start(backend.clone(), Deployed::HostPath);
     let class = storage_class(&client, &controller.provisioner, &[], None).await;
     let name = "c".repeat(200);
     create_claim(&claims, &name, named(&class, "long-claim")).await;
@@ -183,7 +183,7 @@ async fn a_bound_claim_cannot_move_to_another_bucket_or_class() {
     let ns = test_namespace(&client, "bad-bound").await;
     let claims: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), &ns);
     let backend = MemoryBackend::default();
-    let controller = Harness::start(&backend);
+    let controller = Harness::start(backend.clone(), Deployed::HostPath);
     let class = storage_class(&client, &controller.provisioner, &[], None).await;
     let other = storage_class(&client, &controller.provisioner, &[], None).await;
     create_claim(&claims, "rename", named(&class, "first-name")).await;

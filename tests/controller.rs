@@ -45,7 +45,7 @@ impl Setup {
         bucket: &str,
         reclaim: Option<&str>,
     ) -> (Harness, String) {
-        let controller = Harness::start(&self.backend);
+        let controller = Harness::start(self.backend.clone(), Deployed::HostPath);
         let class = storage_class(&self.client, &controller.provisioner, &[], reclaim).await;
         create_claim(&self.claims, name, named_spec(&class, bucket)).await;
         wait_for(&self.claims, name, ClaimPhase::Bound, "Bound").await;
@@ -61,7 +61,7 @@ async fn crash_after_provisioning(
     spec: impl FnOnce(&str) -> bucket_api::ObjectBucketClaimSpec,
 ) -> (String, String) {
     s.backend.inject(Op::Provision, Fault::HangAfter, 1);
-    let controller = Harness::start(&s.backend);
+    let controller = Harness::start(s.backend.clone(), Deployed::HostPath);
     let provisioner = controller.provisioner.clone();
     let class = storage_class(&s.client, &provisioner, &[], None).await;
     create_claim(&s.claims, "c", spec(&class)).await;
@@ -79,7 +79,7 @@ async fn delete_claim(claims: &Api<ObjectBucketClaim>, name: &str) {
 #[tokio::test]
 async fn greenfield_claim_is_provisioned_bound_and_deleted() {
     let s = setup("ctl-green").await;
-    let controller = Harness::start(&s.backend);
+    let controller = Harness::start(s.backend.clone(), Deployed::HostPath);
     let class = storage_class(&s.client, &controller.provisioner, &[("tier", "gold")], None).await;
     let spec = bucket_api::ObjectBucketClaimSpec {
         generate_bucket_name: Some("photos".into()),
@@ -146,7 +146,7 @@ async fn a_generated_name_found_taken_is_replaced_and_recorded_before_it_is_trie
     let s = setup("ctl-regen").await;
     // The backend finds the first generated name taken, as a collision in a burst would.
     s.backend.inject(Op::Provision, Fault::Permanent(bucket_provisioner::BUCKET_NAME_TAKEN), 1);
-    let controller = Harness::start(&s.backend);
+    let controller = Harness::start(s.backend.clone(), Deployed::HostPath);
     let class = storage_class(&s.client, &controller.provisioner, &[], None).await;
     let spec = bucket_api::ObjectBucketClaimSpec {
         generate_bucket_name: Some("burst".into()),
@@ -171,7 +171,7 @@ async fn a_generated_name_found_taken_is_replaced_and_recorded_before_it_is_trie
 async fn brownfield_claim_is_granted_and_revoked_leaving_the_bucket() {
     let s = setup("ctl-brown").await;
     s.backend.add_existing_bucket("shared-data");
-    let controller = Harness::start(&s.backend);
+    let controller = Harness::start(s.backend.clone(), Deployed::HostPath);
     let class = storage_class(
         &s.client,
         &controller.provisioner,
@@ -216,7 +216,7 @@ async fn retain_keeps_the_bucket_and_leaves_a_released_object_bucket() {
 #[tokio::test]
 async fn generated_names_differ_between_claims() {
     let s = setup("ctl-gen").await;
-    let controller = Harness::start(&s.backend);
+    let controller = Harness::start(s.backend.clone(), Deployed::HostPath);
     let class = storage_class(&s.client, &controller.provisioner, &[], None).await;
     for name in ["one", "two"] {
         let spec = bucket_api::ObjectBucketClaimSpec {
@@ -235,7 +235,7 @@ async fn generated_names_differ_between_claims() {
 async fn crash_before_the_backend_answers_creates_no_second_bucket() {
     let s = setup("ctl-crash1").await;
     s.backend.inject(Op::Provision, Fault::HangBefore, 1);
-    let controller = Harness::start(&s.backend);
+    let controller = Harness::start(s.backend.clone(), Deployed::HostPath);
     let provisioner = controller.provisioner.clone();
     let class = storage_class(&s.client, &provisioner, &[], None).await;
     let spec = bucket_api::ObjectBucketClaimSpec {
@@ -253,7 +253,7 @@ async fn crash_before_the_backend_answers_creates_no_second_bucket() {
     controller.crash();
     s.backend.release_hangs();
 
-    let _restarted = Harness::start_as(&s.backend, &provisioner);
+    let _restarted = Harness::start_as(s.backend.clone(), &provisioner, Deployed::HostPath);
     let claim = wait_for(&s.claims, "c", ClaimPhase::Bound, "Bound").await;
     assert_eq!(claim.spec.bucket_name.as_deref(), Some(name.as_str()), "the same name is reused");
     assert_eq!(s.backend.buckets(), [name].into());
@@ -270,7 +270,7 @@ async fn crash_after_the_backend_acted_is_healed_on_restart() {
         .await;
     assert!(s.secrets.get_opt("c").await.unwrap().is_none(), "the crash came before any write");
 
-    let restarted = Harness::start_as(&s.backend, &provisioner);
+    let restarted = Harness::start_as(s.backend.clone(), &provisioner, Deployed::HostPath);
     let claim = wait_for(&s.claims, "c", ClaimPhase::Bound, "Bound").await;
     assert_eq!(s.backend.buckets(), [claim.spec.bucket_name.clone().unwrap()].into());
     assert!(s.secrets.get_opt("c").await.unwrap().is_some());
@@ -289,7 +289,7 @@ async fn claim_deleted_while_the_controller_was_down_leaves_no_orphan() {
         .unwrap();
     delete_claim(&s.claims, "c").await;
 
-    let _restarted = Harness::start_as(&s.backend, &provisioner);
+    let _restarted = Harness::start_as(s.backend.clone(), &provisioner, Deployed::HostPath);
     wait_gone(&s.claims, "c").await;
     assert!(s.backend.buckets().is_empty(), "the bucket created before the crash was deleted");
     assert_eq!(s.backend.calls(Op::Delete), 1);
@@ -305,7 +305,7 @@ async fn restart_does_not_call_the_backend_for_bound_claims() {
     controller.stop().await;
     let calls_before = s.backend.all_calls();
 
-    let _restarted = Harness::start_as(&s.backend, &provisioner);
+    let _restarted = Harness::start_as(s.backend.clone(), &provisioner, Deployed::HostPath);
     // A no-op change to the bound claim, then a new claim: once the new one is Bound the
     // restarted controller has long been through the first one, twice.
     let patch = json!({ "metadata": { "labels": { "touched": "yes" } } });
@@ -331,7 +331,7 @@ async fn deleted_secret_is_restored_with_fresh_credentials() {
 #[tokio::test]
 async fn foreign_secret_is_never_overwritten() {
     let s = setup("ctl-foreign").await;
-    let controller = Harness::start(&s.backend);
+    let controller = Harness::start(s.backend.clone(), Deployed::HostPath);
     let class = storage_class(&s.client, &controller.provisioner, &[], None).await;
     let foreign = Secret {
         metadata: kube::api::ObjectMeta { name: Some("taken".into()), ..Default::default() },
@@ -369,7 +369,7 @@ async fn foreign_secret_is_never_overwritten() {
 #[tokio::test]
 async fn missing_storage_class_waits_and_binds_once_it_exists() {
     let s = setup("ctl-nosc").await;
-    let controller = Harness::start(&s.backend);
+    let controller = Harness::start(s.backend.clone(), Deployed::HostPath);
     let class = format!("later-{}", test_support::unique_suffix());
     let spec = bucket_api::ObjectBucketClaimSpec {
         bucket_name: Some("eventually".into()),
@@ -410,7 +410,7 @@ async fn missing_storage_class_does_not_block_deletion() {
 async fn permanent_backend_error_fails_the_claim_without_retrying() {
     let s = setup("ctl-perm").await;
     s.backend.inject(Op::Provision, Fault::Permanent("QuotaExceeded"), 1);
-    let controller = Harness::start(&s.backend);
+    let controller = Harness::start(s.backend.clone(), Deployed::HostPath);
     let class = storage_class(&s.client, &controller.provisioner, &[], None).await;
     let spec = bucket_api::ObjectBucketClaimSpec {
         bucket_name: Some("too-much".into()),
@@ -434,7 +434,7 @@ async fn permanent_backend_error_fails_the_claim_without_retrying() {
 async fn transient_backend_errors_are_retried_until_bound() {
     let s = setup("ctl-trans").await;
     s.backend.inject(Op::Provision, Fault::Transient, 3);
-    let controller = Harness::start(&s.backend);
+    let controller = Harness::start(s.backend.clone(), Deployed::HostPath);
     let class = storage_class(&s.client, &controller.provisioner, &[], None).await;
     let spec = bucket_api::ObjectBucketClaimSpec {
         bucket_name: Some("flaky".into()),
@@ -473,7 +473,7 @@ async fn failing_deletion_says_what_blocks_it_and_can_be_abandoned() {
 #[tokio::test]
 async fn additional_config_changes_reach_update() {
     let s = setup("ctl-update").await;
-    let controller = Harness::start(&s.backend);
+    let controller = Harness::start(s.backend.clone(), Deployed::HostPath);
     let class = storage_class(&s.client, &controller.provisioner, &[], None).await;
     let spec = bucket_api::ObjectBucketClaimSpec {
         bucket_name: Some("tunable".into()),
@@ -541,7 +541,7 @@ async fn usage_is_recorded_on_the_object_bucket_when_it_changes() {
 #[tokio::test]
 async fn claims_of_other_provisioners_are_left_alone() {
     let s = setup("ctl-other").await;
-    let controller = Harness::start(&s.backend);
+    let controller = Harness::start(s.backend.clone(), Deployed::HostPath);
     let foreign = storage_class(&s.client, "someone-else.example.com/bucket", &[], None).await;
     create_claim(&s.claims, "theirs", named_spec(&foreign, "not-mine")).await;
     // A claim of ours made afterwards: once it is Bound, the controller has seen the other.
@@ -574,7 +574,7 @@ async fn a_bound_claim_stripped_of_its_finalizer_gets_it_back_and_is_still_clean
 #[tokio::test]
 async fn an_object_bucket_made_by_hand_under_the_conventional_name_leaves_the_claim_another() {
     let s = setup("handmade").await;
-    let controller = Harness::start(&s.backend);
+    let controller = Harness::start(s.backend.clone(), Deployed::HostPath);
     let class = storage_class(&s.client, &controller.provisioner, &[], Some("Delete")).await;
     // Made before the claim, by someone else, under the name the claim's would have.
     let conventional = object_bucket_name(&s.ns, "c");

@@ -3,25 +3,23 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use bucket_api::{
     BucketUsage, ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec, ReclaimPolicy,
 };
-use bucket_provisioner::kubernetes::health::Health;
-use bucket_provisioner::kubernetes::telemetry::Metrics;
 use bucket_provisioner::{
-    BackendError, BucketOptions, ControllerConfig, Credentials, Endpoint, ProvisionedBucket,
-    Provisioner, Removed, run_controller, user_id_of,
+    BackendError, BucketOptions, Credentials, Endpoint, ProvisionedBucket, Provisioner, Removed,
+    user_id_of,
 };
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
-use test_support::{ControlPlane, Deployed, deployed_identity, eventually, unique_suffix};
-use tokio::sync::{Notify, oneshot};
-use tokio::task::JoinHandle;
+use test_support::{ControlPlane, deployed_identity, eventually, unique_suffix};
+use tokio::sync::Notify;
+
+pub use test_support::{Deployed, Harness};
 
 /// A backend operation, as recorded and as targeted by injected failures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -321,74 +319,6 @@ impl Provisioner for MemoryBackend {
 
 fn bucket_name(bucket: &ObjectBucket) -> String {
     bucket.spec.endpoint.as_ref().map(|e| e.bucket_name.clone()).unwrap_or_default()
-}
-
-/// A controller running in this process, which can be stopped gracefully or crashed.
-pub struct Harness {
-    /// The provisioner name it answers to.
-    pub provisioner: String,
-    /// Its metrics.
-    pub metrics: Metrics,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<()>,
-}
-
-impl Harness {
-    /// Starts a controller for `backend` under a fresh provisioner name, with short backoff.
-    pub fn start(backend: &MemoryBackend) -> Harness {
-        Self::start_as(backend, &format!("test.objectbucket.io/{}", unique_suffix()))
-    }
-
-    /// Starts a controller for `backend` answering to `provisioner`, acting as the bucket
-    /// provisioners are deployed: the ServiceAccount and RBAC of `deploy/hostpath/`.
-    pub fn start_as(backend: &MemoryBackend, provisioner: &str) -> Harness {
-        let mut config = ControllerConfig::new(provisioner);
-        config.backoff_initial = Duration::from_millis(100);
-        config.backoff_max = Duration::from_secs(2);
-        config.usage_interval = Duration::from_millis(300);
-        let metrics = Metrics::new();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let (backend, controller_metrics) = (backend.clone(), metrics.clone());
-        let task = tokio::spawn(async move {
-            let client = as_deployed().await;
-            let stop = async move {
-                let _ = stopped.await;
-            };
-            run_controller(client, backend, config, controller_metrics, Health::default(), stop)
-                .await;
-        });
-        Harness { provisioner: provisioner.into(), metrics, stop: Some(stop), task }
-    }
-
-    /// Kills the controller wherever it is, as a crash would.
-    pub fn crash(self) {
-        self.task.abort();
-    }
-
-    /// Stops the controller gracefully and waits for it.
-    pub async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let _ = (&mut self.task).await;
-    }
-
-    /// How many reconciles have started.
-    pub fn reconciles(&self) -> u64 {
-        self.metrics
-            .encode()
-            .lines()
-            .find(|l| l.starts_with("bucket_provisioner_reconciles_total"))
-            .and_then(|l| l.split_whitespace().last())
-            .and_then(|v| v.parse::<f64>().ok())
-            .map_or(0, |v| v as u64)
-    }
-}
-
-impl Drop for Harness {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }
 
 /// A client of the shared control plane acting as the bucket provisioners are deployed.

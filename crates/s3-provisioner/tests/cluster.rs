@@ -12,7 +12,7 @@ use std::time::Duration;
 use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
 use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaimSpec};
 use bucket_provisioner::{BackendError, BucketOptions, ProvisionedBucket, Provisioner, Removed};
-use common::cluster::{Harness, Setup, ready, setup, spec};
+use common::cluster::{Setup, ready, setup, spec};
 use common::{denied_elsewhere, read_write, suffix};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -20,7 +20,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use s3_provisioner::iam;
 use serde_json::json;
-use test_support::{ControlPlane, Deployed, Supervised, deployed_identity, eventually};
+use test_support::{ControlPlane, Deployed, Harness, Supervised, deployed_identity, eventually};
 use tokio::sync::Notify;
 
 fn user_of(claim: &bucket_api::ObjectBucketClaim) -> String {
@@ -30,7 +30,7 @@ fn user_of(claim: &bucket_api::ObjectBucketClaim) -> String {
 #[tokio::test]
 async fn greenfield_claim_gets_its_own_working_and_confined_keys_then_everything_goes() {
     let s = setup("s3-green").await;
-    let controller = Harness::start(s.backend());
+    let controller = Harness::start(s.backend(), Deployed::S3);
     // The whole lifecycle works with no more rights than the README asks the owner for.
     let owner = s.moto.least_privileged_owner("least-privileged-owner").await;
     s.owner_keys("owner", &owner).await;
@@ -84,7 +84,7 @@ async fn greenfield_claim_gets_its_own_working_and_confined_keys_then_everything
 #[tokio::test]
 async fn brownfield_grant_and_revoke_leave_the_bucket_and_its_data() {
     let s = setup("s3-brown").await;
-    let controller = Harness::start(s.backend());
+    let controller = Harness::start(s.backend(), Deployed::S3);
     s.owner_keys("owner", &s.moto.admin).await;
     let shared = format!("shared-{}", suffix());
     s.moto.existing_bucket(&shared, &["keep.txt"]).await;
@@ -112,7 +112,7 @@ async fn brownfield_grant_and_revoke_leave_the_bucket_and_its_data() {
 #[tokio::test]
 async fn delete_empties_a_versioned_bucket_of_many_objects_versions_and_markers() {
     let s = setup("s3-versions").await;
-    let controller = Harness::start(s.backend());
+    let controller = Harness::start(s.backend(), Deployed::S3);
     s.owner_keys("owner", &s.moto.admin).await;
     let class = s.class(&controller.provisioner, "owner", &[], Some("Delete")).await;
     let bucket = format!("versions-{}", suffix());
@@ -170,7 +170,7 @@ async fn delete_empties_a_versioned_bucket_of_many_objects_versions_and_markers(
 #[tokio::test]
 async fn iam_failure_leaves_the_claim_unbound_and_the_owner_keys_nowhere_else() {
     let s = setup("s3-noiam").await;
-    let controller = Harness::start(s.backend());
+    let controller = Harness::start(s.backend(), Deployed::S3);
     let owner = s.moto.s3_only_owner(&format!("s3-only-{}", suffix())).await;
     s.owner_keys("owner", &owner).await;
     let class = s.class(&controller.provisioner, "owner", &[], Some("Delete")).await;
@@ -249,7 +249,7 @@ async fn provision_then_hang(s: &Setup, prefix: &str) -> Hung {
         armed: AtomicBool::new(true),
         acted: acted.clone(),
     };
-    let controller = Harness::start(hanging);
+    let controller = Harness::start(hanging, Deployed::S3);
     s.owner_keys("owner", &s.moto.admin).await;
     let class = s.class(&controller.provisioner, "owner", &[], Some("Delete")).await;
     let bucket = format!("{prefix}-{}", suffix());
@@ -270,7 +270,7 @@ async fn crash_after_provisioning_and_retry_make_no_second_user() {
     assert!(s.secrets.get_opt("c").await.unwrap().is_none(), "the crash came before any write");
 
     // A new process: nothing remembered but what the cluster and the service hold.
-    let _restarted = Harness::start_as(s.backend(), &provisioner);
+    let _restarted = Harness::start_as(s.backend(), &provisioner, Deployed::S3);
     s.wait_for("c", ClaimPhase::Bound, "Bound").await;
     let keys = s.claim_keys("c").await;
     assert_eq!(s.moto.provisioned_users().await, [user.as_str()], "one user, the claim's");
@@ -291,7 +291,7 @@ async fn claim_deleted_after_a_crash_is_cleaned_up_without_its_class() {
     // backend was called tells a fresh process where the bucket and its owner keys are.
     Api::<StorageClass>::all(s.client.clone()).delete(&class, &Default::default()).await.unwrap();
     s.claims.delete("c", &Default::default()).await.unwrap();
-    let _restarted = Harness::start_as(s.backend(), &provisioner);
+    let _restarted = Harness::start_as(s.backend(), &provisioner, Deployed::S3);
     eventually("the claim to be gone", || async {
         s.claims.get_opt("c").await.ok()?.is_none().then_some(())
     })
@@ -304,7 +304,7 @@ async fn claim_deleted_after_a_crash_is_cleaned_up_without_its_class() {
 #[tokio::test]
 async fn missing_owner_secret_and_bad_parameters_say_what_is_wrong() {
     let s = setup("s3-bad").await;
-    let controller = Harness::start(s.backend());
+    let controller = Harness::start(s.backend(), Deployed::S3);
     let p = &controller.provisioner;
     s.owner_keys("owner", &s.moto.admin).await;
     s.owner_secret("half-owner", Some(&s.moto.admin.access_key_id), None).await;
@@ -416,7 +416,7 @@ async fn a_burst_of_claims_survives_repeated_crashes() {
     const CLAIMS: usize = 12;
     let s = setup("s3-burst").await;
     s.owner_keys("owner", &s.moto.admin).await;
-    let mut controller = Harness::start(s.backend());
+    let mut controller = Harness::start(s.backend(), Deployed::S3);
     let provisioner = controller.provisioner.clone();
     let class = s.class(&provisioner, "owner", &[], Some("Delete")).await;
     let buckets: Vec<String> = (0..CLAIMS).map(|i| format!("burst-{i}-{}", suffix())).collect();
@@ -426,7 +426,7 @@ async fn a_burst_of_claims_survives_repeated_crashes() {
     for pause in [100, 250, 150, 300, 200] {
         tokio::time::sleep(Duration::from_millis(pause)).await;
         controller.crash();
-        controller = Harness::start_as(s.backend(), &provisioner);
+        controller = Harness::start_as(s.backend(), &provisioner, Deployed::S3);
     }
 
     let mut users = Vec::new();
@@ -455,7 +455,7 @@ async fn a_burst_of_claims_survives_repeated_crashes() {
     for pause in [50, 150, 100, 250] {
         tokio::time::sleep(Duration::from_millis(pause)).await;
         controller.crash();
-        controller = Harness::start_as(s.backend(), &provisioner);
+        controller = Harness::start_as(s.backend(), &provisioner, Deployed::S3);
     }
     for i in 0..CLAIMS {
         let name = format!("c{i}");
@@ -522,7 +522,7 @@ async fn a_service_outage_delays_claims_and_deletions_but_loses_nothing() {
     let s = setup("s3-outage").await;
     s.owner_keys("owner", &s.moto.admin).await;
     let relay = Relay::start(s.moto.port()).await;
-    let controller = Harness::start(s.backend());
+    let controller = Harness::start(s.backend(), Deployed::S3);
     let class = s
         .class(&controller.provisioner, "owner", &[("endpoint", &relay.endpoint)], Some("Delete"))
         .await;

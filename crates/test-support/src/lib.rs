@@ -5,6 +5,7 @@ pub mod bench;
 mod control_plane;
 mod deployed;
 mod fault_proxy;
+mod harness;
 mod manifests;
 mod supervised;
 pub mod volumes;
@@ -27,6 +28,7 @@ pub use deployed::{
     DEPLOY_NAMESPACE, Deployed, Identity, deploy_dir, deployed_identity, install_rbac,
 };
 pub use fault_proxy::{Fault, FaultProxy, RequestKind};
+pub use harness::Harness;
 pub use manifests::{
     Apply, KUSTOMIZATION, apply_manifests, apply_objects, read_manifest_files, read_manifests,
 };

@@ -2,12 +2,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec};
-use bucket_provisioner::kubernetes::health::Health;
-use bucket_provisioner::kubernetes::telemetry::Metrics;
-use bucket_provisioner::{ControllerConfig, Credentials, Provisioner, run_controller};
+use bucket_provisioner::Credentials;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -19,8 +16,6 @@ use test_support::{
     ControlPlane, Deployed, client_with_crds, deployed_identity, eventually, test_namespace,
     unique_suffix,
 };
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 use super::moto::Moto;
 
@@ -207,51 +202,5 @@ pub fn spec(class: &str, bucket: &str) -> ObjectBucketClaimSpec {
         storage_class_name: class.into(),
         bucket_name: Some(bucket.into()),
         ..Default::default()
-    }
-}
-
-/// A controller running in this process, which can be crashed.
-pub struct Harness {
-    /// The provisioner name it answers to.
-    pub provisioner: String,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<()>,
-}
-
-impl Harness {
-    /// Starts a controller for `backend` under a fresh provisioner name.
-    pub fn start<P: Provisioner>(backend: P) -> Harness {
-        Self::start_as(backend, &format!("s3.test.objectbucket.io/{}", unique_suffix()))
-    }
-
-    /// Starts a controller for `backend` answering to `provisioner`, with short backoff, acting
-    /// as `deploy/s3/` deploys it: its ServiceAccount and RBAC.
-    pub fn start_as<P: Provisioner>(backend: P, provisioner: &str) -> Harness {
-        let mut config = ControllerConfig::new(provisioner);
-        config.backoff_initial = Duration::from_millis(100);
-        config.backoff_max = Duration::from_secs(2);
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let plane = ControlPlane::shared();
-            let identity = deployed_identity(plane, Deployed::S3).await.expect("the identity");
-            let stop = async move {
-                let _ = stopped.await;
-            };
-            let client = identity.client().await;
-            run_controller(client, backend, config, Metrics::new(), Health::default(), stop).await;
-        });
-        Harness { provisioner: provisioner.into(), stop: Some(stop), task }
-    }
-
-    /// Kills the controller wherever it is, as a crash would.
-    pub fn crash(mut self) {
-        self.stop.take();
-        self.task.abort();
-    }
-}
-
-impl Drop for Harness {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
