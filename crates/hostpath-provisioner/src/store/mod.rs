@@ -47,6 +47,7 @@ mod names;
 mod object_meta;
 mod objects;
 mod operator;
+mod parts;
 mod records;
 mod side;
 mod usage;
