@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use bucket_api::{
-    BucketUsage, ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec, ReclaimPolicy,
+    AccessMode, BucketUsage, ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec,
+    ReclaimPolicy,
 };
 use bucket_provisioner::{
     BackendError, BucketOptions, Credentials, Endpoint, ProvisionedBucket, Provisioner, Removed,
@@ -64,6 +65,8 @@ struct State {
     buckets: BTreeMap<String, Bucket>,
     calls: Vec<(Op, String)>,
     updates: Vec<BTreeMap<String, String>>,
+    /// What every provision, grant and update was handed: `additionalConfig` and access mode.
+    handed: Vec<(Op, BTreeMap<String, String>, AccessMode)>,
     cleanup_states: Vec<BTreeMap<String, String>>,
     /// For each provision call: (the bucket asked for, the name the claim recorded by then).
     provisioned_names: Vec<(String, Option<String>)>,
@@ -145,6 +148,17 @@ impl MemoryBackend {
     /// The `additionalConfig` of every `update` call.
     pub fn updates(&self) -> Vec<BTreeMap<String, String>> {
         self.state().updates.clone()
+    }
+
+    /// What every provision, grant and update was handed, in order: the operation, the
+    /// `additionalConfig` and the access mode.
+    pub fn handed(&self) -> Vec<(Op, BTreeMap<String, String>, AccessMode)> {
+        self.state().handed.clone()
+    }
+
+    fn hand(&self, op: Op, options: &BucketOptions) {
+        let config = options.additional_config.clone();
+        self.state().handed.push((op, config, options.access_mode));
     }
 
     /// Records the call and applies a pending fault; `Some` means hang or fail now.
@@ -233,6 +247,7 @@ impl Provisioner for MemoryBackend {
     async fn provision(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
         let recorded = options.claim.spec.bucket_name.clone();
         self.state().provisioned_names.push((options.bucket_name.clone(), recorded));
+        self.hand(Op::Provision, options);
         let fault = self.enter(Op::Provision, &options.bucket_name).await?;
         let created_by_claim = {
             let mut state = self.state();
@@ -252,6 +267,7 @@ impl Provisioner for MemoryBackend {
     }
 
     async fn grant(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
+        self.hand(Op::Grant, options);
         let fault = self.enter(Op::Grant, &options.bucket_name).await?;
         if !self.state().buckets.contains_key(&options.bucket_name) {
             return Err(BackendError::permanent(
@@ -308,6 +324,7 @@ impl Provisioner for MemoryBackend {
     async fn update(&self, options: &BucketOptions, _: &ObjectBucket) -> Result<(), BackendError> {
         let fault = self.enter(Op::Update, &options.bucket_name).await?;
         self.state().updates.push(options.additional_config.clone());
+        self.hand(Op::Update, options);
         self.leave(fault).await;
         Ok(())
     }

@@ -37,6 +37,38 @@ pub const FINALIZER: &str = "objectbucket.io/finalizer";
 /// access to it instead of getting a new bucket (the brownfield case).
 pub const STORAGE_CLASS_BUCKET_NAME: &str = "bucketName";
 
+/// `additionalConfig` key of a claim: the access mode it asks for, `ReadWrite` (the default),
+/// `ReadOnly` or `WriteOnly`. Read by the controller; backends get it as a field of its own.
+pub const CLAIM_ACCESS_MODE: &str = "accessMode";
+/// `additionalConfig` key of a claim (Rook, NooBaa): most objects its key may store.
+pub const CLAIM_MAX_OBJECTS: &str = "maxObjects";
+/// `additionalConfig` key of a claim (Rook, NooBaa): most bytes its key may store, a Kubernetes
+/// quantity such as `2Gi`.
+pub const CLAIM_MAX_SIZE: &str = "maxSize";
+
+/// StorageClass parameters the controller reads and never passes to backends: limits a claim
+/// of the class cannot lift.
+pub mod class_limits {
+    /// `maxObjects` of a claim that sets none (default: the limit, if any; else unlimited).
+    pub const DEFAULT_MAX_OBJECTS: &str = "defaultMaxObjects";
+    /// The most `maxObjects` a claim may ask for.
+    pub const LIMIT_MAX_OBJECTS: &str = "limitMaxObjects";
+    /// `maxSize` of a claim that sets none (default: the limit, if any; else unlimited).
+    pub const DEFAULT_MAX_SIZE: &str = "defaultMaxSize";
+    /// The most `maxSize` a claim may ask for.
+    pub const LIMIT_MAX_SIZE: &str = "limitMaxSize";
+    /// The widest access mode a claim may ask for; also the mode of a claim that asks none.
+    pub const LIMIT_ACCESS_MODE: &str = "limitAccessMode";
+    /// All of them.
+    pub const ALL: [&str; 5] = [
+        DEFAULT_MAX_OBJECTS,
+        LIMIT_MAX_OBJECTS,
+        DEFAULT_MAX_SIZE,
+        LIMIT_MAX_SIZE,
+        LIMIT_ACCESS_MODE,
+    ];
+}
+
 /// Label put on every object the controller writes, valued with the provisioner name.
 pub const LABEL_PROVISIONER: &str = "objectbucket.io/provisioner";
 
@@ -66,4 +98,7 @@ pub mod annotations {
     /// edited or emptied Secret is noticed and repaired (the credentials themselves are kept
     /// nowhere else).
     pub const CREDENTIALS_DIGEST: &str = "objectbucket.io/credentials-digest";
+    /// On an ObjectBucket: the access mode its claim's credentials were given (absent on
+    /// ObjectBuckets written before modes existed: `ReadWrite`).
+    pub const ACCESS_MODE: &str = "objectbucket.io/access-mode";
 }

@@ -5,11 +5,13 @@
 //! ecosystem, so manifests written for other provisioners apply unchanged, and the Secret and
 //! ConfigMap keys that consuming pods read are exactly the established ones.
 
+mod access;
 pub mod contract;
 mod crd;
 mod object_bucket;
 mod object_bucket_claim;
 
+pub use access::AccessMode;
 pub use crd::{CrdFile, crd_files};
 pub use object_bucket::{
     BucketEndpoint, BucketUsage, ObjectBucket, ObjectBucketPhase, ObjectBucketSpec,

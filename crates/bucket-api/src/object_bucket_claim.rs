@@ -5,6 +5,8 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::AccessMode;
+
 /// What a claim asks for: a new bucket (named or generated) or access to the StorageClass's
 /// existing bucket, answered with an ObjectBucket, a Secret and a ConfigMap named after the claim.
 #[allow(clippy::duplicated_attributes)] // repeated printcolumn(..) entries are intended
@@ -40,7 +42,8 @@ pub struct ObjectBucketClaimSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generate_bucket_name: Option<String>,
 
-    /// Backend-specific settings, such as `maxObjects` or `maxSize`.
+    /// Settings for the bucket: `accessMode` (`ReadWrite`, `ReadOnly` or `WriteOnly`), read by
+    /// the controller, and backend-specific ones such as `maxObjects` or `maxSize`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub additional_config: Option<BTreeMap<String, String>>,
 
@@ -92,4 +95,9 @@ pub struct ObjectBucketClaimStatus {
     /// The claim generation this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+
+    /// What the claim's credentials may do with its bucket, once bound: what the claim asked
+    /// for (`additionalConfig` `accessMode`) within its StorageClass's limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_mode: Option<AccessMode>,
 }

@@ -83,6 +83,7 @@ impl HostPathProvisioner {
         };
         let key = self.store.issue_key(user, bucket).await.map_err(gone)?;
         self.store.set_user_quota(user, bucket, quotas.claim).await.map_err(gone)?;
+        self.store.set_key_mode(user, bucket, options.access_mode).await.map_err(gone)?;
         Ok(self.answer(key, user))
     }
 
@@ -171,6 +172,8 @@ impl Provisioner for HostPathProvisioner {
         self.set_bucket_quota(options, &quotas).await?;
         let (user, bucket) = (&options.user_id, &options.bucket_name);
         self.store.set_user_quota(user, bucket, quotas.claim).await.map_err(backend_error)?;
+        // Narrowed before the key is handed to anyone: the Secret is written after this answer.
+        self.store.set_key_mode(user, bucket, options.access_mode).await.map_err(backend_error)?;
         Ok(self.answer(key, user))
     }
 
@@ -231,9 +234,10 @@ impl Provisioner for HostPathProvisioner {
         Ok(())
     }
 
-    /// Applies changed quotas to the bound bucket: the claim's own always, the bucket's where
-    /// the claim created it. A quota lowered below what is stored blocks further writes and
-    /// deletes nothing; a key removed lifts its limit.
+    /// Applies changed quotas and access mode to the bound bucket: the claim's own quota and
+    /// mode always, the bucket's quota where the claim created it. A quota lowered below what is
+    /// stored blocks further writes and deletes nothing; a key removed lifts its limit. A mode
+    /// holds from the next request on.
     async fn update(
         &self,
         options: &BucketOptions,
@@ -241,10 +245,9 @@ impl Provisioner for HostPathProvisioner {
     ) -> Result<(), BackendError> {
         let quotas = checked_quotas(options)?;
         self.set_bucket_quota(options, &quotas).await?;
-        self.store
-            .set_user_quota(&options.user_id, &options.bucket_name, quotas.claim)
-            .await
-            .map_err(backend_error)
+        let (user, bucket) = (&options.user_id, &options.bucket_name);
+        self.store.set_user_quota(user, bucket, quotas.claim).await.map_err(backend_error)?;
+        self.store.set_key_mode(user, bucket, options.access_mode).await.map_err(backend_error)
     }
 
     /// What the bucket holds and what the claim's key stored in it, from the store's meters.

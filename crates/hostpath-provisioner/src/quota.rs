@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 
 use bucket_provisioner::BackendError;
+use bucket_provisioner::bucket::quantity;
 
 use crate::store::Quota;
 
@@ -80,64 +81,19 @@ impl ClaimQuotas {
 
 /// A number of objects: a whole number, as Rook and NooBaa read it.
 fn parse_count(key: &str, value: &str) -> Result<u64, BackendError> {
-    value.trim().parse::<u64>().map_err(|_| {
-        BackendError::invalid_parameter(format!(
-            "additionalConfig {key} {value:?} is not a whole number of objects such as \"1000\""
-        ))
+    quantity::parse_count(value).map_err(|why| {
+        BackendError::invalid_parameter(format!("additionalConfig {key} {value:?} {why}"))
     })
 }
 
-/// A size in bytes written as a Kubernetes quantity: `2G` (2·10⁹), `2Gi` (2·2³⁰), `500M`,
-/// `1.5Ti`, `1e9`, or plain bytes. Fractions must come to whole bytes; `m` (milli) is refused
-/// as the likely typo it is.
+/// A size in bytes written as a Kubernetes quantity (see [`quantity::parse_size`]).
 pub fn parse_size(key: &str, value: &str) -> Result<u64, BackendError> {
-    let invalid = |why: &str| {
+    quantity::parse_size(value).map_err(|why| {
         BackendError::invalid_parameter(format!(
             "additionalConfig {key} {value:?} {why}; write a size such as \"2G\" (10^9 bytes), \
              \"2Gi\" (2^30 bytes) or \"500M\""
         ))
-    };
-    let text = value.trim();
-    let text = text.strip_prefix('+').unwrap_or(text);
-    if text.starts_with('-') {
-        return Err(invalid("is negative"));
-    }
-    let digits_end = text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len());
-    let (number, suffix) = text.split_at(digits_end);
-    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-    if whole.is_empty() && fraction.is_empty() || fraction.contains('.') {
-        return Err(invalid("is not a quantity"));
-    }
-    // value = mantissa · 10^-fraction_digits · multiplier
-    let mantissa: u128 =
-        format!("{whole}{fraction}").parse().map_err(|_| invalid("is too large"))?;
-    let scale = 10u128.pow(u32::try_from(fraction.len()).map_err(|_| invalid("is too long"))?);
-    let multiplier: u128 = match suffix {
-        "" => 1,
-        "k" => 1_000,
-        "M" => 1_000_000,
-        "G" => 1_000_000_000,
-        "T" => 1_000_000_000_000,
-        "P" => 1_000_000_000_000_000,
-        "E" => 1_000_000_000_000_000_000,
-        "Ki" => 1 << 10,
-        "Mi" => 1 << 20,
-        "Gi" => 1 << 30,
-        "Ti" => 1 << 40,
-        "Pi" => 1 << 50,
-        "Ei" => 1 << 60,
-        "m" => return Err(invalid("is in thousandths of a byte (m means milli)")),
-        exponent if exponent.starts_with(['e', 'E']) => {
-            let power: u32 = exponent[1..].parse().map_err(|_| invalid("has a bad exponent"))?;
-            10u128.checked_pow(power).ok_or_else(|| invalid("is too large"))?
-        }
-        _ => return Err(invalid("has an unknown unit")),
-    };
-    let scaled = mantissa.checked_mul(multiplier).ok_or_else(|| invalid("is too large"))?;
-    if scaled % scale != 0 {
-        return Err(invalid("is not a whole number of bytes"));
-    }
-    u64::try_from(scaled / scale).map_err(|_| invalid("is too large"))
+    })
 }
 
 #[cfg(test)]

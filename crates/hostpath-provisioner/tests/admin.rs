@@ -46,6 +46,7 @@ fn options(bucket: &str, claim_uid: &str) -> BucketOptions {
         reclaim_policy: ReclaimPolicy::Delete,
         parameters: BTreeMap::new(),
         additional_config: BTreeMap::new(),
+        access_mode: Default::default(),
         storage_class_name: "hostpath".to_owned(),
         claim: ObjectBucketClaim::default(),
     }

@@ -7,7 +7,8 @@ use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::{BehaviorVersion, Region, SharedCredentialsProvider, SharedHttpClient};
 use bucket_api::ObjectBucket;
 use bucket_provisioner::{
-    BackendError, BucketOptions, Credentials, ProvisionedBucket, Provisioner, Removed, user_id_of,
+    AccessMode, BackendError, BucketOptions, Credentials, ProvisionedBucket, Provisioner, Removed,
+    access_mode_of, user_id_of,
 };
 use tokio::sync::OnceCell;
 
@@ -120,7 +121,11 @@ impl S3Provisioner {
         let credentials = if settings.create_bucket_user {
             let user = iam::user_name(&options.user_id);
             let policy_name = iam::policy_name(&options.bucket_name);
-            let policy = iam::policy_document(settings.partition(), &options.bucket_name);
+            let policy = iam::policy_document(
+                settings.partition(),
+                &options.bucket_name,
+                options.access_mode,
+            );
             let users = Users { iam: &session.clients.iam, owner: &session.owner };
             let credentials =
                 users.ensure(&user, &options.bucket_name, &policy_name, &policy).await?;
@@ -254,6 +259,14 @@ impl Provisioner for S3Provisioner {
     fn validate(&self, options: &BucketOptions) -> Result<(), BackendError> {
         let settings = Settings::from_parameters(&options.parameters)?;
         claim_config(&settings, options)?;
+        if !settings.create_bucket_user && options.access_mode != AccessMode::ReadWrite {
+            return Err(BackendError::invalid_parameter(format!(
+                "access mode {} needs a user of the claim's own, and this StorageClass hands \
+                 claims the owner's keys (createBucketUser=false); use ReadWrite or another \
+                 StorageClass",
+                options.access_mode
+            )));
+        }
         self.seen
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -313,8 +326,8 @@ impl Provisioner for S3Provisioner {
         self.remove_user(&session, &settings, bucket).await
     }
 
-    /// Applies a changed `bucketPolicy` or `bucketLifecycle` to the claim's own bucket, and
-    /// removes what the claim no longer asks for.
+    /// Applies a changed access mode to the claim's user, and a changed `bucketPolicy` or
+    /// `bucketLifecycle` to the claim's own bucket, removing what the claim no longer asks for.
     async fn update(
         &self,
         options: &BucketOptions,
@@ -322,6 +335,14 @@ impl Provisioner for S3Provisioner {
     ) -> Result<(), BackendError> {
         let settings = Settings::from_parameters(&options.parameters)?;
         let config = claim_config(&settings, options)?;
+        if settings.create_bucket_user && access_mode_of(bucket) != options.access_mode {
+            let session = self.session(&settings).await?;
+            let users = Users { iam: &session.clients.iam, owner: &session.owner };
+            let name = &options.bucket_name;
+            let policy = iam::policy_document(settings.partition(), name, options.access_mode);
+            let user = iam::user_name(&options.user_id);
+            users.set_policy(&user, &iam::policy_name(name), &policy).await?;
+        }
         let previous = bucket
             .spec
             .endpoint

@@ -3,7 +3,7 @@
 
 use aws_sdk_iam::Client;
 use aws_sdk_iam::types::Tag;
-use bucket_provisioner::{BackendError, Credentials};
+use bucket_provisioner::{AccessMode, BackendError, Credentials};
 use serde_json::json;
 
 use crate::aws::{classify, code};
@@ -50,23 +50,46 @@ pub const GRANTED_OBJECT_ACTIONS: [&str; 6] = [
     "s3:RestoreObject",
 ];
 
-/// A policy that allows working with the objects of `bucket` and listing it, and nothing else:
-/// no other bucket, no bucket configuration (policy, tags, ACLs), no IAM.
-pub fn policy_document(partition: &str, bucket: &str) -> String {
+/// What a `ReadOnly` claim's user may do with its bucket: list it and read its settings.
+pub const READ_ONLY_BUCKET_ACTIONS: [&str; 6] = GRANTED_BUCKET_ACTIONS;
+/// What a `ReadOnly` claim's user may do with the objects: read them and the parts of uploads.
+pub const READ_ONLY_OBJECT_ACTIONS: [&str; 2] = ["s3:GetObject*", "s3:ListMultipartUploadParts"];
+/// What a `WriteOnly` claim's user may do with its bucket: find where it is, never list it.
+/// (AWS authorizes HeadBucket as s3:ListBucket, so HeadBucket is refused there.)
+pub const WRITE_ONLY_BUCKET_ACTIONS: [&str; 2] = ["s3:GetBucketLocation", "s3:HeadBucket"];
+/// What a `WriteOnly` claim's user may do with the objects: write them, in one request or in a
+/// multipart upload it may list the parts of and abort; never read or delete them.
+pub const WRITE_ONLY_OBJECT_ACTIONS: [&str; 3] =
+    ["s3:PutObject*", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"];
+
+/// The actions of `mode` on the bucket and on its objects.
+fn actions(mode: AccessMode) -> (&'static [&'static str], &'static [&'static str]) {
+    match mode {
+        AccessMode::ReadWrite => (&GRANTED_BUCKET_ACTIONS, &GRANTED_OBJECT_ACTIONS),
+        AccessMode::ReadOnly => (&READ_ONLY_BUCKET_ACTIONS, &READ_ONLY_OBJECT_ACTIONS),
+        AccessMode::WriteOnly => (&WRITE_ONLY_BUCKET_ACTIONS, &WRITE_ONLY_OBJECT_ACTIONS),
+    }
+}
+
+/// A policy that allows `mode`'s work with the objects of `bucket` (and, unless `WriteOnly`,
+/// listing it), and nothing else: no other bucket, no bucket configuration (policy, tags, ACLs),
+/// no IAM.
+pub fn policy_document(partition: &str, bucket: &str, mode: AccessMode) -> String {
     let bucket_arn = format!("arn:{partition}:s3:::{bucket}");
+    let (bucket_actions, object_actions) = actions(mode);
     json!({
         "Version": "2012-10-17",
         "Statement": [
             {
                 "Sid": "ListTheBucket",
                 "Effect": "Allow",
-                "Action": GRANTED_BUCKET_ACTIONS,
+                "Action": bucket_actions,
                 "Resource": bucket_arn,
             },
             {
                 "Sid": "UseTheObjects",
                 "Effect": "Allow",
-                "Action": GRANTED_OBJECT_ACTIONS,
+                "Action": object_actions,
                 "Resource": format!("{bucket_arn}/*"),
             }
         ]
@@ -142,6 +165,24 @@ impl Users<'_> {
             access_key_id: key.access_key_id().to_string(),
             secret_access_key: key.secret_access_key().to_string(),
         })
+    }
+
+    /// Replaces `user`'s inline policy `policy_name` with `policy` (a changed access mode).
+    pub(crate) async fn set_policy(
+        &self,
+        user: &str,
+        policy_name: &str,
+        policy: &str,
+    ) -> Result<(), BackendError> {
+        self.iam
+            .put_user_policy()
+            .user_name(user)
+            .policy_name(policy_name)
+            .policy_document(policy)
+            .send()
+            .await
+            .map_err(self.fail("PutUserPolicy", user))?;
+        Ok(())
     }
 
     /// The ARN of `user`, which bucket policies name it by.
@@ -242,7 +283,7 @@ mod tests {
     #[test]
     fn the_policy_names_only_its_bucket() {
         let document: serde_json::Value =
-            serde_json::from_str(&policy_document("aws", "photos")).unwrap();
+            serde_json::from_str(&policy_document("aws", "photos", AccessMode::ReadWrite)).unwrap();
         let resources: Vec<&str> = document["Statement"]
             .as_array()
             .unwrap()
@@ -253,5 +294,16 @@ mod tests {
         let text = document.to_string();
         assert!(!text.contains("iam:") && !text.contains("\"s3:*\""));
         assert!(!text.contains("PutBucketPolicy") && !text.contains("DeleteBucket\""));
+    }
+
+    #[test]
+    fn narrowed_policies_grant_only_their_mode() {
+        let read = policy_document("aws", "b", AccessMode::ReadOnly);
+        assert!(read.contains("s3:GetObject*") && read.contains("s3:ListBucket\""));
+        assert!(!read.contains("Put") && !read.contains("Delete") && !read.contains("Abort"));
+        let write = policy_document("aws", "b", AccessMode::WriteOnly);
+        assert!(write.contains("s3:PutObject*") && write.contains("s3:AbortMultipartUpload"));
+        assert!(!write.contains("GetObject"));
+        assert!(!write.contains("s3:ListBucket") && !write.contains("Delete"));
     }
 }

@@ -300,3 +300,59 @@ async fn bucket_policy_and_lifecycle_follow_the_claim_and_quotas_are_refused() {
     backend.delete(&record).await.unwrap();
     assert!(!moto.bucket_exists(&bucket).await);
 }
+
+#[tokio::test]
+async fn the_claim_users_policy_grants_only_its_access_mode() {
+    use aws_sdk_s3::primitives::ByteStream;
+    use bucket_provisioner::AccessMode;
+
+    let moto = Moto::start().await;
+    let backend = S3Provisioner::new(Arc::new(FixedOwner(moto.admin.clone())));
+    let params = parameters(&moto);
+    let bucket = format!("modes-{}", common::suffix());
+    moto.existing_bucket(&bucket, &["seed.txt"]).await;
+    let put = |s3: &aws_sdk_s3::Client, key: &str| {
+        s3.put_object().bucket(&bucket).key(key).body(ByteStream::from_static(b"x")).send()
+    };
+
+    let reader_claim = claim(&bucket);
+    let mut reader = options(&reader_claim, &with(&params, &[]));
+    reader.access_mode = AccessMode::ReadOnly;
+    let granted = backend.grant(&reader).await.unwrap();
+    let s3 = moto.s3(&granted.credentials);
+    s3.get_object().bucket(&bucket).key("seed.txt").send().await.unwrap();
+    s3.list_objects_v2().bucket(&bucket).send().await.unwrap();
+    assert_eq!(error_code(put(&s3, "seed.txt").await), "AccessDenied");
+    let delete = s3.delete_object().bucket(&bucket).key("seed.txt").send().await;
+    assert_eq!(error_code(delete), "AccessDenied");
+    let upload = s3.create_multipart_upload().bucket(&bucket).key("mp").send().await;
+    assert_eq!(error_code(upload), "AccessDenied");
+
+    let writer_claim = claim(&bucket);
+    let mut writer = options(&writer_claim, &with(&params, &[]));
+    writer.access_mode = AccessMode::WriteOnly;
+    let granted = backend.grant(&writer).await.unwrap();
+    let s3 = moto.s3(&granted.credentials);
+    put(&s3, "log-1").await.unwrap();
+    let upload = s3.create_multipart_upload().bucket(&bucket).key("mp").send().await.unwrap();
+    let id = upload.upload_id.unwrap();
+    s3.abort_multipart_upload().bucket(&bucket).key("mp").upload_id(id).send().await.unwrap();
+    let get = s3.get_object().bucket(&bucket).key("seed.txt").send().await;
+    assert_eq!(error_code(get), "AccessDenied");
+    assert_eq!(error_code(s3.list_objects_v2().bucket(&bucket).send().await), "AccessDenied");
+    let delete = s3.delete_object().bucket(&bucket).key("log-1").send().await;
+    assert_eq!(error_code(delete), "AccessDenied");
+
+    // A changed mode reaches the user through update: the writer may now read.
+    let mut recorded = object_bucket(&writer_claim, Some(&granted));
+    let annotations = [("objectbucket.io/access-mode".to_string(), "WriteOnly".to_string())];
+    recorded.metadata.annotations = Some(annotations.into());
+    writer.access_mode = AccessMode::ReadWrite;
+    backend.update(&writer, &recorded).await.unwrap();
+    s3.get_object().bucket(&bucket).key("seed.txt").send().await.unwrap();
+
+    // The owner's keys cannot be narrowed: such a class refuses narrowed claims.
+    let mut shared = options(&claim(&bucket), &with(&params, &[("createBucketUser", "false")]));
+    shared.access_mode = AccessMode::ReadOnly;
+    assert_eq!(reason(&backend.validate(&shared).unwrap_err()), "InvalidParameters");
+}

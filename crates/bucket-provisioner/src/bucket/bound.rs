@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bucket_api::contract::{FINALIZER, LABEL_PROVISIONER};
-use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketPhase};
+use bucket_api::contract::{FINALIZER, LABEL_PROVISIONER, annotations};
+use bucket_api::{AccessMode, ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketPhase};
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
@@ -16,10 +16,11 @@ use serde_json::json;
 use crate::Provisioner;
 use crate::bucket::context::Context;
 use crate::bucket::error::{Error, Operation};
+use crate::bucket::limits::{ClassLimits, Limited};
 use crate::bucket::objects::{self, BucketSource};
 use crate::bucket::observe::{Observed, bound_bucket_name, source_of};
 use crate::bucket::ownership::{CredentialsCheck, check_credentials, ensure_owned};
-use crate::bucket::plan::{bucket_options, plan_for_bound, storage_class};
+use crate::bucket::plan::{Plan, bucket_options, exceeded, limited, plan_for_bound};
 use crate::bucket::status::{ClaimState, set_bucket_status, set_claim_status};
 use crate::kubernetes::cache::key;
 use crate::kubernetes::cache::summary::Summary;
@@ -74,13 +75,40 @@ pub(crate) fn bound_message(source: BucketSource, bucket: &str) -> String {
     }
 }
 
-fn bound_state(message: &str) -> ClaimState {
+fn bound_state(message: &str, access_mode: AccessMode) -> ClaimState {
     ClaimState {
         phase: ClaimPhase::Bound,
         ready: true,
         reason: "Bound".into(),
         message: message.into(),
+        access_mode: Some(access_mode),
     }
+}
+
+/// What is in force for a bound claim now, with the plan to apply it by; no plan when its
+/// StorageClass is gone (so no limits can be read, and nothing can be applied).
+fn in_force<P>(
+    claim: &ObjectBucketClaim,
+    bound: &ObjectBucket,
+    ctx: &Context<P>,
+) -> Result<(Option<Plan>, Limited), Error> {
+    match ctx.caches.class(&claim.spec.storage_class_name) {
+        Some(class) => {
+            let plan = plan_for_bound(bound, &class)?;
+            let limited = limited(claim, &plan, true)?;
+            Ok((Some(plan), limited))
+        }
+        None => Ok((None, ClassLimits::default().apply(claim.spec.additional_config.as_ref())?)),
+    }
+}
+
+/// Whether the ObjectBucket records something else in force than `limited`. One written before
+/// access modes existed records none: its claim's credentials have all access.
+fn differs(bound: &ObjectBucket, limited: &Limited) -> bool {
+    let recorded_config = bound.spec.endpoint.as_ref().and_then(|e| e.additional_config.clone());
+    let recorded_mode = bound.annotations().get(annotations::ACCESS_MODE).map(String::as_str);
+    !same_config(&Some(limited.config.clone()), &recorded_config)
+        || recorded_mode.unwrap_or(AccessMode::ReadWrite.as_str()) != limited.access_mode.as_str()
 }
 
 fn check_unchanged_binding(claim: &ObjectBucketClaim, bound: &ObjectBucket) -> Result<(), Error> {
@@ -150,9 +178,12 @@ async fn keep_bound<P: Provisioner>(
         ctx.caches.claims.wrote(finalizer::add(&observed.claims, &*claim, FINALIZER).await?)
     };
     let bucket_name = bound_bucket_name(bound).to_string();
-    let recorded_config = bound.spec.endpoint.as_ref().and_then(|e| e.additional_config.clone());
-    if !same_config(&claim.spec.additional_config, &recorded_config) {
-        update_config(&claim, bound, observed, ctx).await?;
+    let (plan, limited) = in_force(&claim, bound, ctx)?;
+    if differs(bound, &limited) {
+        let Some(plan) = plan else {
+            return Err(Error::StorageClassNotFound(claim.spec.storage_class_name.clone()));
+        };
+        update_config(&claim, bound, observed, ctx, (&plan, &limited)).await?;
     }
     if let Some(endpoint) = objects::endpoint_of(bound) {
         let desired = objects::config_map(&claim, &ctx.name, &endpoint, &bucket_name);
@@ -165,6 +196,10 @@ async fn keep_bound<P: Provisioner>(
         )
         .await?;
     }
+    // Held to the class's limits above; the claim says what it asked for that is refused.
+    if let Some(message) = &limited.exceeded {
+        return Err(exceeded(&claim, message));
+    }
     let claim = set_object_bucket_name(&observed.claims, claim, &observed.bucket_name, ctx).await?;
     let bound = ctx
         .caches
@@ -174,19 +209,19 @@ async fn keep_bound<P: Provisioner>(
     let source = source_of(bound.annotations()).unwrap_or(BucketSource::Existing);
     let message = bound_message(source, &bucket_name);
     let claim = ctx.caches.claim(&claim).unwrap_or(claim);
-    set_bound(observed, &bound, &claim, &message, ctx).await?;
+    set_bound(observed, &bound, &claim, &message, limited.access_mode, ctx).await?;
     Ok(Action::await_change())
 }
 
+/// Hands what is in force to the backend's `update`, then records it on the ObjectBucket.
 async fn update_config<P: Provisioner>(
     claim: &ObjectBucketClaim,
     bound: &ObjectBucket,
     observed: &Observed,
     ctx: &Context<P>,
+    (plan, limited): (&Plan, &Limited),
 ) -> Result<(), Error> {
-    let class = storage_class(ctx, &claim.spec.storage_class_name)?;
-    let plan = plan_for_bound(bound, &class);
-    let options = bucket_options(claim, &plan, &observed.uid);
+    let options = bucket_options(claim, plan, &observed.uid, limited);
     let backend_error = |source| Error::Backend {
         operation: Operation::Update,
         bucket: plan.bucket_name.clone(),
@@ -199,12 +234,15 @@ async fn update_config<P: Provisioner>(
     ctx.metrics.observe_provisioning(Operation::Update.as_str(), started.elapsed().as_secs_f64());
 
     let recorded = bound.spec.endpoint.as_ref().and_then(|e| e.additional_config.as_ref());
-    let patch = config_patch(recorded, claim.spec.additional_config.as_ref());
+    let mut patch = config_patch(recorded, Some(&limited.config));
+    let mode = limited.access_mode.as_str();
+    patch["metadata"] = json!({ "annotations": { annotations::ACCESS_MODE: mode } });
     let params = PatchParams::default();
     let updated =
         observed.buckets.patch(&observed.bucket_name, &params, &Patch::Merge(&patch)).await?;
     ctx.caches.buckets.wrote(updated);
-    let message = format!("applied additionalConfig to bucket {:?}", plan.bucket_name);
+    let message =
+        format!("applied additionalConfig and access mode {mode} to bucket {:?}", plan.bucket_name);
     ctx.event(claim, EventType::Normal, "Updated", &message, Operation::Update).await;
     Ok(())
 }
@@ -249,9 +287,10 @@ pub(crate) async fn set_bound<P>(
     bucket: &ObjectBucket,
     claim: &ObjectBucketClaim,
     message: &str,
+    access_mode: AccessMode,
     ctx: &Context<P>,
 ) -> Result<(), Error> {
-    let state = bound_state(message);
+    let state = bound_state(message, access_mode);
     let (bucket, claim) = tokio::try_join!(
         set_bucket_status(
             &observed.buckets,

@@ -18,11 +18,14 @@ use bucket_api::contract::annotations;
 use crate::bucket::bound::{self, Repair, bound_message, set_bound};
 use crate::bucket::context::Context;
 use crate::bucket::error::{Error, Operation};
+use crate::bucket::limits::Limited;
 use crate::bucket::naming;
 use crate::bucket::objects::{self, BucketRecord, BucketSource, reclaim_policy_str};
 use crate::bucket::observe::{Observed, observe};
 use crate::bucket::ownership::{check_not_foreign, ensure_owned};
-use crate::bucket::plan::{Plan, bucket_options, plan, plan_for_bound, storage_class};
+use crate::bucket::plan::{
+    Plan, bucket_options, exceeded, limited, plan, plan_for_bound, storage_class,
+};
 use crate::kubernetes::cache::key;
 use crate::{BackendError, BucketOptions, ProvisionedBucket, Provisioner};
 
@@ -84,9 +87,12 @@ pub async fn apply<P: Provisioner>(
 
     let class = storage_class(ctx, &claim.spec.storage_class_name)?;
     let mut plan = match &observed.bound {
-        Some(bound) => plan_for_bound(bound, &class),
+        Some(bound) => plan_for_bound(bound, &class)?,
         None => plan(&claim, &class)?,
     };
+    // Checked before anything is recorded or created: a claim asking for more than its class
+    // allows never reaches the backend.
+    let limited = limited(&claim, &plan, observed.bound.is_some())?;
     let operation = match plan.source {
         BucketSource::New => Operation::Provision,
         BucketSource::Existing => Operation::Grant,
@@ -95,7 +101,7 @@ pub async fn apply<P: Provisioner>(
     let mut attempts = 0;
     let provisioned = loop {
         attempts += 1;
-        let options = bucket_options(&claim, &plan, &observed.uid);
+        let options = bucket_options(&claim, &plan, &observed.uid, &limited);
         let backend_error = |source: BackendError| Error::Backend {
             operation,
             bucket: plan.bucket_name.clone(),
@@ -132,12 +138,15 @@ pub async fn apply<P: Provisioner>(
         }
     };
 
-    let bucket = write_results(&claim, &mut observed, &plan, &provisioned, ctx).await?;
+    let bucket = write_results(&claim, &mut observed, (&plan, &limited), &provisioned, ctx).await?;
+    if let Some(message) = &limited.exceeded {
+        return Err(exceeded(&claim, message));
+    }
     // The status says it, so a success is not also an Event: one write fewer per claim.
     let message = bound_message(plan.source, &plan.bucket_name);
     tracing::info!(claim = %key(&*claim), bucket = %plan.bucket_name, "{message}");
     let claim = ctx.caches.claim(&claim).unwrap_or(claim);
-    set_bound(&observed, &bucket, &claim, &message, ctx).await?;
+    set_bound(&observed, &bucket, &claim, &message, limited.access_mode, ctx).await?;
     Ok(Action::await_change())
 }
 
@@ -200,7 +209,7 @@ async fn persist_intent<P>(
 async fn write_results<P: Provisioner>(
     claim: &ObjectBucketClaim,
     observed: &mut Observed,
-    plan: &Plan,
+    (plan, limited): (&Plan, &Limited),
     provisioned: &ProvisionedBucket,
     ctx: &Context<P>,
 ) -> Result<Arc<ObjectBucket>, Error> {
@@ -216,6 +225,8 @@ async fn write_results<P: Provisioner>(
         endpoint: &provisioned.endpoint,
         credentials: &provisioned.credentials,
         additional_state: provisioned.additional_state.clone(),
+        additional_config: &limited.config,
+        access_mode: limited.access_mode,
     });
     let bucket = match &observed.bound {
         None => match observed.buckets.create(&PostParams::default(), &desired).await {

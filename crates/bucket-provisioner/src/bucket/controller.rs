@@ -359,7 +359,9 @@ async fn report<P>(
         Api::namespaced(ctx.client.clone(), &claim.namespace().unwrap_or_default());
     // Status goes on the newest version: earlier phases of this reconcile may have changed it.
     let Some(latest) = ctx.caches.claim(claim) else { return Ok(Action::await_change()) };
-    let state = ClaimState { phase, ready: false, reason, message };
+    // A failure changes nothing in force: the mode a bound claim had stays shown.
+    let access_mode = latest.status.as_ref().and_then(|s| s.access_mode);
+    let state = ClaimState { phase, ready: false, reason, message, access_mode };
     if let Some(written) = set_claim_status(&api, &latest, &state).await? {
         ctx.caches.claims.wrote(written);
     }

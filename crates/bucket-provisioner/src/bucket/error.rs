@@ -41,6 +41,20 @@ pub enum Error {
         /// The StorageClass's bucket name.
         class: String,
     },
+    /// The claim asks for more than its StorageClass allows (a quota or an access mode).
+    #[error(
+        "the claim asks for more than StorageClass {class:?} allows: {message}; ask for less \
+         (or drop the key to get the class's default), or use another StorageClass"
+    )]
+    ExceedsClassLimit {
+        /// The StorageClass.
+        class: String,
+        /// Which limits, by parameter name and value.
+        message: String,
+    },
+    /// A value of the claim's `additionalConfig` that the library reads is malformed.
+    #[error("additionalConfig {0}")]
+    InvalidAdditionalConfig(String),
     /// The bucket name of a bound claim was changed.
     #[error(
         "the claim is bound to bucket {bound:?}; spec.bucketName cannot change to {requested:?}"
@@ -109,6 +123,8 @@ impl Failure for Error {
             Self::InvalidBucketName(_) => "InvalidBucketName",
             Self::InvalidGenerateBucketName(_) => "InvalidGenerateBucketName",
             Self::BucketNameConflict { .. } => "BucketNameConflict",
+            Self::ExceedsClassLimit { .. } => "ExceedsClassLimit",
+            Self::InvalidAdditionalConfig(_) => "InvalidParameters",
             Self::BucketNameImmutable { .. } => "BucketNameImmutable",
             Self::StorageClassImmutable { .. } => "StorageClassImmutable",
             Self::ObjectBucketConflict { .. } => "ObjectBucketConflict",

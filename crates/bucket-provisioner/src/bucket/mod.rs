@@ -8,6 +8,8 @@
 //!   what bound buckets hold.
 //! - [`objects`], [`naming`], `ownership`: what is written, under which names, and the
 //!   checks that keep the controller off what is not its claim's.
+//! - [`limits`], [`quantity`]: what a StorageClass lets its claims ask for (quotas, access
+//!   modes), and how quota values read.
 
 pub(crate) mod bound;
 pub(crate) mod claim;
@@ -15,12 +17,14 @@ pub(crate) mod cleanup;
 pub(crate) mod context;
 pub mod controller;
 pub mod error;
+pub mod limits;
 pub mod naming;
 pub mod objects;
 pub(crate) mod observe;
 pub(crate) mod ownership;
 pub(crate) mod plan;
 pub mod provisioner;
+pub mod quantity;
 pub mod run;
 pub mod status;
 pub(crate) mod sweep;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use bucket_api::contract::{self, LABEL_PROVISIONER};
 use bucket_api::{
-    BucketEndpoint, ObjectBucket, ObjectBucketClaim, ObjectBucketSpec, ReclaimPolicy,
+    AccessMode, BucketEndpoint, ObjectBucket, ObjectBucketClaim, ObjectBucketSpec, ReclaimPolicy,
 };
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret};
@@ -129,6 +129,10 @@ pub struct BucketRecord<'a> {
     pub credentials: &'a Credentials,
     /// Backend bookkeeping.
     pub additional_state: BTreeMap<String, String>,
+    /// The `additionalConfig` in force (what the backend was handed).
+    pub additional_config: &'a BTreeMap<String, String>,
+    /// What the claim's credentials may do.
+    pub access_mode: AccessMode,
 }
 
 /// The ObjectBucket for a bound claim; it keeps the finalizer until the claim's cleanup is done.
@@ -147,6 +151,7 @@ pub fn object_bucket(record: &BucketRecord<'_>) -> ObjectBucket {
                 (annotations::ENDPOINT_SCHEME.into(), endpoint.scheme.clone()),
                 (annotations::PROVISIONER.into(), record.provisioner.into()),
                 (annotations::CREDENTIALS_DIGEST.into(), credentials_digest(record.credentials)),
+                (annotations::ACCESS_MODE.into(), record.access_mode.as_str().into()),
             ])),
             finalizers: Some(vec![contract::FINALIZER.into()]),
             ..Default::default()
@@ -161,7 +166,9 @@ pub fn object_bucket(record: &BucketRecord<'_>) -> ObjectBucket {
                 bucket_name: record.bucket.to_string(),
                 region: endpoint.region.clone(),
                 sub_region: endpoint.sub_region.clone(),
-                additional_config: claim.spec.additional_config.clone(),
+                // What is in force, so that a change to the claim or to its class's limits is
+                // noticed; the same as the claim's own unless either uses limits or modes.
+                additional_config: Some(record.additional_config.clone()).filter(|c| !c.is_empty()),
             }),
             additional_state: Some(record.additional_state.clone()),
         },
@@ -297,7 +304,10 @@ mod tests {
             endpoint: &endpoint,
             credentials: &credentials,
             additional_state: BTreeMap::new(),
+            additional_config: &BTreeMap::new(),
+            access_mode: AccessMode::ReadOnly,
         });
+        assert_eq!(crate::access_mode_of(&bucket), AccessMode::ReadOnly);
         assert_eq!(endpoint_of(&bucket), Some(endpoint));
         assert_eq!(bucket.spec.claim_ref.unwrap().uid.as_deref(), Some("uid-1"));
         assert_eq!(bucket.metadata.finalizers.unwrap(), [contract::FINALIZER]);

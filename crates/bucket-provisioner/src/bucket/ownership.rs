@@ -135,6 +135,8 @@ mod tests {
             endpoint: &endpoint,
             credentials: &credentials,
             additional_state: BTreeMap::new(),
+            additional_config: &BTreeMap::new(),
+            access_mode: Default::default(),
         });
         let written = secret(&claim, "p", &credentials);
         let check = |secret: &Secret, bucket| check_credentials(Some(&secret.summary()), bucket);

@@ -15,6 +15,7 @@ use bucket_api::contract::annotations;
 use crate::BucketOptions;
 use crate::bucket::context::Context;
 use crate::bucket::error::Error;
+use crate::bucket::limits::{ClassLimits, Limited};
 use crate::bucket::naming;
 use crate::bucket::objects::{BucketSource, parse_reclaim_policy};
 use crate::bucket::observe::{bound_bucket_name, source_of};
@@ -28,8 +29,10 @@ pub struct Plan {
     pub source: BucketSource,
     /// The StorageClass's reclaim policy.
     pub reclaim_policy: ReclaimPolicy,
-    /// StorageClass parameters for the backend (without `bucketName`).
+    /// StorageClass parameters for the backend (without `bucketName` and the class's limits).
     pub parameters: BTreeMap<String, String>,
+    /// What the StorageClass lets its claims ask for.
+    pub limits: ClassLimits,
     /// The name was generated from `generateBucketName`, so another may replace it if the
     /// backend finds it taken.
     pub generated: bool,
@@ -55,6 +58,7 @@ pub fn plan(claim: &ObjectBucketClaim, class: &StorageClass) -> Result<Plan, Err
     };
     let mut parameters = class.parameters.clone().unwrap_or_default();
     let existing = parameters.remove(STORAGE_CLASS_BUCKET_NAME);
+    let limits = ClassLimits::take(&mut parameters).map_err(invalid_class)?;
 
     let generated_before = claim.annotations().get(annotations::GENERATED_BUCKET_NAME);
     let (bucket_name, source, generated) = if let Some(existing) = existing {
@@ -79,20 +83,46 @@ pub fn plan(claim: &ObjectBucketClaim, class: &StorageClass) -> Result<Plan, Err
     } else {
         return Err(Error::BucketNameMissing);
     };
-    Ok(Plan { bucket_name, source, reclaim_policy, parameters, generated })
+    Ok(Plan { bucket_name, source, reclaim_policy, parameters, limits, generated })
 }
 
 /// The plan of a bound claim: its bucket and how it came to be are what the ObjectBucket says,
-/// whatever the claim or the StorageClass say now.
-pub(crate) fn plan_for_bound(bound: &ObjectBucket, class: &StorageClass) -> Plan {
+/// whatever the claim or the StorageClass say now; the class's limits are as it says now.
+pub(crate) fn plan_for_bound(bound: &ObjectBucket, class: &StorageClass) -> Result<Plan, Error> {
     let mut parameters = class.parameters.clone().unwrap_or_default();
     parameters.remove(STORAGE_CLASS_BUCKET_NAME);
-    Plan {
+    let limits = ClassLimits::take(&mut parameters)
+        .map_err(|message| Error::InvalidStorageClass { class: class.name_any(), message })?;
+    Ok(Plan {
         bucket_name: bound_bucket_name(bound).to_string(),
         source: source_of(bound.annotations()).unwrap_or(BucketSource::Existing),
         reclaim_policy: bound.spec.reclaim_policy.unwrap_or_default(),
         parameters,
+        limits,
         generated: false,
+    })
+}
+
+/// What is in force for the claim under its class's limits. `Err` when the claim asks for more
+/// than the class allows, unless `bound`: a bound claim keeps working, held to the class's
+/// limits, and the caller reports [`Limited::exceeded`] once that is applied.
+pub(crate) fn limited(
+    claim: &ObjectBucketClaim,
+    plan: &Plan,
+    bound: bool,
+) -> Result<Limited, Error> {
+    let limited = plan.limits.apply(claim.spec.additional_config.as_ref())?;
+    match &limited.exceeded {
+        Some(message) if !bound => Err(exceeded(claim, message)),
+        _ => Ok(limited),
+    }
+}
+
+/// The failure of a claim asking for more than its class allows.
+pub(crate) fn exceeded(claim: &ObjectBucketClaim, message: &str) -> Error {
+    Error::ExceedsClassLimit {
+        class: claim.spec.storage_class_name.clone(),
+        message: message.to_owned(),
     }
 }
 
@@ -100,13 +130,19 @@ pub(crate) fn storage_class<P>(ctx: &Context<P>, name: &str) -> Result<Arc<Stora
     ctx.caches.class(name).ok_or_else(|| Error::StorageClassNotFound(name.to_string()))
 }
 
-pub(crate) fn bucket_options(claim: &ObjectBucketClaim, plan: &Plan, uid: &str) -> BucketOptions {
+pub(crate) fn bucket_options(
+    claim: &ObjectBucketClaim,
+    plan: &Plan,
+    uid: &str,
+    limited: &Limited,
+) -> BucketOptions {
     BucketOptions {
         bucket_name: plan.bucket_name.clone(),
         user_id: crate::user_id_for_claim(uid),
         reclaim_policy: plan.reclaim_policy,
         parameters: plan.parameters.clone(),
-        additional_config: claim.spec.additional_config.clone().unwrap_or_default(),
+        additional_config: limited.config.clone(),
+        access_mode: limited.access_mode,
         storage_class_name: claim.spec.storage_class_name.clone(),
         claim: claim.clone(),
     }

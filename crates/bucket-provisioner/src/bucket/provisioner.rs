@@ -11,7 +11,7 @@
 //! |---|---|---|
 //! | created / recreated | no (greenfield) | [`Provisioner::provision`] |
 //! | created / recreated | yes (brownfield) | [`Provisioner::grant`] |
-//! | `additionalConfig` changed | — | [`Provisioner::update`] |
+//! | `additionalConfig` (or its StorageClass's limits) changed | — | [`Provisioner::update`] |
 //! | deleted, bucket created for it, policy `Delete` | — | [`Provisioner::delete`] |
 //! | deleted, otherwise | — | [`Provisioner::revoke`] |
 //! | bound, every usage interval | — | [`Provisioner::usage`] (optional) |
@@ -56,13 +56,34 @@
 //! ObjectBucket and handed back to `delete` and `revoke`, which must work even when the
 //! StorageClass is gone: record there whatever cleanup needs.
 //!
+//! ## Access modes and limits are the library's; enforcing them is yours
+//! A claim asks for an access mode with `additionalConfig` `accessMode`, and an operator's
+//! StorageClass may cap it and the quotas (`limitAccessMode`, `limitMaxSize`, ...; see
+//! [`crate::bucket::limits`]). The library decides what is in force and hands you only the
+//! outcome: [`BucketOptions::access_mode`], and [`BucketOptions::additional_config`] with the
+//! quotas in force; a claim asking for more than its class allows never reaches you. Give the
+//! claim's credentials exactly the mode's operations:
+//!
+//! | mode | allowed | refused |
+//! |---|---|---|
+//! | `ReadWrite` | everything a claim's credentials could do before modes existed | — |
+//! | `ReadOnly` | reading and listing objects, their metadata and uploads in progress | every write, delete, multipart create/upload/complete/abort |
+//! | `WriteOnly` | writing objects, multipart uploads (create, upload parts, list its parts, complete, abort) | reading or listing objects, and deleting them |
+//!
+//! Bucket-level lookups clients make before anything else (does the bucket exist, where is it)
+//! stay allowed in every mode. A changed mode on a bound claim comes through
+//! [`Provisioner::update`], with the mode the credentials had in [`access_mode_of`] the
+//! ObjectBucket; `provision` and `grant` of a claim whose credentials are issued again get the
+//! mode in force too.
+//!
 //! A complete backend fits in a page: see `examples/memory-backend.rs` in the repository.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 
-use bucket_api::{BucketUsage, ObjectBucket, ObjectBucketClaim, ReclaimPolicy};
+use bucket_api::contract::annotations;
+use bucket_api::{AccessMode, BucketUsage, ObjectBucket, ObjectBucketClaim, ReclaimPolicy};
 
 /// What a backend needs to create a bucket or grant access to one.
 #[derive(Clone, Debug)]
@@ -75,10 +96,19 @@ pub struct BucketOptions {
     pub user_id: String,
     /// What happens to the bucket when the claim goes away.
     pub reclaim_policy: ReclaimPolicy,
-    /// The StorageClass parameters, without the ones the library interprets (`bucketName`).
+    /// The StorageClass parameters, without the ones the library interprets (`bucketName` and
+    /// the limits of [`crate::bucket::limits`]).
     pub parameters: BTreeMap<String, String>,
-    /// The claim's `additionalConfig`.
+    /// The claim's `additionalConfig` as it is in force: without `accessMode` (see
+    /// [`BucketOptions::access_mode`]), and with the quota keys `maxObjects` and `maxSize` set
+    /// to what the StorageClass's limits allow. A class with no limits passes the claim's
+    /// entries on as written.
     pub additional_config: BTreeMap<String, String>,
+    /// What this claim's credentials may do with the bucket: `ReadWrite` unless the claim or
+    /// its StorageClass narrowed it. Give the credentials exactly this (see "Access modes" in
+    /// the [module documentation](self)); a backend that cannot narrow access returns
+    /// [`BackendError::invalid_parameter`] for anything but `ReadWrite`.
+    pub access_mode: AccessMode,
     /// Name of the StorageClass the claim uses.
     pub storage_class_name: String,
     /// The claim itself, for anything else a backend wants to look at.
@@ -263,8 +293,10 @@ pub trait Provisioner: Send + Sync + 'static {
         bucket: &ObjectBucket,
     ) -> impl Future<Output = Result<(), BackendError>> + Send;
 
-    /// Applies a changed `additionalConfig` to a bound bucket. The default accepts every change
-    /// without doing anything.
+    /// Applies a changed `additionalConfig` or access mode to a bound bucket: `options` holds
+    /// what is in force now, `bucket` what was in force before (its `additionalConfig`, and
+    /// [`access_mode_of`] it). The default accepts every change without doing anything, so a
+    /// backend that enforces modes must implement it.
     fn update(
         &self,
         options: &BucketOptions,
@@ -293,6 +325,18 @@ pub fn user_id_for_claim(claim_uid: &str) -> String {
 /// The user id of the claim an ObjectBucket is bound to (what [`BucketOptions::user_id`] was).
 pub fn user_id_of(bucket: &ObjectBucket) -> Option<String> {
     bucket.spec.claim_ref.as_ref()?.uid.as_deref().map(user_id_for_claim)
+}
+
+/// The access mode the credentials of this ObjectBucket's claim were given: what the library
+/// recorded, `ReadWrite` on an ObjectBucket written before modes existed.
+pub fn access_mode_of(bucket: &ObjectBucket) -> AccessMode {
+    bucket
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(annotations::ACCESS_MODE))
+        .and_then(|m| AccessMode::parse(m))
+        .unwrap_or_default()
 }
 
 /// A shared backend is a backend: the runtime keeps one across leadership terms.

@@ -3,7 +3,7 @@
 //! nothing.
 
 use bucket_api::{
-    BucketUsage, ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimStatus,
+    AccessMode, BucketUsage, ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimStatus,
     ObjectBucketPhase, ObjectBucketStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -30,6 +30,8 @@ pub struct ClaimState {
     pub reason: String,
     /// For a person.
     pub message: String,
+    /// The access mode in force, once bound.
+    pub access_mode: Option<AccessMode>,
 }
 
 /// The `Ready` condition, keeping its transition time when its status did not change.
@@ -80,6 +82,7 @@ pub fn claim_status(claim: &ObjectBucketClaim, state: &ClaimState) -> ObjectBuck
         phase: Some(state.phase),
         conditions,
         observed_generation: generation,
+        access_mode: state.access_mode,
     }
 }
 

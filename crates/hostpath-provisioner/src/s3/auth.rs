@@ -1,8 +1,21 @@
 //! Authentication and authorization: secrets of access keys from the store, and which key may
 //! do what on which bucket, decided before any handler runs.
+//!
+//! A claim key's access mode decides which operations it may use on its bucket:
+//!
+//! | operations | `ReadWrite` | `ReadOnly` | `WriteOnly` |
+//! |---|---|---|---|
+//! | HeadBucket, GetBucketLocation, ListParts (of an upload whose id it knows) | yes | yes | yes |
+//! | GetObject, HeadObject, GetObjectAttributes, List{Objects,ObjectsV2,ObjectVersions,MultipartUploads}, Get{Bucket,Object}Acl, the source of a copy | yes | yes | no |
+//! | PutObject, CopyObject, CreateMultipartUpload, UploadPart(Copy), CompleteMultipartUpload, AbortMultipartUpload, Put{Bucket,Object}Acl | yes | no | yes |
+//! | DeleteObject, DeleteObjects, and anything not named here | yes | no | no |
+//!
+//! A write-only key may overwrite what it wrote (a PUT is a PUT) and abort its own uploads, but
+//! not delete: a workload that cannot read a bucket has no business emptying it.
 
 use std::sync::Arc;
 
+use bucket_api::AccessMode;
 use s3s::access::{S3Access, S3AccessContext};
 use s3s::auth::{Credentials, S3Auth, SecretKey};
 use s3s::dto::*;
@@ -41,12 +54,68 @@ pub struct BucketAccess {
 /// Operations only the operator credential may use.
 const OPERATOR_ONLY: [&str; 2] = ["CreateBucket", "DeleteBucket"];
 
+/// What an operation does with a bucket, which a key's access mode must allow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Needs {
+    /// Looks the bucket up, or lists the parts of an upload whose id the caller holds.
+    Lookup,
+    /// Reads or lists objects.
+    Read,
+    /// Writes objects.
+    Write,
+    /// Deletes objects, or anything not classified: only full access.
+    All,
+}
+
+impl Needs {
+    fn of(operation: &str) -> Self {
+        match operation {
+            "HeadBucket" | "GetBucketLocation" | "ListParts" => Self::Lookup,
+            "GetObject"
+            | "HeadObject"
+            | "GetObjectAttributes"
+            | "ListObjects"
+            | "ListObjectsV2"
+            | "ListObjectVersions"
+            | "ListMultipartUploads"
+            | "GetBucketAcl"
+            | "GetObjectAcl" => Self::Read,
+            "PutObject"
+            | "CopyObject"
+            | "CreateMultipartUpload"
+            | "UploadPart"
+            | "UploadPartCopy"
+            | "CompleteMultipartUpload"
+            | "AbortMultipartUpload"
+            | "PutBucketAcl"
+            | "PutObjectAcl" => Self::Write,
+            _ => Self::All,
+        }
+    }
+
+    fn allowed(self, mode: AccessMode) -> bool {
+        match self {
+            Self::Lookup => true,
+            Self::Read => mode.reads(),
+            Self::Write => mode.writes(),
+            Self::All => mode == AccessMode::ReadWrite,
+        }
+    }
+}
+
 impl BucketAccess {
     fn is_admin(&self, credentials: Option<&Credentials>) -> bool {
         credentials.is_some_and(|c| self.store.is_admin(&c.access_key))
     }
 
-    fn allow(&self, credentials: Option<&Credentials>, bucket: &str) -> S3Result<()> {
+    /// The one rule every request of a claim key passes: its bucket, and an operation its
+    /// access mode allows (`what` names it in the refusal).
+    fn allow(
+        &self,
+        credentials: Option<&Credentials>,
+        bucket: &str,
+        (needs, what): (Needs, &str),
+    ) -> S3Result<()> {
         let Some(credentials) = credentials else {
             return Err(s3_error!(AccessDenied, "a signature is required"));
         };
@@ -54,7 +123,12 @@ impl BucketAccess {
             return Ok(());
         }
         match self.store.lookup_key(&credentials.access_key) {
-            Some(key) if key.allows(bucket) => Ok(()),
+            Some(key) if key.allows(bucket) && needs.allowed(key.mode) => Ok(()),
+            Some(key) if key.allows(bucket) => Err(s3_error!(
+                AccessDenied,
+                "this key has {} access to bucket {bucket:?}, which does not allow {what}",
+                key.mode
+            )),
             _ => Err(s3_error!(AccessDenied, "this key may not use bucket {bucket:?}")),
         }
     }
@@ -72,7 +146,9 @@ impl BucketAccess {
 
     fn allow_source(&self, credentials: Option<&Credentials>, source: &CopySource) -> S3Result<()> {
         match source {
-            CopySource::Bucket { bucket, .. } => self.allow(credentials, bucket),
+            CopySource::Bucket { bucket, .. } => {
+                self.allow(credentials, bucket, (Needs::Read, "reading the source of a copy"))
+            }
             _ => Err(s3_error!(NotImplemented, "only bucket copy sources are supported")),
         }
     }
@@ -100,7 +176,7 @@ impl S3Access for BucketAccess {
                 && let Some(bucket) = bucket
                 && self.store.bucket_exists(bucket).unwrap_or(false)
             {
-                return match self.allow(credentials, bucket) {
+                return match self.allow(credentials, bucket, (Needs::Lookup, "CreateBucket")) {
                     Ok(()) => rules::refuse_encryption(cx.headers()),
                     Err(_) => Err(s3_error!(
                         BucketAlreadyExists,
@@ -117,7 +193,8 @@ impl S3Access for BucketAccess {
         }
         match cx.s3_path().get_bucket_name() {
             Some(bucket) => {
-                self.allow(credentials, bucket)?;
+                let operation = cx.s3_op().name();
+                self.allow(credentials, bucket, (Needs::of(operation), operation))?;
                 rules::refuse_encryption(cx.headers())
             }
             // Service-level requests (ListBuckets) only need a known key; the handler shows

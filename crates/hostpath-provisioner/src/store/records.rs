@@ -10,8 +10,10 @@ use md5::{Digest, Md5};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
+use bucket_api::AccessMode;
+
 use super::durable::{file_change, persist_all, read_all};
-use super::{Inner, KEYS_DIR, Quota, RECORDS_DIR, StoreError};
+use super::{BucketStore, Inner, KEYS_DIR, Quota, RECORDS_DIR, StoreError};
 
 /// What the store knows about a bucket it created.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,6 +65,14 @@ pub struct AccessKey {
     /// Limits on what this claim's user stores in the key's bucket.
     #[serde(default, skip_serializing_if = "Quota::is_unlimited")]
     pub quota: Quota,
+    /// What the key may do in its buckets; absent (in records written before modes existed,
+    /// and for every key with all access) means `ReadWrite`.
+    #[serde(default, skip_serializing_if = "is_read_write")]
+    pub mode: AccessMode,
+}
+
+fn is_read_write(mode: &AccessMode) -> bool {
+    *mode == AccessMode::ReadWrite
 }
 
 impl std::fmt::Debug for AccessKey {
@@ -73,6 +83,7 @@ impl std::fmt::Debug for AccessKey {
             .field("buckets", &self.buckets)
             .field("user_id", &self.user_id)
             .field("quota", &self.quota)
+            .field("mode", &self.mode)
             .finish()
     }
 }
@@ -182,6 +193,34 @@ impl State {
     }
 }
 
+impl BucketStore {
+    /// Sets what the key of `user_id` for `bucket` (which must exist) may do. Writes the key's
+    /// record only when the mode changes, so a claim with all access costs no write.
+    pub async fn set_key_mode(
+        &self,
+        user_id: &str,
+        bucket: &str,
+        mode: AccessMode,
+    ) -> Result<(), StoreError> {
+        let (user_id, bucket) = (user_id.to_owned(), bucket.to_owned());
+        self.blocking(move |store| {
+            let id = derive_access_key_id(&user_id, &bucket);
+            store.inner.mutate(|tx| {
+                let Some(key) = tx.state.keys.get(&id) else {
+                    return Err(StoreError::InvalidArgument(format!(
+                        "{user_id} has no key for bucket {bucket:?}"
+                    )));
+                };
+                if key.mode != mode {
+                    tx.put_key(AccessKey { mode, ..key.clone() });
+                }
+                Ok(())
+            })
+        })
+        .await
+    }
+}
+
 /// Changes decided under the writer lock, persisted before anyone can see them.
 pub(super) struct Tx<'a> {
     pub(super) state: &'a State,
@@ -264,6 +303,7 @@ pub(super) fn issue_in(tx: &mut Tx<'_>, user_id: &str, bucket: &str) -> AccessKe
         buckets: vec![bucket.to_owned()],
         user_id: user_id.to_owned(),
         quota: Quota::default(),
+        mode: AccessMode::ReadWrite,
     };
     tx.put_key(key.clone());
     key

@@ -62,6 +62,7 @@ pub fn options(claim: &ObjectBucketClaim, parameters: &[(&str, &str)]) -> Bucket
         reclaim_policy: ReclaimPolicy::Delete,
         parameters: parameters.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         additional_config: BTreeMap::new(),
+        access_mode: Default::default(),
         storage_class_name: claim.spec.storage_class_name.clone(),
         claim: claim.clone(),
     }

@@ -1,0 +1,99 @@
+//! Access modes and StorageClass limits end to end: `hostpath-bucket-provisioner` as a real
+//! process against the real control plane, used through the credentials it writes.
+
+mod harness;
+
+use std::collections::BTreeMap;
+
+use bucket_api::{AccessMode, ClaimPhase, ObjectBucketClaimSpec};
+use harness::*;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use serde_json::json;
+use test_support::eventually;
+
+fn spec(class: &str, config: &[(&str, &str)]) -> ObjectBucketClaimSpec {
+    ObjectBucketClaimSpec {
+        storage_class_name: class.into(),
+        additional_config: Some(
+            config.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        ),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn a_read_only_claim_on_an_operator_bucket_reads_it_and_cannot_change_it() {
+    let env = Env::new("hp-ro").await;
+    let secret = Secret {
+        metadata: ObjectMeta { name: Some("s3-admin".into()), ..Default::default() },
+        string_data: Some(BTreeMap::from([
+            ("AWS_ACCESS_KEY_ID".into(), "OPERATOR01".into()),
+            ("AWS_SECRET_ACCESS_KEY".into(), "operator-secret-0123".into()),
+        ])),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(env.client.clone(), &env.ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let admin_secret = format!("--admin-secret={}/s3-admin", env.ns);
+    let _provisioner = env.start_with("node-a", &["--leader-elect=false", &admin_secret]);
+    let admin = s3_with(env.port, "OPERATOR01", "operator-secret-0123");
+    eventually("the operator to create a bucket", || async {
+        admin.create_bucket().bucket("dataset").send().await.ok()
+    })
+    .await;
+    put(&admin, "dataset", "seed.txt", b"from the operator").await.unwrap();
+
+    // The operator's class grants the dataset read-only: a claim asking nothing gets that.
+    let class =
+        env.class(&[("bucketName", "dataset"), ("limitAccessMode", "ReadOnly")], "Delete").await;
+    let tenant = env.home();
+    tenant.create("reader", spec(&class, &[])).await;
+    let claim = env.wait("reader", ClaimPhase::Bound, "Bound").await;
+    assert_eq!(claim.status.unwrap().access_mode, Some(AccessMode::ReadOnly));
+    let (reader, bucket) = env.s3_for("reader").await;
+    assert_eq!(get(&reader, &bucket, "seed.txt").await.unwrap(), b"from the operator");
+    let listed = reader.list_objects_v2().bucket(&bucket).send().await.unwrap();
+    assert_eq!(listed.key_count, Some(1));
+    assert_eq!(
+        put(&reader, &bucket, "seed.txt", b"overwritten").await.unwrap_err(),
+        "AccessDenied"
+    );
+    let deleted = reader.delete_object().bucket(&bucket).key("seed.txt").send().await;
+    assert_eq!(code(deleted), "AccessDenied");
+    assert_eq!(get(&admin, &bucket, "seed.txt").await.unwrap(), b"from the operator");
+
+    // Asking for more than the class allows fails the claim, naming the limit.
+    tenant.create("greedy", spec(&class, &[("accessMode", "ReadWrite")])).await;
+    let claim = env.wait("greedy", ClaimPhase::Failed, "ExceedsClassLimit").await;
+    let ready = claim.status.unwrap().conditions.into_iter().find(|c| c.type_ == "Ready").unwrap();
+    assert!(ready.message.contains("limitAccessMode ReadOnly"), "{}", ready.message);
+    assert!(ready.message.contains(&class), "{}", ready.message);
+}
+
+#[tokio::test]
+async fn a_write_only_claim_writes_and_is_widened_through_update() {
+    let env = Env::new("hp-wo").await;
+    let _provisioner = env.start("node-a");
+    let class = env.class(&[], "Delete").await;
+    let tenant = env.home();
+    let claim = ObjectBucketClaimSpec {
+        generate_bucket_name: Some("logs".into()),
+        ..spec(&class, &[("accessMode", "WriteOnly")])
+    };
+    tenant.create("shipper", claim).await;
+    env.wait("shipper", ClaimPhase::Bound, "Bound").await;
+    let (shipper, bucket) = env.s3_for("shipper").await;
+    put(&shipper, &bucket, "log-1", b"line").await.unwrap();
+    assert_eq!(get(&shipper, &bucket, "log-1").await.unwrap_err(), "AccessDenied");
+    assert_eq!(code(shipper.list_objects_v2().bucket(&bucket).send().await), "AccessDenied");
+
+    let patch = json!({ "spec": { "additionalConfig": { "accessMode": "ReadWrite" } } });
+    tenant.claims.patch("shipper", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    eventually("the widened key to read", || async { get(&shipper, &bucket, "log-1").await.ok() })
+        .await;
+    let claim = tenant.claims.get("shipper").await.unwrap();
+    assert_eq!(claim.status.unwrap().access_mode, Some(AccessMode::ReadWrite));
+}
