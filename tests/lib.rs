@@ -4,23 +4,22 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use bucket_api::{
-    AccessMode, BucketUsage, ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec,
-    ReclaimPolicy,
-};
+use bucket_api::{AccessMode, BucketUsage, ObjectBucket, ObjectBucketClaimSpec, ReclaimPolicy};
 use bucket_provisioner::{
     BackendError, BucketOptions, Credentials, Endpoint, ProvisionedBucket, Provisioner, Removed,
     user_id_of,
 };
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::api::storage::v1::StorageClass;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
-use test_support::{ControlPlane, deployed_identity, eventually, unique_suffix};
+use test_support::{ControlPlane, deployed_identity, eventually};
 use tokio::sync::Notify;
 
-pub use test_support::{Deployed, Harness};
+pub use test_support::{
+    Deployed, Harness, create_claim, ready, wait_claim_gone as wait_gone,
+    wait_for_claim as wait_for,
+};
+use test_support::{bucket_class, parameters};
 
 /// A backend operation, as recorded and as targeted by injected failures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -352,22 +351,10 @@ pub async fn as_deployed() -> Client {
 pub async fn storage_class(
     client: &Client,
     provisioner: &str,
-    parameters: &[(&str, &str)],
+    pairs: &[(&str, &str)],
     reclaim_policy: Option<&str>,
 ) -> String {
-    let name = format!("bucket-class-{}", unique_suffix());
-    let class = StorageClass {
-        metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() },
-        provisioner: provisioner.into(),
-        reclaim_policy: reclaim_policy.map(Into::into),
-        parameters: Some(parameters.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
-        ..Default::default()
-    };
-    Api::<StorageClass>::all(client.clone())
-        .create(&PostParams::default(), &class)
-        .await
-        .expect("creating the StorageClass");
-    name
+    bucket_class(client, "bucket-class", provisioner, parameters(pairs), reclaim_policy).await
 }
 
 /// A claim spec against `class`.
@@ -378,45 +365,6 @@ pub fn claim_spec(class: &str) -> ObjectBucketClaimSpec {
 /// A claim spec for the bucket `bucket` against `class`.
 pub fn named_spec(class: &str, bucket: &str) -> ObjectBucketClaimSpec {
     ObjectBucketClaimSpec { bucket_name: Some(bucket.into()), ..claim_spec(class) }
-}
-
-/// Creates a claim.
-pub async fn create_claim(
-    api: &Api<ObjectBucketClaim>,
-    name: &str,
-    spec: ObjectBucketClaimSpec,
-) -> ObjectBucketClaim {
-    api.create(&PostParams::default(), &ObjectBucketClaim::new(name, spec))
-        .await
-        .expect("creating the claim")
-}
-
-/// The claim's `Ready` condition.
-pub fn ready(claim: &ObjectBucketClaim) -> Option<&Condition> {
-    claim.status.as_ref()?.conditions.iter().find(|c| c.type_ == "Ready")
-}
-
-/// Waits for the claim to reach `phase` with a `Ready` condition of `reason`.
-pub async fn wait_for(
-    api: &Api<ObjectBucketClaim>,
-    name: &str,
-    phase: ClaimPhase,
-    reason: &str,
-) -> ObjectBucketClaim {
-    eventually(&format!("claim {name} to be {phase:?} with reason {reason}"), || async {
-        let claim = api.get_opt(name).await.ok()??;
-        let status = claim.status.as_ref()?;
-        (status.phase == Some(phase) && ready(&claim)?.reason == reason).then_some(claim)
-    })
-    .await
-}
-
-/// Waits until the claim is gone.
-pub async fn wait_gone(api: &Api<ObjectBucketClaim>, name: &str) {
-    eventually(&format!("claim {name} to be gone"), || async {
-        api.get_opt(name).await.ok()?.is_none().then_some(())
-    })
-    .await
 }
 
 /// The reasons of the Events recorded on the claim `name` in `namespace`.

@@ -12,7 +12,7 @@ use std::time::Duration;
 use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
 use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaimSpec};
 use bucket_provisioner::{BackendError, BucketOptions, ProvisionedBucket, Provisioner, Removed};
-use common::cluster::{Setup, ready, setup, spec};
+use common::cluster::{Setup, setup, spec};
 use common::{denied_elsewhere, read_write, suffix};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -20,7 +20,9 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use s3_provisioner::iam;
 use serde_json::json;
-use test_support::{ControlPlane, Deployed, Harness, Supervised, deployed_identity, eventually};
+use test_support::{
+    ControlPlane, Deployed, Harness, Supervised, deployed_identity, eventually, ready,
+};
 use tokio::sync::Notify;
 
 fn user_of(claim: &bucket_api::ObjectBucketClaim) -> String {

@@ -2,6 +2,7 @@
 //! from each other on it (their own namespace, uniquely named cluster objects).
 
 pub mod bench;
+mod claims;
 mod control_plane;
 mod deployed;
 mod fault_proxy;
@@ -21,6 +22,10 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, ResourceExt};
 
+pub use claims::{
+    bucket_class, create_claim, delete_claim_and_wait, parameters, ready, wait_claim_gone,
+    wait_for_claim,
+};
 pub use control_plane::{
     BIN_DIR_ENV, ControlPlane, Options, TokenUser, binaries_dir, unique_suffix,
 };

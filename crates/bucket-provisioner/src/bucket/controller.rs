@@ -385,18 +385,3 @@ fn error_policy<P>(claim: Arc<CachedClaim>, error: &Error, ctx: Arc<Context<P>>)
     }
     ctx.backoff.after(Retry::Api, &key)
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_up_to_the_cap_and_resets() {
-        let backoff = Backoff::new(Duration::from_millis(100), Duration::from_millis(500));
-        let delays: Vec<u128> = (0..5).map(|_| backoff.next("a").as_millis()).collect();
-        assert_eq!(delays, [100, 200, 400, 500, 500]);
-        assert_eq!(backoff.next("b").as_millis(), 100, "claims back off independently");
-        backoff.reset("a");
-        assert_eq!(backoff.next("a").as_millis(), 100);
-    }
-}

@@ -217,12 +217,13 @@ pub fn meta_controlled_by(meta: &ObjectMeta, owner_uid: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use bucket_api::ObjectBucketClaimSpec;
 
     use super::*;
 
-    fn claim() -> ObjectBucketClaim {
+    /// A claim `team/photos` with UID `uid-1`.
+    pub(crate) fn claim() -> ObjectBucketClaim {
         let mut claim = ObjectBucketClaim::new(
             "photos",
             ObjectBucketClaimSpec { storage_class_name: "class".into(), ..Default::default() },
@@ -232,7 +233,8 @@ mod tests {
         claim
     }
 
-    fn endpoint(region: &str) -> Endpoint {
+    /// An endpoint in `region`.
+    pub(crate) fn endpoint(region: &str) -> Endpoint {
         Endpoint {
             scheme: "http".into(),
             host: "s3.svc".into(),

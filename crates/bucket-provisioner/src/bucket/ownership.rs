@@ -103,28 +103,21 @@ mod tests {
     use std::collections::BTreeMap;
 
     use bucket_api::contract::{self, annotations};
-    use bucket_api::{ObjectBucketClaim, ReclaimPolicy};
+    use bucket_api::ReclaimPolicy;
     use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::Secret;
 
     use super::*;
+    use crate::bucket::objects::tests::{claim, endpoint};
     use crate::bucket::objects::{BucketRecord, BucketSource, object_bucket, secret};
-    use crate::{Credentials, Endpoint};
+    use crate::Credentials;
 
     #[test]
     fn credentials_are_recorded_until_the_secret_changes() {
-        let mut claim = ObjectBucketClaim::new("photos", Default::default());
-        claim.metadata.namespace = Some("team".into());
-        claim.metadata.uid = Some("uid-1".into());
+        let claim = claim();
         let credentials =
             Credentials { access_key_id: "AK".into(), secret_access_key: "SK".into() };
-        let endpoint = Endpoint {
-            scheme: "http".into(),
-            host: "s3.local".into(),
-            port: 80,
-            region: "us-east-1".into(),
-            sub_region: String::new(),
-        };
+        let endpoint = endpoint("us-east-1");
         let bucket = object_bucket(&BucketRecord {
             name: "obc-team-photos",
             claim: &claim,

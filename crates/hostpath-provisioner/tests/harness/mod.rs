@@ -13,12 +13,11 @@ use aws_sdk_s3::error::ProvideErrorMetadata;
 use aws_sdk_s3::primitives::ByteStream;
 use bucket_api::{ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Client;
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::api::{Api, PostParams};
 use test_support::{
-    ControlPlane, Deployed, deployed_identity, eventually, install_crds, test_namespace,
-    unique_suffix,
+    ControlPlane, Deployed, bucket_class, delete_claim_and_wait, deployed_identity, install_crds,
+    parameters, test_namespace, unique_suffix, wait_for_claim,
 };
 use tokio::process::{Child, Command};
 
@@ -164,22 +163,8 @@ impl Env {
         self.root.path().join("buckets").join(bucket)
     }
 
-    pub async fn class(&self, parameters: &[(&str, &str)], reclaim: &str) -> String {
-        let name = format!("hostpath-{}", unique_suffix());
-        let class = StorageClass {
-            metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() },
-            provisioner: self.name.clone(),
-            reclaim_policy: Some(reclaim.into()),
-            parameters: Some(
-                parameters.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            ),
-            ..Default::default()
-        };
-        Api::<StorageClass>::all(self.client.clone())
-            .create(&PostParams::default(), &class)
-            .await
-            .unwrap();
-        name
+    pub async fn class(&self, pairs: &[(&str, &str)], reclaim: &str) -> String {
+        bucket_class(&self.client, "hostpath", &self.name, parameters(pairs), Some(reclaim)).await
     }
 
     pub async fn claim(&self, name: &str, class: &str, bucket: Option<&str>) {
@@ -303,21 +288,11 @@ impl Tenant {
     }
 
     pub async fn wait(&self, name: &str, phase: ClaimPhase, reason: &str) -> ObjectBucketClaim {
-        eventually(&format!("claim {}/{name} {phase:?}/{reason}", self.ns), || async {
-            let claim = self.claims.get_opt(name).await.ok()??;
-            let status = claim.status.as_ref()?;
-            let ready = status.conditions.iter().find(|c| c.type_ == "Ready")?;
-            (status.phase == Some(phase) && ready.reason == reason).then_some(claim)
-        })
-        .await
+        wait_for_claim(&self.claims, name, phase, reason).await
     }
 
     pub async fn delete(&self, name: &str) {
-        self.claims.delete(name, &DeleteParams::default()).await.unwrap();
-        eventually(&format!("claim {}/{name} to be gone", self.ns), || async {
-            self.claims.get_opt(name).await.ok()?.is_none().then_some(())
-        })
-        .await;
+        delete_claim_and_wait(&self.claims, name).await;
     }
 
     pub async fn secret(&self, name: &str) -> Option<Secret> {

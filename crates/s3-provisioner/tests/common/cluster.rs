@@ -7,14 +7,12 @@ use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimS
 use bucket_provisioner::Credentials;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::api::storage::v1::StorageClass;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
 use s3_provisioner::{KubeCluster, S3Provisioner};
 use test_support::{
-    ControlPlane, Deployed, client_with_crds, deployed_identity, eventually, test_namespace,
-    unique_suffix,
+    ControlPlane, Deployed, bucket_class, client_with_crds, create_claim, delete_claim_and_wait,
+    deployed_identity, eventually, test_namespace, wait_for_claim,
 };
 
 use super::moto::Moto;
@@ -102,46 +100,22 @@ impl Setup {
             ("secretNamespace".to_string(), self.ns.clone()),
         ]);
         parameters.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-        let name = format!("s3-class-{}", unique_suffix());
-        let class = StorageClass {
-            metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() },
-            provisioner: provisioner.into(),
-            reclaim_policy: reclaim_policy.map(Into::into),
-            parameters: Some(parameters),
-            ..Default::default()
-        };
-        Api::<StorageClass>::all(self.client.clone())
-            .create(&PostParams::default(), &class)
-            .await
-            .expect("creating the StorageClass");
-        name
+        bucket_class(&self.client, "s3-class", provisioner, parameters, reclaim_policy).await
     }
 
     /// Creates claim `name` with `spec`.
     pub async fn claim(&self, name: &str, spec: ObjectBucketClaimSpec) -> ObjectBucketClaim {
-        self.claims
-            .create(&PostParams::default(), &ObjectBucketClaim::new(name, spec))
-            .await
-            .expect("creating the claim")
+        create_claim(&self.claims, name, spec).await
     }
 
     /// Waits for claim `name` to reach `phase` with a `Ready` condition of `reason`.
     pub async fn wait_for(&self, name: &str, phase: ClaimPhase, reason: &str) -> ObjectBucketClaim {
-        eventually(&format!("claim {name} to be {phase:?} with reason {reason}"), || async {
-            let claim = self.claims.get_opt(name).await.ok()??;
-            let status = claim.status.as_ref()?;
-            (status.phase == Some(phase) && ready(&claim)?.reason == reason).then_some(claim)
-        })
-        .await
+        wait_for_claim(&self.claims, name, phase, reason).await
     }
 
     /// Deletes claim `name` and waits until it is gone.
     pub async fn delete_and_wait(&self, name: &str) {
-        self.claims.delete(name, &DeleteParams::default()).await.expect("deleting the claim");
-        eventually(&format!("claim {name} to be gone"), || async {
-            self.claims.get_opt(name).await.ok()?.is_none().then_some(())
-        })
-        .await;
+        delete_claim_and_wait(&self.claims, name).await;
     }
 
     /// The keys in the claim's Secret.
@@ -189,11 +163,6 @@ impl Setup {
             .map(|s| format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any()))
             .collect()
     }
-}
-
-/// The claim's `Ready` condition.
-pub fn ready(claim: &ObjectBucketClaim) -> Option<&Condition> {
-    claim.status.as_ref()?.conditions.iter().find(|c| c.type_ == "Ready")
 }
 
 /// A claim spec for `class` and bucket `bucket`.
