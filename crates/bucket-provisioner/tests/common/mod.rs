@@ -1,5 +1,7 @@
-//! Shared pieces of the end-to-end tests: an in-memory backend that can be told to fail or hang,
-//! and a controller harness that can be crashed and restarted.
+//! Shared pieces of the library's tests on a real control plane: an in-memory backend that can be
+//! told to fail or hang, and helpers for claims, classes and Events.
+
+#![allow(dead_code, unused_imports)] // each test binary uses its own part
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};

@@ -3,7 +3,9 @@
 
 use bucket_api::{ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec};
 use bucket_provisioner::runtime::{ControllerArgs, RunError, run};
-use integration_tests::*;
+mod common;
+
+use common::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use std::path::Path;

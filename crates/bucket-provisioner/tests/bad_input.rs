@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 
 use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec};
-use integration_tests::*;
+mod common;
+
+use common::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;

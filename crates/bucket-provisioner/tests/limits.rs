@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 
 use bucket_api::{AccessMode, ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec};
-use integration_tests::*;
+mod common;
+
+use common::*;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
