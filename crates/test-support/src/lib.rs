@@ -2,6 +2,7 @@
 //! from each other on it (their own namespace, uniquely named cluster objects).
 
 pub mod bench;
+pub mod garage;
 mod control_plane;
 mod deployed;
 mod fault_proxy;
