@@ -16,9 +16,11 @@ use bucket_provisioner::{ControllerConfig, run_controller};
 use garage_provisioner::{GarageProvisioner, KubeCluster};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 use kube::ResourceExt;
-use test_support::bench::{create_all, delete_all, env_number, latencies, namespaces, output_arg, wait_until};
+use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+use test_support::bench::{
+    create_all, delete_all, env_number, latencies, namespaces, output_arg, wait_until,
+};
 use test_support::garage::{GARAGE_REGION, GarageCluster};
 use test_support::{ControlPlane, Deployed, client_with_crds, deployed_identity, unique_suffix};
 
@@ -35,7 +37,10 @@ async fn bound(client: &kube::Client) -> HashMap<String, bool> {
             list.into_iter()
                 .map(|c| {
                     let phase = c.status.as_ref().and_then(|s| s.phase);
-                    (format!("{}/{}", c.namespace().unwrap_or_default(), c.name_any()), phase == Some(ClaimPhase::Bound))
+                    (
+                        format!("{}/{}", c.namespace().unwrap_or_default(), c.name_any()),
+                        phase == Some(ClaimPhase::Bound),
+                    )
                 })
                 .collect()
         })
@@ -52,10 +57,16 @@ async fn main() {
     let spaces = namespaces(&client, &prefix, NAMESPACES).await;
     let secret = Secret {
         metadata: ObjectMeta { name: Some("garage-admin".into()), ..Default::default() },
-        string_data: Some(BTreeMap::from([("GARAGE_ADMIN_TOKEN".into(), garage.admin_token.clone())])),
+        string_data: Some(BTreeMap::from([(
+            "GARAGE_ADMIN_TOKEN".into(),
+            garage.admin_token.clone(),
+        )])),
         ..Default::default()
     };
-    Api::<Secret>::namespaced(client.clone(), &spaces[0]).create(&PostParams::default(), &secret).await.unwrap();
+    Api::<Secret>::namespaced(client.clone(), &spaces[0])
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
     let provisioner = format!("bench.objectbucket.io/garage-{}", unique_suffix());
     let class_name = format!("{prefix}-class");
     let class = StorageClass {
@@ -117,7 +128,11 @@ async fn main() {
         if seen.len() >= claims {
             break;
         }
-        assert!(Instant::now() < deadline, "only {} of {claims} claims Bound after {limit:?}", seen.len());
+        assert!(
+            Instant::now() < deadline,
+            "only {} of {claims} claims Bound after {limit:?}",
+            seen.len()
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let all_bound = started.elapsed();
@@ -140,7 +155,8 @@ async fn main() {
             }
         })
     };
-    wait_until("every claim deleted", limit, || gone.load(std::sync::atomic::Ordering::Relaxed)).await;
+    wait_until("every claim deleted", limit, || gone.load(std::sync::atomic::Ordering::Relaxed))
+        .await;
     watcher.abort();
     let all_deleted = deleting.elapsed();
     let delete_calls = backend.admin_calls() - calls_before;
@@ -148,10 +164,28 @@ async fn main() {
 
     let mut report = String::new();
     writeln!(report, "Garage provisioner: {claims} claims, {workers} workers, 3 Garage nodes (replication 3, sqlite), {NAMESPACES} namespaces").unwrap();
-    writeln!(report, "  created in {:.1} s; all Bound after {:.1} s ({:.1} claims/s)", created_in.as_secs_f64(), all_bound.as_secs_f64(), claims as f64 / all_bound.as_secs_f64()).unwrap();
+    writeln!(
+        report,
+        "  created in {:.1} s; all Bound after {:.1} s ({:.1} claims/s)",
+        created_in.as_secs_f64(),
+        all_bound.as_secs_f64(),
+        claims as f64 / all_bound.as_secs_f64()
+    )
+    .unwrap();
     report.push_str(&latencies("creation to Bound", &created, &seen));
-    writeln!(report, "  admin API calls: {provision_calls} to provision ({:.2} per claim)", provision_calls as f64 / claims as f64).unwrap();
-    writeln!(report, "  all deleted after {:.1} s; admin API calls: {delete_calls} ({:.2} per claim)", all_deleted.as_secs_f64(), delete_calls as f64 / claims as f64).unwrap();
+    writeln!(
+        report,
+        "  admin API calls: {provision_calls} to provision ({:.2} per claim)",
+        provision_calls as f64 / claims as f64
+    )
+    .unwrap();
+    writeln!(
+        report,
+        "  all deleted after {:.1} s; admin API calls: {delete_calls} ({:.2} per claim)",
+        all_deleted.as_secs_f64(),
+        delete_calls as f64 / claims as f64
+    )
+    .unwrap();
     print!("{report}");
     if let Some(path) = output_arg() {
         std::fs::write(&path, &report).unwrap();

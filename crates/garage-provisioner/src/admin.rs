@@ -89,7 +89,12 @@ impl AdminError {
     /// Unreachable and server-side failures (5xx: a quorum not reached while nodes are down,
     /// say) are transient; a refused token is permanent and names the Secret; every other
     /// refusal is permanent under a reason built from Garage's code.
-    pub fn into_backend(self, action: &str, admin: &ServiceUrl, secret: &SecretRef) -> BackendError {
+    pub fn into_backend(
+        self,
+        action: &str,
+        admin: &ServiceUrl,
+        secret: &SecretRef,
+    ) -> BackendError {
         match self {
             AdminError::Unreachable(why) => BackendError::transient(format!(
                 "{action}: Garage's admin API at {} is unreachable ({why}); retrying",
@@ -185,7 +190,9 @@ impl Admin<'_> {
             uri.push_str(&format!("{name}={}", encode(value)));
         }
         let body = match body {
-            Some(body) => serde_json::to_vec(body).map_err(|e| AdminError::Unexpected(e.to_string()))?,
+            Some(body) => {
+                serde_json::to_vec(body).map_err(|e| AdminError::Unexpected(e.to_string()))?
+            }
             None => Vec::new(),
         };
         let request = Request::builder()
@@ -197,9 +204,12 @@ impl Admin<'_> {
             .map_err(|e| AdminError::Unexpected(format!("building the request: {e}")))?;
         self.http.calls.fetch_add(1, Ordering::Relaxed);
         let exchange = async {
-            let response = self.http.client.request(request).await.map_err(|e| {
-                AdminError::Unreachable(error_chain(&e))
-            })?;
+            let response = self
+                .http
+                .client
+                .request(request)
+                .await
+                .map_err(|e| AdminError::Unreachable(error_chain(&e)))?;
             let status = response.status();
             let bytes = response
                 .into_body()
@@ -209,9 +219,10 @@ impl Admin<'_> {
                 .to_bytes();
             Ok::<_, AdminError>((status, bytes))
         };
-        let (status, bytes) = tokio::time::timeout(REQUEST_TIMEOUT, exchange)
-            .await
-            .map_err(|_| AdminError::Unreachable(format!("no answer within {REQUEST_TIMEOUT:?}")))??;
+        let (status, bytes) =
+            tokio::time::timeout(REQUEST_TIMEOUT, exchange).await.map_err(|_| {
+                AdminError::Unreachable(format!("no answer within {REQUEST_TIMEOUT:?}"))
+            })??;
         if status.is_success() {
             // Some operations (DeleteKey, DeleteBucket) answer with an empty body.
             let text = if bytes.is_empty() { &b"null"[..] } else { &bytes[..] };
@@ -303,7 +314,9 @@ mod tests {
         let token = refused(403, "AccessDenied").into_backend("CreateBucket b", &url(), &secret());
         assert!(token.is_permanent());
         assert!(token.to_string().contains("Secret infra/garage-admin"), "{token}");
-        assert!(matches!(&token, BackendError::Permanent { reason, .. } if reason == "GarageTokenRefused"));
+        assert!(
+            matches!(&token, BackendError::Permanent { reason, .. } if reason == "GarageTokenRefused")
+        );
 
         let quorum = refused(503, "ServiceUnavailable").into_backend("x", &url(), &secret());
         assert!(!quorum.is_permanent());
@@ -311,10 +324,15 @@ mod tests {
         assert!(!internal.is_permanent());
 
         let bad = refused(400, "InvalidRequest").into_backend("x", &url(), &secret());
-        assert!(matches!(&bad, BackendError::Permanent { reason, .. } if reason == "GarageInvalidRequest"));
+        assert!(
+            matches!(&bad, BackendError::Permanent { reason, .. } if reason == "GarageInvalidRequest")
+        );
         let odd = refused(418, "I'm a teapot").into_backend("x", &url(), &secret());
-        assert!(matches!(&odd, BackendError::Permanent { reason, .. } if reason == "GarageHttp418"));
-        let unread = AdminError::Unexpected("missing field".into()).into_backend("x", &url(), &secret());
+        assert!(
+            matches!(&odd, BackendError::Permanent { reason, .. } if reason == "GarageHttp418")
+        );
+        let unread =
+            AdminError::Unexpected("missing field".into()).into_backend("x", &url(), &secret());
         assert!(unread.is_permanent());
     }
 

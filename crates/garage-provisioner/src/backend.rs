@@ -95,7 +95,12 @@ impl GarageProvisioner {
         store: &Store<'_>,
         settings: &Settings,
     ) -> Result<Credentials, BackendError> {
-        let cached = self.service_keys.lock().unwrap_or_else(|e| e.into_inner()).get(&settings.admin).cloned();
+        let cached = self
+            .service_keys
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&settings.admin)
+            .cloned();
         if let Some(keys) = cached {
             return Ok(keys);
         }
@@ -161,7 +166,11 @@ impl GarageProvisioner {
     }
 
     /// Deletes the claim's key (what both `delete` and `revoke` start with).
-    async fn remove_key(&self, store: &Store<'_>, bucket: &ObjectBucket) -> Result<(), BackendError> {
+    async fn remove_key(
+        &self,
+        store: &Store<'_>,
+        bucket: &ObjectBucket,
+    ) -> Result<(), BackendError> {
         match user_id_of(bucket) {
             Some(user_id) => store.delete_key(&claim_key_id(&user_id)).await,
             None => Ok(()),

@@ -60,7 +60,9 @@ pub fn token_from_data(
         .ok_or_else(|| {
             BackendError::permanent(
                 "AdminSecretInvalid",
-                format!("admin token Secret {secret} lacks {TOKEN_KEY}; put Garage's admin token in it"),
+                format!(
+                    "admin token Secret {secret} lacks {TOKEN_KEY}; put Garage's admin token in it"
+                ),
             )
         })
 }
@@ -118,7 +120,10 @@ mod tests {
         let data = BTreeMap::from([("OTHER".to_string(), b"s3cr3t".to_vec())]);
         let error = token_from_data(&secret, &data).unwrap_err();
         assert!(error.is_permanent());
-        assert!(error.to_string().contains("infra/garage-admin") && !error.to_string().contains("s3cr3t"));
+        assert!(
+            error.to_string().contains("infra/garage-admin")
+                && !error.to_string().contains("s3cr3t")
+        );
         let data = BTreeMap::from([(TOKEN_KEY.to_string(), b"tok\n".to_vec())]);
         assert_eq!(token_from_data(&secret, &data).unwrap(), "tok");
     }

@@ -48,7 +48,11 @@ pub fn http_client() -> SharedHttpClient {
 }
 
 /// An S3 client of `settings`' endpoint with `keys`.
-pub fn s3_client(settings: &Settings, keys: &Credentials, http: &SharedHttpClient) -> aws_sdk_s3::Client {
+pub fn s3_client(
+    settings: &Settings,
+    keys: &Credentials,
+    http: &SharedHttpClient,
+) -> aws_sdk_s3::Client {
     let credentials = aws_sdk_s3::config::Credentials::new(
         keys.access_key_id.clone(),
         keys.secret_access_key.clone(),

@@ -195,7 +195,10 @@ mod tests {
         assert_eq!(settings.endpoint.port, 443);
         assert_eq!(Settings::from_state(&settings.to_state()).unwrap(), settings);
         let endpoint = settings.consumer_endpoint();
-        assert_eq!((endpoint.url(), endpoint.region), ("https://s3.example.com:443".into(), "garage".into()));
+        assert_eq!(
+            (endpoint.url(), endpoint.region),
+            ("https://s3.example.com:443".into(), "garage".into())
+        );
     }
 
     #[test]
@@ -206,10 +209,14 @@ mod tests {
         assert!(error.is_permanent() && error.to_string().contains("secretName is required"));
         let mut unknown = complete();
         unknown.insert("adminToken".into(), "x".into());
-        assert!(Settings::from_parameters(&unknown).unwrap_err().to_string().contains("adminToken"));
+        assert!(
+            Settings::from_parameters(&unknown).unwrap_err().to_string().contains("adminToken")
+        );
         let mut bad = complete();
         bad.insert(ADMIN_ENDPOINT.into(), "http://token@garage:3903".into());
-        assert!(Settings::from_parameters(&bad).unwrap_err().to_string().contains("user information"));
+        assert!(
+            Settings::from_parameters(&bad).unwrap_err().to_string().contains("user information")
+        );
         bad.insert(ADMIN_ENDPOINT.into(), "garage:3903".into());
         assert!(Settings::from_parameters(&bad).is_err());
     }

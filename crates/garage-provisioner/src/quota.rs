@@ -99,7 +99,8 @@ pub fn parse_size(value: &str) -> Result<u64, BackendError> {
     if (whole.is_empty() && fraction.is_empty()) || fraction.contains('.') {
         return Err(invalid("is not a quantity"));
     }
-    let mantissa: u128 = format!("{whole}{fraction}").parse().map_err(|_| invalid("is too large"))?;
+    let mantissa: u128 =
+        format!("{whole}{fraction}").parse().map_err(|_| invalid("is too large"))?;
     let scale = 10u128
         .checked_pow(u32::try_from(fraction.len()).map_err(|_| invalid("is too long"))?)
         .ok_or_else(|| invalid("is too long"))?;

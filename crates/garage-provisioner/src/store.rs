@@ -108,7 +108,9 @@ impl Store<'_> {
         let secret = new_secret();
         let body = ImportKey { access_key_id: id, secret_access_key: &secret, name: key_name };
         match self.admin.post::<_, KeyInfo>("ImportKey", &[], Some(&body)).await {
-            Ok(_) => return Ok(Credentials { access_key_id: id.into(), secret_access_key: secret }),
+            Ok(_) => {
+                return Ok(Credentials { access_key_id: id.into(), secret_access_key: secret });
+            }
             Err(e) if e.code() == Some("KeyAlreadyExists") => {}
             Err(e) => return Err(self.admin.error(&format!("ImportKey {id} ({key_name})"), e)),
         }

@@ -43,18 +43,24 @@ async fn greenfield_claim_lifecycle_with_quotas_usage_and_confined_keys() {
     // Garage records the claim as the bucket's creator, in the provisioner key's namespace.
     let user = uid_of(&s, "photos").await;
     let info = s.bucket_info(&bucket).await.expect("the bucket exists in Garage");
-    assert_eq!(creator(&info, &service_key_id()), Some((user.clone(), bucket_api::ReclaimPolicy::Delete)));
+    assert_eq!(
+        creator(&info, &service_key_id()),
+        Some((user.clone(), bucket_api::ReclaimPolicy::Delete))
+    );
     let keys = s.claim_keys("photos").await;
     assert_eq!(keys.access_key_id, claim_key_id(&user));
     let claim_key = info.keys.iter().find(|k| k.access_key_id == keys.access_key_id).unwrap();
-    assert!(claim_key.permissions.read && claim_key.permissions.write && !claim_key.permissions.owner);
+    assert!(
+        claim_key.permissions.read && claim_key.permissions.write && !claim_key.permissions.owner
+    );
 
     // A consumer with only the Secret and ConfigMap writes, reads and lists.
     let (s3, name) = s.consumer("photos").await;
     assert_eq!(name, bucket);
     write_read_list(&s3, &bucket, "a.bin", &[7u8; 500]).await;
     // Garage enforces maxSize: 500 + 800 bytes is past 1000.
-    let refused = s3.put_object().bucket(&bucket).key("b.bin").body(vec![8u8; 800].into()).send().await;
+    let refused =
+        s3.put_object().bucket(&bucket).key("b.bin").body(vec![8u8; 800].into()).send().await;
     assert!(refused.is_err(), "a PUT past maxSize is refused by Garage");
     // The quota is updated on the bound claim, and Garage lets the same PUT through.
     let patch = json!({"spec": {"additionalConfig": {"maxSize": "1Ki", "maxObjects": "10"}}});
@@ -68,11 +74,13 @@ async fn greenfield_claim_lifecycle_with_quotas_usage_and_confined_keys() {
     // The other claim's key is refused on this bucket, and this one's on the other bucket.
     let (other_s3, other_bucket) = s.consumer("other").await;
     assert_ne!(other_bucket, bucket);
-    let put = other_s3.put_object().bucket(&bucket).key("x").body(b"x".to_vec().into()).send().await;
+    let put =
+        other_s3.put_object().bucket(&bucket).key("x").body(b"x".to_vec().into()).send().await;
     assert_eq!(error_code(put), "AccessDenied");
     let get = other_s3.get_object().bucket(&bucket).key("a.bin").send().await;
     assert_eq!(error_code(get), "AccessDenied");
-    let put = s3.put_object().bucket(&other_bucket).key("x").body(b"x".to_vec().into()).send().await;
+    let put =
+        s3.put_object().bucket(&other_bucket).key("x").body(b"x".to_vec().into()).send().await;
     assert_eq!(error_code(put), "AccessDenied");
 
     // Usage as Garage counts it, through the optional hook.
@@ -136,7 +144,8 @@ async fn retain_keeps_data_brownfield_grants_share_it_and_nobody_takes_it_over()
     assert_eq!(s.bucket_info(&bucket).await.expect("still there").objects, 2);
 
     // A granted bucket that does not exist is a permanent error.
-    let missing = s.class(&controller.provisioner, &[("bucketName", "no-such-bucket")], "Delete").await;
+    let missing =
+        s.class(&controller.provisioner, &[("bucketName", "no-such-bucket")], "Delete").await;
     s.claim("lost", spec(&missing, "", &[])).await;
     s.wait_for("lost", ClaimPhase::Failed, "BucketNotFound").await;
 }
@@ -144,7 +153,8 @@ async fn retain_keeps_data_brownfield_grants_share_it_and_nobody_takes_it_over()
 #[tokio::test]
 async fn a_big_bucket_is_emptied_in_passes_the_claim_says_so_and_nothing_remains() {
     let s = setup("garage-empty").await;
-    let backend = s.backend().with_pass_limits(PassLimits { objects: 100, time: Duration::from_secs(20) });
+    let backend =
+        s.backend().with_pass_limits(PassLimits { objects: 100, time: Duration::from_secs(20) });
     let controller = Harness::start(backend);
     let class = s.class(&controller.provisioner, &[], "Delete").await;
     let bucket = format!("big-{}", test_support::unique_suffix());
@@ -154,11 +164,18 @@ async fn a_big_bucket_is_emptied_in_passes_the_claim_says_so_and_nothing_remains
     let puts = (0..450).map(|i| {
         let (s3, bucket) = (s3.clone(), bucket.clone());
         async move {
-            s3.put_object().bucket(&bucket).key(format!("o/{i:04}")).body(b"x".to_vec().into()).send().await.unwrap();
+            s3.put_object()
+                .bucket(&bucket)
+                .key(format!("o/{i:04}"))
+                .body(b"x".to_vec().into())
+                .send()
+                .await
+                .unwrap();
         }
     });
     futures::future::join_all(puts).await;
-    let upload = s3.create_multipart_upload().bucket(&bucket).key("unfinished").send().await.unwrap();
+    let upload =
+        s3.create_multipart_upload().bucket(&bucket).key("unfinished").send().await.unwrap();
     assert!(upload.upload_id().is_some());
 
     s.claims.delete("big", &Default::default()).await.unwrap();

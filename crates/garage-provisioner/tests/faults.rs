@@ -15,7 +15,9 @@ use common::{Harness, setup, spec, write_read_list};
 use futures::FutureExt;
 use garage_provisioner::names::{claim_key_id, service_key_id};
 use kube::ResourceExt;
-use test_support::{ControlPlane, Deployed, Supervised, deployed_identity, eventually, unique_suffix};
+use test_support::{
+    ControlPlane, Deployed, Supervised, deployed_identity, eventually, unique_suffix,
+};
 
 /// Kills one of three Garage nodes while claims are provisioned and consumers write and read:
 /// every claim binds, consumers keep working, no acknowledged write is lost, and the node,
@@ -107,7 +109,8 @@ async fn a_burst_of_claims_survives_sigkills_of_the_provisioner() {
     let mut process = Supervised::start(&dir, &[("provisioner", argv)], &[("RUST_LOG", "info")])
         .expect("starting garage-bucket-provisioner");
     let class = s.class(&provisioner, &[], "Delete").await;
-    let buckets: Vec<String> = (0..CLAIMS).map(|i| format!("burst-{i}-{}", unique_suffix())).collect();
+    let buckets: Vec<String> =
+        (0..CLAIMS).map(|i| format!("burst-{i}-{}", unique_suffix())).collect();
     for (i, bucket) in buckets.iter().enumerate() {
         s.claim(&format!("c{i}"), spec(&class, bucket, &[])).await;
     }
@@ -119,8 +122,13 @@ async fn a_burst_of_claims_survives_sigkills_of_the_provisioner() {
     let mut claim_keys = BTreeSet::new();
     for (i, bucket) in buckets.iter().enumerate() {
         let name = format!("c{i}");
-        let bound = AssertUnwindSafe(s.wait_for(&name, ClaimPhase::Bound, "Bound")).catch_unwind().await;
-        assert!(bound.is_ok(), "{name} unbound; the binary said:\n{}", process.log_tail("provisioner", 40));
+        let bound =
+            AssertUnwindSafe(s.wait_for(&name, ClaimPhase::Bound, "Bound")).catch_unwind().await;
+        assert!(
+            bound.is_ok(),
+            "{name} unbound; the binary said:\n{}",
+            process.log_tail("provisioner", 40)
+        );
         let keys = s.claim_keys(&name).await;
         let user = user_id_for_claim(&s.claims.get(&name).await.unwrap().uid().unwrap());
         assert_eq!(keys.access_key_id, claim_key_id(&user), "{name}: the key derived from its UID");
@@ -130,7 +138,8 @@ async fn a_burst_of_claims_survives_sigkills_of_the_provisioner() {
         write_read_list(&s.s3(0, &keys), bucket, "x", b"x").await;
         claim_keys.insert(keys.access_key_id);
     }
-    let in_garage: BTreeSet<String> = s.all_buckets().await.into_iter().flat_map(|b| b.global_aliases).collect();
+    let in_garage: BTreeSet<String> =
+        s.all_buckets().await.into_iter().flat_map(|b| b.global_aliases).collect();
     assert_eq!(in_garage, buckets.iter().cloned().collect(), "one bucket per claim, no more");
     let keys: BTreeSet<String> = s.all_keys().await.into_iter().map(|k| k.id).collect();
     let mut expected = claim_keys.clone();

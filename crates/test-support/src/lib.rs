@@ -2,10 +2,10 @@
 //! from each other on it (their own namespace, uniquely named cluster objects).
 
 pub mod bench;
-pub mod garage;
 mod control_plane;
 mod deployed;
 mod fault_proxy;
+pub mod garage;
 mod manifests;
 mod supervised;
 pub mod volumes;

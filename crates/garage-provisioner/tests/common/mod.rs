@@ -19,8 +19,8 @@ use garage_provisioner::{GarageProvisioner, KubeCluster, SecretRef, Settings};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use kube::Client;
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use test_support::garage::{GARAGE_REGION, GarageCluster};
 use test_support::{
     ControlPlane, Deployed, client_with_crds, deployed_identity, eventually, test_namespace,
@@ -181,7 +181,10 @@ impl Setup {
         let config = self.config_maps.get(name).await.expect("the claim's ConfigMap").data.unwrap();
         let parameters = BTreeMap::from([
             ("adminEndpoint".to_string(), "http://unused:1".to_string()),
-            ("endpoint".to_string(), format!("http://{}:{}", config["BUCKET_HOST"], config["BUCKET_PORT"])),
+            (
+                "endpoint".to_string(),
+                format!("http://{}:{}", config["BUCKET_HOST"], config["BUCKET_PORT"]),
+            ),
             ("region".to_string(), config["BUCKET_REGION"].clone()),
             ("secretName".to_string(), "unused".to_string()),
             ("secretNamespace".to_string(), "unused".to_string()),
@@ -197,7 +200,12 @@ impl Setup {
     }
 
     /// An admin client of node `node`.
-    pub fn admin<'a>(&'a self, node: usize, url: &'a garage_provisioner::params::ServiceUrl, secret: &'a SecretRef) -> Admin<'a> {
+    pub fn admin<'a>(
+        &'a self,
+        node: usize,
+        url: &'a garage_provisioner::params::ServiceUrl,
+        secret: &'a SecretRef,
+    ) -> Admin<'a> {
         let _ = node;
         Admin { http: &self.http, url, token: &self.garage.admin_token, secret }
     }
@@ -216,7 +224,10 @@ impl Setup {
     /// Every bucket in Garage.
     pub async fn all_buckets(&self) -> Vec<BucketListItem> {
         let settings = self.settings(0);
-        self.admin(0, &settings.admin, &settings.token_secret).get("ListBuckets", &[]).await.unwrap()
+        self.admin(0, &settings.admin, &settings.token_secret)
+            .get("ListBuckets", &[])
+            .await
+            .unwrap()
     }
 
     /// Every key in Garage.
@@ -258,7 +269,10 @@ pub async fn write_read_list(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, b
 }
 
 /// The S3 error code of a failed call.
-pub fn error_code<T: std::fmt::Debug, E: aws_sdk_s3::error::ProvideErrorMetadata + std::fmt::Debug>(
+pub fn error_code<
+    T: std::fmt::Debug,
+    E: aws_sdk_s3::error::ProvideErrorMetadata + std::fmt::Debug,
+>(
     result: Result<T, aws_sdk_s3::error::SdkError<E>>,
 ) -> String {
     match result {
