@@ -37,6 +37,7 @@ pub struct GarageProvisioner {
     s3_http: SharedHttpClient,
     /// The provisioner's own key on each Garage cluster (by admin endpoint), once known.
     service_keys: Mutex<HashMap<ServiceUrl, Credentials>>,
+    service_key_lock: tokio::sync::Mutex<()>,
     usage: UsageCache,
     pass: PassLimits,
 }
@@ -51,6 +52,7 @@ impl GarageProvisioner {
             http: AdminHttp::new(),
             s3_http: http_client(),
             service_keys: Mutex::new(HashMap::new()),
+            service_key_lock: tokio::sync::Mutex::new(()),
             usage: UsageCache::default(),
             pass: PassLimits::default(),
         }
@@ -89,22 +91,26 @@ impl GarageProvisioner {
         })
     }
 
-    /// The provisioner's own key on `settings`' cluster, made on first use.
+    /// The provisioner's own key on `settings`' cluster, made on first use. One task at a time
+    /// makes it (two concurrent imports of one id could both pass Garage's existence check),
+    /// and the secret is always read back from Garage, so the one kept is the one it stores.
     async fn service_key(
         &self,
         store: &Store<'_>,
         settings: &Settings,
     ) -> Result<Credentials, BackendError> {
-        let cached = self
+        let _one_at_a_time = self.service_key_lock.lock().await;
+        let known = self
             .service_keys
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&settings.admin)
             .cloned();
-        if let Some(keys) = cached {
+        if let Some(keys) = known {
             return Ok(keys);
         }
-        let keys = store.ensure_key(&service_key_id(), SERVICE_KEY_NAME).await?;
+        store.ensure_key(&service_key_id(), SERVICE_KEY_NAME).await?;
+        let keys = store.read_key(&service_key_id(), SERVICE_KEY_NAME).await?;
         self.service_keys
             .lock()
             .unwrap_or_else(|e| e.into_inner())

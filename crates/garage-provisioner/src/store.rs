@@ -114,6 +114,11 @@ impl Store<'_> {
             Err(e) if e.code() == Some("KeyAlreadyExists") => {}
             Err(e) => return Err(self.admin.error(&format!("ImportKey {id} ({key_name})"), e)),
         }
+        self.read_key(id, key_name).await
+    }
+
+    /// The credentials of existing key `id` (`key_name` for messages), secret included.
+    pub async fn read_key(&self, id: &str, key_name: &str) -> Result<Credentials, BackendError> {
         let query = [("id", id), ("showSecretKey", "true")];
         match self.admin.get::<KeyInfo>("GetKeyInfo", &query).await {
             Ok(KeyInfo { secret_access_key: Some(secret), .. }) => {

@@ -58,7 +58,12 @@ async fn greenfield_claim_lifecycle_with_quotas_usage_and_confined_keys() {
     let (s3, name) = s.consumer("photos").await;
     assert_eq!(name, bucket);
     write_read_list(&s3, &bucket, "a.bin", &[7u8; 500]).await;
-    // Garage enforces maxSize: 500 + 800 bytes is past 1000.
+    // Garage enforces maxSize: 500 + 800 bytes is past 1000. (Its counters, which quotas are
+    // checked against, follow writes asynchronously: wait until they hold the first 500.)
+    eventually("Garage to count the first 500 bytes", || async {
+        (s.bucket_info(&bucket).await?.bytes == 500).then_some(())
+    })
+    .await;
     let refused =
         s3.put_object().bucket(&bucket).key("b.bin").body(vec![8u8; 800].into()).send().await;
     assert!(refused.is_err(), "a PUT past maxSize is refused by Garage");
@@ -86,9 +91,11 @@ async fn greenfield_claim_lifecycle_with_quotas_usage_and_confined_keys() {
     // Usage as Garage counts it, through the optional hook.
     let ob = s.buckets.get(claim.spec.object_bucket_name.as_deref().unwrap()).await.unwrap();
     backend.usage(&ob);
-    backend.refresh_usage(Duration::from_secs(60)).await;
-    let usage = backend.usage(&ob).expect("usage once refreshed");
-    assert_eq!((usage.objects, usage.bytes), (2, 1000));
+    let usage = eventually("usage of two objects, 1000 bytes", || async {
+        backend.refresh_usage(Duration::from_secs(60)).await;
+        backend.usage(&ob).filter(|u| (u.objects, u.bytes) == (2, 1000))
+    })
+    .await;
     assert_eq!((usage.max_bytes, usage.max_objects), (Some(1024), Some(10)));
 
     // A tenant cannot put a quota key Garage cannot honour.

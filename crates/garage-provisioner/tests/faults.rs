@@ -79,8 +79,23 @@ async fn a_garage_node_killed_under_load_loses_nothing_and_rejoins() {
         .await;
         assert_eq!(got.as_ref(), body.as_slice(), "{key}");
     }
-    let listed = s3.list_objects_v2().bucket(&bucket).max_keys(1000).send().await.unwrap();
-    assert_eq!(listed.contents().len(), written.len(), "nothing lost, nothing extra");
+    let mut listed = 0;
+    let mut token = None;
+    loop {
+        let page = s3
+            .list_objects_v2()
+            .bucket(&bucket)
+            .set_continuation_token(token)
+            .send()
+            .await
+            .unwrap();
+        listed += page.contents().len();
+        token = page.next_continuation_token().map(String::from);
+        if token.is_none() {
+            break;
+        }
+    }
+    assert_eq!(listed, written.len(), "nothing lost, nothing extra");
 }
 
 /// The binary, as deployed, SIGKILLed at arbitrary moments through a burst of claims and
