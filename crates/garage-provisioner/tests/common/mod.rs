@@ -242,11 +242,13 @@ pub fn ready(claim: &ObjectBucketClaim) -> Option<&Condition> {
     claim.status.as_ref()?.conditions.iter().find(|c| c.type_ == "Ready")
 }
 
-/// A claim spec for `class` and bucket `bucket`, with `config` as additionalConfig.
+/// A claim spec for `class` and bucket `bucket` (a generated name when empty, which a class
+/// naming an existing bucket overrides), with `config` as additionalConfig.
 pub fn spec(class: &str, bucket: &str, config: &[(&str, &str)]) -> ObjectBucketClaimSpec {
     ObjectBucketClaimSpec {
         storage_class_name: class.into(),
         bucket_name: (!bucket.is_empty()).then(|| bucket.into()),
+        generate_bucket_name: bucket.is_empty().then(|| "gen".into()),
         additional_config: (!config.is_empty())
             .then(|| config.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
         ..Default::default()
