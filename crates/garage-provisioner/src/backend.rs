@@ -361,21 +361,26 @@ impl Provisioner for GarageProvisioner {
 
 impl GarageProvisioner {
     /// Reads what every bucket asked about within `recent` holds now (the binary calls this
-    /// once per usage interval); failures leave the last known figures and are logged.
+    /// once per usage interval). A bucket that cannot be read keeps its last known figures; the
+    /// failures of one round are logged together, with the first one's cause.
     pub async fn refresh_usage(&self, recent: Duration) {
+        let (mut failed, mut first) = (0usize, None);
         for (name, settings) in self.usage.watched(recent) {
-            let token = match self.token(&settings).await {
-                Ok(token) => token,
-                Err(e) => {
-                    tracing::debug!(bucket = %name, "usage not refreshed: {e}");
-                    continue;
-                }
+            let result = match self.token(&settings).await {
+                Ok(token) => store(&self.http, &settings, &token).bucket(&name).await,
+                Err(e) => Err(e),
             };
-            match store(&self.http, &settings, &token).bucket(&name).await {
+            match result {
                 Ok(Some(info)) => self.usage.record(&name, &settings, &info),
                 Ok(None) => self.usage.forget(&name),
-                Err(e) => tracing::debug!(bucket = %name, "usage not refreshed: {e}"),
+                Err(e) => {
+                    failed += 1;
+                    first.get_or_insert(format!("bucket {name:?}: {e}"));
+                }
             }
+        }
+        if let Some(first) = first {
+            tracing::warn!(failed, "usage of {failed} bucket(s) not refreshed; {first}");
         }
     }
 }

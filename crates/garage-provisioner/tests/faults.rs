@@ -53,6 +53,12 @@ async fn a_garage_node_killed_under_load_loses_nothing_and_rejoins() {
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     s.garage.kill(2).await;
+    // The survivors notice: the cluster is degraded (two of three nodes, still a quorum).
+    eventually("the cluster to report a node down", || async {
+        let (_, health) = s.garage.get(0, "/v2/GetClusterHealth").await.ok()?;
+        health.contains("\"degraded\"").then_some(())
+    })
+    .await;
     for i in 3..6 {
         s.claim(&format!("during-{i}"), spec(&class, "", &[])).await;
     }
