@@ -3,7 +3,7 @@
 use bucket_api::ReclaimPolicy;
 use bucket_provisioner::{BackendError, Credentials};
 
-use crate::admin::{Admin, AdminError};
+use crate::admin::Admin;
 use crate::api::{
     BucketInfo, CleanupUploads, CreateBucket, ImportKey, KeyInfo, LocalAlias, PermissionChange,
     Permissions, Quotas, UpdateQuotas,
@@ -173,11 +173,6 @@ impl Store<'_> {
             Err(e) => Err(self.admin.error(&format!("DeleteBucket {}", name(bucket)), e)),
         }
     }
-
-    /// Any admin call, for callers that need one more (listing, in tests and the usage loop).
-    pub fn admin(&self) -> &Admin<'_> {
-        &self.admin
-    }
 }
 
 /// The claim that created `bucket` and its reclaim policy, as the ownership record in the
@@ -186,7 +181,7 @@ pub fn creator(bucket: &BucketInfo, service_key: &str) -> Option<(String, Reclai
     let key = bucket.keys.iter().find(|k| k.access_key_id == service_key)?;
     let mut records = key.bucket_local_aliases.iter().filter_map(|a| read_ownership_alias(a));
     let (user_id, policy) = records.next()?;
-    // Two records would be a forgery or a bug: trust neither.
+    // Two records can only come from a bug or a hand edit with the admin token: trust neither.
     if records.next().is_some() {
         return None;
     }
@@ -196,11 +191,6 @@ pub fn creator(bucket: &BucketInfo, service_key: &str) -> Option<(String, Reclai
 /// The bucket's name for messages.
 pub fn name(bucket: &BucketInfo) -> &str {
     bucket.global_aliases.first().map(String::as_str).unwrap_or(&bucket.id)
-}
-
-/// Whether an error from the admin API is Garage refusing the token.
-pub fn token_refused(error: &AdminError) -> bool {
-    matches!(error, AdminError::Refused { status: 401 | 403, .. })
 }
 
 #[cfg(test)]

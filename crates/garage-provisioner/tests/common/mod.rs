@@ -199,21 +199,19 @@ impl Setup {
         s3_client(&self.settings(node), keys, &http_client())
     }
 
-    /// An admin client of node `node`.
+    /// An admin client of `url` with the cluster's token.
     pub fn admin<'a>(
         &'a self,
-        node: usize,
         url: &'a garage_provisioner::params::ServiceUrl,
         secret: &'a SecretRef,
     ) -> Admin<'a> {
-        let _ = node;
         Admin { http: &self.http, url, token: &self.garage.admin_token, secret }
     }
 
     /// `GetBucketInfo` of the bucket named `name` on node 0, if it exists.
     pub async fn bucket_info(&self, name: &str) -> Option<BucketInfo> {
         let settings = self.settings(0);
-        let admin = self.admin(0, &settings.admin, &settings.token_secret);
+        let admin = self.admin(&settings.admin, &settings.token_secret);
         match admin.get::<BucketInfo>("GetBucketInfo", &[("globalAlias", name)]).await {
             Ok(info) => Some(info),
             Err(e) if e.code() == Some("NoSuchBucket") => None,
@@ -224,16 +222,13 @@ impl Setup {
     /// Every bucket in Garage.
     pub async fn all_buckets(&self) -> Vec<BucketListItem> {
         let settings = self.settings(0);
-        self.admin(0, &settings.admin, &settings.token_secret)
-            .get("ListBuckets", &[])
-            .await
-            .unwrap()
+        self.admin(&settings.admin, &settings.token_secret).get("ListBuckets", &[]).await.unwrap()
     }
 
     /// Every key in Garage.
     pub async fn all_keys(&self) -> Vec<KeyListItem> {
         let settings = self.settings(0);
-        self.admin(0, &settings.admin, &settings.token_secret).get("ListKeys", &[]).await.unwrap()
+        self.admin(&settings.admin, &settings.token_secret).get("ListKeys", &[]).await.unwrap()
     }
 }
 
