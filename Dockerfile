@@ -7,7 +7,8 @@
 # `docker build -f Dockerfile -t IMAGE dist/image` builds the same image from that context.
 FROM scratch
 COPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
-COPY hostpath-bucket-provisioner s3-bucket-provisioner hostpath-volume-provisioner /usr/local/bin/
+COPY hostpath-bucket-provisioner s3-bucket-provisioner hostpath-volume-provisioner \
+     garage-bucket-provisioner /usr/local/bin/
 ENV PATH=/usr/local/bin
 USER 65532:65532
 EXPOSE 8080 9000

@@ -13,6 +13,8 @@ CONTROLPLANE_BIN = $(shell tests/controlplane/build.sh)
 # package), for the chart's tests.
 HELM_BIN = $(shell tests/helm/build.sh)
 PROMTOOL_BIN = $(shell tests/prometheus/install.sh)
+# Garage (a distributed S3 store) for the Garage provisioner's tests, pinned in tests/garage/build.sh.
+GARAGE_BIN = $(shell tests/garage/build.sh)
 # moto (S3 + IAM) for the S3 provisioner's tests, pinned in tests/moto/requirements.txt.
 export BUCKET_PROVISIONER_MOTO_VENV ?= $(BUCKET_PROVISIONER_CACHE)/moto-venv
 
@@ -27,7 +29,7 @@ STATIC_PROFILE ?= release
 STATIC_DIR = $(CARGO_TARGET_DIR)/$(STATIC_TARGET)/$(STATIC_PROFILE)
 STATIC_RUSTFLAGS_VAR := CARGO_TARGET_$(shell echo '$(STATIC_TARGET)' | tr 'a-z-' 'A-Z_')_RUSTFLAGS
 
-.PHONY: help toolchain controlplane chart-tools chart test lint crds demo bench static image node e2e
+.PHONY: help toolchain controlplane chart-tools chart test lint crds demo bench static image node e2e garage
 
 help:
 	@echo "make demo   - local control plane + hostPath provisioner + a claim + a consumer"
@@ -37,8 +39,8 @@ help:
 	@echo "make crds   - regenerate crds/ (and the chart's copy) from crates/bucket-api"
 	@echo "make chart  - lint the Helm chart, check its schema, deploy/ against it, and the alerts"
 	@echo "make bench  - measure the S3 endpoint and both controllers at scale (release build);"
-	@echo "              results in bench-results.txt, bench-controller-results.txt and"
-	@echo "              bench-volumes-results.txt"
+	@echo "              results in bench-results.txt, bench-controller-results.txt,"
+	@echo "              bench-volumes-results.txt and bench-garage-results.txt"
 
 toolchain:
 	@command -v cargo >/dev/null || { echo "cargo (Rust) is required"; exit 1; }
@@ -48,6 +50,10 @@ toolchain:
 
 controlplane: toolchain
 	@tests/controlplane/build.sh >/dev/null
+
+# Built from the package registry once (about 15 minutes on two cores), then cached.
+garage: toolchain
+	@tests/garage/build.sh >/dev/null
 
 chart-tools: toolchain
 	@tests/helm/build.sh >/dev/null
@@ -63,10 +69,11 @@ lint: toolchain
 
 # The demo runs first, the node tests last, and one summary line of every test binary's results
 # closes the output.
-test: lint controlplane chart-tools strace demo moto
+test: lint controlplane chart-tools strace demo moto garage
 	@mkdir -p "$(BUCKET_PROVISIONER_CACHE)"
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" BUCKET_PROVISIONER_HELM_BIN="$(HELM_BIN)" \
-		BUCKET_PROVISIONER_PROMTOOL="$(PROMTOOL_BIN)" cargo test --workspace \
+		BUCKET_PROVISIONER_PROMTOOL="$(PROMTOOL_BIN)" BUCKET_PROVISIONER_GARAGE_BIN="$(GARAGE_BIN)" \
+		cargo test --workspace \
 		--exclude node-tests 2>&1 | tee "$(BUCKET_PROVISIONER_CACHE)/last-test-run.txt"
 	$(MAKE) --no-print-directory e2e STATIC_PROFILE=image-test 2>&1 \
 		| tee -a "$(BUCKET_PROVISIONER_CACHE)/last-test-run.txt"
@@ -99,7 +106,8 @@ static: toolchain
 	$(STATIC_RUSTFLAGS_VAR)="-C target-feature=+crt-static" cargo build --profile $(STATIC_PROFILE) --locked \
 		--target $(STATIC_TARGET) -p hostpath-provisioner --bin hostpath-bucket-provisioner \
 		--example consumer -p s3-provisioner --bin s3-bucket-provisioner \
-		-p hostpath-volume-provisioner --bin hostpath-volume-provisioner
+		-p hostpath-volume-provisioner --bin hostpath-volume-provisioner \
+		-p garage-provisioner --bin garage-bucket-provisioner
 
 # The Dockerfile's context is dist/image/; buildah builds it without a daemon or registry, and
 # the archive loads with `ctr images import` or `docker load`.
@@ -107,7 +115,8 @@ image: static
 	@tests/node/install.sh
 	@rm -rf dist/image && mkdir -p dist/image
 	@cp "$(STATIC_DIR)/hostpath-bucket-provisioner" "$(STATIC_DIR)/s3-bucket-provisioner" \
-		"$(STATIC_DIR)/hostpath-volume-provisioner" /etc/ssl/certs/ca-certificates.crt dist/image/
+		"$(STATIC_DIR)/hostpath-volume-provisioner" "$(STATIC_DIR)/garage-bucket-provisioner" \
+		/etc/ssl/certs/ca-certificates.crt dist/image/
 	@tests/node/oci-build.sh "$(IMAGE)" Dockerfile dist/image "$(IMAGES_DIR)/bucket-provisioner"
 	@echo "image: $(IMAGE) in $(IMAGES_DIR)/bucket-provisioner.tar"
 
@@ -129,10 +138,13 @@ e2e: controlplane chart-tools moto node image
 	exit $${failed:-0}
 
 # BENCH_CLAIMS (default 1000) and BENCH_WORKERS (default 4) size the controller benchmarks.
-bench: toolchain controlplane
+bench: toolchain controlplane garage
 	cargo bench -p hostpath-provisioner --bench s3_endpoint -- --output "$(CURDIR)/bench-results.txt"
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" cargo bench -p hostpath-provisioner \
 		--bench controller -- --output "$(CURDIR)/bench-controller-results.txt"
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" cargo bench \
 		-p hostpath-volume-provisioner --bench volumes -- \
 		--output "$(CURDIR)/bench-volumes-results.txt"
+	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" BUCKET_PROVISIONER_GARAGE_BIN="$(GARAGE_BIN)" \
+		cargo bench -p garage-provisioner --bench claims -- \
+		--output "$(CURDIR)/bench-garage-results.txt"

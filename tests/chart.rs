@@ -214,7 +214,7 @@ fn chart_crds_are_the_repository_crds() {
 
 #[test]
 fn every_deploy_folder_has_a_kustomization_listing_its_manifests() {
-    for dir in ["deploy/hostpath", "deploy/s3", "deploy/hostpath-volumes"] {
+    for dir in ["deploy/hostpath", "deploy/s3", "deploy/hostpath-volumes", "deploy/garage"] {
         let folder = repo(dir);
         let kustomization: Value =
             serde_yaml::from_str(&std::fs::read_to_string(folder.join(KUSTOMIZATION)).unwrap())

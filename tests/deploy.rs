@@ -45,13 +45,35 @@ async fn s3_manifests_are_accepted() {
     assert_eq!(provisioner, s3_provisioner::DEFAULT_PROVISIONER_NAME, "it names the default");
 }
 
+#[tokio::test]
+async fn garage_manifests_are_accepted() {
+    // Namespace; ServiceAccount, ClusterRole and binding, Role and binding; Deployment; the
+    // example admin-token Secret; two StorageClasses.
+    assert_eq!(dry_run("deploy/garage").await, 10);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/garage");
+    let objects = read_manifests(&dir).unwrap();
+    let classes: Vec<_> = objects
+        .iter()
+        .filter(|(_, o)| o.types.as_ref().is_some_and(|t| t.kind == "StorageClass"))
+        .collect();
+    assert_eq!(classes.len(), 2);
+    for (_, class) in classes {
+        assert_eq!(class.data["provisioner"], garage_provisioner::DEFAULT_PROVISIONER_NAME);
+        // Every parameter is one the provisioner accepts (bucketName is the library's).
+        let parameters = class.data["parameters"].as_object().unwrap();
+        for name in parameters.keys().filter(|k| *k != "bucketName") {
+            assert!(garage_provisioner::params::PARAMETERS.contains(&name.as_str()), "{name}");
+        }
+    }
+}
+
 /// The image every provisioner container of `deploy/` names: the one `make image` builds and
 /// `ctr images import` loads, so the manifests apply as they are. A versioned tag also keeps the
 /// default pull policy at `IfNotPresent` (a `:latest` image is pulled on every start).
 #[test]
 fn deploy_names_the_image_make_image_builds() {
     let expected = format!("localhost/bucket-provisioner:{}", env!("CARGO_PKG_VERSION"));
-    for dir in ["deploy/hostpath", "deploy/hostpath-volumes", "deploy/s3"] {
+    for dir in ["deploy/hostpath", "deploy/hostpath-volumes", "deploy/s3", "deploy/garage"] {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(dir);
         let mut provisioners = 0;
         for (file, object) in read_manifests(&path).unwrap() {

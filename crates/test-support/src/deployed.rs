@@ -32,6 +32,8 @@ pub enum Deployed {
     S3,
     /// `deploy/hostpath-volumes/`: the hostPath volume provisioner.
     HostPathVolumes,
+    /// `deploy/garage/`: the Garage bucket provisioner.
+    Garage,
 }
 
 impl Deployed {
@@ -41,6 +43,7 @@ impl Deployed {
             Deployed::HostPath => "hostpath",
             Deployed::S3 => "s3",
             Deployed::HostPathVolumes => "hostpath-volumes",
+            Deployed::Garage => "garage",
         }
     }
 
@@ -50,6 +53,7 @@ impl Deployed {
             Deployed::HostPath => "hostpath-bucket-provisioner",
             Deployed::S3 => "s3-bucket-provisioner",
             Deployed::HostPathVolumes => "hostpath-volume-provisioner",
+            Deployed::Garage => "garage-bucket-provisioner",
         }
     }
 

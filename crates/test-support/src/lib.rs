@@ -6,6 +6,7 @@ mod claims;
 mod control_plane;
 mod deployed;
 mod fault_proxy;
+pub mod garage;
 mod harness;
 mod manifests;
 mod supervised;

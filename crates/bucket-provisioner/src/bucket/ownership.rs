@@ -102,15 +102,15 @@ where
 mod tests {
     use std::collections::BTreeMap;
 
-    use bucket_api::contract::{self, annotations};
     use bucket_api::ReclaimPolicy;
+    use bucket_api::contract::{self, annotations};
     use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::Secret;
 
     use super::*;
+    use crate::Credentials;
     use crate::bucket::objects::tests::{claim, endpoint};
     use crate::bucket::objects::{BucketRecord, BucketSource, object_bucket, secret};
-    use crate::Credentials;
 
     #[test]
     fn credentials_are_recorded_until_the_secret_changes() {

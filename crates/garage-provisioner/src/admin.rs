@@ -1,0 +1,352 @@
+//! A client of Garage's admin API v2: JSON over HTTP with the admin token as bearer token, and
+//! the translation of every failure into a permanent or transient backend error.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bucket_provisioner::BackendError;
+use bytes::Bytes;
+use http::{Method, Request, StatusCode, header};
+use http_body_util::{BodyExt, Full};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::params::{SecretRef, ServiceUrl, TOKEN_KEY};
+
+/// How long one admin request may take before Garage counts as unreachable.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The HTTP(S) client every admin API call of the process shares, with a count of the calls.
+#[derive(Clone)]
+pub struct AdminHttp {
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    calls: Arc<AtomicU64>,
+}
+
+impl AdminHttp {
+    /// A client for `http://` and `https://` admin endpoints (the system's CA certificates).
+    pub fn new() -> Self {
+        let builder = hyper_rustls::HttpsConnectorBuilder::new();
+        let builder = match builder.with_native_roots() {
+            Ok(builder) => builder,
+            // No CA certificates on the system: plain HTTP still works, https fails per call.
+            Err(_) => hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(
+                rustls::ClientConfig::builder()
+                    .with_root_certificates(rustls::RootCertStore::empty())
+                    .with_no_client_auth(),
+            ),
+        };
+        let connector = builder.https_or_http().enable_http1().build();
+        let client = Client::builder(TokioExecutor::new()).build(connector);
+        Self { client, calls: Arc::new(AtomicU64::new(0)) }
+    }
+
+    /// Admin API requests sent so far (successful or not).
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+}
+
+impl Default for AdminHttp {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A failed admin API call, before it is given meaning.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AdminError {
+    /// No answer: connection refused, reset, timed out.
+    Unreachable(String),
+    /// Garage answered with an error (`code` as in its JSON error body, e.g. `NoSuchBucket`).
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// Garage's error code, or `Http<status>` when the body had none.
+        code: String,
+        /// Garage's message.
+        message: String,
+    },
+    /// Garage answered success with a body this client cannot read.
+    Unexpected(String),
+}
+
+impl AdminError {
+    /// Garage's error code, when it answered with one.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            AdminError::Refused { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+
+    /// The backend error for this failure of `action`, done with the token from `secret`.
+    /// Unreachable and server-side failures (5xx: a quorum not reached while nodes are down,
+    /// say) are transient; a refused token is permanent and names the Secret; every other
+    /// refusal is permanent under a reason built from Garage's code.
+    pub fn into_backend(
+        self,
+        action: &str,
+        admin: &ServiceUrl,
+        secret: &SecretRef,
+    ) -> BackendError {
+        match self {
+            AdminError::Unreachable(why) => BackendError::transient(format!(
+                "{action}: Garage's admin API at {} is unreachable ({why}); retrying",
+                admin.url()
+            )),
+            AdminError::Refused { status, code, message } if status == 401 || status == 403 => {
+                BackendError::permanent(
+                    "GarageTokenRefused",
+                    format!(
+                        "{action}: Garage at {} refused the admin token in Secret {secret} (key \
+                         {TOKEN_KEY}): {code}: {message}; put the cluster's admin token there \
+                         (its [admin] admin_token, or a token scoped to the bucket and key \
+                         calls), then edit the claim to retry",
+                        admin.url()
+                    ),
+                )
+            }
+            AdminError::Refused { status, code, message } if status >= 500 || status == 429 => {
+                BackendError::transient(format!(
+                    "{action}: Garage answered {code}: {message} (HTTP {status}); retrying"
+                ))
+            }
+            AdminError::Refused { status, code, message } => {
+                let reason = if code.chars().all(|c| c.is_ascii_alphanumeric()) {
+                    format!("Garage{code}")
+                } else {
+                    format!("GarageHttp{status}")
+                };
+                BackendError::permanent(
+                    reason,
+                    format!("{action}: Garage refused it: {code}: {message} (HTTP {status})"),
+                )
+            }
+            AdminError::Unexpected(why) => BackendError::permanent(
+                "GarageUnexpectedAnswer",
+                format!(
+                    "{action}: Garage at {} answered in a form this provisioner does not read \
+                     ({why}); it speaks the admin API v2 of Garage 2.x",
+                    admin.url()
+                ),
+            ),
+        }
+    }
+}
+
+/// One admin endpoint with one token.
+pub struct Admin<'a> {
+    /// The shared client.
+    pub http: &'a AdminHttp,
+    /// The admin API.
+    pub url: &'a ServiceUrl,
+    /// The admin token.
+    pub token: &'a str,
+    /// The Secret it came from, for messages.
+    pub secret: &'a SecretRef,
+}
+
+impl Admin<'_> {
+    /// `GET /v2/<operation>?<query>`.
+    pub async fn get<T: DeserializeOwned>(
+        &self,
+        operation: &str,
+        query: &[(&str, &str)],
+    ) -> Result<T, AdminError> {
+        self.send(Method::GET, operation, query, None::<&()>).await
+    }
+
+    /// `POST /v2/<operation>?<query>` with `body` as JSON.
+    pub async fn post<B: Serialize, T: DeserializeOwned>(
+        &self,
+        operation: &str,
+        query: &[(&str, &str)],
+        body: Option<&B>,
+    ) -> Result<T, AdminError> {
+        self.send(Method::POST, operation, query, body).await
+    }
+
+    /// The backend error for `error` of `action`.
+    pub fn error(&self, action: &str, error: AdminError) -> BackendError {
+        error.into_backend(action, self.url, self.secret)
+    }
+
+    async fn send<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        operation: &str,
+        query: &[(&str, &str)],
+        body: Option<&B>,
+    ) -> Result<T, AdminError> {
+        let mut uri = format!("{}/v2/{operation}", self.url.url());
+        for (i, (name, value)) in query.iter().enumerate() {
+            uri.push(if i == 0 { '?' } else { '&' });
+            uri.push_str(&format!("{name}={}", encode(value)));
+        }
+        let body = match body {
+            Some(body) => {
+                serde_json::to_vec(body).map_err(|e| AdminError::Unexpected(e.to_string()))?
+            }
+            None => Vec::new(),
+        };
+        let request = Request::builder()
+            .method(method)
+            .uri(&uri)
+            .header(header::AUTHORIZATION, format!("Bearer {}", self.token))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| AdminError::Unexpected(format!("building the request: {e}")))?;
+        self.http.calls.fetch_add(1, Ordering::Relaxed);
+        let exchange = async {
+            let response = self
+                .http
+                .client
+                .request(request)
+                .await
+                .map_err(|e| AdminError::Unreachable(error_chain(&e)))?;
+            let status = response.status();
+            let bytes = response
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| AdminError::Unreachable(format!("reading the answer: {e}")))?
+                .to_bytes();
+            Ok::<_, AdminError>((status, bytes))
+        };
+        let (status, bytes) =
+            tokio::time::timeout(REQUEST_TIMEOUT, exchange).await.map_err(|_| {
+                AdminError::Unreachable(format!("no answer within {REQUEST_TIMEOUT:?}"))
+            })??;
+        if status.is_success() {
+            // Some operations (DeleteKey, DeleteBucket) answer with an empty body.
+            let text = if bytes.is_empty() { &b"null"[..] } else { &bytes[..] };
+            return serde_json::from_slice(text).map_err(|e| {
+                AdminError::Unexpected(format!("{operation}: {e}: {}", snippet(&bytes)))
+            });
+        }
+        Err(refusal(status, &bytes))
+    }
+}
+
+/// Garage's JSON error body (`{"code", "message", ...}`), or the status and a bit of the body.
+fn refusal(status: StatusCode, body: &[u8]) -> AdminError {
+    #[derive(serde::Deserialize)]
+    struct ErrorBody {
+        code: String,
+        #[serde(default)]
+        message: String,
+    }
+    match serde_json::from_slice::<ErrorBody>(body) {
+        Ok(parsed) => AdminError::Refused {
+            status: status.as_u16(),
+            code: parsed.code,
+            message: parsed.message,
+        },
+        Err(_) => AdminError::Refused {
+            status: status.as_u16(),
+            code: format!("Http{}", status.as_u16()),
+            message: snippet(body),
+        },
+    }
+}
+
+fn snippet(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    match text.char_indices().nth(200) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_string(),
+    }
+}
+
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// Percent-encodes a query value (bucket ids, aliases and key ids are plain, but never trust).
+fn encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url() -> ServiceUrl {
+        ServiceUrl { scheme: "http".into(), host: "garage".into(), port: 3903 }
+    }
+
+    fn secret() -> SecretRef {
+        SecretRef { namespace: "infra".into(), name: "garage-admin".into() }
+    }
+
+    fn refused(status: u16, code: &str) -> AdminError {
+        AdminError::Refused { status, code: code.into(), message: "said Garage".into() }
+    }
+
+    #[test]
+    fn every_failure_has_a_meaning() {
+        let unreachable = AdminError::Unreachable("connection refused".into());
+        let error = unreachable.into_backend("CreateBucket b", &url(), &secret());
+        assert!(!error.is_permanent() && error.to_string().contains("unreachable"), "{error}");
+
+        let token = refused(403, "AccessDenied").into_backend("CreateBucket b", &url(), &secret());
+        assert!(token.is_permanent());
+        assert!(token.to_string().contains("Secret infra/garage-admin"), "{token}");
+        assert!(
+            matches!(&token, BackendError::Permanent { reason, .. } if reason == "GarageTokenRefused")
+        );
+
+        let quorum = refused(503, "ServiceUnavailable").into_backend("x", &url(), &secret());
+        assert!(!quorum.is_permanent());
+        let internal = refused(500, "InternalError").into_backend("x", &url(), &secret());
+        assert!(!internal.is_permanent());
+
+        let bad = refused(400, "InvalidRequest").into_backend("x", &url(), &secret());
+        assert!(
+            matches!(&bad, BackendError::Permanent { reason, .. } if reason == "GarageInvalidRequest")
+        );
+        let odd = refused(418, "I'm a teapot").into_backend("x", &url(), &secret());
+        assert!(
+            matches!(&odd, BackendError::Permanent { reason, .. } if reason == "GarageHttp418")
+        );
+        let unread =
+            AdminError::Unexpected("missing field".into()).into_backend("x", &url(), &secret());
+        assert!(unread.is_permanent());
+    }
+
+    #[test]
+    fn error_bodies_are_read_and_others_summarised() {
+        let body = br#"{"code":"NoSuchBucket","message":"Bucket not found: b","region":"garage","path":"/v2/GetBucketInfo"}"#;
+        assert_eq!(refusal(StatusCode::NOT_FOUND, body).code(), Some("NoSuchBucket"));
+        let html = refusal(StatusCode::BAD_GATEWAY, b"<html>bad gateway</html>");
+        assert_eq!(html.code(), Some("Http502"));
+    }
+
+    #[test]
+    fn query_values_are_encoded() {
+        assert_eq!(encode("obc-1.delete"), "obc-1.delete");
+        assert_eq!(encode("a b&c"), "a%20b%26c");
+    }
+}

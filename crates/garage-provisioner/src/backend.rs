@@ -1,0 +1,386 @@
+//! The [`Provisioner`] for Garage: buckets, keys and quotas through the admin API v2, buckets
+//! emptied through the S3 API before they are deleted.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_sdk_s3::config::SharedHttpClient;
+use bucket_api::{BucketUsage, ObjectBucket, ReclaimPolicy};
+use bucket_provisioner::{
+    BackendError, BucketOptions, Credentials, ProvisionedBucket, Provisioner, Removed, user_id_of,
+};
+
+use crate::admin::{Admin, AdminHttp};
+use crate::api::{BucketInfo, Permissions};
+use crate::cluster::{AdminToken, ClassParameters};
+use crate::empty::{PassLimits, empty_pass, http_client, s3_client};
+use crate::names::{SERVICE_KEY_NAME, claim_key_id, service_key_id};
+use crate::params::{ServiceUrl, Settings};
+use crate::quota;
+use crate::store::{Created, Store, creator};
+use crate::usage::UsageCache;
+
+/// `additionalState` key: the claim's access key id.
+pub const STATE_ACCESS_KEY_ID: &str = "accessKeyId";
+
+/// Buckets on a Garage cluster, with an access key per claim.
+///
+/// The admin token comes from an [`AdminToken`] (see [`crate::cluster`]), so this type never
+/// talks to Kubernetes itself.
+pub struct GarageProvisioner {
+    tokens: Arc<dyn AdminToken>,
+    classes: Option<Arc<dyn ClassParameters>>,
+    /// StorageClass parameters seen by `validate`, for cleanups without recorded state.
+    seen: Mutex<HashMap<String, BTreeMap<String, String>>>,
+    http: AdminHttp,
+    s3_http: SharedHttpClient,
+    /// The provisioner's own key on each Garage cluster (by admin endpoint), once known.
+    service_keys: Mutex<HashMap<ServiceUrl, Credentials>>,
+    service_key_lock: tokio::sync::Mutex<()>,
+    usage: UsageCache,
+    pass: PassLimits,
+}
+
+impl GarageProvisioner {
+    /// A provisioner reading admin tokens through `tokens`.
+    pub fn new(tokens: Arc<dyn AdminToken>) -> Self {
+        Self {
+            tokens,
+            classes: None,
+            seen: Mutex::new(HashMap::new()),
+            http: AdminHttp::new(),
+            s3_http: http_client(),
+            service_keys: Mutex::new(HashMap::new()),
+            service_key_lock: tokio::sync::Mutex::new(()),
+            usage: UsageCache::default(),
+            pass: PassLimits::default(),
+        }
+    }
+
+    /// Also consult StorageClasses when cleaning up after a claim whose ObjectBucket (and so
+    /// its recorded state) was never written.
+    pub fn with_class_parameters(mut self, classes: Arc<dyn ClassParameters>) -> Self {
+        self.classes = Some(classes);
+        self
+    }
+
+    /// How much one pass of emptying a bucket does before the claim is told how far it got.
+    pub fn with_pass_limits(mut self, limits: PassLimits) -> Self {
+        self.pass = limits;
+        self
+    }
+
+    /// Admin API requests sent so far.
+    pub fn admin_calls(&self) -> u64 {
+        self.http.calls()
+    }
+
+    async fn token(&self, settings: &Settings) -> Result<String, BackendError> {
+        self.tokens.admin_token(&settings.token_secret).await
+    }
+
+    /// The token for a cleanup: a missing or broken Secret makes it wait, never give up, since
+    /// giving up would leave a live key behind.
+    async fn cleanup_token(&self, settings: &Settings) -> Result<String, BackendError> {
+        self.token(settings).await.map_err(|e| match e {
+            BackendError::Permanent { message, .. } => {
+                BackendError::transient(format!("{message}; cleanup waits for the admin token"))
+            }
+            transient => transient,
+        })
+    }
+
+    /// The provisioner's own key on `settings`' cluster, made on first use. One task at a time
+    /// makes it (two concurrent imports of one id could both pass Garage's existence check),
+    /// and the secret is always read back from Garage, so the one kept is the one it stores.
+    async fn service_key(
+        &self,
+        store: &Store<'_>,
+        settings: &Settings,
+    ) -> Result<Credentials, BackendError> {
+        let _one_at_a_time = self.service_key_lock.lock().await;
+        let known = self
+            .service_keys
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&settings.admin)
+            .cloned();
+        if let Some(keys) = known {
+            return Ok(keys);
+        }
+        store.ensure_key(&service_key_id(), SERVICE_KEY_NAME).await?;
+        let keys = store.read_key(&service_key_id(), SERVICE_KEY_NAME).await?;
+        self.service_keys
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(settings.admin.clone(), keys.clone());
+        Ok(keys)
+    }
+
+    /// Gives the claim its own key, read and write on `bucket`.
+    async fn access(
+        &self,
+        store: &Store<'_>,
+        settings: &Settings,
+        options: &BucketOptions,
+        bucket: &BucketInfo,
+    ) -> Result<ProvisionedBucket, BackendError> {
+        let name = format!(
+            "{} {}/{}",
+            options.user_id,
+            options.claim.metadata.namespace.as_deref().unwrap_or_default(),
+            options.claim.metadata.name.as_deref().unwrap_or_default()
+        );
+        let credentials = store.ensure_key(&claim_key_id(&options.user_id), &name).await?;
+        store.allow(bucket, &credentials.access_key_id, Permissions::READ_WRITE).await?;
+        let mut state = settings.to_state();
+        state.insert(STATE_ACCESS_KEY_ID.into(), credentials.access_key_id.clone());
+        Ok(ProvisionedBucket {
+            endpoint: settings.consumer_endpoint(),
+            credentials,
+            additional_state: state,
+        })
+    }
+
+    /// The settings a cleanup works with: the ObjectBucket's recorded state; failing that, the
+    /// parameters of its StorageClass as last seen, or as it is now.
+    async fn cleanup_settings(&self, bucket: &ObjectBucket) -> Result<Settings, BackendError> {
+        let state = bucket.spec.additional_state.clone().unwrap_or_default();
+        if !state.is_empty() {
+            return Settings::from_state(&state);
+        }
+        let class = &bucket.spec.storage_class_name;
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner()).get(class).cloned();
+        let parameters = match (seen, &self.classes) {
+            (Some(parameters), _) => Some(parameters),
+            (None, Some(classes)) => classes.class_parameters(class).await?,
+            (None, None) => None,
+        };
+        match parameters {
+            Some(parameters) => Settings::from_parameters(&parameters),
+            None => Err(BackendError::permanent(
+                "BucketSettingsUnknown",
+                format!(
+                    "nothing records which Garage cluster holds bucket {:?} (its StorageClass \
+                     {class:?} is gone); remove the bucket and key {:?} by hand if they exist",
+                    bucket_name(bucket),
+                    user_id_of(bucket).map(|u| claim_key_id(&u)).unwrap_or_default()
+                ),
+            )),
+        }
+    }
+
+    /// Deletes the claim's key (what both `delete` and `revoke` start with).
+    async fn remove_key(
+        &self,
+        store: &Store<'_>,
+        bucket: &ObjectBucket,
+    ) -> Result<(), BackendError> {
+        match user_id_of(bucket) {
+            Some(user_id) => store.delete_key(&claim_key_id(&user_id)).await,
+            None => Ok(()),
+        }
+    }
+
+    /// One pass of emptying `info`, then its deletion when nothing is left. A pass that stops
+    /// short is a transient error saying how far it got, which the claim shows while it waits.
+    async fn empty_and_delete(
+        &self,
+        store: &Store<'_>,
+        settings: &Settings,
+        info: &BucketInfo,
+        service: &Credentials,
+    ) -> Result<(), BackendError> {
+        let name = crate::store::name(info).to_string();
+        // The key may have lost its permissions by hand: it needs them to list and delete.
+        store.allow(info, &service.access_key_id, Permissions::ALL).await?;
+        if info.unfinished_multipart_uploads > 0 {
+            store.abort_uploads(info).await?;
+        }
+        if info.objects > 0 {
+            let s3 = s3_client(settings, service, &self.s3_http);
+            let pass = empty_pass(&s3, &name, self.pass).await?;
+            if !pass.empty {
+                let left = u64::try_from(info.objects).unwrap_or(0).saturating_sub(pass.deleted);
+                return Err(BackendError::transient(format!(
+                    "emptying bucket {name:?} before deleting it (Garage deletes only empty \
+                     buckets): {} objects deleted in this pass, about {left} left; continuing",
+                    pass.deleted
+                )));
+            }
+        }
+        if store.delete_bucket(info).await? {
+            self.usage.forget(&name);
+            return Ok(());
+        }
+        Err(BackendError::transient(format!(
+            "bucket {name:?} still holds objects (written while it was emptied, or uploads in \
+             progress); emptying it again"
+        )))
+    }
+}
+
+fn bucket_name(bucket: &ObjectBucket) -> String {
+    bucket.spec.endpoint.as_ref().map(|e| e.bucket_name.clone()).unwrap_or_default()
+}
+
+fn store<'a>(http: &'a AdminHttp, settings: &'a Settings, token: &'a str) -> Store<'a> {
+    Store { admin: Admin { http, url: &settings.admin, token, secret: &settings.token_secret } }
+}
+
+impl Provisioner for GarageProvisioner {
+    /// Which Garage cluster and Secret, so that a claim deleted before its ObjectBucket was
+    /// written can be cleaned up after a restart without its StorageClass.
+    fn cleanup_state(&self, options: &BucketOptions) -> BTreeMap<String, String> {
+        Settings::from_parameters(&options.parameters).map(|s| s.to_state()).unwrap_or_default()
+    }
+
+    fn validate(&self, options: &BucketOptions) -> Result<(), BackendError> {
+        Settings::from_parameters(&options.parameters)?;
+        quota::parse(&options.additional_config)?;
+        self.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(options.storage_class_name.clone(), options.parameters.clone());
+        Ok(())
+    }
+
+    async fn provision(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
+        let settings = Settings::from_parameters(&options.parameters)?;
+        let quotas = quota::parse(&options.additional_config)?;
+        let token = self.token(&settings).await?;
+        let store = store(&self.http, &settings, &token);
+        let service = self.service_key(&store, &settings).await?;
+        let name = &options.bucket_name;
+        let created = store
+            .create_bucket(name, &options.user_id, options.reclaim_policy, &service.access_key_id)
+            .await?;
+        let Created::Mine(bucket) = created else { return Err(BackendError::name_taken(name)) };
+        let bucket = store.set_quotas(&bucket, quotas).await?;
+        let provisioned = self.access(&store, &settings, options, &bucket).await?;
+        self.usage.record(name, &settings, &bucket);
+        Ok(provisioned)
+    }
+
+    async fn grant(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
+        let settings = Settings::from_parameters(&options.parameters)?;
+        quota::parse(&options.additional_config)?;
+        let name = &options.bucket_name;
+        if quota::any(&options.additional_config) {
+            return Err(quota::shared_bucket(name));
+        }
+        let token = self.token(&settings).await?;
+        let store = store(&self.http, &settings, &token);
+        let Some(bucket) = store.bucket(name).await? else {
+            return Err(BackendError::permanent(
+                "BucketNotFound",
+                format!(
+                    "bucket {name:?} (StorageClass bucketName) does not exist in Garage at {}; \
+                     create it, or name an existing one",
+                    settings.admin.url()
+                ),
+            ));
+        };
+        self.access(&store, &settings, options, &bucket).await
+    }
+
+    async fn delete(&self, bucket: &ObjectBucket) -> Result<Removed, BackendError> {
+        let settings = self.cleanup_settings(bucket).await?;
+        let token = self.cleanup_token(&settings).await?;
+        let store = store(&self.http, &settings, &token);
+        // First the claim's key: its consumers stop writing into what is being emptied.
+        self.remove_key(&store, bucket).await?;
+        let name = bucket_name(bucket);
+        if name.is_empty() {
+            return Ok(Removed::Bucket); // no bucket was ever chosen, so none was created
+        }
+        let Some(user_id) = user_id_of(bucket) else { return Ok(Removed::AccessOnly) };
+        let Some(info) = store.bucket(&name).await? else {
+            self.usage.forget(&name);
+            return Ok(Removed::Bucket);
+        };
+        let service = self.service_key(&store, &settings).await?;
+        // Only Garage's own record decides: this claim created it, under Delete.
+        match creator(&info, &service.access_key_id) {
+            Some((creator, ReclaimPolicy::Delete)) if creator == user_id => {}
+            _ => return Ok(Removed::AccessOnly),
+        }
+        self.empty_and_delete(&store, &settings, &info, &service).await?;
+        Ok(Removed::Bucket)
+    }
+
+    async fn revoke(&self, bucket: &ObjectBucket) -> Result<(), BackendError> {
+        let settings = self.cleanup_settings(bucket).await?;
+        let token = self.cleanup_token(&settings).await?;
+        self.usage.forget(&bucket_name(bucket));
+        self.remove_key(&store(&self.http, &settings, &token), bucket).await
+    }
+
+    /// Applies changed `maxObjects` / `maxSize` to the quotas of the claim's own bucket.
+    async fn update(
+        &self,
+        options: &BucketOptions,
+        bucket: &ObjectBucket,
+    ) -> Result<(), BackendError> {
+        let settings = Settings::from_parameters(&options.parameters)?;
+        let quotas = quota::parse(&options.additional_config)?;
+        let previous = bucket
+            .spec
+            .endpoint
+            .as_ref()
+            .and_then(|e| e.additional_config.clone())
+            .unwrap_or_default();
+        if !quota::any(&options.additional_config) && !quota::any(&previous) {
+            return Ok(());
+        }
+        let token = self.token(&settings).await?;
+        let store = store(&self.http, &settings, &token);
+        let name = &options.bucket_name;
+        let Some(info) = store.bucket(name).await? else {
+            return Err(BackendError::transient(format!(
+                "bucket {name:?} is not in Garage (deleted by hand?); its quotas cannot be set"
+            )));
+        };
+        let service = self.service_key(&store, &settings).await?;
+        match creator(&info, &service.access_key_id) {
+            Some((creator, _)) if creator == options.user_id => {}
+            _ => return Err(quota::shared_bucket(name)),
+        }
+        let info = store.set_quotas(&info, quotas).await?;
+        self.usage.record(name, &settings, &info);
+        Ok(())
+    }
+
+    fn usage(&self, bucket: &ObjectBucket) -> Option<BucketUsage> {
+        let state = bucket.spec.additional_state.as_ref()?;
+        let settings = Settings::from_state(state).ok()?;
+        self.usage.get(&bucket_name(bucket), settings)
+    }
+}
+
+impl GarageProvisioner {
+    /// Reads what every bucket asked about within `recent` holds now (the binary calls this
+    /// once per usage interval). A bucket that cannot be read keeps its last known figures; the
+    /// failures of one round are logged together, with the first one's cause.
+    pub async fn refresh_usage(&self, recent: Duration) {
+        let (mut failed, mut first) = (0usize, None);
+        for (name, settings) in self.usage.watched(recent) {
+            let result = match self.token(&settings).await {
+                Ok(token) => store(&self.http, &settings, &token).bucket(&name).await,
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(Some(info)) => self.usage.record(&name, &settings, &info),
+                Ok(None) => self.usage.forget(&name),
+                Err(e) => {
+                    failed += 1;
+                    first.get_or_insert(format!("bucket {name:?}: {e}"));
+                }
+            }
+        }
+        if let Some(first) = first {
+            tracing::warn!(failed, "usage of {failed} bucket(s) not refreshed; {first}");
+        }
+    }
+}

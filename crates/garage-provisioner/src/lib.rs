@@ -1,0 +1,53 @@
+//! Object buckets on a [Garage](https://garagehq.deuxfleurs.fr) cluster, with an access key per
+//! claim and the Rook/NooBaa quota keys as bucket quotas.
+//!
+//! [`GarageProvisioner`] implements the library's [`Provisioner`](bucket_provisioner::Provisioner)
+//! over Garage's admin API v2:
+//!
+//! | claim | what happens |
+//! |---|---|
+//! | new bucket | `CreateBucket` with the bucket's name and, in the same request, the ownership record (below); `UpdateBucket` for quotas; the claim's key (`ImportKey`) with read and write (`AllowBucketKey`) |
+//! | StorageClass `bucketName` | `GetBucketInfo` (missing is a permanent error), then the claim's key |
+//! | `maxObjects` / `maxSize` changed | `UpdateBucket` quotas of the claim's own bucket |
+//! | deleted, bucket kept | `DeleteKey` of the claim's key |
+//! | deleted, `Delete` policy, bucket created by the claim | the same, then the bucket emptied through S3 in passes, then `DeleteBucket` |
+//!
+//! # Ownership
+//!
+//! See [`names`]: the claim that created a bucket, and its reclaim policy, are a local alias
+//! of the bucket in the namespace of the provisioner's own key, which only the admin API writes
+//! and no tenant ever holds. A bucket without that record for a claim is never deleted for it,
+//! never has its quotas changed by it, and is never handed to a claim as its own.
+//!
+//! # StorageClass parameters
+//!
+//! | parameter | meaning |
+//! |---|---|
+//! | `adminEndpoint` | URL of Garage's admin API (required) |
+//! | `endpoint` | URL of Garage's S3 API as pods reach it (required): the claim's ConfigMap |
+//! | `region` | Garage's `s3_region` (default `garage`) |
+//! | `secretName`, `secretNamespace` | Secret with the admin token under `GARAGE_ADMIN_TOKEN` (required) |
+//! | `bucketName` | an existing bucket to share (read by the library) |
+//!
+//! # Running
+//!
+//! The binary `garage-bucket-provisioner` answers to StorageClasses whose `provisioner` is
+//! [`DEFAULT_PROVISIONER_NAME`] unless `--provisioner-name` says otherwise.
+
+pub mod admin;
+pub mod api;
+pub mod backend;
+pub mod cluster;
+pub mod empty;
+pub mod names;
+pub mod params;
+pub mod quota;
+pub mod store;
+pub mod usage;
+
+pub use backend::GarageProvisioner;
+pub use cluster::{AdminToken, ClassParameters, KubeCluster};
+pub use params::{SecretRef, Settings};
+
+/// The StorageClass `provisioner` value the binary answers to unless told otherwise.
+pub const DEFAULT_PROVISIONER_NAME: &str = "objectbucket.io/garage-bucket";

@@ -1,0 +1,223 @@
+//! StorageClass parameters, checked up front, and the copy of them kept in the ObjectBucket's
+//! `additionalState` so that cleanup never depends on the StorageClass.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use bucket_provisioner::{BackendError, Endpoint};
+
+/// URL of Garage's admin API (its `[admin] api_bind_addr`), e.g. `http://garage:3903`.
+pub const ADMIN_ENDPOINT: &str = "adminEndpoint";
+/// URL of Garage's S3 API as consumers reach it, e.g. `http://garage:3900`.
+pub const ENDPOINT: &str = "endpoint";
+/// Garage's `s3_region` (default [`DEFAULT_REGION`]).
+pub const REGION: &str = "region";
+/// Name of the Secret holding the admin token under [`TOKEN_KEY`].
+pub const SECRET_NAME: &str = "secretName";
+/// Namespace of that Secret.
+pub const SECRET_NAMESPACE: &str = "secretNamespace";
+
+/// Every parameter this backend accepts (`bucketName` is taken by the library before).
+pub const PARAMETERS: [&str; 5] = [ADMIN_ENDPOINT, ENDPOINT, REGION, SECRET_NAME, SECRET_NAMESPACE];
+
+/// The key of the admin token in the Secret.
+pub const TOKEN_KEY: &str = "GARAGE_ADMIN_TOKEN";
+
+/// The region Garage answers to unless its `s3_region` says otherwise.
+pub const DEFAULT_REGION: &str = "garage";
+
+/// Where the admin token is kept.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SecretRef {
+    /// The Secret's namespace.
+    pub namespace: String,
+    /// The Secret's name.
+    pub name: String,
+}
+
+impl fmt::Display for SecretRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A service URL from a parameter: scheme, host and port, nothing else.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ServiceUrl {
+    /// `http` or `https`.
+    pub scheme: String,
+    /// Host name or address (IPv6 in brackets).
+    pub host: String,
+    /// Port, the scheme's default when the URL names none.
+    pub port: u16,
+}
+
+impl ServiceUrl {
+    /// Parses `value`, the value of parameter `name`.
+    pub fn parse(name: &str, value: &str) -> Result<Self, BackendError> {
+        let invalid = |why: &str| {
+            BackendError::invalid_parameter(format!(
+                "parameter {name} {value:?} {why}; expected a URL such as http://garage:3900"
+            ))
+        };
+        let uri: http::Uri = value.parse().map_err(|_| invalid("is not a URL"))?;
+        let scheme = match uri.scheme_str() {
+            Some("http") => "http",
+            Some("https") => "https",
+            _ => return Err(invalid("must start with http:// or https://")),
+        };
+        let authority = uri.authority().ok_or_else(|| invalid("has no host"))?;
+        // The token belongs in the Secret, never in a StorageClass anyone can read.
+        if authority.as_str().contains('@') {
+            return Err(invalid("must not contain user information"));
+        }
+        if authority.host().is_empty() {
+            return Err(invalid("has no host"));
+        }
+        if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
+            return Err(invalid("must not have a path or query"));
+        }
+        let port = uri.port_u16().unwrap_or(if scheme == "https" { 443 } else { 80 });
+        Ok(Self { scheme: scheme.into(), host: authority.host().into(), port })
+    }
+
+    /// `scheme://host:port`.
+    pub fn url(&self) -> String {
+        format!("{}://{}:{}", self.scheme, self.host, self.port)
+    }
+}
+
+/// Everything one StorageClass asks of this backend.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Settings {
+    /// Garage's admin API.
+    pub admin: ServiceUrl,
+    /// Garage's S3 API, as consumers (and the provisioner, to empty buckets) reach it.
+    pub endpoint: ServiceUrl,
+    /// Garage's S3 region.
+    pub region: String,
+    /// The Secret holding the admin token.
+    pub token_secret: SecretRef,
+}
+
+impl Settings {
+    /// Parses StorageClass parameters; any parameter this backend does not know is an error.
+    pub fn from_parameters(parameters: &BTreeMap<String, String>) -> Result<Self, BackendError> {
+        if let Some(unknown) = parameters.keys().find(|k| !PARAMETERS.contains(&k.as_str())) {
+            return Err(BackendError::invalid_parameter(format!(
+                "unknown StorageClass parameter {unknown:?}; this provisioner accepts {}",
+                PARAMETERS.join(", ")
+            )));
+        }
+        Self::parse(parameters)
+    }
+
+    /// Reads the settings back from an ObjectBucket's `additionalState`.
+    pub fn from_state(state: &BTreeMap<String, String>) -> Result<Self, BackendError> {
+        Self::parse(state).map_err(|e| {
+            BackendError::permanent(
+                "InvalidBucketState",
+                format!("the ObjectBucket's additionalState is not usable: {e}"),
+            )
+        })
+    }
+
+    fn parse(values: &BTreeMap<String, String>) -> Result<Self, BackendError> {
+        let get = |key: &str| values.get(key).map(|v| v.trim()).filter(|v| !v.is_empty());
+        let required = |key: &str| {
+            get(key).ok_or_else(|| {
+                BackendError::invalid_parameter(format!(
+                    "StorageClass parameter {key} is required (this provisioner needs {})",
+                    [ADMIN_ENDPOINT, ENDPOINT, SECRET_NAME, SECRET_NAMESPACE].join(", ")
+                ))
+            })
+        };
+        let admin = ServiceUrl::parse(ADMIN_ENDPOINT, required(ADMIN_ENDPOINT)?)?;
+        let endpoint = ServiceUrl::parse(ENDPOINT, required(ENDPOINT)?)?;
+        let token_secret = SecretRef {
+            name: required(SECRET_NAME)?.into(),
+            namespace: required(SECRET_NAMESPACE)?.into(),
+        };
+        let region = get(REGION).unwrap_or(DEFAULT_REGION).to_string();
+        if !region.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            return Err(BackendError::invalid_parameter(format!(
+                "parameter {REGION} {region:?} is not a region name such as garage or eu-west-1"
+            )));
+        }
+        Ok(Self { admin, endpoint, region, token_secret })
+    }
+
+    /// The parameters again, as the ObjectBucket's `additionalState` keeps them (no secrets:
+    /// only where the token lives).
+    pub fn to_state(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            (ADMIN_ENDPOINT.into(), self.admin.url()),
+            (ENDPOINT.into(), self.endpoint.url()),
+            (REGION.into(), self.region.clone()),
+            (SECRET_NAME.into(), self.token_secret.name.clone()),
+            (SECRET_NAMESPACE.into(), self.token_secret.namespace.clone()),
+        ])
+    }
+
+    /// Where consumers reach their buckets (the claim's ConfigMap).
+    pub fn consumer_endpoint(&self) -> Endpoint {
+        Endpoint {
+            scheme: self.endpoint.scheme.clone(),
+            host: self.endpoint.host.clone(),
+            port: self.endpoint.port,
+            region: self.region.clone(),
+            sub_region: String::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    fn complete() -> BTreeMap<String, String> {
+        params(&[
+            (ADMIN_ENDPOINT, "http://garage.storage:3903"),
+            (ENDPOINT, "https://s3.example.com"),
+            (SECRET_NAME, "garage-admin"),
+            (SECRET_NAMESPACE, "infra"),
+        ])
+    }
+
+    #[test]
+    fn parameters_round_trip_through_state() {
+        let settings = Settings::from_parameters(&complete()).unwrap();
+        assert_eq!(settings.region, DEFAULT_REGION);
+        assert_eq!(settings.endpoint.port, 443);
+        assert_eq!(Settings::from_state(&settings.to_state()).unwrap(), settings);
+        let endpoint = settings.consumer_endpoint();
+        assert_eq!(
+            (endpoint.url(), endpoint.region),
+            ("https://s3.example.com:443".into(), "garage".into())
+        );
+    }
+
+    #[test]
+    fn missing_unknown_and_malformed_parameters_are_refused() {
+        let mut missing = complete();
+        missing.remove(SECRET_NAME);
+        let error = Settings::from_parameters(&missing).unwrap_err();
+        assert!(error.is_permanent() && error.to_string().contains("secretName is required"));
+        let mut unknown = complete();
+        unknown.insert("adminToken".into(), "x".into());
+        assert!(
+            Settings::from_parameters(&unknown).unwrap_err().to_string().contains("adminToken")
+        );
+        let mut bad = complete();
+        bad.insert(ADMIN_ENDPOINT.into(), "http://token@garage:3903".into());
+        assert!(
+            Settings::from_parameters(&bad).unwrap_err().to_string().contains("user information")
+        );
+        bad.insert(ADMIN_ENDPOINT.into(), "garage:3903".into());
+        assert!(Settings::from_parameters(&bad).is_err());
+    }
+}

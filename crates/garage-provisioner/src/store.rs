@@ -1,0 +1,235 @@
+//! The Garage operations the backend is made of, each idempotent, each failure mapped.
+
+use bucket_api::ReclaimPolicy;
+use bucket_provisioner::{BackendError, Credentials};
+
+use crate::admin::Admin;
+use crate::api::{
+    BucketInfo, CleanupUploads, CreateBucket, ImportKey, KeyInfo, LocalAlias, PermissionChange,
+    Permissions, Quotas, UpdateQuotas,
+};
+use crate::names::{SERVICE_KEY_NAME, new_secret, ownership_alias, read_ownership_alias};
+
+/// Operations on one Garage cluster.
+pub struct Store<'a> {
+    /// Its admin API with the token.
+    pub admin: Admin<'a>,
+}
+
+/// What creating a bucket found.
+#[derive(Debug)]
+pub enum Created {
+    /// Made now, or by an earlier attempt of the same claim.
+    Mine(BucketInfo),
+    /// The name belongs to a bucket this claim did not create (or nothing records who did).
+    Taken,
+}
+
+impl Store<'_> {
+    /// The bucket whose global alias is `name`, if any.
+    pub async fn bucket(&self, name: &str) -> Result<Option<BucketInfo>, BackendError> {
+        match self.admin.get("GetBucketInfo", &[("globalAlias", name)]).await {
+            Ok(info) => Ok(Some(info)),
+            Err(e) if e.code() == Some("NoSuchBucket") => Ok(None),
+            Err(e) => Err(self.admin.error(&format!("GetBucketInfo {name}"), e)),
+        }
+    }
+
+    /// Creates bucket `name` with, in the same request, the ownership record of `user_id` under
+    /// `policy` and every permission for the provisioner's key `service_key`. A bucket of that
+    /// name that records the same claim is this claim's earlier attempt; any other is taken.
+    pub async fn create_bucket(
+        &self,
+        name: &str,
+        user_id: &str,
+        policy: ReclaimPolicy,
+        service_key: &str,
+    ) -> Result<Created, BackendError> {
+        let alias = ownership_alias(user_id, policy);
+        let body = CreateBucket {
+            global_alias: name,
+            local_alias: LocalAlias {
+                access_key_id: service_key,
+                alias: &alias,
+                allow: Permissions::ALL,
+            },
+        };
+        let action = format!("CreateBucket {name}");
+        match self.admin.post::<_, BucketInfo>("CreateBucket", &[], Some(&body)).await {
+            Ok(info) => Ok(Created::Mine(info)),
+            Err(e) if e.code() == Some("BucketAlreadyExists") => match self.bucket(name).await? {
+                Some(info) if creator(&info, service_key) == Some((user_id.into(), policy)) => {
+                    Ok(Created::Mine(info))
+                }
+                Some(_) => Ok(Created::Taken),
+                // Deleted in between: the next attempt creates it.
+                None => Err(BackendError::transient(format!(
+                    "{action}: the name was taken, then freed again; retrying"
+                ))),
+            },
+            Err(e) => Err(self.admin.error(&action, e)),
+        }
+    }
+
+    /// Gives `key` `permissions` on `bucket` (adding to what it has).
+    pub async fn allow(
+        &self,
+        bucket: &BucketInfo,
+        key: &str,
+        permissions: Permissions,
+    ) -> Result<BucketInfo, BackendError> {
+        let body = PermissionChange { bucket_id: &bucket.id, access_key_id: key, permissions };
+        self.admin
+            .post("AllowBucketKey", &[], Some(&body))
+            .await
+            .map_err(|e| self.admin.error(&format!("AllowBucketKey {key} on {}", name(bucket)), e))
+    }
+
+    /// Sets `bucket`'s quotas, unless they already are.
+    pub async fn set_quotas(
+        &self,
+        bucket: &BucketInfo,
+        quotas: Quotas,
+    ) -> Result<BucketInfo, BackendError> {
+        if bucket.quotas == quotas {
+            return Ok(bucket.clone());
+        }
+        let body = UpdateQuotas { quotas };
+        self.admin
+            .post("UpdateBucket", &[("id", &bucket.id)], Some(&body))
+            .await
+            .map_err(|e| self.admin.error(&format!("UpdateBucket {} (quotas)", name(bucket)), e))
+    }
+
+    /// Makes sure key `id` exists under `key_name` and answers its credentials: imports it with
+    /// a fresh secret, or, when an earlier attempt did, reads the secret back. Garage never
+    /// reuses the id of a deleted key; that is a permanent error.
+    pub async fn ensure_key(&self, id: &str, key_name: &str) -> Result<Credentials, BackendError> {
+        let secret = new_secret();
+        let body = ImportKey { access_key_id: id, secret_access_key: &secret, name: key_name };
+        match self.admin.post::<_, KeyInfo>("ImportKey", &[], Some(&body)).await {
+            Ok(_) => {
+                return Ok(Credentials { access_key_id: id.into(), secret_access_key: secret });
+            }
+            Err(e) if e.code() == Some("KeyAlreadyExists") => {}
+            Err(e) => return Err(self.admin.error(&format!("ImportKey {id} ({key_name})"), e)),
+        }
+        self.read_key(id, key_name).await
+    }
+
+    /// The credentials of existing key `id` (`key_name` for messages), secret included.
+    pub async fn read_key(&self, id: &str, key_name: &str) -> Result<Credentials, BackendError> {
+        let query = [("id", id), ("showSecretKey", "true")];
+        match self.admin.get::<KeyInfo>("GetKeyInfo", &query).await {
+            Ok(KeyInfo { secret_access_key: Some(secret), .. }) => {
+                Ok(Credentials { access_key_id: id.into(), secret_access_key: secret })
+            }
+            Ok(_) => Err(BackendError::permanent(
+                "GarageUnexpectedAnswer",
+                format!("GetKeyInfo {id}: Garage answered no secret although asked for it"),
+            )),
+            Err(e) if e.code() == Some("NoSuchAccessKey") => Err(BackendError::permanent(
+                "GarageKeyDeleted",
+                format!(
+                    "access key {id} ({key_name}) was deleted in Garage, which never lets a \
+                     key id be used again; {}",
+                    if key_name == SERVICE_KEY_NAME {
+                        "the provisioner cannot create buckets without its own key"
+                    } else {
+                        "delete and recreate the claim to get a new key"
+                    }
+                ),
+            )),
+            Err(e) => Err(self.admin.error(&format!("GetKeyInfo {id}"), e)),
+        }
+    }
+
+    /// Deletes key `id`; a key already gone is done.
+    pub async fn delete_key(&self, id: &str) -> Result<(), BackendError> {
+        match self.admin.post::<(), serde_json::Value>("DeleteKey", &[("id", id)], None).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.code() == Some("NoSuchAccessKey") => Ok(()),
+            Err(e) => Err(self.admin.error(&format!("DeleteKey {id}"), e)),
+        }
+    }
+
+    /// Aborts every unfinished multipart upload of `bucket`.
+    pub async fn abort_uploads(&self, bucket: &BucketInfo) -> Result<(), BackendError> {
+        let body = CleanupUploads { bucket_id: &bucket.id, older_than_secs: 0 };
+        self.admin
+            .post::<_, serde_json::Value>("CleanupIncompleteUploads", &[], Some(&body))
+            .await
+            .map(|_| ())
+            .map_err(|e| self.admin.error(&format!("CleanupIncompleteUploads {}", name(bucket)), e))
+    }
+
+    /// Deletes the (empty) `bucket`: `Ok(false)` when Garage still finds objects in it.
+    pub async fn delete_bucket(&self, bucket: &BucketInfo) -> Result<bool, BackendError> {
+        let query = [("id", bucket.id.as_str())];
+        match self.admin.post::<(), serde_json::Value>("DeleteBucket", &query, None).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.code() == Some("NoSuchBucket") => Ok(true),
+            Err(e) if e.code() == Some("BucketNotEmpty") => Ok(false),
+            Err(e) => Err(self.admin.error(&format!("DeleteBucket {}", name(bucket)), e)),
+        }
+    }
+}
+
+/// The claim that created `bucket` and its reclaim policy, as the ownership record in the
+/// provisioner key's namespace says; `None` when there is no record.
+pub fn creator(bucket: &BucketInfo, service_key: &str) -> Option<(String, ReclaimPolicy)> {
+    let key = bucket.keys.iter().find(|k| k.access_key_id == service_key)?;
+    let mut records = key.bucket_local_aliases.iter().filter_map(|a| read_ownership_alias(a));
+    let (user_id, policy) = records.next()?;
+    // Two records can only come from a bug or a hand edit with the admin token: trust neither.
+    if records.next().is_some() {
+        return None;
+    }
+    Some((user_id.to_string(), policy))
+}
+
+/// The bucket's name for messages.
+pub fn name(bucket: &BucketInfo) -> &str {
+    bucket.global_aliases.first().map(String::as_str).unwrap_or(&bucket.id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::BucketKey;
+
+    fn bucket(keys: Vec<BucketKey>) -> BucketInfo {
+        BucketInfo {
+            id: "id".into(),
+            global_aliases: vec!["b".into()],
+            keys,
+            objects: 0,
+            bytes: 0,
+            unfinished_multipart_uploads: 0,
+            unfinished_multipart_upload_bytes: 0,
+            quotas: Quotas::default(),
+        }
+    }
+
+    fn key(id: &str, aliases: &[&str]) -> BucketKey {
+        BucketKey {
+            access_key_id: id.into(),
+            name: String::new(),
+            permissions: Permissions::ALL,
+            bucket_local_aliases: aliases.iter().map(|a| a.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn only_the_provisioner_keys_single_record_counts() {
+        let mine = bucket(vec![key("GKsvc", &["obc-1.delete"])]);
+        assert_eq!(creator(&mine, "GKsvc"), Some(("obc-1".into(), ReclaimPolicy::Delete)));
+        // The same alias in another key's namespace proves nothing.
+        let other = bucket(vec![key("GKother", &["obc-1.delete"])]);
+        assert_eq!(creator(&other, "GKsvc"), None);
+        let two = bucket(vec![key("GKsvc", &["obc-1.delete", "obc-2.delete"])]);
+        assert_eq!(creator(&two, "GKsvc"), None);
+        let none = bucket(vec![key("GKsvc", &["photos"])]);
+        assert_eq!(creator(&none, "GKsvc"), None);
+    }
+}
