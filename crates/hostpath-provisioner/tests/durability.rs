@@ -1,8 +1,9 @@
 //! What a PUT does on disk before it is acknowledged, recorded with strace: the data is synced
-//! before it is renamed into place, and every name on the way to it (each directory made for
-//! the key, the data's and the metadata's renames) is synced in its directory before the answer,
-//! so that an acknowledged object survives a power cut. Alone in its binary so that the trace
-//! holds this test's requests only.
+//! (with the metadata attached to it) before it is renamed into place, and every name on the
+//! way to it (each directory made for the key, the data's rename) is synced in its directory
+//! before the answer, so that an acknowledged object survives a power cut; and a small PUT into
+//! an existing directory costs two syncs, its file's and its directory's. Alone in its binary so
+//! that the trace holds this test's requests only.
 
 mod common;
 
@@ -11,6 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::Server;
+use md5::Digest;
 
 /// One traced call: its name, the paths it names (`-y` shows a descriptor's path), and for a
 /// write on a socket whether it is an HTTP answer.
@@ -54,9 +56,13 @@ fn parent(path: &str) -> String {
     Path::new(path).parent().unwrap().display().to_string()
 }
 
+fn is_sync(call: &Call) -> bool {
+    matches!(call.name.as_str(), "fsync" | "fdatasync")
+}
+
 /// Whether an fsync of `path` comes in `calls` (before the answer).
 fn synced(calls: &[Call], path: &str) -> bool {
-    calls.iter().any(|c| matches!(c.name.as_str(), "fsync" | "fdatasync") && c.paths[0] == path)
+    calls.iter().any(|c| is_sync(c) && c.paths[0] == path)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -73,7 +79,10 @@ async fn an_acknowledged_put_is_synced_all_the_way_to_its_name() {
     let mut strace = Command::new("strace")
         .args(["-f", "-qq", "-y", "-s", "64", "-o"])
         .arg(&log)
-        .args(["-e", "trace=mkdir,mkdirat,rename,renameat,renameat2,fsync,fdatasync,writev"])
+        .args([
+            "-e",
+            "trace=mkdir,mkdirat,rename,renameat,renameat2,fsync,fdatasync,fsetxattr,writev",
+        ])
         .args(["-p", &std::process::id().to_string()])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -88,7 +97,9 @@ async fn an_acknowledged_put_is_synced_all_the_way_to_its_name() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    for key in ["fresh/deeper/object", "fresh/second", "top-level"] {
+    // New directories, one made already, the bucket's own, and a replacement.
+    let keys = ["fresh/deeper/object", "fresh/second", "top-level", "top-level"];
+    for key in keys {
         let body = common::pattern(7, 4096);
         s3.put_object().bucket("durable").key(key).body(body.into()).send().await.unwrap();
     }
@@ -101,17 +112,20 @@ async fn an_acknowledged_put_is_synced_all_the_way_to_its_name() {
     let all = calls(&log);
     let answers: Vec<usize> =
         all.iter().enumerate().filter(|(_, c)| c.answer).map(|(i, _)| i).collect();
-    assert_eq!(answers.len(), 3, "three PUTs answered:\n{log}");
+    assert_eq!(answers.len(), keys.len(), "every PUT answered:\n{log}");
     let mut start = 0;
+    let mut syncs_per_put = Vec::new();
     for answer in answers {
         let before = &all[start..answer];
         let mut named = 0;
+        let mut made = 0;
         for (i, call) in before.iter().enumerate() {
             let under_root = |p: &String| p.starts_with(&root);
             match call.name.as_str() {
                 "mkdir" | "mkdirat" => {
                     let Some(dir) = call.paths.iter().find(|p| under_root(p)) else { continue };
                     named += 1;
+                    made += 1;
                     assert!(
                         synced(&before[i..], &parent(dir)),
                         "{dir} made but its parent not synced before the answer:\n{log}"
@@ -130,12 +144,30 @@ async fn an_acknowledged_put_is_synced_all_the_way_to_its_name() {
                          answer:\n{log}"
                     );
                 }
+                // Metadata attached to a file is synced by the file's own sync.
+                "fsetxattr" => {
+                    let file = &call.paths[0];
+                    assert!(
+                        synced(&before[i..], file),
+                        "metadata attached to {file} but the file not synced after:\n{log}"
+                    );
+                }
                 _ => {}
             }
         }
-        assert!(named >= 2, "the data and its metadata were renamed into place:\n{log}");
+        assert!(named >= 1, "the data was renamed into place:\n{log}");
+        let syncs = before.iter().filter(|c| is_sync(c)).count();
+        // Each directory made costs the sync of its name in its parent; beyond those, the data
+        // (with its metadata) and its name in its directory.
+        assert_eq!(syncs - made, 2, "syncs of a PUT into an existing directory:\n{log}");
+        syncs_per_put.push(syncs);
         start = answer + 1;
     }
+    eprintln!("fsyncs per PUT of {keys:?}: {syncs_per_put:?}");
     let object = server.store.bucket_path("durable").unwrap().join("fresh/deeper/object");
     assert_eq!(std::fs::read(object).unwrap(), common::pattern(7, 4096));
+    // What was synced with the data is the object's metadata: its ETag is the body's MD5.
+    let head = s3.head_object().bucket("durable").key("top-level").send().await.unwrap();
+    let md5 = format!("\"{}\"", hex::encode(md5::Md5::digest(common::pattern(7, 4096))));
+    assert_eq!(head.e_tag(), Some(md5.as_str()));
 }

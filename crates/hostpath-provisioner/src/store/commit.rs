@@ -1,5 +1,6 @@
-//! Putting a complete object in place: temporary files, the write's condition and quota checked
-//! under the key's lock, then metadata and data renamed into place and synced, so that a crash
+//! Putting a complete object in place: temporary files, the data synced with its metadata
+//! attached (or a metadata file written first), the write's condition and quota checked under
+//! the key's lock, then the data renamed into place and its directory synced, so that a crash
 //! never shows a partial object nor loses the previous one.
 
 use std::fs::{self, File, OpenOptions};
@@ -10,6 +11,7 @@ use std::time::SystemTime;
 
 use md5::{Digest, Md5};
 
+use super::attached::{DataFile, attach};
 use super::durable::{fsync_dir, random_hex};
 use super::names::validate_key;
 use super::object_meta::{
@@ -17,6 +19,13 @@ use super::object_meta::{
 };
 use super::usage::{Change, Existing, Writer};
 use super::{BucketStore, StoreError, parse_key};
+
+/// Where [`BucketStore::commit`] puts an object: its plain path (`None`: beside the bucket, see
+/// `side`), and whether its metadata is attached to its data file.
+pub(super) struct Placed {
+    pub target: Option<PathBuf>,
+    pub attached: bool,
+}
 
 /// A file in `.provisioner/tmp` that is removed unless it was renamed into place.
 pub(super) struct TempFile {
@@ -67,30 +76,25 @@ impl BucketStore {
         .await
     }
 
-    /// Moves a complete temporary file into place as `key`, metadata first so that the data
-    /// never appears without it. `condition` is checked under the key's lock, so that no
-    /// other write of the key can come between the check and the rename, and so is the
+    /// Moves a complete temporary file (written, not yet synced) into place as `key`. Its
+    /// metadata goes with it, attached to the file where the file system allows (see
+    /// `attached`), so that one sync makes both last; otherwise into a metadata file first, so
+    /// that the data never appears without it. `condition` is checked under the key's lock, so
+    /// that no other write of the key can come between the check and the rename, and so is the
     /// quota, for `actor`: the object counts for `object.writer` in place of the one it
     /// replaces.
     pub(super) fn commit(
         &self,
         bucket: &str,
         key: &str,
-        temp: TempFile,
+        (temp, file): (TempFile, File),
         object: NewObject,
         condition: Option<&WriteCondition>,
         actor: &Writer,
     ) -> Result<ObjectInfo, StoreError> {
         let dir = self.bucket_dir(bucket)?;
         validate_key(key)?;
-        let _guard = self.key_lock(bucket, key);
-        self.check_condition(bucket, key, condition)?;
-        let data = fs::symlink_metadata(&temp.path)?;
-        let old = self.existing(bucket, &dir, key)?;
-        let change = Change::store(object.writer.as_deref(), data.len(), old.as_ref());
-        let ticket = self.meter(bucket)?.begin(change.and(object.also.clone()), actor)?;
-        // Nothing has moved before the renames: an error drops the ticket, and its reservation.
-        let target = self.plain_target(&dir, key)?;
+        let data = file.metadata()?;
         let meta = MetaFile {
             key: key.to_owned(),
             size: data.len(),
@@ -105,8 +109,21 @@ impl BucketStore {
             upload_id: object.upload_id,
             writer: object.writer,
         };
+        // Setting an attribute leaves the mtime recorded in it as it is. One sync for the bytes
+        // and what is attached to them, outside the key's lock.
+        let attached = attach(&file, &meta)?;
+        file.sync_all()?;
+        drop(file);
+        let _guard = self.key_lock(bucket, key);
+        self.check_condition(bucket, key, condition)?;
+        let old = self.existing(bucket, &dir, key)?;
+        let change = Change::store(meta.writer.as_deref(), data.len(), old.as_ref());
+        let ticket = self.meter(bucket)?.begin(change.and(object.also), actor)?;
+        // Nothing has moved before the renames: an error drops the ticket, and its reservation.
+        let target = self.plain_target(&dir, key)?;
         let mut moved = false;
-        match self.move_into_place(bucket, key, &dir, target, &meta, temp, &mut moved) {
+        let placed = Placed { target, attached };
+        match self.move_into_place(bucket, key, &dir, placed, &meta, temp, &mut moved) {
             Ok(()) => ticket.applied(),
             // Failed before the data moved: nothing changed. After: the object is in place but
             // what it replaced may or may not be gone.
@@ -127,15 +144,17 @@ impl BucketStore {
         bucket: &str,
         key: &str,
         dir: &Path,
-        target: Option<PathBuf>,
+        placed: Placed,
         meta: &MetaFile,
         mut temp: TempFile,
         moved: &mut bool,
     ) -> Result<(), StoreError> {
-        let Some(target) = target else {
+        let Some(target) = placed.target else {
             return self.write_side(bucket, meta, temp, moved);
         };
-        self.write_meta(bucket, meta)?;
+        if !placed.attached {
+            self.write_meta(bucket, meta)?;
+        }
         match fs::rename(&temp.path, &target) {
             Ok(()) => {
                 temp.keep = true;
@@ -152,13 +171,20 @@ impl BucketStore {
                         | io::ErrorKind::NotFound
                 ) =>
             {
-                let _ = remove_if_exists(&self.meta_path(bucket, key));
+                if !placed.attached {
+                    let _ = remove_if_exists(&self.meta_path(bucket, key));
+                }
                 return self.write_side(bucket, meta, temp, moved);
             }
             Err(e) => return Err(e.into()),
         }
         fsync_dir(target.parent().unwrap_or(dir))?;
-        // Only now, so that a crash never loses the key's current object.
+        // Only now, so that a crash never loses the key's current object. A metadata file the
+        // replaced object may have had is no longer read (the attached metadata wins), so its
+        // removal needs no sync.
+        if placed.attached {
+            remove_if_exists(&self.meta_path(bucket, key))?;
+        }
         self.remove_side(bucket, key)?;
         Ok(())
     }
@@ -178,8 +204,9 @@ impl BucketStore {
                         return Ok(Some(Existing { size: 0, writer: meta.writer }));
                     }
                 }
-                Ok((_, data)) => {
-                    let writer = self.read_meta(bucket, key, Some(&data)).and_then(|m| m.writer);
+                Ok((path, data)) => {
+                    let at = DataFile::Path(&path);
+                    let writer = self.object_meta(bucket, key, at, &data).and_then(|m| m.writer);
                     return Ok(Some(Existing { size: data.len(), writer }));
                 }
                 Err(StoreError::NoSuchKey(_)) => {}
@@ -251,9 +278,7 @@ impl BucketStore {
             Ok(target) => target,
             // `a/` where `a` is an object: kept beside the bucket like any other such key.
             Err(StoreError::KeyConflict(_)) => {
-                let (temp, file) = self.temp_file()?;
-                file.sync_all()?;
-                drop(file);
+                let temp = self.temp_file()?;
                 let object = NewObject {
                     etag: hex::encode(Md5::digest(b"")),
                     attrs,

@@ -9,6 +9,7 @@ use std::fs;
 use std::io;
 use std::path::PathBuf;
 
+use super::attached::DataFile;
 use super::dir_cache::{DirCache, Entries};
 use super::{BucketStore, ObjectInfo, StoreError};
 
@@ -39,7 +40,7 @@ pub struct ListPage {
 }
 
 enum Item {
-    Object(String, fs::Metadata),
+    Object(String, PathBuf, fs::Metadata),
     Marker(String, fs::Metadata),
     /// An object kept beside the bucket (see `side`), already read.
     Side(ObjectInfo),
@@ -48,7 +49,7 @@ enum Item {
 impl Item {
     fn key(&self) -> &str {
         match self {
-            Item::Object(key, _) | Item::Marker(key, _) => key,
+            Item::Object(key, ..) | Item::Marker(key, _) => key,
             Item::Side(info) => &info.key,
         }
     }
@@ -159,9 +160,11 @@ impl<'a> Walker<'a> {
             }
             if !is_dir {
                 if key.starts_with(prefix.as_str()) && key.as_str() > after {
-                    let meta = fs::symlink_metadata(frame.dir.join(&name));
-                    match meta {
-                        Ok(meta) if meta.is_file() => return Ok(Some(Item::Object(key, meta))),
+                    let path = frame.dir.join(&name);
+                    match fs::symlink_metadata(&path) {
+                        Ok(meta) if meta.is_file() => {
+                            return Ok(Some(Item::Object(key, path, meta)));
+                        }
                         _ => continue,
                     }
                 }
@@ -270,7 +273,9 @@ impl BucketStore {
                 continue;
             }
             let info = match item {
-                Item::Object(key, meta) => Some(self.object_info(bucket, &key, &meta)),
+                Item::Object(key, path, meta) => {
+                    Some(self.object_info(bucket, &key, DataFile::Path(&path), &meta))
+                }
                 Item::Marker(key, meta) => self.marker_info(bucket, &key, &meta),
                 Item::Side(info) => Some(info),
             };

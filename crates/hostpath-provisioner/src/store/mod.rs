@@ -36,6 +36,7 @@
 //! NUL are refused. Symlinks under a bucket are never followed: they are not listed, and
 //! reading, writing or deleting through one is refused.
 
+mod attached;
 mod checksum;
 mod commit;
 mod dir_cache;

@@ -12,6 +12,7 @@ use futures::Stream;
 use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
 
+use super::attached::DataFile;
 use super::checksum::{self, Checksum, ChecksumAlgorithm, ChecksumType, Hasher};
 use super::durable::{
     create_dir_all_durably, entries_of, random_hex, remove_tree, unix_now, write_atomic,
@@ -275,16 +276,19 @@ impl BucketStore {
                     out.write_all(&buf[..n])?;
                 }
             }
-            out.sync_all()?;
-            drop(out);
             let checksum =
                 upload.checksum_algorithm.zip(extra).map(|(algorithm, extra)| Checksum {
                     algorithm,
                     value: checksum::encode(&extra.finalize()),
                     kind: ChecksumType::FullObject,
                 });
-            let received =
-                Received { temp, md5: md5.finalize().into(), size: end - start, checksum };
+            let received = Received {
+                temp,
+                file: out,
+                md5: md5.finalize().into(),
+                size: end - start,
+                checksum,
+            };
             store.publish_part(&bucket, &dir, &upload_id, number, received, &upload, &writer)
         })
         .await
@@ -426,8 +430,6 @@ impl BucketStore {
                 io::copy(&mut src, &mut out)?;
                 digests.update(hex::decode(&part.etag).map_err(io::Error::other)?);
             }
-            out.sync_all()?;
-            drop(out);
             let object = NewObject {
                 etag: format!("{}-{}", hex::encode(digests.finalize()), chosen.len()),
                 attrs: upload.attrs,
@@ -442,7 +444,7 @@ impl BucketStore {
                 writer: upload.writer,
             };
             let condition = request.condition.as_ref();
-            let info = store.commit(&bucket, &key, temp, object, condition, &writer)?;
+            let info = store.commit(&bucket, &key, (temp, out), object, condition, &writer)?;
             // Counted as gone with the commit: if they stay, the next start counts again.
             if let Err(e) = remove_tree(&dir) {
                 store.meter(&bucket)?.taint();
@@ -456,8 +458,9 @@ impl BucketStore {
     /// The object at `key` if the upload `upload_id` made it and it was not replaced since.
     fn completed_by(&self, bucket: &str, key: &str, upload_id: &str) -> Option<ObjectInfo> {
         let (info, file) = self.open_blocking(bucket, key).ok()?;
-        let data = file?.metadata().ok()?;
-        let meta = self.read_meta(bucket, key, Some(&data))?;
+        let file = file?;
+        let data = file.metadata().ok()?;
+        let meta = self.object_meta(bucket, key, DataFile::Open(&file), &data)?;
         (meta.upload_id.as_deref() == Some(upload_id)).then_some(info)
     }
 

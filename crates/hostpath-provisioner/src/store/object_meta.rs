@@ -3,7 +3,7 @@
 //! copy carries.
 
 use std::collections::BTreeMap;
-use std::fs;
+use std::fs::{self, File};
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
@@ -12,6 +12,7 @@ use std::time::SystemTime;
 use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
 
+use super::attached::{DataFile, attached};
 use super::checksum::{Checksum, ChecksumCheck};
 use super::commit::TempFile;
 use super::durable::{create_dir_all_durably, write_atomic};
@@ -67,9 +68,12 @@ pub struct PutCheck {
     pub condition: Option<WriteCondition>,
 }
 
-/// A body received into a temporary file, verified, not yet visible.
+/// A body received into a temporary file, verified, not yet synced nor visible: whoever puts
+/// it in place syncs it, with what it adds to the file (see `attached`).
 pub(super) struct Received {
     pub temp: TempFile,
+    /// The temporary file, open.
+    pub file: File,
     pub md5: [u8; 16],
     pub size: u64,
     pub checksum: Option<Checksum>,
@@ -132,7 +136,8 @@ impl ObjectInfo {
     }
 }
 
-/// The metadata file kept for an object under `.provisioner/meta`.
+/// What is kept of an object: attached to its data file (see `attached`), or where that cannot
+/// be, in a metadata file under `.provisioner/meta` (always for folder markers).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(super) struct MetaFile {
     pub key: String,
@@ -219,7 +224,19 @@ impl BucketStore {
             .join(format!("{hash}.json"))
     }
 
-    /// Reads the metadata of `key`, if present and still describing `data`.
+    /// The metadata of the object `key` whose data file is `at` with status `data`: attached to
+    /// the file, or else in its metadata file, if either still describes the file.
+    pub(super) fn object_meta(
+        &self,
+        bucket: &str,
+        key: &str,
+        at: DataFile<'_>,
+        data: &fs::Metadata,
+    ) -> Option<MetaFile> {
+        attached(at, key, data).or_else(|| self.read_meta(bucket, key, Some(data)))
+    }
+
+    /// Reads the metadata file of `key`, if present and still describing `data`.
     pub(super) fn read_meta(
         &self,
         bucket: &str,
@@ -249,9 +266,15 @@ impl BucketStore {
 
     /// What a client sees of the file at `key`: its metadata, or a derived ETag when the
     /// metadata is missing or stale (the file was written outside the store).
-    pub(super) fn object_info(&self, bucket: &str, key: &str, data: &fs::Metadata) -> ObjectInfo {
+    pub(super) fn object_info(
+        &self,
+        bucket: &str,
+        key: &str,
+        at: DataFile<'_>,
+        data: &fs::Metadata,
+    ) -> ObjectInfo {
         let last_modified = data.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-        match self.read_meta(bucket, key, Some(data)) {
+        match self.object_meta(bucket, key, at, data) {
             Some(meta) => meta.info(last_modified),
             None => ObjectInfo::plain(
                 key,

@@ -12,6 +12,7 @@ use futures::{Stream, StreamExt};
 use md5::{Digest, Md5};
 use tokio::io::{AsyncWriteExt, BufWriter};
 
+use super::attached::DataFile;
 use super::checksum::{self, Checksum, ChecksumCheck, ChecksumType, ExpectedChecksum, Hasher};
 use super::commit::remove_if_exists;
 use super::durable::{create_dir_durably, settle_dir};
@@ -152,7 +153,8 @@ impl BucketStore {
             ..NewObject::default()
         };
         self.blocking(move |store| {
-            store.commit(&bucket, &key, received.temp, object, condition.as_ref(), &writer)
+            let temp = (received.temp, received.file);
+            store.commit(&bucket, &key, temp, object, condition.as_ref(), &writer)
         })
         .await
     }
@@ -180,7 +182,7 @@ impl BucketStore {
     }
 
     /// Streams `body` into a new temporary file, verifying length, MD5 and the additional
-    /// checksum; returns the file (synced), its MD5 and the verified checksum.
+    /// checksum; returns the file (written, not yet synced), its MD5 and the verified checksum.
     pub(super) async fn receive<S, E>(
         &self,
         mut body: S,
@@ -224,9 +226,8 @@ impl BucketStore {
             _ => None,
         };
         out.flush().await?;
-        let file = out.into_inner();
-        file.sync_all().await?;
-        Ok(Received { temp, md5, size, checksum })
+        let file = out.into_inner().into_std().await;
+        Ok(Received { temp, file, md5, size, checksum })
     }
 
     /// Opens `key` for reading: its info and, unless it is an empty folder marker, the open
@@ -294,7 +295,8 @@ impl BucketStore {
         if !data.is_file() {
             return Err(StoreError::NoSuchKey(key.to_owned()));
         }
-        Ok((self.object_info(bucket, key, &data), Some(file)))
+        let info = self.object_info(bucket, key, DataFile::Open(&file), &data);
+        Ok((info, Some(file)))
     }
 
     /// Removes `key`. A missing key counts as done; directories left empty are removed up to
@@ -434,8 +436,6 @@ impl BucketStore {
                 hash.update(&buf[..n]);
                 out.write_all(&buf[..n])?;
             }
-            out.sync_all()?;
-            drop(out);
             // The copy has the same bytes, so a whole-object checksum still holds.
             let object = NewObject {
                 etag: hex::encode(hash.finalize()),
@@ -444,7 +444,7 @@ impl BucketStore {
                 writer: writer.user().map(str::to_owned),
                 ..NewObject::default()
             };
-            store.commit(&dst_bucket, &dst_key, temp, object, None, &writer)
+            store.commit(&dst_bucket, &dst_key, (temp, out), object, None, &writer)
         })
         .await
     }

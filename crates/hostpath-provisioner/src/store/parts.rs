@@ -50,7 +50,9 @@ impl BucketStore {
         upload: &UploadFile,
         actor: &Writer,
     ) -> Result<PartInfo, StoreError> {
-        let Received { temp, md5, size, checksum } = received;
+        let Received { temp, file, md5, size, checksum } = received;
+        file.sync_all()?;
+        drop(file);
         let _upload = self.upload_lock(bucket, upload_id);
         let replaced = part_files(dir, number)?;
         let old = replaced.iter().map(|(_, size)| size).sum();

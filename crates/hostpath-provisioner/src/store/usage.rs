@@ -38,6 +38,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::attached::DataFile;
 use super::durable::{entries_of, write_atomic};
 use super::{BucketStore, Inner, StoreError, parse_key};
 
@@ -616,7 +617,9 @@ impl BucketStore {
             let stat = entry.metadata()?;
             let key = format!("{prefix}{name}");
             if stat.is_file() {
-                let writer = self.read_meta(bucket, &key, Some(&stat)).and_then(|m| m.writer);
+                let path = entry.path();
+                let at = DataFile::Path(&path);
+                let writer = self.object_meta(bucket, &key, at, &stat).and_then(|m| m.writer);
                 counts.count(writer.as_deref(), 1, stat.len());
             } else if stat.is_dir() {
                 let marker = format!("{key}/");
