@@ -69,6 +69,19 @@ pub mod class_limits {
     ];
 }
 
+/// StorageClass parameters the controller reads and never passes to backends: when a claim's
+/// credentials are replaced by new ones.
+pub mod class_rotation {
+    /// How long a claim's key lives before a new one replaces it, e.g. `720h` (Go duration
+    /// units `h`, `m`, `s`). Unset: keys are replaced only on demand.
+    pub const ROTATION_PERIOD: &str = "rotationPeriod";
+    /// How long the previous key keeps working once a new one is in the Secret, e.g. `1h` (the
+    /// default): time for pods reading the Secret through `envFrom` to restart.
+    pub const ROTATION_OVERLAP: &str = "rotationOverlap";
+    /// Both of them.
+    pub const ALL: [&str; 2] = [ROTATION_PERIOD, ROTATION_OVERLAP];
+}
+
 /// Label put on every object the controller writes, valued with the provisioner name.
 pub const LABEL_PROVISIONER: &str = "objectbucket.io/provisioner";
 
@@ -101,4 +114,11 @@ pub mod annotations {
     /// On an ObjectBucket: the access mode its claim's credentials were given (absent on
     /// ObjectBuckets written before modes existed: `ReadWrite`).
     pub const ACCESS_MODE: &str = "objectbucket.io/access-mode";
+    /// On a claim, set by its tenant: any new value (a timestamp, say) asks for the claim's
+    /// credentials to be replaced by new ones. Only a change counts; the value means nothing.
+    pub const ROTATE_CREDENTIALS: &str = "objectbucket.io/rotate-credentials";
+    /// On an ObjectBucket: where the rotation of its claim's credentials stands (JSON, written
+    /// by the controller alone): the last request handled, the step in progress, the previous
+    /// key and when it stops working.
+    pub const ROTATION: &str = "objectbucket.io/rotation";
 }

@@ -1,6 +1,6 @@
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -100,4 +100,20 @@ pub struct ObjectBucketClaimStatus {
     /// for (`additionalConfig` `accessMode`) within its StorageClass's limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access_mode: Option<AccessMode>,
+
+    /// The claim's credentials, once they have been rotated or its StorageClass rotates them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<CredentialsStatus>,
+}
+
+/// The keys of a claim, as their rotation left them.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CredentialsStatus {
+    /// When the key in the claim's Secret was issued.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<Time>,
+    /// When the previous key stops working; absent when only the Secret's key works.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_expires_at: Option<Time>,
 }

@@ -26,6 +26,7 @@ use crate::bucket::ownership::{check_not_foreign, ensure_owned};
 use crate::bucket::plan::{
     Plan, bucket_options, exceeded, limited, plan, plan_for_bound, storage_class,
 };
+use crate::bucket::rotation;
 use crate::kubernetes::cache::key;
 use crate::{BackendError, BucketOptions, ProvisionedBucket, Provisioner};
 
@@ -146,8 +147,10 @@ pub async fn apply<P: Provisioner>(
     let message = bound_message(plan.source, &plan.bucket_name);
     tracing::info!(claim = %key(&*claim), bucket = %plan.bucket_name, "{message}");
     let claim = ctx.caches.claim(&claim).unwrap_or(claim);
-    set_bound(&observed, &bucket, &claim, &message, limited.access_mode, ctx).await?;
-    Ok(Action::await_change())
+    let (credentials, wait) = rotation::schedule(&claim, &bucket, ctx)?;
+    set_bound(&observed, &bucket, &claim, &message, (limited.access_mode, credentials), ctx)
+        .await?;
+    Ok(wait.map_or_else(Action::await_change, Action::requeue))
 }
 
 /// Records the bucket name, the ObjectBucket's name and what cleanup will need on the claim
@@ -237,6 +240,12 @@ async fn write_results<P: Provisioner>(
         },
         Some(existing) => {
             let mut replacement = desired;
+            // A rotation's record outlives credentials issued again: its previous key is
+            // still to be retired.
+            if let Some(rotation) = existing.annotations().get(annotations::ROTATION) {
+                let recorded = replacement.metadata.annotations.get_or_insert_default();
+                recorded.insert(annotations::ROTATION.into(), rotation.clone());
+            }
             replacement.metadata.resource_version = existing.resource_version();
             observed
                 .buckets

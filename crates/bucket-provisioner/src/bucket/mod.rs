@@ -10,6 +10,7 @@
 //!   checks that keep the controller off what is not its claim's.
 //! - [`limits`], [`quantity`]: what a StorageClass lets its claims ask for (quotas, access
 //!   modes), and how quota values read.
+//! - [`rotation`]: a bound claim's key replaced by a new one, on demand or on a schedule.
 
 pub(crate) mod bound;
 pub(crate) mod claim;
@@ -25,6 +26,7 @@ pub(crate) mod ownership;
 pub(crate) mod plan;
 pub mod provisioner;
 pub mod quantity;
+pub mod rotation;
 pub mod run;
 pub mod status;
 pub(crate) mod sweep;

@@ -19,6 +19,7 @@ use crate::bucket::limits::{ClassLimits, Limited};
 use crate::bucket::naming;
 use crate::bucket::objects::{BucketSource, parse_reclaim_policy};
 use crate::bucket::observe::{bound_bucket_name, source_of};
+use crate::bucket::rotation::RotationPolicy;
 
 /// What the controller will do for a claim.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,7 +30,8 @@ pub struct Plan {
     pub source: BucketSource,
     /// The StorageClass's reclaim policy.
     pub reclaim_policy: ReclaimPolicy,
-    /// StorageClass parameters for the backend (without `bucketName` and the class's limits).
+    /// StorageClass parameters for the backend (without `bucketName`, the class's limits and
+    /// its rotation policy).
     pub parameters: BTreeMap<String, String>,
     /// What the StorageClass lets its claims ask for.
     pub limits: ClassLimits,
@@ -58,7 +60,8 @@ pub fn plan(claim: &ObjectBucketClaim, class: &StorageClass) -> Result<Plan, Err
     };
     let mut parameters = class.parameters.clone().unwrap_or_default();
     let existing = parameters.remove(STORAGE_CLASS_BUCKET_NAME);
-    let limits = ClassLimits::take(&mut parameters).map_err(invalid_class)?;
+    let limits = ClassLimits::take(&mut parameters).map_err(&invalid_class)?;
+    RotationPolicy::take(&mut parameters).map_err(&invalid_class)?;
 
     let generated_before = claim.annotations().get(annotations::GENERATED_BUCKET_NAME);
     let (bucket_name, source, generated) = if let Some(existing) = existing {
@@ -91,8 +94,9 @@ pub fn plan(claim: &ObjectBucketClaim, class: &StorageClass) -> Result<Plan, Err
 pub(crate) fn plan_for_bound(bound: &ObjectBucket, class: &StorageClass) -> Result<Plan, Error> {
     let mut parameters = class.parameters.clone().unwrap_or_default();
     parameters.remove(STORAGE_CLASS_BUCKET_NAME);
-    let limits = ClassLimits::take(&mut parameters)
-        .map_err(|message| Error::InvalidStorageClass { class: class.name_any(), message })?;
+    let invalid_class = |message| Error::InvalidStorageClass { class: class.name_any(), message };
+    let limits = ClassLimits::take(&mut parameters).map_err(invalid_class)?;
+    RotationPolicy::take(&mut parameters).map_err(invalid_class)?;
     Ok(Plan {
         bucket_name: bound_bucket_name(bound).to_string(),
         source: source_of(bound.annotations()).unwrap_or(BucketSource::Existing),
