@@ -40,6 +40,10 @@ pub const STORAGE_CLASS_BUCKET_NAME: &str = "bucketName";
 /// `additionalConfig` key of a claim: the access mode it asks for, `ReadWrite` (the default),
 /// `ReadOnly` or `WriteOnly`. Read by the controller; backends get it as a field of its own.
 pub const CLAIM_ACCESS_MODE: &str = "accessMode";
+/// `additionalConfig` key of a claim: the name of another claim of its namespace whose bucket it
+/// is granted a key of its own on (the other claim must have created its bucket). Read by the
+/// controller; backends never see it.
+pub const CLAIM_SHARE_FROM: &str = "shareFrom";
 /// `additionalConfig` key of a claim (Rook, NooBaa): most objects its key may store.
 pub const CLAIM_MAX_OBJECTS: &str = "maxObjects";
 /// `additionalConfig` key of a claim (Rook, NooBaa): most bytes its key may store, a Kubernetes
@@ -121,4 +125,9 @@ pub mod annotations {
     /// by the controller alone): the last request handled, the step in progress, the previous
     /// key and when it stops working.
     pub const ROTATION: &str = "objectbucket.io/rotation";
+    /// On an ObjectBucket of a claim sharing another claim's bucket: the UID of that claim.
+    pub const SHARED_FROM: &str = "objectbucket.io/shared-from";
+    /// On an ObjectBucket of a sharing claim: the bucket went with the claim it was shared
+    /// from (`true`), and the sharing claim's key is revoked (`revoked`).
+    pub const BUCKET_LOST: &str = "objectbucket.io/bucket-lost";
 }

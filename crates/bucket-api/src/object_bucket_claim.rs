@@ -42,7 +42,8 @@ pub struct ObjectBucketClaimSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generate_bucket_name: Option<String>,
 
-    /// Settings for the bucket: `accessMode` (`ReadWrite`, `ReadOnly` or `WriteOnly`), read by
+    /// Settings for the bucket: `accessMode` (`ReadWrite`, `ReadOnly` or `WriteOnly`) and
+    /// `shareFrom` (another claim of the namespace whose bucket this claim shares), read by
     /// the controller, and backend-specific ones such as `maxObjects` or `maxSize`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub additional_config: Option<BTreeMap<String, String>>,

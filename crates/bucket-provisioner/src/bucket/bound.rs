@@ -106,7 +106,10 @@ fn in_force<P>(
 ) -> Result<(Option<Plan>, Limited), Error> {
     match ctx.caches.class(&claim.spec.storage_class_name) {
         Some(class) => {
-            let plan = plan_for_bound(bound, &class)?;
+            let mut plan = plan_for_bound(bound, &class)?;
+            if let Some(mode) = crate::bucket::sharing::bound_owner_mode(claim, bound, ctx) {
+                plan.limits = plan.limits.shared_from(mode);
+            }
             let limited = limited(claim, &plan, true)?;
             Ok((Some(plan), limited))
         }

@@ -28,6 +28,7 @@ pub mod provisioner;
 pub mod quantity;
 pub mod rotation;
 pub mod run;
+pub(crate) mod sharing;
 pub mod status;
 pub(crate) mod sweep;
 pub mod usage;
