@@ -11,6 +11,7 @@
 //! |---|---|---|
 //! | created / recreated | no (greenfield) | [`Provisioner::provision`] |
 //! | created / recreated | yes (brownfield) | [`Provisioner::grant`] |
+//! | created with `additionalConfig` `shareFrom` (another claim's bucket) | — | [`Provisioner::grant`] of that bucket |
 //! | `additionalConfig` (or its StorageClass's limits) changed | — | [`Provisioner::update`] |
 //! | deleted, bucket created for it, policy `Delete` | — | [`Provisioner::delete`] |
 //! | deleted, otherwise | — | [`Provisioner::revoke`] |
@@ -77,6 +78,13 @@
 //! [`Provisioner::update`], with the mode the credentials had in [`access_mode_of`] the
 //! ObjectBucket; `provision` and `grant` of a claim whose credentials are issued again get the
 //! mode in force too.
+//!
+//! ## Sharing is a grant
+//! A claim sharing another claim's bucket (see [`crate::bucket::sharing`]) reaches you as a
+//! [`Provisioner::grant`] of that bucket under its own `user_id`, and as a
+//! [`Provisioner::revoke`] when it goes or the bucket goes with its owner: nothing new to
+//! implement. The library revokes every sharing claim's key before it asks you to `delete` the
+//! owner's bucket.
 //!
 //! ## Rotation: two keys at most, never none
 //! A claim's credentials are replaced on demand (its tenant changes the claim's
