@@ -118,3 +118,51 @@ async fn sharing_never_crosses_a_namespace_nor_reveals_what_exists() {
         nothing.replace("\"no-such-claim\"", "N")
     );
 }
+
+/// SIGKILL as soon as the owner's deletion marks the sharing claim lost (before or just after
+/// its key is revoked): the restarted process finishes the deletion, the sharing claim ends
+/// `BucketLost` without a key, and nothing is left behind.
+#[tokio::test]
+async fn a_crash_during_the_owners_deletion_leaves_no_key_and_no_stuck_claim() {
+    use bucket_api::ObjectBucket;
+    use kube::api::{Api, DeleteParams};
+    use test_support::eventually;
+
+    let env = Env::new("hp-share-crash").await;
+    let mut provisioner = env.start("node-a");
+    let class = env.class(&[], "Delete").await;
+    env.claim("app", &class, None).await;
+    env.wait("app", ClaimPhase::Bound, "Bound").await;
+    env.home().create("writer", sharing(&class, "app", None)).await;
+    let writer = env.wait("writer", ClaimPhase::Bound, "Bound").await;
+    let (writer_s3, bucket) = env.s3_for("writer").await;
+    put(&writer_s3, &bucket, "w", b"w").await.unwrap();
+    let buckets: Api<ObjectBucket> = Api::all(env.client.clone());
+    let writer_ob = writer.spec.object_bucket_name.unwrap();
+
+    env.claims.delete("app", &DeleteParams::default()).await.unwrap();
+    eventually("the sharing claim to be marked lost", || async {
+        let ob = buckets.get(&writer_ob).await.ok()?;
+        ob.metadata.annotations?.contains_key("objectbucket.io/bucket-lost").then_some(())
+    })
+    .await;
+    provisioner.kill().await;
+    provisioner = env.start("node-a");
+
+    env.wait("writer", ClaimPhase::Failed, "BucketLost").await;
+    eventually("the owner to be gone", || async {
+        env.claims.get_opt("app").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(!env.bucket_dir(&bucket).exists());
+    let refused = eventually("the endpoint to answer again", || async {
+        let answer = get(&writer_s3, &bucket, "w").await;
+        (answer != Err("unknown".into())).then_some(answer)
+    })
+    .await;
+    assert_eq!(refused, Err("InvalidAccessKeyId".into()));
+    env.delete("writer").await;
+    let keys = std::fs::read_dir(env.root.path().join(".provisioner/keys")).unwrap().count();
+    assert_eq!(keys, 0, "no key left behind");
+    drop(provisioner);
+}
