@@ -40,6 +40,10 @@ pub const STORAGE_CLASS_BUCKET_NAME: &str = "bucketName";
 /// `additionalConfig` key of a claim: the access mode it asks for, `ReadWrite` (the default),
 /// `ReadOnly` or `WriteOnly`. Read by the controller; backends get it as a field of its own.
 pub const CLAIM_ACCESS_MODE: &str = "accessMode";
+/// `additionalConfig` key of a claim: the name of another claim of its namespace whose bucket it
+/// is granted a key of its own on (the other claim must have created its bucket). Read by the
+/// controller; backends never see it.
+pub const CLAIM_SHARE_FROM: &str = "shareFrom";
 /// `additionalConfig` key of a claim (Rook, NooBaa): most objects its key may store.
 pub const CLAIM_MAX_OBJECTS: &str = "maxObjects";
 /// `additionalConfig` key of a claim (Rook, NooBaa): most bytes its key may store, a Kubernetes
@@ -67,6 +71,19 @@ pub mod class_limits {
         LIMIT_MAX_SIZE,
         LIMIT_ACCESS_MODE,
     ];
+}
+
+/// StorageClass parameters the controller reads and never passes to backends: when a claim's
+/// credentials are replaced by new ones.
+pub mod class_rotation {
+    /// How long a claim's key lives before a new one replaces it, e.g. `720h` (Go duration
+    /// units `h`, `m`, `s`). Unset: keys are replaced only on demand.
+    pub const ROTATION_PERIOD: &str = "rotationPeriod";
+    /// How long the previous key keeps working once a new one is in the Secret, e.g. `1h` (the
+    /// default): time for pods reading the Secret through `envFrom` to restart.
+    pub const ROTATION_OVERLAP: &str = "rotationOverlap";
+    /// Both of them.
+    pub const ALL: [&str; 2] = [ROTATION_PERIOD, ROTATION_OVERLAP];
 }
 
 /// Label put on every object the controller writes, valued with the provisioner name.
@@ -101,4 +118,16 @@ pub mod annotations {
     /// On an ObjectBucket: the access mode its claim's credentials were given (absent on
     /// ObjectBuckets written before modes existed: `ReadWrite`).
     pub const ACCESS_MODE: &str = "objectbucket.io/access-mode";
+    /// On a claim, set by its tenant: any new value (a timestamp, say) asks for the claim's
+    /// credentials to be replaced by new ones. Only a change counts; the value means nothing.
+    pub const ROTATE_CREDENTIALS: &str = "objectbucket.io/rotate-credentials";
+    /// On an ObjectBucket: where the rotation of its claim's credentials stands (JSON, written
+    /// by the controller alone): the last request handled, the step in progress, the previous
+    /// key and when it stops working.
+    pub const ROTATION: &str = "objectbucket.io/rotation";
+    /// On an ObjectBucket of a claim sharing another claim's bucket: the UID of that claim.
+    pub const SHARED_FROM: &str = "objectbucket.io/shared-from";
+    /// On an ObjectBucket of a sharing claim: the bucket went with the claim it was shared
+    /// from (`true`), and the sharing claim's key is revoked (`revoked`).
+    pub const BUCKET_LOST: &str = "objectbucket.io/bucket-lost";
 }

@@ -18,7 +18,8 @@ pub use object_bucket::{
     ObjectBucketStatus, ReclaimPolicy,
 };
 pub use object_bucket_claim::{
-    ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec, ObjectBucketClaimStatus,
+    ClaimPhase, CredentialsStatus, ObjectBucketClaim, ObjectBucketClaimSpec,
+    ObjectBucketClaimStatus,
 };
 
 /// The API group of both kinds.

@@ -1,6 +1,6 @@
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -42,7 +42,8 @@ pub struct ObjectBucketClaimSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generate_bucket_name: Option<String>,
 
-    /// Settings for the bucket: `accessMode` (`ReadWrite`, `ReadOnly` or `WriteOnly`), read by
+    /// Settings for the bucket: `accessMode` (`ReadWrite`, `ReadOnly` or `WriteOnly`) and
+    /// `shareFrom` (another claim of the namespace whose bucket this claim shares), read by
     /// the controller, and backend-specific ones such as `maxObjects` or `maxSize`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub additional_config: Option<BTreeMap<String, String>>,
@@ -100,4 +101,20 @@ pub struct ObjectBucketClaimStatus {
     /// for (`additionalConfig` `accessMode`) within its StorageClass's limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access_mode: Option<AccessMode>,
+
+    /// The claim's credentials, once they have been rotated or its StorageClass rotates them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<CredentialsStatus>,
+}
+
+/// The keys of a claim, as their rotation left them.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CredentialsStatus {
+    /// When the key in the claim's Secret was issued.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<Time>,
+    /// When the previous key stops working; absent when only the Secret's key works.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_expires_at: Option<Time>,
 }

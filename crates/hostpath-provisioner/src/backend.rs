@@ -223,13 +223,7 @@ impl Provisioner for HostPathProvisioner {
     }
 
     async fn revoke(&self, bucket: &ObjectBucket) -> Result<(), BackendError> {
-        let Some(user_id) = claim_user_id(bucket) else {
-            return Err(BackendError::permanent(
-                "MissingUserId",
-                "the ObjectBucket names no claim UID and records no userId, so its key cannot be \
-                 found",
-            ));
-        };
+        let user_id = claim_user_id(bucket).ok_or_else(missing_user_id)?;
         self.store.revoke_keys(&user_id).await.map_err(backend_error)?;
         Ok(())
     }
@@ -250,6 +244,29 @@ impl Provisioner for HostPathProvisioner {
         self.store.set_key_mode(user, bucket, options.access_mode).await.map_err(backend_error)
     }
 
+    /// A new key beside the claim's key `keep`, with its access and quota; the store keeps
+    /// both until the library retires `keep`.
+    async fn rotate(&self, bucket: &ObjectBucket, keep: &str) -> Result<Credentials, BackendError> {
+        let name = bucket_name_of(bucket)?;
+        let user_id = claim_user_id(bucket).ok_or_else(missing_user_id)?;
+        let key = self.store.rotate_key(&user_id, &name, keep).await.map_err(backend_error)?;
+        Ok(Credentials {
+            access_key_id: key.access_key_id,
+            secret_access_key: key.secret_access_key,
+        })
+    }
+
+    /// Removes the claim's key `access_key_id`; a key of anyone else is left alone.
+    async fn retire_key(
+        &self,
+        bucket: &ObjectBucket,
+        access_key_id: &str,
+    ) -> Result<(), BackendError> {
+        let user_id = claim_user_id(bucket).ok_or_else(missing_user_id)?;
+        self.store.retire_key(&user_id, access_key_id).await.map_err(backend_error)?;
+        Ok(())
+    }
+
     /// What the bucket holds and what the claim's key stored in it, from the store's meters.
     fn usage(&self, bucket: &ObjectBucket) -> Option<BucketUsage> {
         let name = bucket_name_of(bucket).ok()?;
@@ -265,6 +282,13 @@ impl Provisioner for HostPathProvisioner {
             max_bytes: quota.max_bytes,
         })
     }
+}
+
+fn missing_user_id() -> BackendError {
+    BackendError::permanent(
+        "MissingUserId",
+        "the ObjectBucket names no claim UID and records no userId, so its key cannot be found",
+    )
 }
 
 fn claim_user_id(bucket: &ObjectBucket) -> Option<String> {

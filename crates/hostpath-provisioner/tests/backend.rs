@@ -214,3 +214,62 @@ async fn unknown_parameters_and_config_keys_are_rejected() {
     let err = backend.provision(&options("Not_Valid", "uid-7")).await.unwrap_err();
     assert_permanent(&err, "InvalidBucketName");
 }
+
+#[tokio::test]
+async fn rotation_keeps_two_keys_at_most_and_retires_only_the_claims_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(tmp.path()).await;
+    let backend = HostPathProvisioner::new(server.store.clone(), config());
+    let mut narrowed = options("rotated", "uid-1");
+    narrowed.access_mode = bucket_api::AccessMode::ReadOnly;
+    let first = backend.provision(&narrowed).await.unwrap();
+    let other = backend.provision(&options("others", "uid-2")).await.unwrap();
+    let bound = object_bucket("rotated", Some("uid-1"), &first);
+    let keep = &first.credentials.access_key_id;
+
+    // A lost answer and a retry: the stray key goes, never a third.
+    let lost = backend.rotate(&bound, keep).await.unwrap();
+    let new = backend.rotate(&bound, keep).await.unwrap();
+    assert_ne!(lost, new);
+    let store = &server.store;
+    assert!(store.lookup_key(&lost.access_key_id).is_none(), "the lost key was removed");
+    let keys = store.keys_for_user(&user_id_for_claim("uid-1"));
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    let issued = store.lookup_key(&new.access_key_id).unwrap();
+    assert_eq!(
+        issued.mode,
+        bucket_api::AccessMode::ReadOnly,
+        "the new key has the kept one's mode"
+    );
+
+    // Both keys work during the overlap.
+    for credentials in [&first.credentials, &new] {
+        let s3 =
+            client_for(server.addr, &credentials.access_key_id, &credentials.secret_access_key);
+        let listed = s3.list_objects_v2().bucket("rotated").send().await;
+        assert!(listed.is_ok(), "{:?}", listed.err());
+    }
+    // Credentials issued again (a lost Secret) are the current key, not a third one.
+    let again = backend.provision(&narrowed).await.unwrap();
+    assert_eq!(again.credentials, new);
+
+    // A key of another claim is never retired through this claim, and keeping one that is not
+    // the claim's rotates nothing.
+    backend.retire_key(&bound, &other.credentials.access_key_id).await.unwrap();
+    assert!(store.lookup_key(&other.credentials.access_key_id).is_some());
+    let refused = backend.rotate(&bound, &other.credentials.access_key_id).await.unwrap_err();
+    assert_permanent(&refused, "InvalidArgument");
+
+    backend.retire_key(&bound, keep).await.unwrap();
+    backend.retire_key(&bound, keep).await.unwrap();
+    let (id, secret) = (&first.credentials.access_key_id, &first.credentials.secret_access_key);
+    let refused = client_for(server.addr, id, secret).list_objects_v2().bucket("rotated").send();
+    assert_eq!(code(&refused.await.unwrap_err()), "InvalidAccessKeyId");
+    assert_eq!(store.keys_for_user(&user_id_for_claim("uid-1")).len(), 1);
+
+    // The next rotation keeps the current key and gets yet another id; revoke takes them all.
+    let third = backend.rotate(&bound, &new.access_key_id).await.unwrap();
+    assert!(![keep, &new.access_key_id, &lost.access_key_id].contains(&&third.access_key_id));
+    backend.revoke(&bound).await.unwrap();
+    assert!(store.keys_for_user(&user_id_for_claim("uid-1")).is_empty());
+}

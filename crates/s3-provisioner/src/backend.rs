@@ -226,6 +226,33 @@ impl S3Provisioner {
         })
     }
 
+    /// The claim's IAM user for a rotation, with a session to reach it.
+    async fn rotation_user(
+        &self,
+        bucket: &ObjectBucket,
+    ) -> Result<(Session, String), BackendError> {
+        let settings = self.cleanup_settings(bucket).await?;
+        if !settings.create_bucket_user {
+            return Err(BackendError::permanent(
+                bucket_provisioner::ROTATION_NOT_SUPPORTED,
+                "the claim holds the StorageClass owner's keys (createBucketUser=false): they are \
+                 the operator's to rotate, not the claim's",
+            ));
+        }
+        let recorded = bucket.spec.additional_state.as_ref().and_then(|s| s.get(STATE_USER_NAME));
+        let user = match (recorded, user_id_of(bucket)) {
+            (Some(user), _) => user.clone(),
+            (None, Some(user_id)) => iam::user_name(&user_id),
+            (None, None) => {
+                return Err(BackendError::permanent(
+                    "MissingUserId",
+                    "the ObjectBucket names no claim UID and records no IAM user",
+                ));
+            }
+        };
+        Ok((self.session(&settings).await?, user))
+    }
+
     async fn remove_user(
         &self,
         session: &Session,
@@ -324,6 +351,25 @@ impl Provisioner for S3Provisioner {
         let settings = self.cleanup_settings(bucket).await?;
         let session = self.cleanup_session(&settings).await?;
         self.remove_user(&session, &settings, bucket).await
+    }
+
+    /// A second access key for the claim's IAM user (CreateAccessKey), the one in the Secret
+    /// kept.
+    async fn rotate(&self, bucket: &ObjectBucket, keep: &str) -> Result<Credentials, BackendError> {
+        let (session, user) = self.rotation_user(bucket).await?;
+        Users { iam: &session.clients.iam, owner: &session.owner }.rotate(&user, keep).await
+    }
+
+    /// Deletes the claim's previous access key (DeleteAccessKey).
+    async fn retire_key(
+        &self,
+        bucket: &ObjectBucket,
+        access_key_id: &str,
+    ) -> Result<(), BackendError> {
+        let (session, user) = self.rotation_user(bucket).await?;
+        Users { iam: &session.clients.iam, owner: &session.owner }
+            .retire(&user, access_key_id)
+            .await
     }
 
     /// Applies a changed access mode to the claim's user, and a changed `bucketPolicy` or

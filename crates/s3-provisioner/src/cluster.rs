@@ -60,7 +60,14 @@ impl ClassParameters for KubeCluster {
             api.get_opt(name).await.map_err(|e| unavailable(&format!("StorageClass {name}"), e))?;
         Ok(class.map(|c| {
             let mut parameters = c.parameters.unwrap_or_default();
+            // What the library reads itself never reaches the backend's settings.
             parameters.remove(bucket_api::contract::STORAGE_CLASS_BUCKET_NAME);
+            for name in bucket_api::contract::class_limits::ALL
+                .iter()
+                .chain(&bucket_api::contract::class_rotation::ALL)
+            {
+                parameters.remove(*name);
+            }
             parameters
         }))
     }

@@ -1,5 +1,6 @@
 //! The claim's IAM user: created once (its name comes from the claim's stable user id), given an
-//! inline policy for one bucket, and exactly one access key; removed with everything it holds.
+//! inline policy for one bucket, and one access key (two while a rotation overlaps them); removed
+//! with everything it holds.
 
 use aws_sdk_iam::Client;
 use aws_sdk_iam::types::Tag;
@@ -150,6 +151,33 @@ impl Users<'_> {
         for key in self.access_keys(user).await?.unwrap_or_default() {
             self.delete_key(user, &key).await?;
         }
+        self.create_key(user).await
+    }
+
+    /// A second access key for `user` beside `keep`, after deleting any other (an earlier
+    /// attempt's, whose secret was never delivered): IAM's two keys per user are the current
+    /// and the previous one. Fails when `keep` is not `user`'s, so the user never ends up with
+    /// no key its claim knows.
+    pub(crate) async fn rotate(&self, user: &str, keep: &str) -> Result<Credentials, BackendError> {
+        let keys = self.access_keys(user).await?.unwrap_or_default();
+        if !keys.iter().any(|k| k == keep) {
+            return Err(BackendError::permanent(
+                "UnknownAccessKey",
+                format!("access key {keep} is not a key of IAM user {user}; nothing was rotated"),
+            ));
+        }
+        for key in keys.iter().filter(|k| *k != keep) {
+            self.delete_key(user, key).await?;
+        }
+        self.create_key(user).await
+    }
+
+    /// Deletes `user`'s access key `key`; gone already (or never `user`'s) counts as done.
+    pub(crate) async fn retire(&self, user: &str, key: &str) -> Result<(), BackendError> {
+        self.delete_key(user, key).await
+    }
+
+    async fn create_key(&self, user: &str) -> Result<Credentials, BackendError> {
         let created = self
             .iam
             .create_access_key()

@@ -356,3 +356,43 @@ async fn the_claim_users_policy_grants_only_its_access_mode() {
     shared.access_mode = AccessMode::ReadOnly;
     assert_eq!(reason(&backend.validate(&shared).unwrap_err()), "InvalidParameters");
 }
+
+/// Rotation as the library repeats it after a crash: a second `rotate` keeping the same key
+/// deletes the first attempt's key (its secret never reached anyone), so IAM never holds more
+/// than the kept key and one new one; `retire_key` deletes only a key of the claim's own user.
+#[tokio::test]
+async fn a_repeated_rotation_keeps_two_keys_and_retires_only_the_claims_own() {
+    let moto = Moto::start().await;
+    let backend = S3Provisioner::new(Arc::new(FixedOwner(moto.admin.clone())));
+    let params = parameters(&moto);
+    let claim = claim(&format!("rotate-{}", common::suffix()));
+    let options = options(&claim, &with(&params, &[]));
+    let provisioned = backend.provision(&options).await.unwrap();
+    let other_claim = common::claim(&format!("other-{}", common::suffix()));
+    let other_options = common::options(&other_claim, &with(&params, &[]));
+    let other = backend.provision(&other_options).await.unwrap();
+    let bound = object_bucket(&claim, Some(&provisioned));
+    let user = iam::user_name(&options.user_id);
+    let keep = provisioned.credentials.access_key_id.clone();
+
+    let lost = backend.rotate(&bound, &keep).await.unwrap();
+    let new = backend.rotate(&bound, &keep).await.unwrap();
+    let mut held = moto.access_keys(&user).await;
+    held.sort();
+    let mut expected = vec![keep.clone(), new.access_key_id.clone()];
+    expected.sort();
+    assert_eq!(held, expected, "the first attempt's key {} is gone", lost.access_key_id);
+    read_write(&moto.s3(&new), &options.bucket_name).await;
+    read_write(&moto.s3(&provisioned.credentials), &options.bucket_name).await;
+
+    // Another claim's key is never touched, nor kept in place of the claim's own.
+    backend.retire_key(&bound, &other.credentials.access_key_id).await.unwrap();
+    let other_user = iam::user_name(&other_options.user_id);
+    assert_eq!(moto.access_keys(&other_user).await, [other.credentials.access_key_id.as_str()]);
+    let refused = backend.rotate(&bound, &other.credentials.access_key_id).await.unwrap_err();
+    assert_eq!(reason(&refused), "UnknownAccessKey");
+
+    backend.retire_key(&bound, &keep).await.unwrap();
+    backend.retire_key(&bound, &keep).await.expect("retiring twice is done");
+    assert_eq!(moto.access_keys(&user).await, [new.access_key_id.as_str()]);
+}

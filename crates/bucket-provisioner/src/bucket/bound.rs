@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bucket_api::contract::{FINALIZER, LABEL_PROVISIONER, annotations};
-use bucket_api::{AccessMode, ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketPhase};
+use bucket_api::{
+    AccessMode, ClaimPhase, CredentialsStatus, ObjectBucket, ObjectBucketClaim, ObjectBucketPhase,
+};
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
@@ -21,6 +23,7 @@ use crate::bucket::objects::{self, BucketSource};
 use crate::bucket::observe::{Observed, bound_bucket_name, source_of};
 use crate::bucket::ownership::{CredentialsCheck, check_credentials, ensure_owned};
 use crate::bucket::plan::{Plan, bucket_options, exceeded, limited, plan_for_bound};
+use crate::bucket::rotation;
 use crate::bucket::status::{ClaimState, set_bucket_status, set_claim_status};
 use crate::kubernetes::cache::key;
 use crate::kubernetes::cache::summary::Summary;
@@ -56,7 +59,11 @@ pub(crate) async fn repair<P: Provisioner>(
         bound
     };
     check_unchanged_binding(&claim, &bound)?;
-    if check_credentials(secret, &bound) == CredentialsCheck::Recorded {
+    // Before the credentials check: a rotation interrupted between writing the Secret and
+    // recording it is finished here, not mistaken for an edited Secret.
+    let (bound, _) = rotation::advance(&claim, bound, secret, observed, ctx).await?;
+    let secret = ctx.caches.secrets.get(&observed.namespace, &claim.name_any());
+    if check_credentials(secret.as_deref(), &bound) == CredentialsCheck::Recorded {
         return Ok(Repair::Done(keep_bound(claim, &bound, observed, ctx).await?));
     }
     // Credentials are never stored outside the Secret: the backend issues them again.
@@ -75,13 +82,18 @@ pub(crate) fn bound_message(source: BucketSource, bucket: &str) -> String {
     }
 }
 
-fn bound_state(message: &str, access_mode: AccessMode) -> ClaimState {
+fn bound_state(
+    message: &str,
+    access_mode: AccessMode,
+    credentials: Option<CredentialsStatus>,
+) -> ClaimState {
     ClaimState {
         phase: ClaimPhase::Bound,
         ready: true,
         reason: "Bound".into(),
         message: message.into(),
         access_mode: Some(access_mode),
+        credentials,
     }
 }
 
@@ -94,7 +106,10 @@ fn in_force<P>(
 ) -> Result<(Option<Plan>, Limited), Error> {
     match ctx.caches.class(&claim.spec.storage_class_name) {
         Some(class) => {
-            let plan = plan_for_bound(bound, &class)?;
+            let mut plan = plan_for_bound(bound, &class)?;
+            if let Some(mode) = crate::bucket::sharing::bound_owner_mode(claim, bound, ctx) {
+                plan.limits = plan.limits.shared_from(mode);
+            }
             let limited = limited(claim, &plan, true)?;
             Ok((Some(plan), limited))
         }
@@ -209,8 +224,9 @@ async fn keep_bound<P: Provisioner>(
     let source = source_of(bound.annotations()).unwrap_or(BucketSource::Existing);
     let message = bound_message(source, &bucket_name);
     let claim = ctx.caches.claim(&claim).unwrap_or(claim);
-    set_bound(observed, &bound, &claim, &message, limited.access_mode, ctx).await?;
-    Ok(Action::await_change())
+    let (credentials, wait) = rotation::schedule(&claim, &bound, ctx)?;
+    set_bound(observed, &bound, &claim, &message, (limited.access_mode, credentials), ctx).await?;
+    Ok(wait.map_or_else(Action::await_change, Action::requeue))
 }
 
 /// Hands what is in force to the backend's `update`, then records it on the ObjectBucket.
@@ -287,10 +303,10 @@ pub(crate) async fn set_bound<P>(
     bucket: &ObjectBucket,
     claim: &ObjectBucketClaim,
     message: &str,
-    access_mode: AccessMode,
+    (access_mode, credentials): (AccessMode, Option<CredentialsStatus>),
     ctx: &Context<P>,
 ) -> Result<(), Error> {
-    let state = bound_state(message, access_mode);
+    let state = bound_state(message, access_mode, credentials);
     let (bucket, claim) = tokio::try_join!(
         set_bucket_status(
             &observed.buckets,

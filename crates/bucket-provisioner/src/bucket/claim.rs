@@ -24,8 +24,10 @@ use crate::bucket::objects::{self, BucketRecord, BucketSource, reclaim_policy_st
 use crate::bucket::observe::{Observed, observe};
 use crate::bucket::ownership::{check_not_foreign, ensure_owned};
 use crate::bucket::plan::{
-    Plan, bucket_options, exceeded, limited, plan, plan_for_bound, storage_class,
+    Plan, bucket_options, exceeded, limited, plan, plan_for_bound, plan_shared, storage_class,
 };
+use crate::bucket::rotation;
+use crate::bucket::sharing;
 use crate::kubernetes::cache::key;
 use crate::{BackendError, BucketOptions, ProvisionedBucket, Provisioner};
 
@@ -55,6 +57,9 @@ pub async fn apply<P: Provisioner>(
     )?;
 
     if let Some(bound) = observed.bound.take() {
+        if sharing::lost(&bound).is_some() {
+            return Err(sharing::settle_lost(&bound, ctx).await?);
+        }
         match bound::repair(claim.clone(), bound, secret.as_deref(), &observed, ctx).await? {
             Repair::Done(action) => return Ok(action),
             Repair::IssueCredentials(bound) => observed.bound = Some(*bound),
@@ -86,9 +91,23 @@ pub async fn apply<P: Provisioner>(
     }
 
     let class = storage_class(ctx, &claim.spec.storage_class_name)?;
+    let mut shared_from = None;
     let mut plan = match &observed.bound {
-        Some(bound) => plan_for_bound(bound, &class)?,
-        None => plan(&claim, &class)?,
+        Some(bound) => {
+            let mut plan = plan_for_bound(bound, &class)?;
+            if let Some(mode) = sharing::bound_owner_mode(&claim, bound, ctx) {
+                plan.limits = plan.limits.shared_from(mode);
+            }
+            plan
+        }
+        None => match sharing::resolve(&claim, ctx)? {
+            Some(owner) => {
+                let plan = plan_shared(&claim, &class, &owner)?;
+                shared_from = Some(owner.uid);
+                plan
+            }
+            None => plan(&claim, &class)?,
+        },
     };
     // Checked before anything is recorded or created: a claim asking for more than its class
     // allows never reaches the backend.
@@ -138,7 +157,8 @@ pub async fn apply<P: Provisioner>(
         }
     };
 
-    let bucket = write_results(&claim, &mut observed, (&plan, &limited), &provisioned, ctx).await?;
+    let written = (&plan, &limited, shared_from.as_deref());
+    let bucket = write_results(&claim, &mut observed, written, &provisioned, ctx).await?;
     if let Some(message) = &limited.exceeded {
         return Err(exceeded(&claim, message));
     }
@@ -146,8 +166,10 @@ pub async fn apply<P: Provisioner>(
     let message = bound_message(plan.source, &plan.bucket_name);
     tracing::info!(claim = %key(&*claim), bucket = %plan.bucket_name, "{message}");
     let claim = ctx.caches.claim(&claim).unwrap_or(claim);
-    set_bound(&observed, &bucket, &claim, &message, limited.access_mode, ctx).await?;
-    Ok(Action::await_change())
+    let (credentials, wait) = rotation::schedule(&claim, &bucket, ctx)?;
+    set_bound(&observed, &bucket, &claim, &message, (limited.access_mode, credentials), ctx)
+        .await?;
+    Ok(wait.map_or_else(Action::await_change, Action::requeue))
 }
 
 /// Records the bucket name, the ObjectBucket's name and what cleanup will need on the claim
@@ -209,7 +231,7 @@ async fn persist_intent<P>(
 async fn write_results<P: Provisioner>(
     claim: &ObjectBucketClaim,
     observed: &mut Observed,
-    (plan, limited): (&Plan, &Limited),
+    (plan, limited, shared_from): (&Plan, &Limited, Option<&str>),
     provisioned: &ProvisionedBucket,
     ctx: &Context<P>,
 ) -> Result<Arc<ObjectBucket>, Error> {
@@ -228,6 +250,11 @@ async fn write_results<P: Provisioner>(
         additional_config: &limited.config,
         access_mode: limited.access_mode,
     });
+    let mut desired = desired;
+    if let Some(owner_uid) = shared_from {
+        let recorded = desired.metadata.annotations.get_or_insert_default();
+        recorded.insert(annotations::SHARED_FROM.into(), owner_uid.into());
+    }
     let bucket = match &observed.bound {
         None => match observed.buckets.create(&PostParams::default(), &desired).await {
             Err(kube::Error::Api(status)) if status.is_already_exists() => {
@@ -237,6 +264,14 @@ async fn write_results<P: Provisioner>(
         },
         Some(existing) => {
             let mut replacement = desired;
+            // A rotation's record outlives credentials issued again (its previous key is still
+            // to be retired), and so does the claim a shared bucket came from.
+            for kept in [annotations::ROTATION, annotations::SHARED_FROM] {
+                if let Some(value) = existing.annotations().get(kept) {
+                    let recorded = replacement.metadata.annotations.get_or_insert_default();
+                    recorded.insert(kept.into(), value.clone());
+                }
+            }
             replacement.metadata.resource_version = existing.resource_version();
             observed
                 .buckets

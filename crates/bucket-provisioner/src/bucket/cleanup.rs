@@ -197,6 +197,13 @@ async fn settle<P: Provisioner>(
     let delete_bucket =
         source == BucketSource::New && record.spec.reclaim_policy == Some(ReclaimPolicy::Delete);
     let operation = if delete_bucket { Operation::Delete } else { Operation::Revoke };
+    // Claims sharing the bucket lose their keys before it goes: none outlives it.
+    if delete_bucket
+        && let Some(claim_ref) = record.spec.claim_ref.as_ref()
+        && let (Some(namespace), Some(uid)) = (&claim_ref.namespace, &claim_ref.uid)
+    {
+        crate::bucket::sharing::release_sharers(namespace, uid, ctx).await?;
+    }
     let started = Instant::now();
     let outcome = if delete_bucket {
         ctx.provisioner.delete(record).await

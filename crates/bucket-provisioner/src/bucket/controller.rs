@@ -361,7 +361,8 @@ async fn report<P>(
     let Some(latest) = ctx.caches.claim(claim) else { return Ok(Action::await_change()) };
     // A failure changes nothing in force: the mode a bound claim had stays shown.
     let access_mode = latest.status.as_ref().and_then(|s| s.access_mode);
-    let state = ClaimState { phase, ready: false, reason, message, access_mode };
+    let credentials = latest.status.as_ref().and_then(|s| s.credentials.clone());
+    let state = ClaimState { phase, ready: false, reason, message, access_mode, credentials };
     if let Some(written) = set_claim_status(&api, &latest, &state).await? {
         ctx.caches.claims.wrote(written);
     }

@@ -52,6 +52,19 @@ pub enum Error {
         /// Which limits, by parameter name and value.
         message: String,
     },
+    /// `shareFrom` names no claim of this namespace whose bucket can be shared. The same words
+    /// whatever the reason, so that nothing is learnt about other claims.
+    #[error(
+        "additionalConfig shareFrom {0:?}: no claim of that name in this namespace has a bucket \
+         of its own that can be shared (it must exist, be Bound and have created its bucket)"
+    )]
+    ShareSourceNotFound(String),
+    /// The bucket this claim shared went with the claim it was shared from.
+    #[error(
+        "bucket {0:?} was deleted with the claim it was shared from; this claim's key is revoked. \
+         Delete this claim"
+    )]
+    BucketLost(String),
     /// A value of the claim's `additionalConfig` that the library reads is malformed.
     #[error("additionalConfig {0}")]
     InvalidAdditionalConfig(String),
@@ -125,6 +138,8 @@ impl Failure for Error {
             Self::BucketNameConflict { .. } => "BucketNameConflict",
             Self::ExceedsClassLimit { .. } => "ExceedsClassLimit",
             Self::InvalidAdditionalConfig(_) => "InvalidParameters",
+            Self::ShareSourceNotFound(_) => "ShareSourceNotFound",
+            Self::BucketLost(_) => "BucketLost",
             Self::BucketNameImmutable { .. } => "BucketNameImmutable",
             Self::StorageClassImmutable { .. } => "StorageClassImmutable",
             Self::ObjectBucketConflict { .. } => "ObjectBucketConflict",
@@ -141,7 +156,9 @@ impl Failure for Error {
             Self::Kube(_) => Retry::Api,
             Self::StorageClassNotFound(_) => Retry::Backoff,
             Self::Backend { source, .. } if !source.is_permanent() => Retry::Backoff,
+            // The claim it names may become shareable without this claim changing.
             Self::ObjectBucketConflict { .. }
+            | Self::ShareSourceNotFound(_)
             | Self::ForeignSecret(_)
             | Self::ForeignConfigMap(_) => Retry::Slowly,
             _ => Retry::OnChange,

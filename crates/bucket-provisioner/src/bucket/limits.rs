@@ -17,7 +17,9 @@ use bucket_api::AccessMode;
 use bucket_api::contract::class_limits::{
     DEFAULT_MAX_OBJECTS, DEFAULT_MAX_SIZE, LIMIT_ACCESS_MODE, LIMIT_MAX_OBJECTS, LIMIT_MAX_SIZE,
 };
-use bucket_api::contract::{CLAIM_ACCESS_MODE, CLAIM_MAX_OBJECTS, CLAIM_MAX_SIZE};
+use bucket_api::contract::{
+    CLAIM_ACCESS_MODE, CLAIM_MAX_OBJECTS, CLAIM_MAX_SIZE, CLAIM_SHARE_FROM,
+};
 
 use crate::bucket::error::Error;
 use crate::bucket::quantity::{parse_count, parse_size};
@@ -111,6 +113,8 @@ pub struct ClassLimits {
     max_objects: QuotaLimit,
     max_size: QuotaLimit,
     access_mode: Option<AccessMode>,
+    /// The mode of the claim whose bucket this claim shares: the most it may get.
+    shared_mode: Option<AccessMode>,
 }
 
 /// What is in force for a claim under its class's limits.
@@ -146,7 +150,13 @@ impl ClassLimits {
                 )
             })?),
         };
-        Ok(Self { max_objects, max_size, access_mode })
+        Ok(Self { max_objects, max_size, access_mode, shared_mode: None })
+    }
+
+    /// These limits for a claim sharing the bucket of a claim whose key has `mode`: no wider
+    /// than it, and `mode` when the claim asks none (narrowed further by the class's limit).
+    pub fn shared_from(self, mode: AccessMode) -> Self {
+        Self { shared_mode: Some(mode), ..self }
     }
 
     /// What is in force for a claim with this `additionalConfig`. A malformed `accessMode`, or
@@ -155,9 +165,14 @@ impl ClassLimits {
     /// under the class's limits while it says what is wrong.
     pub fn apply(&self, claim_config: Option<&BTreeMap<String, String>>) -> Result<Limited, Error> {
         let mut config = claim_config.cloned().unwrap_or_default();
+        config.remove(CLAIM_SHARE_FROM);
         let mut exceeded = Vec::new();
         let access_mode = match config.remove(CLAIM_ACCESS_MODE) {
-            None => self.access_mode.unwrap_or_default(),
+            None => match (self.access_mode, self.shared_mode) {
+                (Some(class), Some(shared)) if class.covers(shared) => shared,
+                (Some(class), _) => class,
+                (None, shared) => shared.unwrap_or_default(),
+            },
             Some(text) => {
                 let asked = AccessMode::parse(&text).ok_or_else(|| {
                     Error::InvalidAdditionalConfig(format!(
@@ -176,6 +191,16 @@ impl ClassLimits {
                     _ => asked,
                 }
             }
+        };
+        let access_mode = match self.shared_mode {
+            Some(shared) if !shared.covers(access_mode) => {
+                exceeded.push(format!(
+                    "{CLAIM_ACCESS_MODE} {access_mode} is more than the {shared} of the claim \
+                     whose bucket it shares"
+                ));
+                shared
+            }
+            _ => access_mode,
         };
         self.max_objects.apply(&mut config, &mut exceeded)?;
         self.max_size.apply(&mut config, &mut exceeded)?;
@@ -211,6 +236,25 @@ mod tests {
         assert_eq!(limited.config, claim);
         assert_eq!((limited.access_mode, limited.exceeded), (AccessMode::ReadWrite, None));
         assert_eq!(ClassLimits::default().apply(None).unwrap().config, BTreeMap::new());
+    }
+
+    #[test]
+    fn a_sharing_claim_gets_at_most_the_owners_mode_and_never_passes_share_from_on() {
+        let shared = |class: &[(&str, &str)], owner, claim: &[(&str, &str)]| {
+            limits(class).shared_from(owner).apply(Some(&map(claim))).unwrap()
+        };
+        let asked_nothing = shared(&[], AccessMode::ReadOnly, &[("shareFrom", "app")]);
+        assert_eq!(asked_nothing.access_mode, AccessMode::ReadOnly);
+        assert_eq!(asked_nothing.exceeded, None);
+        assert!(asked_nothing.config.is_empty(), "shareFrom is the library's");
+        let narrowed = shared(&[("limitAccessMode", "WriteOnly")], AccessMode::ReadWrite, &[]);
+        assert_eq!((narrowed.access_mode, narrowed.exceeded), (AccessMode::WriteOnly, None));
+        let wider = shared(&[], AccessMode::ReadOnly, &[("accessMode", "ReadWrite")]);
+        assert_eq!(wider.access_mode, AccessMode::ReadOnly);
+        assert!(wider.exceeded.unwrap().contains("ReadOnly of the claim whose bucket it shares"));
+        // Class and owner agree on nothing: refused, never the wider of the two.
+        let neither = shared(&[("limitAccessMode", "ReadOnly")], AccessMode::WriteOnly, &[]);
+        assert!(neither.exceeded.is_some());
     }
 
     #[test]

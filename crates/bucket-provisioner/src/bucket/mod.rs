@@ -10,6 +10,8 @@
 //!   checks that keep the controller off what is not its claim's.
 //! - [`limits`], [`quantity`]: what a StorageClass lets its claims ask for (quotas, access
 //!   modes), and how quota values read.
+//! - [`rotation`]: a bound claim's key replaced by a new one, on demand or on a schedule;
+//!   [`sharing`]: a claim granted a key on the bucket of another claim of its namespace.
 
 pub(crate) mod bound;
 pub(crate) mod claim;
@@ -25,7 +27,9 @@ pub(crate) mod ownership;
 pub(crate) mod plan;
 pub mod provisioner;
 pub mod quantity;
+pub mod rotation;
 pub mod run;
+pub mod sharing;
 pub mod status;
 pub(crate) mod sweep;
 pub mod usage;

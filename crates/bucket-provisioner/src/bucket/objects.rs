@@ -139,6 +139,17 @@ pub struct BucketRecord<'a> {
 pub fn object_bucket(record: &BucketRecord<'_>) -> ObjectBucket {
     let claim = record.claim;
     let endpoint = record.endpoint;
+    let mut recorded = BTreeMap::from([
+        (annotations::BUCKET_SOURCE.into(), record.source.as_str().into()),
+        (annotations::ENDPOINT_SCHEME.into(), endpoint.scheme.clone()),
+        (annotations::PROVISIONER.into(), record.provisioner.into()),
+        (annotations::CREDENTIALS_DIGEST.into(), credentials_digest(record.credentials)),
+        (annotations::ACCESS_MODE.into(), record.access_mode.as_str().into()),
+    ]);
+    // A claim created asking for a rotation has new keys already; only a later change asks.
+    if let Some(rotation) = crate::bucket::rotation::RotationRecord::initial(claim) {
+        recorded.insert(annotations::ROTATION.into(), rotation);
+    }
     ObjectBucket {
         metadata: ObjectMeta {
             name: Some(record.name.to_string()),
@@ -146,13 +157,7 @@ pub fn object_bucket(record: &BucketRecord<'_>) -> ObjectBucket {
                 LABEL_PROVISIONER.into(),
                 label_value(record.provisioner),
             )])),
-            annotations: Some(BTreeMap::from([
-                (annotations::BUCKET_SOURCE.into(), record.source.as_str().into()),
-                (annotations::ENDPOINT_SCHEME.into(), endpoint.scheme.clone()),
-                (annotations::PROVISIONER.into(), record.provisioner.into()),
-                (annotations::CREDENTIALS_DIGEST.into(), credentials_digest(record.credentials)),
-                (annotations::ACCESS_MODE.into(), record.access_mode.as_str().into()),
-            ])),
+            annotations: Some(recorded),
             finalizers: Some(vec![contract::FINALIZER.into()]),
             ..Default::default()
         },

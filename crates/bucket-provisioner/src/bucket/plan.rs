@@ -19,6 +19,8 @@ use crate::bucket::limits::{ClassLimits, Limited};
 use crate::bucket::naming;
 use crate::bucket::objects::{BucketSource, parse_reclaim_policy};
 use crate::bucket::observe::{bound_bucket_name, source_of};
+use crate::bucket::rotation::RotationPolicy;
+use crate::bucket::sharing::Owner;
 
 /// What the controller will do for a claim.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,7 +31,8 @@ pub struct Plan {
     pub source: BucketSource,
     /// The StorageClass's reclaim policy.
     pub reclaim_policy: ReclaimPolicy,
-    /// StorageClass parameters for the backend (without `bucketName` and the class's limits).
+    /// StorageClass parameters for the backend (without `bucketName`, the class's limits and
+    /// its rotation policy).
     pub parameters: BTreeMap<String, String>,
     /// What the StorageClass lets its claims ask for.
     pub limits: ClassLimits,
@@ -58,7 +61,8 @@ pub fn plan(claim: &ObjectBucketClaim, class: &StorageClass) -> Result<Plan, Err
     };
     let mut parameters = class.parameters.clone().unwrap_or_default();
     let existing = parameters.remove(STORAGE_CLASS_BUCKET_NAME);
-    let limits = ClassLimits::take(&mut parameters).map_err(invalid_class)?;
+    let limits = ClassLimits::take(&mut parameters).map_err(&invalid_class)?;
+    RotationPolicy::take(&mut parameters).map_err(&invalid_class)?;
 
     let generated_before = claim.annotations().get(annotations::GENERATED_BUCKET_NAME);
     let (bucket_name, source, generated) = if let Some(existing) = existing {
@@ -86,20 +90,60 @@ pub fn plan(claim: &ObjectBucketClaim, class: &StorageClass) -> Result<Plan, Err
     Ok(Plan { bucket_name, source, reclaim_policy, parameters, limits, generated })
 }
 
+/// The plan of a claim sharing `owner`'s bucket: a grant of it, with the owner's mode as the most
+/// the claim may get. A class naming a bucket of its own, or a claim naming another bucket,
+/// cannot share.
+pub(crate) fn plan_shared(
+    claim: &ObjectBucketClaim,
+    class: &StorageClass,
+    owner: &Owner,
+) -> Result<Plan, Error> {
+    if class.parameters.as_ref().is_some_and(|p| p.contains_key(STORAGE_CLASS_BUCKET_NAME)) {
+        return Err(Error::InvalidAdditionalConfig(format!(
+            "shareFrom cannot be used with StorageClass {:?}, which names a bucket of its own \
+             ({STORAGE_CLASS_BUCKET_NAME}); use a class without it",
+            class.name_any()
+        )));
+    }
+    if let Some(requested) = non_empty(&claim.spec.bucket_name)
+        && requested != owner.bucket
+    {
+        return Err(Error::InvalidAdditionalConfig(format!(
+            "shareFrom grants the bucket of the claim it names; remove spec.bucketName \
+             {requested:?}"
+        )));
+    }
+    let mut plan = plan_for_class(class)?;
+    plan.bucket_name = owner.bucket.clone();
+    plan.limits = plan.limits.shared_from(owner.mode);
+    Ok(plan)
+}
+
+/// The parts of a plan that come from the class alone, for a grant of an existing bucket.
+fn plan_for_class(class: &StorageClass) -> Result<Plan, Error> {
+    let mut parameters = class.parameters.clone().unwrap_or_default();
+    parameters.remove(STORAGE_CLASS_BUCKET_NAME);
+    let invalid_class = |message| Error::InvalidStorageClass { class: class.name_any(), message };
+    let limits = ClassLimits::take(&mut parameters).map_err(invalid_class)?;
+    RotationPolicy::take(&mut parameters).map_err(invalid_class)?;
+    Ok(Plan {
+        bucket_name: String::new(),
+        source: BucketSource::Existing,
+        reclaim_policy: ReclaimPolicy::Retain,
+        parameters,
+        limits,
+        generated: false,
+    })
+}
+
 /// The plan of a bound claim: its bucket and how it came to be are what the ObjectBucket says,
 /// whatever the claim or the StorageClass say now; the class's limits are as it says now.
 pub(crate) fn plan_for_bound(bound: &ObjectBucket, class: &StorageClass) -> Result<Plan, Error> {
-    let mut parameters = class.parameters.clone().unwrap_or_default();
-    parameters.remove(STORAGE_CLASS_BUCKET_NAME);
-    let limits = ClassLimits::take(&mut parameters)
-        .map_err(|message| Error::InvalidStorageClass { class: class.name_any(), message })?;
     Ok(Plan {
         bucket_name: bound_bucket_name(bound).to_string(),
         source: source_of(bound.annotations()).unwrap_or(BucketSource::Existing),
         reclaim_policy: bound.spec.reclaim_policy.unwrap_or_default(),
-        parameters,
-        limits,
-        generated: false,
+        ..plan_for_class(class)?
     })
 }
 

@@ -11,10 +11,13 @@
 //! |---|---|---|
 //! | created / recreated | no (greenfield) | [`Provisioner::provision`] |
 //! | created / recreated | yes (brownfield) | [`Provisioner::grant`] |
+//! | created with `additionalConfig` `shareFrom` (another claim's bucket) | — | [`Provisioner::grant`] of that bucket |
 //! | `additionalConfig` (or its StorageClass's limits) changed | — | [`Provisioner::update`] |
 //! | deleted, bucket created for it, policy `Delete` | — | [`Provisioner::delete`] |
 //! | deleted, otherwise | — | [`Provisioner::revoke`] |
 //! | bound, every usage interval | — | [`Provisioner::usage`] (optional) |
+//! | rotation asked for, or due by the StorageClass's `rotationPeriod` | — | [`Provisioner::rotate`] (optional) |
+//! | the previous key's overlap window is over | — | [`Provisioner::retire_key`] (optional) |
 //!
 //! ## Ownership is yours to record
 //! Everything on a claim (spec, labels, annotations) is written by its tenant and proves nothing,
@@ -75,6 +78,36 @@
 //! [`Provisioner::update`], with the mode the credentials had in [`access_mode_of`] the
 //! ObjectBucket; `provision` and `grant` of a claim whose credentials are issued again get the
 //! mode in force too.
+//!
+//! ## Sharing is a grant
+//! A claim sharing another claim's bucket (see [`crate::bucket::sharing`]) reaches you as a
+//! [`Provisioner::grant`] of that bucket under its own `user_id`, and as a
+//! [`Provisioner::revoke`] when it goes or the bucket goes with its owner: nothing new to
+//! implement. The library revokes every sharing claim's key before it asks you to `delete` the
+//! owner's bucket.
+//!
+//! ## Rotation: two keys at most, never none
+//! A claim's credentials are replaced on demand (its tenant changes the claim's
+//! `objectbucket.io/rotate-credentials` annotation) or when its StorageClass's `rotationPeriod`
+//! is up (see [`crate::bucket::rotation`]). The library calls [`Provisioner::rotate`] with the
+//! access key id that is in the claim's Secret, writes the new key to the Secret, keeps the
+//! previous one working for the class's `rotationOverlap`, then calls
+//! [`Provisioner::retire_key`] for it. It records every step on the ObjectBucket before taking
+//! it, so after a crash it calls `rotate` again (with the same key to keep) or `retire_key`
+//! again; each must hold up to that:
+//!
+//! - `rotate(bucket, keep)` first removes every key of the claim other than `keep` (left over
+//!   from an attempt whose answer was lost: its secret never reached anyone), then issues a new
+//!   one with the same access as `keep`. The claim then has exactly two keys.
+//! - `retire_key(bucket, id)` removes that key of the claim; one already gone counts as done.
+//!   It never removes a key of another claim, whatever `id` says.
+//! - `provision` or `grant` of a bound claim (its Secret lost its credentials) may answer with
+//!   either of the claim's keys, or remove both and issue one: never a third.
+//!
+//! Both are handed the ObjectBucket, not [`BucketOptions`], so that a rotation under way ends even
+//! when the StorageClass is gone. The defaults refuse permanently: a backend without rotation
+//! leaves its claims' keys as they are, and a claim asking for a rotation fails with the reason
+//! [`ROTATION_NOT_SUPPORTED`].
 //!
 //! A complete backend fits in a page: see `examples/memory-backend.rs` in the repository.
 
@@ -178,6 +211,18 @@ pub enum Removed {
 
 /// The reason of [`BackendError::name_taken`].
 pub const BUCKET_NAME_TAKEN: &str = "BucketNameTaken";
+
+/// The reason of the default [`Provisioner::rotate`] and [`Provisioner::retire_key`].
+pub const ROTATION_NOT_SUPPORTED: &str = "RotationNotSupported";
+
+fn rotation_not_supported() -> BackendError {
+    BackendError::permanent(
+        ROTATION_NOT_SUPPORTED,
+        "this provisioner cannot rotate credentials; remove the claim's \
+         objectbucket.io/rotate-credentials annotation, or use a StorageClass without \
+         rotationPeriod",
+    )
+}
 
 /// A failed backend call, saying whether retrying can help.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -306,6 +351,29 @@ pub trait Provisioner: Send + Sync + 'static {
         async { Ok(()) }
     }
 
+    /// Issues a new key for the claim of `bucket` with the access its key `keep` has, after
+    /// removing every other key of that claim, and answers it; `keep` goes on working. See
+    /// "Rotation" in the [module documentation](self). The default refuses permanently.
+    fn rotate(
+        &self,
+        bucket: &ObjectBucket,
+        keep: &str,
+    ) -> impl Future<Output = Result<Credentials, BackendError>> + Send {
+        let _ = (bucket, keep);
+        async { Err(rotation_not_supported()) }
+    }
+
+    /// Removes the key `access_key_id` of the claim of `bucket` (a key of anyone else stays); a
+    /// key already gone counts as done. The default refuses permanently.
+    fn retire_key(
+        &self,
+        bucket: &ObjectBucket,
+        access_key_id: &str,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send {
+        let _ = (bucket, access_key_id);
+        async { Err(rotation_not_supported()) }
+    }
+
     /// What the bound bucket of this ObjectBucket holds now, or `None` when the backend does not
     /// know (the default). Called for every bound ObjectBucket once per usage interval (see
     /// [`crate::ControllerConfig::usage_interval`]), so it must answer from memory, never from a
@@ -383,6 +451,22 @@ impl<P: Provisioner> Provisioner for std::sync::Arc<P> {
         bucket: &ObjectBucket,
     ) -> impl Future<Output = Result<(), BackendError>> + Send {
         (**self).update(options, bucket)
+    }
+
+    fn rotate(
+        &self,
+        bucket: &ObjectBucket,
+        keep: &str,
+    ) -> impl Future<Output = Result<Credentials, BackendError>> + Send {
+        (**self).rotate(bucket, keep)
+    }
+
+    fn retire_key(
+        &self,
+        bucket: &ObjectBucket,
+        access_key_id: &str,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send {
+        (**self).retire_key(bucket, access_key_id)
     }
 
     fn usage(&self, bucket: &ObjectBucket) -> Option<BucketUsage> {

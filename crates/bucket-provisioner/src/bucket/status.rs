@@ -3,8 +3,8 @@
 //! nothing.
 
 use bucket_api::{
-    AccessMode, BucketUsage, ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimStatus,
-    ObjectBucketPhase, ObjectBucketStatus,
+    AccessMode, BucketUsage, ClaimPhase, CredentialsStatus, ObjectBucket, ObjectBucketClaim,
+    ObjectBucketClaimStatus, ObjectBucketPhase, ObjectBucketStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch, PatchParams};
@@ -32,6 +32,8 @@ pub struct ClaimState {
     pub message: String,
     /// The access mode in force, once bound.
     pub access_mode: Option<AccessMode>,
+    /// Where the rotation of the claim's keys stands; `None` for a claim that never rotates.
+    pub credentials: Option<CredentialsStatus>,
 }
 
 /// The `Ready` condition, keeping its transition time when its status did not change.
@@ -83,6 +85,7 @@ pub fn claim_status(claim: &ObjectBucketClaim, state: &ClaimState) -> ObjectBuck
         conditions,
         observed_generation: generation,
         access_mode: state.access_mode,
+        credentials: state.credentials.clone(),
     }
 }
 

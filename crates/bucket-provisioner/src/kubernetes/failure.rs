@@ -19,6 +19,9 @@ pub enum Operation {
     Delete,
     /// [`Provisioner::revoke`](crate::Provisioner::revoke).
     Revoke,
+    /// [`Provisioner::rotate`](crate::Provisioner::rotate) and
+    /// [`Provisioner::retire_key`](crate::Provisioner::retire_key).
+    Rotate,
 }
 
 impl Operation {
@@ -30,6 +33,7 @@ impl Operation {
             Self::Update => "update",
             Self::Delete => "delete",
             Self::Revoke => "revoke",
+            Self::Rotate => "rotate",
         }
     }
 
@@ -41,6 +45,7 @@ impl Operation {
             Self::Update => "UpdateFailed",
             Self::Delete => "DeleteFailed",
             Self::Revoke => "RevokeFailed",
+            Self::Rotate => "RotationFailed",
         }
     }
 }

@@ -74,7 +74,7 @@ pub use usage::{Quota, SETTLE_INTERVAL, Usage, Writer};
 
 use crate::admin::AdminCredentials;
 use durable::{ensure_real_dir, make_bucket_dir, remove_tree, unix_now};
-use records::{State, Tx, derive_access_key_id, issue_in, load_state};
+use records::{State, Tx, claim_keys, issue_in, load_state};
 
 /// Name of the bookkeeping directory under the root.
 const STATE_DIR: &str = ".provisioner";
@@ -332,15 +332,11 @@ impl BucketStore {
     ) -> Result<(), StoreError> {
         let (user_id, bucket) = (user_id.to_owned(), bucket.to_owned());
         self.blocking(move |store| {
-            let id = derive_access_key_id(&user_id, &bucket);
             store.inner.mutate(|tx| {
-                let Some(key) = tx.state.keys.get(&id) else {
-                    return Err(StoreError::InvalidArgument(format!(
-                        "{user_id} has no key for bucket {bucket:?}"
-                    )));
-                };
-                if key.quota != quota {
-                    tx.put_key(AccessKey { quota, ..key.clone() });
+                for key in claim_keys(tx, &user_id, &bucket)? {
+                    if key.quota != quota {
+                        tx.put_key(AccessKey { quota, ..key });
+                    }
                 }
                 Ok(())
             })?;

@@ -69,6 +69,14 @@ pub struct AccessKey {
     /// and for every key with all access) means `ReadWrite`.
     #[serde(default, skip_serializing_if = "is_read_write")]
     pub mode: AccessMode,
+    /// How many rotations before this key was issued for its claim (0: its first key). The
+    /// claim's current key is its key with the highest generation.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub generation: u32,
+}
+
+fn is_zero(generation: &u32) -> bool {
+    *generation == 0
 }
 
 fn is_read_write(mode: &AccessMode) -> bool {
@@ -84,6 +92,7 @@ impl std::fmt::Debug for AccessKey {
             .field("user_id", &self.user_id)
             .field("quota", &self.quota)
             .field("mode", &self.mode)
+            .field("generation", &self.generation)
             .finish()
     }
 }
@@ -187,6 +196,12 @@ impl State {
         self.by_user.get(user_id).to_vec()
     }
 
+    /// The keys of `user_id` for `bucket`: one, or two while a rotation overlaps them.
+    pub(super) fn keys_of_claim(&self, user_id: &str, bucket: &str) -> Vec<&AccessKey> {
+        let ids = self.by_user.get(user_id).iter();
+        ids.filter_map(|id| self.keys.get(id)).filter(|k| k.allows(bucket)).collect()
+    }
+
     /// The keys reaching `bucket`.
     pub(super) fn keys_of_bucket(&self, bucket: &str) -> impl Iterator<Item = &AccessKey> {
         self.by_bucket.get(bucket).iter().filter_map(|id| self.keys.get(id))
@@ -204,21 +219,85 @@ impl BucketStore {
     ) -> Result<(), StoreError> {
         let (user_id, bucket) = (user_id.to_owned(), bucket.to_owned());
         self.blocking(move |store| {
-            let id = derive_access_key_id(&user_id, &bucket);
             store.inner.mutate(|tx| {
-                let Some(key) = tx.state.keys.get(&id) else {
-                    return Err(StoreError::InvalidArgument(format!(
-                        "{user_id} has no key for bucket {bucket:?}"
-                    )));
-                };
-                if key.mode != mode {
-                    tx.put_key(AccessKey { mode, ..key.clone() });
+                for key in claim_keys(tx, &user_id, &bucket)? {
+                    if key.mode != mode {
+                        tx.put_key(AccessKey { mode, ..key });
+                    }
                 }
                 Ok(())
             })
         })
         .await
     }
+
+    /// Issues a new key for `user_id` on `bucket` with the access of its key `keep`, after
+    /// removing every other key of `user_id` there (left by an attempt whose answer was lost),
+    /// and answers it; `keep` goes on working. Fails when `keep` is not a key of `user_id` on
+    /// `bucket`, so that a claim never ends up without a key it knows.
+    pub async fn rotate_key(
+        &self,
+        user_id: &str,
+        bucket: &str,
+        keep: &str,
+    ) -> Result<AccessKey, StoreError> {
+        let (user_id, bucket, keep) = (user_id.to_owned(), bucket.to_owned(), keep.to_owned());
+        self.blocking(move |store| {
+            store.inner.mutate(|tx| {
+                let keys = claim_keys(tx, &user_id, &bucket)?;
+                let Some(kept) = keys.iter().find(|k| k.access_key_id == keep).cloned() else {
+                    return Err(StoreError::InvalidArgument(format!(
+                        "{keep} is not a key of {user_id} for bucket {bucket:?}"
+                    )));
+                };
+                let generation = keys.iter().map(|k| k.generation).max().unwrap_or(0) + 1;
+                for stray in keys.iter().filter(|k| k.access_key_id != keep) {
+                    tx.remove_key(&stray.access_key_id);
+                }
+                let key = AccessKey {
+                    access_key_id: rotated_access_key_id(&user_id, &bucket, generation),
+                    secret_access_key: random_secret(),
+                    generation,
+                    ..kept
+                };
+                tx.put_key(key.clone());
+                Ok(key)
+            })
+        })
+        .await
+    }
+
+    /// Removes the key `access_key_id` if it is one of `user_id`'s; answers whether it was
+    /// there. A key of anyone else stays.
+    pub async fn retire_key(&self, user_id: &str, access_key_id: &str) -> Result<bool, StoreError> {
+        let (user_id, id) = (user_id.to_owned(), access_key_id.to_owned());
+        self.blocking(move |store| {
+            store.inner.mutate(|tx| {
+                let ours = tx.state.keys.get(&id).is_some_and(|k| k.user_id == user_id);
+                if ours {
+                    tx.remove_key(&id);
+                }
+                Ok(ours)
+            })
+        })
+        .await
+    }
+}
+
+/// The keys of `user_id` for `bucket`, copied out of the transaction's state; none is an error.
+pub(super) fn claim_keys(
+    tx: &Tx<'_>,
+    user_id: &str,
+    bucket: &str,
+) -> Result<Vec<AccessKey>, StoreError> {
+    let keys: Vec<AccessKey> =
+        tx.state.keys_of_claim(user_id, bucket).into_iter().cloned().collect();
+    if keys.is_empty() {
+        return Err(StoreError::InvalidArgument(format!(
+            "{user_id} has no key for bucket {bucket:?}"
+        )));
+    }
+    Ok(keys)
 }
 
 /// Changes decided under the writer lock, persisted before anyone can see them.
@@ -290,13 +369,14 @@ impl Inner {
     }
 }
 
-/// The key of `user_id` for `bucket`: the one issued before (a retry gets the same pair), or a new
-/// one recorded in `tx`.
+/// The key of `user_id` for `bucket`: the newest issued before (a retry gets the same pair, and
+/// a rotated claim its current key, never a third), or a new one recorded in `tx`.
 pub(super) fn issue_in(tx: &mut Tx<'_>, user_id: &str, bucket: &str) -> AccessKey {
-    let access_key_id = derive_access_key_id(user_id, bucket);
-    if let Some(key) = tx.state.keys.get(&access_key_id) {
+    let newest = tx.state.keys_of_claim(user_id, bucket).into_iter().max_by_key(|k| k.generation);
+    if let Some(key) = newest {
         return key.clone();
     }
+    let access_key_id = derive_access_key_id(user_id, bucket);
     let key = AccessKey {
         access_key_id,
         secret_access_key: random_secret(),
@@ -304,6 +384,7 @@ pub(super) fn issue_in(tx: &mut Tx<'_>, user_id: &str, bucket: &str) -> AccessKe
         user_id: user_id.to_owned(),
         quota: Quota::default(),
         mode: AccessMode::ReadWrite,
+        generation: 0,
     };
     tx.put_key(key.clone());
     key
@@ -328,6 +409,22 @@ pub(super) fn derive_access_key_id(user_id: &str, bucket: &str) -> String {
     hash.update(bucket.as_bytes());
     let digest = hash.finalize();
     // 20 characters like AWS key ids: a fixed prefix and 16 upper-case hex digits.
+    format!("HPAK{}", hex::encode_upper(&digest[..8]))
+}
+
+/// The access key id of `user_id`'s key on `bucket` after `generation` rotations: stable, so
+/// that the key a rotation issued is found by its id, and never one of the claim's earlier ids.
+pub(super) fn rotated_access_key_id(user_id: &str, bucket: &str, generation: u32) -> String {
+    if generation == 0 {
+        return derive_access_key_id(user_id, bucket);
+    }
+    let mut hash = Md5::new();
+    hash.update(user_id.as_bytes());
+    hash.update([0]);
+    hash.update(bucket.as_bytes());
+    hash.update([0]);
+    hash.update(generation.to_be_bytes());
+    let digest = hash.finalize();
     format!("HPAK{}", hex::encode_upper(&digest[..8]))
 }
 

@@ -1,0 +1,249 @@
+//! Sharing a claim's bucket with another claim of its namespace.
+//!
+//! A claim whose `additionalConfig` names another claim of its own namespace (`shareFrom`) is
+//! granted its own key on that claim's bucket, with an access mode no wider than its class's
+//! limit and the owning claim's own mode. Only a bucket the named claim created can be shared,
+//! and the name is looked up in the sharing claim's namespace alone: a claim elsewhere, one that
+//! does not exist, is not bound or did not create its bucket are all refused with the same
+//! words, so a refusal teaches nothing about what exists.
+//!
+//! The sharing claim's ObjectBucket records the owning claim's UID (the claim's own
+//! `shareFrom` is tenant-written and may change; the record does not). When the owning claim's
+//! deletion is about to delete the bucket, every claim sharing it is first marked lost on its
+//! ObjectBucket, then its key revoked: it ends `Failed`/`BucketLost` with no key, and a crash in
+//! between is finished by the sharing claim's own reconcile.
+
+use bucket_api::contract::{CLAIM_SHARE_FROM, annotations};
+use bucket_api::{AccessMode, ObjectBucket, ObjectBucketClaim, ObjectBucketPhase};
+use kube::api::{Patch, PatchParams};
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use crate::Provisioner;
+use crate::bucket::context::Context;
+use crate::bucket::error::{Error, Operation};
+use crate::bucket::objects::BucketSource;
+use crate::bucket::observe::{bound_bucket_name, bound_uid, observe, source_of};
+use crate::bucket::status::{ClaimState, set_bucket_status, set_claim_status};
+use crate::{access_mode_of, user_id_of};
+
+/// The value of [`annotations::BUCKET_LOST`] once the lost claim's key is revoked.
+const REVOKED: &str = "revoked";
+
+/// The owning claim's bucket, as a sharing claim gets it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Owner {
+    /// The owning claim's UID, recorded on the sharing claim's ObjectBucket.
+    pub(crate) uid: String,
+    /// Its bucket.
+    pub(crate) bucket: String,
+    /// What its own key may do: the most a sharing claim may get.
+    pub(crate) mode: AccessMode,
+}
+
+/// The claim a claim asks to share from (`additionalConfig` `shareFrom`), if any.
+pub(crate) fn share_from(claim: &ObjectBucketClaim) -> Option<&str> {
+    claim.spec.additional_config.as_ref()?.get(CLAIM_SHARE_FROM).map(String::as_str)
+}
+
+/// The owner `claim` may share from, judged from what the owner's ObjectBucket (written by the
+/// controller alone) records: bound to it, its bucket created for it, not itself shared.
+pub(crate) fn eligible(claim_uid: &str, owner: &ObjectBucket, provisioner: &str) -> Option<Owner> {
+    let recorded = owner.annotations();
+    let ours = recorded.get(annotations::PROVISIONER).map(String::as_str) == Some(provisioner);
+    let created = source_of(recorded) == Some(BucketSource::New);
+    let shared = recorded.contains_key(annotations::SHARED_FROM);
+    let lost = recorded.contains_key(annotations::BUCKET_LOST);
+    let uid = bound_uid(owner)?;
+    let gone = owner.metadata.deletion_timestamp.is_some();
+    let bucket = bound_bucket_name(owner);
+    if !ours || !created || shared || lost || gone || uid == claim_uid || bucket.is_empty() {
+        return None;
+    }
+    Some(Owner { uid: uid.to_owned(), bucket: bucket.to_owned(), mode: access_mode_of(owner) })
+}
+
+/// Resolves `shareFrom` within the claim's namespace, from the caches alone. `Ok(None)` when the
+/// claim shares nothing.
+pub(crate) fn resolve<P>(
+    claim: &ObjectBucketClaim,
+    ctx: &Context<P>,
+) -> Result<Option<Owner>, Error> {
+    let Some(name) = share_from(claim) else { return Ok(None) };
+    let refused = || Error::ShareSourceNotFound(name.to_owned());
+    let namespace = claim.namespace().unwrap_or_default();
+    if name.is_empty() || name.contains('/') || name == claim.name_any() {
+        return Err(refused());
+    }
+    let cached = ctx.caches.claim_store.get(&ObjectRef::new(name).within(&namespace));
+    let owner_claim = cached.and_then(|c| c.claim().ok()).ok_or_else(refused)?;
+    let owner_claim = ctx.caches.claim(&owner_claim).ok_or_else(refused)?;
+    if owner_claim.metadata.deletion_timestamp.is_some() {
+        return Err(refused());
+    }
+    let owner_bucket = observe(&owner_claim, ctx).bound.ok_or_else(refused)?;
+    let uid = claim.uid().unwrap_or_default();
+    eligible(&uid, &owner_bucket, &ctx.name).map(Some).ok_or_else(refused)
+}
+
+/// The most a bound sharing claim may get: the mode of the claim it shares from, while its
+/// `shareFrom` still names that claim (the one its ObjectBucket records); otherwise the mode it
+/// has, so that editing `shareFrom` never widens it. `None` for a claim that shares nothing.
+pub(crate) fn bound_owner_mode<P>(
+    claim: &ObjectBucketClaim,
+    bound: &ObjectBucket,
+    ctx: &Context<P>,
+) -> Option<AccessMode> {
+    let recorded = bound.annotations().get(annotations::SHARED_FROM)?;
+    match resolve(claim, ctx) {
+        Ok(Some(owner)) if owner.uid == *recorded => Some(owner.mode),
+        _ => Some(access_mode_of(bound)),
+    }
+}
+
+/// Whether the sharing claim's ObjectBucket says its bucket went with its owner.
+pub(crate) fn lost(bound: &ObjectBucket) -> Option<&str> {
+    bound.annotations().get(annotations::BUCKET_LOST).map(String::as_str)
+}
+
+/// A sharing claim whose bucket is lost: its key revoked (if the owner's cleanup could not),
+/// its ObjectBucket `Failed`, and the claim `Failed`/`BucketLost`.
+pub(crate) async fn settle_lost<P: Provisioner>(
+    bound: &ObjectBucket,
+    ctx: &Context<P>,
+) -> Result<Error, Error> {
+    let bucket = bound_bucket_name(bound).to_owned();
+    if lost(bound) != Some(REVOKED) {
+        ctx.provisioner.revoke(bound).await.map_err(|source| Error::Backend {
+            operation: Operation::Revoke,
+            bucket: bucket.clone(),
+            source,
+            hint: "",
+        })?;
+        let patch = json!({ "metadata": { "annotations": { annotations::BUCKET_LOST: REVOKED } } });
+        let buckets = kube::Api::<ObjectBucket>::all(ctx.client.clone());
+        let name = bound.name_any();
+        let written = buckets.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        let written = ctx.caches.buckets.wrote(written);
+        let message = "the bucket went with the claim it was shared from";
+        let set =
+            set_bucket_status(&buckets, &written, ObjectBucketPhase::Failed, "BucketLost", message);
+        if let Some(written) = set.await? {
+            ctx.caches.buckets.wrote(written);
+        }
+    }
+    Ok(Error::BucketLost(bucket))
+}
+
+/// Before the bucket of the claim `owner` (with `owner_uid`) is deleted: every claim of its
+/// namespace whose ObjectBucket records sharing it is marked lost, its key revoked, and its
+/// status set, so that no key outlives the bucket and no sharing claim waits on it.
+pub(crate) async fn release_sharers<P: Provisioner>(
+    namespace: &str,
+    owner_uid: &str,
+    ctx: &Context<P>,
+) -> Result<(), Error> {
+    let claims = ctx.caches.claim_store.state();
+    let in_namespace = claims.iter().filter(|c| c.meta().namespace.as_deref() == Some(namespace));
+    for cached in in_namespace {
+        let Ok(claim) = cached.claim() else { continue };
+        let Some(claim) = ctx.caches.claim(&claim) else { continue };
+        let observed = observe(&claim, ctx);
+        let Some(bound) = observed.bound else { continue };
+        if bound.annotations().get(annotations::SHARED_FROM).map(String::as_str) != Some(owner_uid)
+            || user_id_of(&bound).is_none()
+        {
+            continue;
+        }
+        if lost(&bound).is_none() {
+            let patch =
+                json!({ "metadata": { "annotations": { annotations::BUCKET_LOST: "true" } } });
+            let written = observed
+                .buckets
+                .patch(&bound.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            ctx.caches.buckets.wrote(written);
+        }
+        let bound = ctx.caches.buckets.get("", &bound.name_any()).map(|b| (*b).clone());
+        let Some(bound) = bound else { continue };
+        let error = settle_lost(&bound, ctx).await?;
+        let message = error.to_string();
+        let state = ClaimState {
+            phase: bucket_api::ClaimPhase::Failed,
+            ready: false,
+            reason: "BucketLost".into(),
+            message: message.clone(),
+            access_mode: None,
+            credentials: None,
+        };
+        if let Some(written) = set_claim_status(&observed.claims, &claim, &state).await? {
+            ctx.caches.claims.wrote(written);
+        }
+        ctx.event(&claim, EventType::Warning, "BucketLost", &message, Operation::Revoke).await;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bucket_api::{BucketEndpoint, ObjectBucketSpec};
+    use k8s_openapi::api::core::v1::ObjectReference;
+
+    fn owner_bucket(extra: &[(&str, &str)]) -> ObjectBucket {
+        let mut bucket = ObjectBucket::new(
+            "obc-team-owner",
+            ObjectBucketSpec {
+                claim_ref: Some(ObjectReference {
+                    uid: Some("owner-uid".into()),
+                    ..Default::default()
+                }),
+                endpoint: Some(BucketEndpoint {
+                    bucket_name: "photos".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        );
+        let mut recorded: std::collections::BTreeMap<String, String> = [
+            (annotations::PROVISIONER, "p"),
+            (annotations::BUCKET_SOURCE, "new"),
+            (annotations::ACCESS_MODE, "ReadOnly"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        for (k, v) in extra {
+            recorded.insert(k.to_string(), v.to_string());
+        }
+        bucket.metadata.annotations = Some(recorded);
+        bucket
+    }
+
+    #[test]
+    fn only_a_bucket_its_claim_created_is_shared_with_the_owners_mode() {
+        let owner = eligible("sharer-uid", &owner_bucket(&[]), "p").unwrap();
+        assert_eq!(owner.bucket, "photos");
+        assert_eq!(owner.mode, AccessMode::ReadOnly);
+        assert_eq!(owner.uid, "owner-uid");
+        // Another provisioner's, an operator's bucket, a sharer's, a lost one, itself: none.
+        assert_eq!(eligible("sharer-uid", &owner_bucket(&[]), "other"), None);
+        let operator = owner_bucket(&[(annotations::BUCKET_SOURCE, "existing")]);
+        assert_eq!(eligible("sharer-uid", &operator, "p"), None);
+        let sharer = owner_bucket(&[(annotations::SHARED_FROM, "x")]);
+        assert_eq!(eligible("sharer-uid", &sharer, "p"), None);
+        let lost = owner_bucket(&[(annotations::BUCKET_LOST, "true")]);
+        assert_eq!(eligible("sharer-uid", &lost, "p"), None);
+        assert_eq!(eligible("owner-uid", &owner_bucket(&[]), "p"), None);
+    }
+
+    #[test]
+    fn share_from_is_read_from_additional_config() {
+        let mut claim = ObjectBucketClaim::new("c", Default::default());
+        assert_eq!(share_from(&claim), None);
+        claim.spec.additional_config = Some([("shareFrom".to_owned(), "app".to_owned())].into());
+        assert_eq!(share_from(&claim), Some("app"));
+    }
+}
