@@ -26,7 +26,7 @@ use crate::bucket::context::Context;
 use crate::bucket::error::Error;
 use crate::bucket::status::{ClaimState, set_claim_status};
 use crate::bucket::sweep::{count_phases, sweep};
-use crate::bucket::{claim, cleanup};
+use crate::bucket::{cleanup, provision};
 use crate::kubernetes::backoff::Backoff;
 use crate::kubernetes::cache::claims::{CachedClaim, slim_meta};
 use crate::kubernetes::cache::compact::Packed;
@@ -303,7 +303,7 @@ async fn run_with_finalizer<P: Provisioner>(
     ctx: &Context<P>,
 ) -> Result<Action, Error> {
     if claim.meta().deletion_timestamp.is_none() {
-        return claim::apply(claim, ctx).await;
+        return provision::apply(claim, ctx).await;
     }
     if !claim.finalizers().iter().any(|f| f == FINALIZER) {
         return Ok(Action::await_change());

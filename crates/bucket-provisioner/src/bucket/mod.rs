@@ -2,7 +2,7 @@
 //!
 //! - [`provisioner`]: the backend contract, with a guide for writing one.
 //! - [`controller`]: the controller that drives a backend for every claim of its StorageClasses;
-//!   one claim goes observe (`observe`) → decide (`plan`) → act (`claim`, `bound`,
+//!   one claim goes observe (`observe`) → decide (`plan`) → act (`provision`, `bound`,
 //!   `cleanup`) → report ([`status`], [`error`]).
 //! - `sweep`, [`usage`]: the loops beside the controller: orphaned ObjectBuckets and
 //!   what bound buckets hold.
@@ -14,7 +14,6 @@
 //!   [`sharing`]: a claim granted a key on the bucket of another claim of its namespace.
 
 pub(crate) mod bound;
-pub(crate) mod claim;
 pub(crate) mod cleanup;
 pub(crate) mod context;
 pub mod controller;
@@ -25,6 +24,7 @@ pub mod objects;
 pub(crate) mod observe;
 pub(crate) mod ownership;
 pub(crate) mod plan;
+pub(crate) mod provision;
 pub mod provisioner;
 pub mod quantity;
 pub mod rotation;

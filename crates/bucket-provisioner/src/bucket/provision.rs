@@ -1,6 +1,7 @@
-//! One live claim's reconcile, in phases: read → decide → persist intent → call the backend →
-//! write results → status. Each phase is idempotent, so a crash anywhere is healed by the next run.
-//! What happens when a claim goes is in [`crate::bucket::cleanup`].
+//! Provisioning a live claim: observe → decide → persist intent → call the backend → write
+//! results → status; a bound claim is handed to [`crate::bucket::bound`] instead. Each phase is
+//! idempotent, so a crash anywhere is healed by the next run. What happens when a claim goes is
+//! in [`crate::bucket::cleanup`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
