@@ -1,0 +1,242 @@
+//! The btrfs and loop backings on real filesystems: a btrfs filesystem made by the test on a loop
+//! device, and images under an ordinary directory. Writes below a volume's capacity succeed,
+//! writes past it fail with `EDQUOT` / `ENOSPC`; growing it lets more in; removing it leaves no
+//! subvolume, quota group, mount, loop device or image.
+//!
+//! Needs root, loop devices and the filesystem programs (`tests/volumes/install.sh`, which
+//! `make test` runs): without them these tests fail, saying what is missing.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use hostpath_volume_provisioner::backing::{self, Backing};
+use hostpath_volume_provisioner::btrfs;
+use hostpath_volume_provisioner::loopback::{self, FsType};
+use hostpath_volume_provisioner::store::{Ownership, StoreError, VolumeStore};
+use hostpath_volume_provisioner::tools::run;
+
+const MIB: u64 = 1 << 20;
+const OPEN: Ownership = Ownership { mode: 0o777, owner: None };
+/// `EDQUOT` and `ENOSPC`.
+const FULL: [i32; 2] = [122, 28];
+
+/// Fails the test, saying why, unless it runs as root with the filesystem programs.
+fn require_root_and_tools() {
+    assert!(
+        run("id", ["-u"]).is_ok_and(|uid| uid.trim() == "0"),
+        "these tests make filesystems on loop devices and mount them: run them as root (CI does)"
+    );
+    for tool in ["btrfs", "mkfs.btrfs", "mkfs.ext4", "mkfs.xfs", "losetup", "mount"] {
+        assert!(
+            run("sh", ["-c", &format!("command -v {tool}")]).is_ok(),
+            "{tool} is missing: run tests/volumes/install.sh (make test does)"
+        );
+    }
+    assert!(Path::new("/dev/loop-control").exists(), "no loop devices (/dev/loop-control)");
+}
+
+/// A btrfs filesystem on a loop device, mounted under a temporary directory; unmounted when
+/// dropped.
+struct Btrfs {
+    dir: tempfile::TempDir,
+}
+
+impl Btrfs {
+    fn new() -> Self {
+        require_root_and_tools();
+        let dir = tempfile::tempdir().unwrap();
+        let image = dir.path().join("fs.img");
+        std::fs::File::create(&image).unwrap().set_len(512 * MIB).unwrap();
+        run("mkfs.btrfs", [Path::new("-q"), &image]).unwrap();
+        std::fs::create_dir(dir.path().join("mnt")).unwrap();
+        run("mount", [Path::new("-o"), Path::new("loop"), &image, &dir.path().join("mnt")])
+            .unwrap();
+        Self { dir }
+    }
+
+    fn mount_point(&self) -> PathBuf {
+        self.dir.path().join("mnt")
+    }
+}
+
+impl Drop for Btrfs {
+    fn drop(&mut self) {
+        let _ = run("umount", ["-l".as_ref(), self.mount_point().as_os_str()]);
+    }
+}
+
+/// Writes `mib` MiB into `path` and syncs; answers how many MiB went in, or the error's errno.
+fn fill(path: &Path, mib: u64) -> Result<u64, (u64, i32)> {
+    let mut file = std::fs::File::create(path).map_err(|e| (0, e.raw_os_error().unwrap_or(0)))?;
+    let chunk = vec![0x5a_u8; MIB as usize];
+    for written in 0..mib {
+        file.write_all(&chunk).map_err(|e| (written, e.raw_os_error().unwrap_or(0)))?;
+    }
+    file.sync_all().map_err(|e| (mib, e.raw_os_error().unwrap_or(0)))?;
+    Ok(mib)
+}
+
+fn listed(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|e| e.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[test]
+fn btrfs_volumes_are_subvolumes_held_to_their_capacity_grown_and_removed() {
+    let fs = Btrfs::new();
+    let root = fs.mount_point().join("volumes");
+    let store = VolumeStore::open(root.clone(), "node-a".into()).unwrap();
+    btrfs::enable_quota(&root).unwrap();
+    let backing = Backing::Subvolume { id: None, limited: true };
+    let record = store
+        .make("pvc-1", Path::new("ns/data"), "ns/data", OPEN, backing, Some(32 * MIB))
+        .unwrap();
+    let dir = root.join("ns/data");
+    assert!(btrfs::is_subvolume(&dir).unwrap(), "the volume is a subvolume");
+    let Backing::Subvolume { id: Some(id), .. } = store.record("pvc-1").unwrap().backing else {
+        panic!("the subvolume id is recorded: {record:?}")
+    };
+    let group = btrfs::qgroup_of(&dir).unwrap().unwrap();
+    assert_eq!((group.id, group.limit), (id, Some(32 * MIB)));
+
+    assert_eq!(fill(&dir.join("below"), 16), Ok(16), "below the capacity, writes succeed");
+    let (written, errno) = fill(&dir.join("past"), 40).unwrap_err();
+    assert!(FULL.contains(&errno) && written < 17, "stopped at {written} MiB with errno {errno}");
+    run("sync", [] as [&str; 0]).unwrap();
+    let used = backing::used_bytes(&store, &store.record("pvc-1").unwrap()).unwrap();
+    assert!(used >= 16 * MIB, "usage is the quota group's: {used}");
+
+    // Made again (a retry): the same subvolume, data kept.
+    store.make("pvc-1", Path::new("ns/data"), "ns/data", OPEN, backing, Some(32 * MIB)).unwrap();
+    assert!(dir.join("below").exists());
+
+    std::fs::remove_file(dir.join("past")).unwrap();
+    backing_grow(&store, "pvc-1", 96 * MIB);
+    assert_eq!(btrfs::qgroup_of(&dir).unwrap().unwrap().limit, Some(96 * MIB));
+    assert_eq!(fill(&dir.join("more"), 48), Ok(48), "past the old limit after growing");
+    let shrink = backing::grow(&store, "pvc-1", 8 * MIB);
+    assert!(shrink.unwrap_err().to_string().contains("shrinking"), "never shrunk");
+
+    store.remove("pvc-1").unwrap();
+    assert!(!dir.exists() && !root.join("ns").exists(), "subvolume and its parent gone");
+    let groups = btrfs::qgroups(&root).unwrap();
+    assert!(groups.iter().all(|g| g.id != id), "its quota group is gone: {groups:?}");
+    assert_eq!(listed(&root.join(".provisioner/volumes")), Vec::<String>::new());
+}
+
+fn backing_grow(store: &VolumeStore, volume: &str, bytes: u64) {
+    backing::grow(store, volume, bytes).unwrap();
+}
+
+/// Unmounts what a failed test left mounted under its root (lazily), before the root goes.
+struct Unmount(PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        if loopback::mounted_at(&self.0).is_some() {
+            let _ = run("umount", ["-l".as_ref(), self.0.as_os_str()]);
+        }
+    }
+}
+
+fn loop_volume(fs: FsType, capacity_mib: u64) {
+    require_root_and_tools();
+    let root_dir = tempfile::tempdir().unwrap();
+    let root = root_dir.path().to_owned();
+    let _unmount = Unmount(root.join("pvc-1"));
+    let store = VolumeStore::open(root.clone(), "node-a".into()).unwrap();
+    let backing = Backing::Loop { fs };
+    let capacity = capacity_mib * MIB;
+    store.make("pvc-1", Path::new("pvc-1"), "ns/data", OPEN, backing, Some(capacity)).unwrap();
+    let dir = root.join("pvc-1");
+    let image = loopback::image_path(&root, "pvc-1");
+    let mount = loopback::mounted_at(&dir).expect("the image is mounted on the volume");
+    assert_eq!(mount.fs_type, fs.as_str());
+    assert_eq!(std::fs::metadata(&image).unwrap().len(), capacity);
+    let sparse = std::os::unix::fs::MetadataExt::blocks(&std::fs::metadata(&image).unwrap()) * 512;
+    assert!(sparse < capacity, "the image is sparse ({sparse} bytes allocated)");
+
+    let half = capacity_mib / 2;
+    assert_eq!(fill(&dir.join("below"), half), Ok(half), "below the capacity, writes succeed");
+    let (written, errno) = fill(&dir.join("past"), capacity_mib).unwrap_err();
+    assert!(FULL.contains(&errno) && written < capacity_mib, "stopped at {written} MiB: {errno}");
+    let used = backing::used_bytes(&store, &store.record("pvc-1").unwrap()).unwrap();
+    assert!(used >= half * MIB, "usage is the mounted filesystem's: {used}");
+    std::fs::remove_file(dir.join("past")).unwrap();
+
+    match backing::grow(&store, "pvc-1", 2 * capacity) {
+        Ok(()) => {
+            assert_eq!(std::fs::metadata(&image).unwrap().len(), 2 * capacity);
+            let (_, size) = loopback::usage(&dir).unwrap();
+            assert!(size > capacity, "the mounted filesystem grew: {size}");
+            assert_eq!(
+                fill(&dir.join("more"), capacity_mib),
+                Ok(capacity_mib),
+                "past the old size"
+            );
+            assert_eq!(store.record("pvc-1").unwrap().capacity, Some(2 * capacity));
+        }
+        // ext4 without CAP_SYS_RESOURCE (as on these machines): refused for good, and the
+        // volume still holds to its old size.
+        Err(StoreError::CannotGrow(why)) if fs == FsType::Ext4 => {
+            assert!(why.contains("CAP_SYS_RESOURCE") && why.contains("xfs"), "{why}");
+            assert_eq!(store.record("pvc-1").unwrap().capacity, Some(capacity));
+            assert!(fill(&dir.join("more"), capacity_mib).is_err(), "still held to its size");
+            std::fs::remove_file(dir.join("more")).unwrap();
+        }
+        Err(e) => panic!("growing a {fs:?} volume: {e}"),
+    }
+
+    // A node restart: the mount is gone; the provisioner mounts the image again at start.
+    run("umount", [&dir]).unwrap();
+    assert!(!dir.join("below").exists());
+    assert_eq!(backing::remount_all(&store).unwrap(), 1);
+    assert!(dir.join("below").exists(), "the data is back on the volume");
+    assert_eq!(backing::remount_all(&store).unwrap(), 0, "mounted once only");
+
+    let device = loopback::mounted_at(&dir).unwrap().source;
+    store.remove("pvc-1").unwrap();
+    assert!(loopback::mounted_at(&dir).is_none(), "unmounted");
+    assert!(!dir.exists() && !image.exists(), "directory and image gone");
+    let attached = run("losetup", ["-j".as_ref(), image.as_os_str()]).unwrap();
+    assert!(attached.trim().is_empty(), "loop device {device} let go: {attached}");
+    assert_eq!(listed(&root.join(".provisioner/volumes")), Vec::<String>::new());
+}
+
+#[test]
+fn ext4_loop_volumes_are_held_to_their_image_grown_remounted_and_removed() {
+    loop_volume(FsType::Ext4, 24);
+}
+
+#[test]
+fn xfs_loop_volumes_are_held_to_their_image_grown_remounted_and_removed() {
+    loop_volume(FsType::Xfs, 300);
+}
+
+/// Images and mounts left by a provision stopped half way are finished by the retry, or
+/// removed by a delete: a half-formatted image is never mounted.
+#[test]
+fn half_made_loop_volumes_are_finished_or_removed() {
+    require_root_and_tools();
+    let root_dir = tempfile::tempdir().unwrap();
+    let root = root_dir.path().to_owned();
+    let _unmount = Unmount(root.join("pvc-1"));
+    let store = VolumeStore::open(root.clone(), "node-a".into()).unwrap();
+    let backing = Backing::Loop { fs: FsType::Ext4 };
+    store.make("pvc-1", Path::new("pvc-1"), "ns/a", OPEN, backing, Some(16 * MIB)).unwrap();
+    // As if the process stopped while formatting: a temporary image, nothing mounted.
+    run("umount", [root.join("pvc-1")]).unwrap();
+    std::fs::rename(
+        loopback::image_path(&root, "pvc-1"),
+        root.join(".provisioner/images/.pvc-1.img.tmp"),
+    )
+    .unwrap();
+    store.make("pvc-1", Path::new("pvc-1"), "ns/a", OPEN, backing, Some(16 * MIB)).unwrap();
+    assert!(loopback::mounted_at(&root.join("pvc-1")).is_some(), "finished by the retry");
+    store.remove("pvc-1").unwrap();
+    assert_eq!(listed(&root.join(".provisioner/images")), Vec::<String>::new());
+    assert!(loopback::mounted_at(&root.join("pvc-1")).is_none());
+}
