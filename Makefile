@@ -63,7 +63,7 @@ lint: toolchain
 
 # The demo runs first, the node tests last, and one summary line of every test binary's results
 # closes the output.
-test: lint controlplane chart-tools strace demo moto
+test: lint controlplane chart-tools strace volume-tools demo moto
 	@mkdir -p "$(BUCKET_PROVISIONER_CACHE)"
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" BUCKET_PROVISIONER_HELM_BIN="$(HELM_BIN)" \
 		BUCKET_PROVISIONER_PROMTOOL="$(PROMTOOL_BIN)" cargo test --workspace \
@@ -79,6 +79,12 @@ test: lint controlplane chart-tools strace demo moto
 .PHONY: strace
 strace:
 	@tests/strace/install.sh >/dev/null
+
+# btrfs-progs, e2fsprogs and xfsprogs (Debian's), for the hostPath volumes' btrfs and loop
+# modes and their tests, which make filesystems on loop devices (as root, as CI runs).
+.PHONY: volume-tools
+volume-tools:
+	@tests/volumes/install.sh >/dev/null
 
 moto:
 	@command -v python3 >/dev/null || { echo "python3 (with venv) is required for moto"; exit 1; }

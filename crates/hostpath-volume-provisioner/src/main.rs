@@ -42,12 +42,9 @@ struct Args {
     #[arg(long, env = "BTRFS_QUOTA", default_value = "enable", value_parser = ["enable", "existing"])]
     btrfs_quota: String,
     /// Where `GET /metrics` answers each volume's used bytes (`hostpath_volume_used_bytes{pv}`)
-    /// and capacity; `off` serves nothing.
+    /// and capacity, read every `--usage-interval-seconds`; `off` serves nothing.
     #[arg(long, env = "USAGE_METRICS_ADDRESS", default_value = "0.0.0.0:8081")]
     usage_metrics_address: String,
-    /// How often the volumes' usage is read, in seconds.
-    #[arg(long, env = "USAGE_INTERVAL_SECONDS", default_value_t = 30)]
-    usage_interval_seconds: u64,
     #[command(flatten)]
     controller: ControllerArgs,
 }
@@ -86,7 +83,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         let listener = tokio::net::TcpListener::bind(address).await?;
         tracing::info!(address = %listener.local_addr()?, "serving volume usage on /metrics");
         let shared = usage::Shared::default();
-        let interval = Duration::from_secs(args.usage_interval_seconds.max(1));
+        let interval = Duration::from_secs(args.controller.usage_interval_seconds.max(1));
         tokio::spawn(usage::collect_every(store.clone(), shared.clone(), interval));
         tokio::spawn(async move {
             if let Err(e) = usage::serve(listener, shared).await {
