@@ -176,8 +176,9 @@ pub fn grow(store: &VolumeStore, volume: &str, bytes: u64) -> Result<(), StoreEr
 }
 
 /// Mounts the images of every loop-backed volume recorded by this identity again, after the
-/// node or the provisioner restarted; answers how many were mounted now.
-pub fn remount_all(store: &VolumeStore) -> Result<usize, StoreError> {
+/// node or the provisioner restarted; answers how many were mounted now. A volume that cannot be
+/// mounted is logged (as an error) and skipped, so that the others are served.
+pub fn remount_all(store: &VolumeStore) -> usize {
     let mut mounted = 0;
     for (volume, record) in store.records() {
         let Backing::Loop { fs } = record.backing else { continue };
@@ -185,29 +186,50 @@ pub fn remount_all(store: &VolumeStore) -> Result<usize, StoreError> {
             continue;
         }
         let image = loopback::image_path(store.root(), &volume);
-        if !image.exists() || !store.exists(&record.path)? {
-            // Never made whole, or half removed: the retry of its provision or delete finishes.
-            continue;
-        }
-        let target = store.checked_path(&record.path)?;
-        if loopback::mounted_at(&target).is_none() {
+        let remount = || -> Result<bool, StoreError> {
+            if !image.exists() || !store.exists(&record.path)? {
+                // Never made whole, or half removed: the retry of its provision or delete
+                // finishes.
+                return Ok(false);
+            }
+            let target = store.checked_path(&record.path)?;
+            if loopback::mounted_at(&target).is_some() {
+                return Ok(false);
+            }
             loopback::mount(&image, &target, fs)?;
-            mounted += 1;
+            Ok(true)
+        };
+        match remount() {
+            Ok(true) => mounted += 1,
+            Ok(false) => {}
+            Err(e) => tracing::error!(volume = %volume, error = %e,
+                "the volume's image could not be mounted again"),
         }
     }
-    Ok(mounted)
+    mounted
 }
 
 /// Bytes used in `volume`, as the mechanism holding it to its capacity counts them: the quota
 /// group's referenced bytes on btrfs, the mounted filesystem's used blocks for an image. `None`
 /// for a plain directory, and for a volume not (yet) made whole.
 pub fn used_bytes(store: &VolumeStore, record: &Record) -> Option<u64> {
+    used_bytes_in(store, record, None)
+}
+
+/// [`used_bytes`], with the quota groups of the root's filesystem listed already (one listing
+/// for every volume rather than one per volume).
+pub fn used_bytes_in(
+    store: &VolumeStore,
+    record: &Record,
+    groups: Option<&[btrfs::QuotaGroup]>,
+) -> Option<u64> {
     let path = store.checked_path(&record.path).ok()?;
     match record.backing {
         Backing::Directory | Backing::Subvolume { limited: false, .. } => None,
-        Backing::Subvolume { limited: true, .. } => {
-            btrfs::qgroup_of(&path).ok().flatten().map(|g| g.referenced)
-        }
+        Backing::Subvolume { limited: true, id } => match (groups, id) {
+            (Some(groups), Some(id)) => groups.iter().find(|g| g.id == id).map(|g| g.referenced),
+            _ => btrfs::qgroup_of(&path).ok().flatten().map(|g| g.referenced),
+        },
         Backing::Loop { .. } => loopback::usage(&path).map(|(used, _)| used),
     }
 }

@@ -72,9 +72,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     // Loop-backed volumes are mounted again before any claim is served: after a node restart
     // their directories are empty until then.
     let remounting = store.clone();
-    let remounted = tokio::task::spawn_blocking(move || backing::remount_all(&remounting))
-        .await?
-        .map_err(|e| format!("mounting the volumes' images again: {e}"))?;
+    let remounted = tokio::task::spawn_blocking(move || backing::remount_all(&remounting)).await?;
     if remounted > 0 {
         tracing::info!(remounted, "loop-backed volumes mounted again");
     }
@@ -84,7 +82,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         tracing::info!(address = %listener.local_addr()?, "serving volume usage on /metrics");
         let shared = usage::Shared::default();
         let interval = Duration::from_secs(args.controller.usage_interval_seconds.max(1));
-        tokio::spawn(usage::collect_every(store.clone(), shared.clone(), interval));
+        let client = bucket_provisioner::runtime::client(&args.controller).await?;
+        tokio::spawn(usage::collect_every(store.clone(), shared.clone(), interval, Some(client)));
         tokio::spawn(async move {
             if let Err(e) = usage::serve(listener, shared).await {
                 tracing::error!(error = %e, "the volume usage endpoint stopped");

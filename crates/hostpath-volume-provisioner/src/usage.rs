@@ -3,7 +3,10 @@
 //! referenced bytes on btrfs, the mounted image's used blocks for loop volumes; plain
 //! directories have none), [`render`] writes them in the Prometheus text format as
 //! `hostpath_volume_used_bytes{pv}` and `hostpath_volume_capacity_bytes{pv}`, and [`serve`]
-//! answers `GET /metrics` with the last collection.
+//! answers `GET /metrics` with the last collection. [`collect_every`] also writes the used bytes
+//! on each PV ([`ANNOTATION_USED_BYTES`]) when they moved by at least 1 MiB and 1% of the
+//! capacity since last written, so that `kubectl get pv -o yaml` shows them without flooding
+//! the apiserver with writes.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -16,7 +19,8 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 
-use crate::backing::used_bytes;
+use crate::backing::{Backing, used_bytes_in};
+use crate::btrfs;
 use crate::store::VolumeStore;
 
 /// The usage of one volume.
@@ -30,12 +34,14 @@ pub struct Usage {
 
 /// The usage of every volume of `store` made by its identity that has one, by PV name.
 pub fn collect(store: &VolumeStore) -> BTreeMap<String, Usage> {
-    store
-        .records()
+    let records = store.records();
+    let limited = records.values().any(|r| matches!(r.backing, Backing::Subvolume { .. }));
+    let groups = limited.then(|| btrfs::qgroups(store.root()).ok()).flatten();
+    records
         .into_iter()
         .filter(|(_, record)| record.identity == store.identity())
         .filter_map(|(volume, record)| {
-            let used = used_bytes(store, &record)?;
+            let used = used_bytes_in(store, &record, groups.as_deref())?;
             Some((volume, Usage { used, capacity: record.capacity }))
         })
         .collect()
@@ -59,17 +65,62 @@ pub fn render(usage: &BTreeMap<String, Usage>) -> String {
     text
 }
 
+/// On PVs with a usage: the bytes used, as last written.
+pub const ANNOTATION_USED_BYTES: &str = "hostpath-volume.bucket-provisioner.io/used-bytes";
+
 /// The last collection, shared between the collecting loop and the server.
 pub type Shared = Arc<Mutex<BTreeMap<String, Usage>>>;
 
-/// Collects the usage of `store` into `shared` every `interval`, forever.
-pub async fn collect_every(store: Arc<VolumeStore>, shared: Shared, interval: Duration) {
+/// Whether a usage moved far enough from the one last written to be written again.
+pub fn worth_writing(last: Option<u64>, now: Usage) -> bool {
+    let Some(last) = last else { return true };
+    let step = (now.capacity.unwrap_or(0) / 100).max(1 << 20);
+    last.abs_diff(now.used) >= step
+}
+
+/// Collects the usage of `store` into `shared` every `interval`, forever, and writes it on the
+/// PVs through `client` when it moved enough.
+pub async fn collect_every(
+    store: Arc<VolumeStore>,
+    shared: Shared,
+    interval: Duration,
+    client: Option<kube::Client>,
+) {
+    let mut written: BTreeMap<String, u64> = BTreeMap::new();
     loop {
         let from = store.clone();
         if let Ok(usage) = tokio::task::spawn_blocking(move || collect(&from)).await {
+            if let Some(client) = &client {
+                annotate(client, &usage, &mut written).await;
+            }
             *shared.lock().unwrap_or_else(|e| e.into_inner()) = usage;
         }
         tokio::time::sleep(interval).await;
+    }
+}
+
+async fn annotate(
+    client: &kube::Client,
+    usage: &BTreeMap<String, Usage>,
+    written: &mut BTreeMap<String, u64>,
+) {
+    use k8s_openapi::api::core::v1::PersistentVolume;
+    use kube::api::{Api, Patch, PatchParams};
+    let volumes: Api<PersistentVolume> = Api::all(client.clone());
+    written.retain(|pv, _| usage.contains_key(pv));
+    for (pv, now) in usage {
+        if !worth_writing(written.get(pv).copied(), *now) {
+            continue;
+        }
+        let patch = serde_json::json!({"metadata": {"annotations": {
+            ANNOTATION_USED_BYTES: now.used.to_string(),
+        }}});
+        match volumes.patch(pv, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => {
+                written.insert(pv.clone(), now.used);
+            }
+            Err(e) => tracing::debug!(volume = %pv, error = %e, "writing the volume's usage"),
+        }
     }
 }
 
@@ -98,5 +149,15 @@ mod tests {
         assert!(text.contains("hostpath_volume_used_bytes{pv=\"pvc-b\"} 0\n"), "{text}");
         assert!(text.contains("hostpath_volume_capacity_bytes{pv=\"pvc-a\"} 65536\n"), "{text}");
         assert!(!text.contains("capacity_bytes{pv=\"pvc-b\"}"), "{text}");
+    }
+
+    #[test]
+    fn usage_is_written_again_only_when_it_moved_enough() {
+        let gib = Some(1 << 30);
+        assert!(worth_writing(None, Usage { used: 0, capacity: gib }));
+        assert!(!worth_writing(Some(0), Usage { used: 5 << 20, capacity: gib }), "under 1%");
+        assert!(worth_writing(Some(0), Usage { used: 11 << 20, capacity: gib }));
+        assert!(!worth_writing(Some(0), Usage { used: 1 << 19, capacity: None }), "under 1 MiB");
+        assert!(worth_writing(Some(2 << 20), Usage { used: 0, capacity: None }), "down too");
     }
 }

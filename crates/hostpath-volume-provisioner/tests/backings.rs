@@ -118,9 +118,9 @@ fn loop_volume(fs: FsType, capacity_mib: u64) {
     // A node restart: the mount is gone; the provisioner mounts the image again at start.
     run("umount", [&dir]).unwrap();
     assert!(!dir.join("below").exists());
-    assert_eq!(backing::remount_all(&store).unwrap(), 1);
+    assert_eq!(backing::remount_all(&store), 1);
     assert!(dir.join("below").exists(), "the data is back on the volume");
-    assert_eq!(backing::remount_all(&store).unwrap(), 0, "mounted once only");
+    assert_eq!(backing::remount_all(&store), 0, "mounted once only");
 
     let device = loopback::mounted_at(&dir).unwrap().source;
     store.remove("pvc-1").unwrap();

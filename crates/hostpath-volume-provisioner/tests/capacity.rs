@@ -13,6 +13,7 @@ use std::time::Duration;
 use hostpath_volume_provisioner::btrfs;
 use hostpath_volume_provisioner::loopback;
 use hostpath_volume_provisioner::tools::CRASH_AT;
+use hostpath_volume_provisioner::usage::ANNOTATION_USED_BYTES;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
@@ -201,6 +202,13 @@ async fn btrfs_claims_are_held_to_their_capacity_grow_and_go() {
     assert!(FULL.contains(&errno) && written < 17, "stopped at {written} MiB: {errno}");
     std::fs::remove_file(dir.join("past")).unwrap();
     assert!(world.usage(&process, &pv_name).await >= 16 * MIB, "usage as a metric");
+    let pvs = world.volumes();
+    eventually("the usage on the PV", || async {
+        let pv = pvs.get(&pv_name).await.ok()?;
+        let used: u64 = pv.annotations().get(ANNOTATION_USED_BYTES)?.parse().ok()?;
+        (used >= 16 * MIB).then_some(())
+    })
+    .await;
 
     world.grow("data", "96Mi").await;
     world.grown("data", &pv_name, "96Mi").await;
@@ -255,6 +263,15 @@ async fn loop_claims_are_held_to_their_image_grow_online_and_go() {
     world.grow("data", "400Mi").await;
     world.grown("data", &pv_name, "400Mi").await;
     assert_eq!(fill(&dir.join("more"), 64), Ok(64), "past the old size after growing");
+
+    // A node restart: the provisioner gone, the mount gone; started again, it mounts the
+    // image before serving anything.
+    kill(process).await;
+    hostpath_volume_provisioner::tools::run("umount", [&dir]).unwrap();
+    assert!(!dir.join("more").exists());
+    let process = world.start(&root, None);
+    eventually("the image mounted again", || async { dir.join("more").exists().then_some(()) })
+        .await;
 
     // An administrator's PV that says more than the claim: asking less than it is a shrink.
     let pvs = world.volumes();
