@@ -119,10 +119,9 @@ pub(crate) fn remove(store: &VolumeStore, volume: &str, record: &Record) -> Resu
                 (None, Ok(true)) => Some(btrfs::subvolume_id(&path)?),
                 (None, _) => None,
             };
-            match id {
-                Some(id) => btrfs::delete_subvolume(store.root(), &path, id)?,
-                // Never got as far as an id: no subvolume was made, or it is gone.
-                None => {}
+            // Without an id no subvolume was made, or it is gone.
+            if let Some(id) = id {
+                btrfs::delete_subvolume(store.root(), &path, id)?;
             }
             Ok(())
         }

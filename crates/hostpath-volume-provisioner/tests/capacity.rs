@@ -26,7 +26,7 @@ use tokio::process::Child;
 
 mod scratch;
 
-use scratch::{Btrfs, FULL, MIB, Unmount, fill, listed, require_root_and_tools};
+use scratch::{Btrfs, FULL, MIB, Unmount, UnmountBeneath, fill, listed, require_root_and_tools};
 
 struct World {
     client: Client,
@@ -327,6 +327,7 @@ async fn crash_at_every_step(
     parameters: &[(&str, &str)],
     steps: Steps,
 ) {
+    let _unmount = UnmountBeneath(root.to_owned());
     let class = world.class("Delete", parameters).await;
     let size = format!("{}Mi", steps.size_mib);
     let mut made = Vec::new();

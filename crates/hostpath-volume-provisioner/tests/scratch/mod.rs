@@ -86,3 +86,17 @@ impl Drop for Unmount {
         }
     }
 }
+
+/// Unmounts (lazily) every mount beneath a root when dropped: what a failed test left.
+pub struct UnmountBeneath(pub PathBuf);
+
+impl Drop for UnmountBeneath {
+    fn drop(&mut self) {
+        let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        for mount in hostpath_volume_provisioner::capacity::parse_mountinfo(&text) {
+            if mount.mount_point.starts_with(&self.0) && mount.mount_point != self.0 {
+                let _ = run("umount", ["-l".as_ref(), mount.mount_point.as_os_str()]);
+            }
+        }
+    }
+}
