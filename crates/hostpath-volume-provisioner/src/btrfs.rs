@@ -4,8 +4,8 @@
 //! Each subvolume gets the quota group `0/<subvolume id>` from the kernel once quotas are on; its
 //! `max_rfer` limit is the volume's capacity, so a write past it fails with `EDQUOT` ("Disk quota
 //! exceeded"). Deleting the subvolume leaves its quota group until the cleaner is done with it:
-//! the delete waits for that (`btrfs subvolume sync`) and destroys the group if the kernel has
-//! not already.
+//! the delete commits at once (so the cleaner starts), waits for it (`btrfs subvolume sync`) and
+//! destroys the group if the kernel has not already.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -128,7 +128,12 @@ pub fn qgroup_of(path: &Path) -> Result<Option<QuotaGroup>, ToolError> {
 pub fn delete_subvolume(root: &Path, path: &Path, id: u64) -> Result<(), ToolError> {
     match is_subvolume(path) {
         Ok(true) => {
-            run("btrfs", ["subvolume".as_ref(), "delete".as_ref(), path.as_os_str()])?;
+            // Committed at once: the cleaner starts dropping it now, not at the next periodic
+            // commit (up to 30 s later), so the wait below is short.
+            run(
+                "btrfs",
+                ["subvolume".as_ref(), "delete".as_ref(), "-c".as_ref(), path.as_os_str()],
+            )?;
         }
         Ok(false) => {
             return Err(ToolError {
