@@ -125,12 +125,13 @@ node: toolchain
 # A real node running the image, deployed from deploy/ and installed with the Helm chart (each
 # test binary starts a node of its own); needs root. The consumer pods' output is printed.
 # --workspace resolves features as `make test` does, so no dependency is rebuilt.
-e2e: controlplane chart-tools moto node image
+e2e: controlplane chart-tools moto node volume-tools image
 	@tests/node/images.sh "$$(tests/node/build.sh 2>/dev/null)" "$(STATIC_DIR)" "$(IMAGES_DIR)"
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" \
 		BUCKET_PROVISIONER_NODE_BIN="$$(tests/node/build.sh 2>/dev/null)" \
 		BUCKET_PROVISIONER_IMAGES="$(IMAGES_DIR)" BUCKET_PROVISIONER_HELM_BIN="$(HELM_BIN)" \
-		cargo test --workspace --test e2e --test helm -- --nocapture || failed=1; \
+		BUCKET_PROVISIONER_VOLUME_BIN="$(STATIC_DIR)/hostpath-volume-provisioner" \
+		cargo test --workspace --test e2e --test helm --test capacity -- --nocapture || failed=1; \
 	NODE_DIR="$${TMPDIR:-/tmp}/bucket-provisioner-node" tests/node/node.sh wait; \
 	exit $${failed:-0}
 
