@@ -55,6 +55,11 @@ struct Process {
 impl World {
     /// The provisioner for node-a on `root`, aborting at `crash_at` if given.
     fn start(&self, root: &Path, crash_at: Option<&str>) -> Process {
+        self.start_with(root, crash_at, &[])
+    }
+
+    /// [`World::start`] with `extra` arguments.
+    fn start_with(&self, root: &Path, crash_at: Option<&str>, extra: &[&str]) -> Process {
         let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
         let (metrics, usage) = (free(), free());
         let mut command = program(env!("CARGO_BIN_EXE_hostpath-volume-provisioner"));
@@ -66,7 +71,8 @@ impl World {
             .arg(format!("--metrics-address={metrics}"))
             .arg(format!("--usage-metrics-address={usage}"))
             .arg("--usage-interval-seconds=1")
-            .arg("--leader-elect=false");
+            .arg("--leader-elect=false")
+            .args(extra);
         if let Some(step) = crash_at {
             command.env(CRASH_AT, step);
         }
@@ -210,13 +216,31 @@ async fn btrfs_claims_are_held_to_their_capacity_grow_and_go() {
     })
     .await;
 
+    // A claim kube-controller-manager handed to another resizer is left to it.
+    let resizer = |name: Option<&str>| {
+        serde_json::json!({"metadata": {"annotations": {
+            "volume.kubernetes.io/storage-resizer": name,
+        }}})
+    };
+    let params = PatchParams::default();
+    let other = Patch::Merge(resizer(Some("csi.example.com")));
+    world.claims().patch("data", &params, &other).await.unwrap();
+    world.grow("data", "64Mi").await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(btrfs::qgroup_of(&dir).unwrap().unwrap().limit, Some(32 * MIB), "not ours");
+    let pv = world.volumes().get(&pv_name).await.unwrap();
+    assert_eq!(pv.spec.unwrap().capacity.unwrap()["storage"].0, "32Mi");
+    // Named ours (as it is for CSI drivers), it grows.
+    let ours = Patch::Merge(resizer(Some(world.name.as_str())));
+    world.claims().patch("data", &params, &ours).await.unwrap();
     world.grow("data", "96Mi").await;
     world.grown("data", &pv_name, "96Mi").await;
     assert_eq!(btrfs::qgroup_of(&dir).unwrap().unwrap().limit, Some(96 * MIB));
     assert_eq!(fill(&dir.join("more"), 48), Ok(48), "past the old limit after growing");
     let note =
         volumes::wait_event(&world.client, &world.ns, "data", "VolumeResizeSuccessful").await;
-    assert!(note.contains("32Mi") && note.contains("96Mi"), "{note}");
+    // (Named ours, it first grew to the 64Mi asked while it was another's.)
+    assert!(note.contains("expanded from 32Mi to 64Mi"), "{note}");
 
     let id = btrfs::subvolume_id(&dir).unwrap();
     world.delete_claim("data").await;
@@ -235,6 +259,27 @@ async fn btrfs_claims_are_held_to_their_capacity_grow_and_go() {
     assert!(btrfs::is_subvolume(&kept).unwrap(), "Retain keeps the subvolume");
     assert_eq!(std::fs::read_to_string(kept.join("keep")).unwrap(), "me");
     drop(process);
+}
+
+/// On btrfs with quotas off and `--btrfs-quota=existing`, volumes are subvolumes whose capacity
+/// is truthfully not enforced: the PV and the Event say why.
+#[tokio::test]
+async fn btrfs_without_quotas_says_the_capacity_is_not_enforced() {
+    let world = world("capacity-noquota").await;
+    let fs = Btrfs::new();
+    let root = fs.mount_point().join("volumes");
+    std::fs::create_dir_all(&root).unwrap();
+    let process = world.start_with(&root, None, &["--btrfs-quota=existing"]);
+    let class = world.class("Delete", &[]).await;
+    world.claim("data", &class, "16Mi").await;
+    let pv = world.bound("data").await;
+    assert!(btrfs::is_subvolume(&host_path(&pv)).unwrap());
+    let annotation = capacity_annotation(&pv);
+    assert!(annotation.starts_with("not enforced: btrfs quotas are off"), "{annotation}");
+    let note = volumes::wait_event(&world.client, &world.ns, "data", "ProvisioningSucceeded").await;
+    assert!(note.contains("its capacity is not enforced: btrfs quotas are off"), "{note}");
+    assert!(!btrfs::quota_enabled(&root), "quotas left as they were");
+    kill(process).await;
 }
 
 /// The loop story: an xfs image per claim mounted on its directory, holding it to its size;
