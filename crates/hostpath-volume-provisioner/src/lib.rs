@@ -294,7 +294,7 @@ impl VolumeProvisioner for HostPathVolumes {
         );
         let store = self.store.clone();
         let volume = options.pv_name.clone();
-        let (backing, _) = self.backing(parameters.asked);
+        let (backing, why_not) = self.backing(parameters.asked);
         let capacity = requested_bytes(options.capacity.as_ref())?;
         let made = tokio::task::spawn_blocking(move || {
             store.make(&volume, &path, &claim, parameters.ownership, backing, capacity)
@@ -303,14 +303,14 @@ impl VolumeProvisioner for HostPathVolumes {
         .map_err(|e| BackendError::transient(format!("making the volume: {e}")))?
         .map_err(backend_error)?;
         // What the record says (an earlier call's choice) is what the volume is.
-        let capacity_note = match made.backing.enforcement() {
-            Some(how) => how,
-            None => format!("not enforced: {}", self.not_enforced_reason(made.backing)),
-        };
-        let note = match made.backing.enforcement() {
-            Some(how) => format!("its capacity is {how}"),
+        let (capacity_note, note) = match made.backing.enforcement() {
+            Some(how) => (how.clone(), format!("its capacity is {how}")),
             None => {
-                format!("its capacity is not enforced: {}", self.not_enforced_reason(made.backing))
+                let why = match why_not {
+                    Some(why) if made.backing == backing => why,
+                    _ => self.not_enforced_reason(made.backing),
+                };
+                (format!("not enforced: {why}"), format!("its capacity is not enforced: {why}"))
             }
         };
         Ok(ProvisionedVolume {
