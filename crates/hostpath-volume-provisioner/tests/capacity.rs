@@ -282,6 +282,45 @@ async fn btrfs_without_quotas_says_the_capacity_is_not_enforced() {
     kill(process).await;
 }
 
+/// An ext4 image cannot grow while mounted without CAP_SYS_RESOURCE (which these machines do not
+/// give): the claim is marked `ControllerResizeInfeasible` with a reason, once, and left so until
+/// its request changes. Where the capability is there, it grows.
+#[tokio::test]
+async fn an_ext4_image_that_cannot_grow_marks_its_claim_infeasible_once() {
+    let world = world("capacity-ext4").await;
+    let root_dir = tempfile::tempdir().unwrap();
+    let _unmount = UnmountBeneath(root_dir.path().to_owned());
+    let process = world.start(root_dir.path(), None);
+    let class = world.class("Delete", &[("backing", "loop")]).await;
+    let pv_name = world.claim("data", &class, "16Mi").await;
+    world.bound("data").await;
+    world.grow("data", "32Mi").await;
+    let claims = world.claims();
+    let outcome = eventually("the expansion done or refused", || async {
+        let status = claims.get("data").await.ok()?.status?;
+        if status.capacity.as_ref()?.get("storage")?.0 == "32Mi" {
+            return Some(None);
+        }
+        let state = status.allocated_resource_statuses?.get("storage")?.clone();
+        (state == "ControllerResizeInfeasible").then_some(Some(state))
+    })
+    .await;
+    if outcome.is_none() {
+        eprintln!("this machine grows mounted ext4 filesystems (CAP_SYS_RESOURCE)");
+        world.grown("data", &pv_name, "32Mi").await;
+        return kill(process).await;
+    }
+    let note = volumes::wait_event(&world.client, &world.ns, "data", "VolumeResizeFailed").await;
+    assert!(note.contains("CAP_SYS_RESOURCE") && note.contains("xfs"), "{note}");
+    let pv = world.volumes().get(&pv_name).await.unwrap();
+    assert_eq!(pv.spec.unwrap().capacity.unwrap()["storage"].0, "16Mi", "the PV did not grow");
+    // Refused once: no write wakes the claim again and again.
+    let before = claims.get("data").await.unwrap().resource_version();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(claims.get("data").await.unwrap().resource_version(), before, "left alone");
+    kill(process).await;
+}
+
 /// The loop story: an xfs image per claim mounted on its directory, holding it to its size;
 /// grown online with the claim; unmounted and removed under Delete, kept under Retain. A
 /// request below the PV's capacity is refused, and nothing shrinks.

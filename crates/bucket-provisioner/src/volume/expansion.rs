@@ -39,6 +39,10 @@ use crate::telemetry::Metrics;
 
 /// Set on a claim by kube-controller-manager: the resizer expected to expand its volume.
 pub const ANNOTATION_STORAGE_RESIZER: &str = "volume.kubernetes.io/storage-resizer";
+/// `status.allocatedResourceStatuses.storage` while the resizer works on it.
+const IN_PROGRESS: &str = "ControllerResizeInProgress";
+/// `status.allocatedResourceStatuses.storage` once the resizer refused the size for good.
+const INFEASIBLE: &str = "ControllerResizeInfeasible";
 
 /// The bytes a quantity stands for (`64Mi`, `1G`, `1.5Gi`, `100`); `None` if it is malformed,
 /// negative or beyond `u64`. Fractions of a byte round up.
@@ -119,6 +123,13 @@ pub(super) fn wanted(
     let request = spec.resources.as_ref()?.requests.as_ref()?.get("storage")?.clone();
     let requested = quantity_bytes(&request)?;
     if requested <= storage(status.capacity.as_ref()).unwrap_or(0) {
+        return None;
+    }
+    // Refused for good at this size: only a change of the request (or of the claim) retries.
+    let state = status.allocated_resource_statuses.as_ref().and_then(|s| s.get("storage"));
+    if state.map(String::as_str) == Some(INFEASIBLE)
+        && storage(status.allocated_resources.as_ref()) == Some(requested)
+    {
         return None;
     }
     let volume = volumes.get("", spec.volume_name.as_deref().filter(|v| !v.is_empty())?)?;
@@ -202,26 +213,29 @@ impl<P: VolumeProvisioner> Resizer<'_, P> {
         let claims: Api<PersistentVolumeClaim> =
             Api::namespaced(self.client.clone(), &claim.namespace().unwrap_or_default());
         let params = PatchParams::default();
-        let started = Time(k8s_openapi::jiff::Timestamp::now());
         let conditions = kept_conditions(claim);
-        let mut resizing = conditions.clone();
-        resizing.push(json!({
-            "type": "Resizing",
-            "status": "True",
-            "lastTransitionTime": started,
-        }));
-        let mark = json!({"status": {
-            "conditions": resizing,
-            "allocatedResources": {"storage": wanted.request},
-            "allocatedResourceStatuses": {"storage": "ControllerResizeInProgress"},
-        }});
-        claims.patch_status(&claim.name_any(), &params, &Patch::Merge(&mark)).await?;
+        // Marked once per size: marking again (a new transition time) would wake this very
+        // reconcile again while the backend keeps failing.
+        if !marked(claim, requested) {
+            let mut resizing = conditions.clone();
+            resizing.push(json!({
+                "type": "Resizing",
+                "status": "True",
+                "lastTransitionTime": Time(k8s_openapi::jiff::Timestamp::now()),
+            }));
+            let mark = json!({"status": {
+                "conditions": resizing,
+                "allocatedResources": {"storage": wanted.request},
+                "allocatedResourceStatuses": {"storage": IN_PROGRESS},
+            }});
+            claims.patch_status(&claim.name_any(), &params, &Patch::Merge(&mark)).await?;
+        }
         let result = self.provisioner.expand(volume, &wanted.request).await;
         if let Err(source) = result {
             if source.is_permanent() {
                 let infeasible = json!({"status": {
                     "conditions": conditions,
-                    "allocatedResourceStatuses": {"storage": "ControllerResizeInfeasible"},
+                    "allocatedResourceStatuses": {"storage": INFEASIBLE},
                 }});
                 claims.patch_status(&claim.name_any(), &params, &Patch::Merge(&infeasible)).await?;
             }
@@ -260,6 +274,16 @@ impl<P: VolumeProvisioner> Resizer<'_, P> {
         .await;
         Ok(())
     }
+}
+
+/// Whether the claim is marked as being resized to `requested` bytes already.
+fn marked(claim: &PersistentVolumeClaim, requested: u64) -> bool {
+    let Some(status) = claim.status.as_ref() else { return false };
+    let state = status.allocated_resource_statuses.as_ref().and_then(|s| s.get("storage"));
+    let resizing = status.conditions.iter().flatten().any(|c| c.type_ == "Resizing");
+    state.map(String::as_str) == Some(IN_PROGRESS)
+        && storage(status.allocated_resources.as_ref()) == Some(requested)
+        && resizing
 }
 
 /// The claim's conditions other than those of a resize.
