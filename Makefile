@@ -131,7 +131,7 @@ e2e: controlplane chart-tools moto node volume-tools image
 		BUCKET_PROVISIONER_NODE_BIN="$$(tests/node/build.sh 2>/dev/null)" \
 		BUCKET_PROVISIONER_IMAGES="$(IMAGES_DIR)" BUCKET_PROVISIONER_HELM_BIN="$(HELM_BIN)" \
 		BUCKET_PROVISIONER_VOLUME_BIN="$(STATIC_DIR)/hostpath-volume-provisioner" \
-		cargo test --workspace --test e2e --test helm --test capacity -- --nocapture || failed=1; \
+		cargo test --workspace --test e2e --test helm --test volume_capacity -- --nocapture || failed=1; \
 	NODE_DIR="$${TMPDIR:-/tmp}/bucket-provisioner-node" tests/node/node.sh wait; \
 	exit $${failed:-0}
 
