@@ -222,9 +222,10 @@ async fn bench(mode: Mode, claims: usize, workers: usize) -> String {
 
     let mut out = format!(
         "Volume provisioner on a real control plane with the PV binder: hostPath volumes as {}, \
-         release build, {} cores, {claims} claims of {} in {NAMESPACES} namespaces, {workers} \
+         {} build, {} cores, {claims} claims of {} in {NAMESPACES} namespaces, {workers} \
          workers\n",
         mode.describe(),
+        if cfg!(debug_assertions) { "debug" } else { "release" },
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         mode.size()
     );

@@ -4,9 +4,22 @@
 //! # Crash points (tests only)
 //! With `HOSTPATH_VOLUME_CRASH_AT=<step>` in its environment the process aborts (no unwinding,
 //! no clean-up: as a SIGKILL would stop it) the first time it reaches `<step>`, right after that
-//! step's effect is on disk. The steps are named where [`crash_point`] is called
-//! (`provision:recorded`, `loop:formatted`, `expand:grown`, `delete:unmounted`, ...). The tests
-//! use it to stop the provisioner between every two steps and check that a restart heals it.
+//! step's effect is on disk. `tests/capacity.rs` uses it to stop the provisioner after every
+//! step and check that a restart heals it. Nothing else sets it. The steps:
+//!
+//! | step | after |
+//! |---|---|
+//! | `provision:recorded` | the volume's record is written (nothing else made yet) |
+//! | `btrfs:created` | the subvolume exists (its id not yet recorded, no limit) |
+//! | `btrfs:limited` | the quota group limit is set |
+//! | `loop:formatted` | the image is formatted under its temporary name |
+//! | `loop:mounted` | the image is mounted on the volume's directory |
+//! | `expand:grown` | the image file is grown (loop device and filesystem not yet) |
+//! | `expand:limited` | the backing holds the new size (the record not yet updated) |
+//! | `delete:subvolume` | the subvolume is deleted (its quota group not yet) |
+//! | `delete:unmounted` | the image is unmounted (not yet removed) |
+//! | `delete:image` | the image is removed (the directory and record not yet) |
+//! | `delete:unrecorded` | the record is removed (last step) |
 
 use std::ffi::OsStr;
 use std::process::Command;
