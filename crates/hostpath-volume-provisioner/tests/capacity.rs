@@ -464,6 +464,57 @@ async fn crash_at_every_step(
     assert!(!mountinfo.contains(&format!("{root_text}/")), "no mount left:\n{mountinfo}");
 }
 
+/// SIGKILL at arbitrary moments while a burst of btrfs claims is provisioned, grown and
+/// deleted (between the library's steps too: PV written, claim status not yet): every claim is
+/// Bound, grown on PV, claim and quota group, and gone with nothing left.
+#[tokio::test]
+async fn btrfs_claims_grow_and_go_through_repeated_kills() {
+    const CLAIMS: usize = 8;
+    let world = world("kill-btrfs").await;
+    let fs = Btrfs::new();
+    let root = fs.mount_point().join("volumes");
+    let class = world.class("Delete", &[]).await;
+    let mut process = world.start(&root, None);
+    let mut pvs = Vec::new();
+    for i in 0..CLAIMS {
+        pvs.push((format!("k{i}"), world.claim(&format!("k{i}"), &class, "16Mi").await));
+    }
+    let restart = |process: Process| async {
+        kill(process).await;
+        world.start(&root, None)
+    };
+    for pause in [30, 90, 200, 400] {
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        process = restart(process).await;
+    }
+    for (claim, _) in &pvs {
+        world.bound(claim).await;
+        world.grow(claim, "48Mi").await;
+    }
+    for pause in [20, 60, 150, 300] {
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        process = restart(process).await;
+    }
+    for (claim, pv) in &pvs {
+        world.grown(claim, pv, "48Mi").await;
+        let dir = host_path(&world.volumes().get(pv).await.unwrap());
+        assert_eq!(btrfs::qgroup_of(&dir).unwrap().unwrap().limit, Some(48 * MIB), "{claim}");
+        world.delete_claim(claim).await;
+    }
+    for pause in [40, 120, 250] {
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        process = restart(process).await;
+    }
+    for (_, pv) in &pvs {
+        volumes::wait_volume_gone(&world.client, pv).await;
+    }
+    kill(process).await;
+    assert_eq!(listed(&root), [".provisioner"], "no subvolume left");
+    assert_eq!(listed(&root.join(".provisioner/volumes")), Vec::<String>::new(), "no record");
+    let groups = btrfs::qgroups(&root).unwrap();
+    assert!(groups.iter().all(|g| g.id == 5), "no quota group left: {groups:?}");
+}
+
 #[tokio::test]
 async fn loop_volumes_survive_a_crash_at_every_step() {
     let world = world("crash-loop").await;
