@@ -315,4 +315,37 @@ mod tests {
         assert_eq!(bytes("lots"), None);
         assert_eq!(bytes(""), None);
     }
+
+    fn claim_with(status: serde_json::Value) -> PersistentVolumeClaim {
+        serde_json::from_value(json!({
+            "metadata": {"name": "data", "namespace": "ns"},
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_claim_is_marked_once_per_size_and_keeps_its_other_conditions() {
+        let marked_for = |size: &str| {
+            claim_with(json!({
+                "phase": "Bound",
+                "allocatedResources": {"storage": size},
+                "allocatedResourceStatuses": {"storage": IN_PROGRESS},
+                "conditions": [
+                    {"type": "Resizing", "status": "True"},
+                    {"type": "ModifyingVolume", "status": "True"},
+                ],
+            }))
+        };
+        assert!(marked(&marked_for("64Mi"), 64 << 20));
+        assert!(!marked(&marked_for("64Mi"), 128 << 20), "a new size is marked again");
+        let refused = claim_with(json!({
+            "allocatedResources": {"storage": "64Mi"},
+            "allocatedResourceStatuses": {"storage": INFEASIBLE},
+        }));
+        assert!(!marked(&refused, 64 << 20));
+        let kept = kept_conditions(&marked_for("64Mi"));
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0]["type"], "ModifyingVolume");
+    }
 }
