@@ -127,14 +127,19 @@ pub fn qgroup_of(path: &Path) -> Result<Option<QuotaGroup>, ToolError> {
 /// with it, and destroys its quota group if the kernel left one. Every step may be repeated.
 pub fn delete_subvolume(root: &Path, path: &Path, id: u64) -> Result<(), ToolError> {
     match is_subvolume(path) {
-        Ok(true) => {
-            // Committed at once: the cleaner starts dropping it now, not at the next periodic
-            // commit (up to 30 s later), so the wait below is short.
-            run(
-                "btrfs",
-                ["subvolume".as_ref(), "delete".as_ref(), "-c".as_ref(), path.as_os_str()],
-            )?;
-        }
+        Ok(true) => match delete_one(path) {
+            // A pod made subvolumes inside its volume (unprivileged users may): those go
+            // first, deepest first. No pod uses the volume any more when it is deleted.
+            Err(e) if e.message.contains("Directory not empty") => {
+                let mut nested = nested_subvolumes(path);
+                nested.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+                for inner in &nested {
+                    delete_one(inner)?;
+                }
+                delete_one(path)?;
+            }
+            deleted => deleted?,
+        },
         Ok(false) => {
             return Err(ToolError {
                 command: "btrfs subvolume delete".into(),
@@ -164,6 +169,33 @@ pub fn delete_subvolume(root: &Path, path: &Path, id: u64) -> Result<(), ToolErr
         }
         Err(e) => Err(e),
     }
+}
+
+/// Deletes the subvolume `path`, committed at once: the cleaner starts dropping it now, not at
+/// the next periodic commit (up to 30 s later), so a wait for it is short.
+fn delete_one(path: &Path) -> Result<(), ToolError> {
+    run("btrfs", ["subvolume".as_ref(), "delete".as_ref(), "-c".as_ref(), path.as_os_str()])
+        .map(drop)
+}
+
+/// The subvolumes beneath `top` (not `top` itself), found without following links.
+fn nested_subvolumes(top: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut dirs = vec![top.to_owned()];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+                continue;
+            }
+            if is_subvolume(&path).unwrap_or(false) {
+                found.push(path.clone());
+            }
+            dirs.push(path);
+        }
+    }
+    found
 }
 
 #[cfg(test)]

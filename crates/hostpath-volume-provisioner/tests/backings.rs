@@ -56,6 +56,12 @@ fn btrfs_volumes_are_subvolumes_held_to_their_capacity_grown_and_removed() {
     let shrink = backing::grow(&store, "pvc-1", 8 * MIB);
     assert!(shrink.unwrap_err().to_string().contains("shrinking"), "never shrunk");
 
+    // Subvolumes a pod made inside its volume (no privilege needed) go with it.
+    std::fs::create_dir(dir.join("deep")).unwrap();
+    for nested in ["deep/inner", "deep/inner/innermost"] {
+        run("btrfs", ["subvolume".as_ref(), "create".as_ref(), dir.join(nested).as_os_str()])
+            .unwrap();
+    }
     store.remove("pvc-1").unwrap();
     assert!(!dir.exists() && !root.join("ns").exists(), "subvolume and its parent gone");
     let groups = btrfs::qgroups(&root).unwrap();
