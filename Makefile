@@ -70,7 +70,7 @@ lint: toolchain
 
 # The demo runs first, the node tests last, and one summary line of every test binary's results
 # closes the output.
-test: lint controlplane chart-tools strace demo moto garage
+test: lint controlplane chart-tools strace volume-tools demo moto garage
 	@mkdir -p "$(BUCKET_PROVISIONER_CACHE)"
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" BUCKET_PROVISIONER_HELM_BIN="$(HELM_BIN)" \
 		BUCKET_PROVISIONER_PROMTOOL="$(PROMTOOL_BIN)" BUCKET_PROVISIONER_GARAGE_BIN="$(GARAGE_BIN)" \
@@ -87,6 +87,12 @@ test: lint controlplane chart-tools strace demo moto garage
 .PHONY: strace
 strace:
 	@tests/strace/install.sh >/dev/null
+
+# btrfs-progs, e2fsprogs and xfsprogs (Debian's), for the hostPath volumes' btrfs and loop
+# modes and their tests, which make filesystems on loop devices (as root, as CI runs).
+.PHONY: volume-tools
+volume-tools:
+	@tests/volumes/install.sh >/dev/null
 
 moto:
 	@command -v python3 >/dev/null || { echo "python3 (with venv) is required for moto"; exit 1; }
@@ -129,12 +135,13 @@ node: toolchain
 # A real node running the image, deployed from deploy/ and installed with the Helm chart (each
 # test binary starts a node of its own); needs root. The consumer pods' output is printed.
 # --workspace resolves features as `make test` does, so no dependency is rebuilt.
-e2e: controlplane chart-tools moto node image
+e2e: controlplane chart-tools moto node volume-tools image
 	@tests/node/images.sh "$$(tests/node/build.sh 2>/dev/null)" "$(STATIC_DIR)" "$(IMAGES_DIR)"
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" \
 		BUCKET_PROVISIONER_NODE_BIN="$$(tests/node/build.sh 2>/dev/null)" \
 		BUCKET_PROVISIONER_IMAGES="$(IMAGES_DIR)" BUCKET_PROVISIONER_HELM_BIN="$(HELM_BIN)" \
-		cargo test --workspace --test e2e --test helm -- --nocapture || failed=1; \
+		BUCKET_PROVISIONER_VOLUME_BIN="$(STATIC_DIR)/hostpath-volume-provisioner" \
+		cargo test --workspace --test e2e --test helm --test volume_capacity -- --nocapture || failed=1; \
 	NODE_DIR="$${TMPDIR:-/tmp}/bucket-provisioner-node" tests/node/node.sh wait; \
 	exit $${failed:-0}
 

@@ -256,6 +256,26 @@ fn chart_lints_with_every_values_file() {
 }
 
 #[test]
+fn mounting_volumes_makes_the_volume_provisioner_privileged_with_bidirectional_propagation() {
+    let privileged = |args: &[&str]| {
+        let objects = render(args);
+        let daemonset = objects
+            .iter()
+            .find(|o| kind(o) == "DaemonSet" && key(o).contains("hostpath-volume-provisioner"))
+            .expect("the volume provisioner's DaemonSet")
+            .clone();
+        let container = &daemonset["spec"]["template"]["spec"]["containers"][0];
+        let propagation = container["volumeMounts"][0]["mountPropagation"].clone();
+        (container["securityContext"]["privileged"] == true, propagation)
+    };
+    let (on, propagation) = privileged(&["-f", &values_file("everything-values.yaml")]);
+    assert!(on, "mountVolumes: privileged");
+    assert_eq!(propagation, "Bidirectional", "the kubelet sees the mounts it makes");
+    let (on, propagation) = privileged(&["--set", "hostpathVolumes.enabled=true"]);
+    assert!(!on && propagation.is_null(), "by default neither privileged nor propagating");
+}
+
+#[test]
 fn good_values_render() {
     let everything = render(&["-f", &values_file("everything-values.yaml")]);
     let kinds: BTreeSet<&str> = everything.iter().map(kind).collect();

@@ -14,7 +14,8 @@ use bucket_provisioner::volume::{
 use k8s_openapi::api::core::v1::{
     HostPathVolumeSource, PersistentVolume, PersistentVolumeClaim, PersistentVolumeSpec,
 };
-use kube::api::{Api, DeleteParams, PostParams};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use test_support::{
     ControlPlane, eventually, init_tracing, test_namespace, unique_suffix, volumes,
@@ -204,4 +205,34 @@ async fn a_claim_deleted_mid_provision_leaves_no_volume_behind() {
     .await;
     world.gone(&pv_name).await;
     assert!(world.backend.assets().is_empty());
+}
+
+/// A backend that keeps the default `expand` refuses every growth: the claim says so once
+/// (`VolumeResizeFailed`, `ControllerResizeInfeasible`) and the PV keeps its capacity.
+#[tokio::test]
+async fn a_backend_that_cannot_expand_marks_a_grown_claim_infeasible() {
+    let world = world("volumes-expand").await;
+    let class = world.class("Delete", &[]).await;
+    let expandable = serde_json::json!({"allowVolumeExpansion": true});
+    Api::<StorageClass>::all(world.client.clone())
+        .patch(&class, &PatchParams::default(), &Patch::Merge(&expandable))
+        .await
+        .unwrap();
+    let created = world.claim("data", &class).await;
+    world.bound("data").await;
+    let grow = serde_json::json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}});
+    world.claims().patch("data", &PatchParams::default(), &Patch::Merge(&grow)).await.unwrap();
+    let note = volumes::wait_event(&world.client, &world.ns, "data", "VolumeResizeFailed").await;
+    assert!(note.contains("cannot expand volumes"), "{note}");
+    let claims = world.claims();
+    eventually("the claim marked infeasible", || async {
+        let status = claims.get("data").await.ok()?.status?;
+        let state = status.allocated_resource_statuses?.get("storage")?.clone();
+        let capacity = status.capacity?.get("storage")?.0.clone();
+        (state == "ControllerResizeInfeasible" && capacity == "1Gi").then_some(())
+    })
+    .await;
+    let pv_name = format!("pvc-{}", created.uid().unwrap());
+    let pv = Api::<PersistentVolume>::all(world.client.clone()).get(&pv_name).await.unwrap();
+    assert_eq!(pv.spec.unwrap().capacity.unwrap()["storage"].0, "1Gi");
 }

@@ -4,6 +4,12 @@
 //! all are Bound, latency from creation to Bound as a watch sees it, the provisioner's own API
 //! requests per claim (audit log), its memory, and then deletion of every claim until every PV
 //! and directory is gone. `make bench` runs it and writes `bench-volumes-results.txt`.
+//!
+//! Three modes, each on a control plane of its own (`BENCH_VOLUME_MODES`, default all, comma
+//! separated): `directory` (plain directories), `btrfs` (subvolumes with quota group limits, on
+//! a btrfs filesystem the bench makes on a loop device) and `loop` (an ext4 image per claim,
+//! loop-mounted). The btrfs and loop modes need root, loop devices and the filesystem programs
+//! (`tests/volumes/install.sh`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -32,9 +38,79 @@ const LABEL: &str = "bench-volume";
 /// Longest wait for the claims to bind or their volumes to go.
 const LIMIT: Duration = Duration::from_secs(3600);
 
+/// What the volumes are made of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Directory,
+    Btrfs,
+    Loop,
+}
+
+impl Mode {
+    fn parse(text: &str) -> Self {
+        match text.trim() {
+            "directory" => Self::Directory,
+            "btrfs" => Self::Btrfs,
+            "loop" => Self::Loop,
+            other => panic!("BENCH_VOLUME_MODES: unknown mode {other:?} (directory, btrfs, loop)"),
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Self::Directory => "plain directories",
+            Self::Btrfs => "btrfs subvolumes with quota group limits",
+            Self::Loop => "loop-mounted ext4 images",
+        }
+    }
+
+    /// The claims' size: the smallest image worth formatting for loop.
+    fn size(self) -> &'static str {
+        match self {
+            Self::Loop => "16Mi",
+            _ => "1Mi",
+        }
+    }
+}
+
+/// Runs `program` with `args`, failing the bench if it fails.
+fn run(program: &str, args: &[&std::ffi::OsStr]) {
+    let status = std::process::Command::new(program).args(args).status();
+    assert!(status.is_ok_and(|s| s.success()), "{program} {args:?} failed");
+}
+
+/// A btrfs filesystem on a loop device, for the btrfs mode; unmounted when dropped.
+struct BtrfsScratch(tempfile::TempDir);
+
+impl BtrfsScratch {
+    fn new(claims: usize) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let image = dir.path().join("fs.img");
+        let size = (512 << 20) + claims as u64 * (1 << 20);
+        std::fs::File::create(&image).unwrap().set_len(size).unwrap();
+        run("mkfs.btrfs", &["-q".as_ref(), image.as_os_str()]);
+        let mount_point = dir.path().join("mnt");
+        std::fs::create_dir(&mount_point).unwrap();
+        run("mount", &["-o".as_ref(), "loop".as_ref(), image.as_os_str(), mount_point.as_os_str()]);
+        Self(dir)
+    }
+
+    fn root(&self) -> std::path::PathBuf {
+        self.0.path().join("mnt/volumes")
+    }
+}
+
+impl Drop for BtrfsScratch {
+    fn drop(&mut self) {
+        let mount_point = self.0.path().join("mnt");
+        run("umount", &["-l".as_ref(), mount_point.as_os_str()]);
+    }
+}
+
 fn start_provisioner(root: &Path, kubeconfig: &Path, workers: usize) -> Child {
     let metrics = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     program(env!("CARGO_BIN_EXE_hostpath-volume-provisioner"))
+        .arg("--usage-metrics-address=off")
         .arg(format!("--root={}", root.display()))
         .arg(format!("--provisioner-name={PROVISIONER}"))
         .arg(format!("--node-name={NODE}"))
@@ -92,10 +168,10 @@ async fn watch(client: Client, seen: Arc<Mutex<Seen>>) {
     let _ = futures::join!(claims, volumes);
 }
 
-fn claim(i: usize) -> PersistentVolumeClaim {
+fn claim(i: usize, size: &str) -> PersistentVolumeClaim {
     // Placed on our node, as kube-scheduler places the first pod of a WaitForFirstConsumer claim.
     let selected = [("volume.kubernetes.io/selected-node", NODE)];
-    let mut claim = volumes::claim(&format!("c-{i}"), "bench", "1Mi", &selected);
+    let mut claim = volumes::claim(&format!("c-{i}"), "bench", size, &selected);
     claim.metadata.labels = Some(BTreeMap::from([(LABEL.to_owned(), "true".to_owned())]));
     claim
 }
@@ -105,20 +181,39 @@ async fn main() {
     let output = output_arg();
     let claims = env_number("BENCH_CLAIMS", 1000);
     let workers = env_number("BENCH_WORKERS", 4);
+    let modes =
+        std::env::var("BENCH_VOLUME_MODES").unwrap_or_else(|_| "directory,btrfs,loop".into());
+    let mut out = String::new();
+    for mode in modes.split(',').map(Mode::parse) {
+        out.push_str(&bench(mode, claims, workers).await);
+    }
+    print!("{out}");
+    if let Some(path) = output {
+        std::fs::write(&path, &out).unwrap();
+        println!("results written to {path}");
+    }
+}
 
+/// One mode's run, on a control plane of its own; answers its report.
+async fn bench(mode: Mode, claims: usize, workers: usize) -> String {
     let AuditedPlane { plane: _plane, client, kubeconfig, audit } = AuditedPlane::start(USER).await;
     let class = StorageClass {
         metadata: ObjectMeta { name: Some("bench".into()), ..Default::default() },
         provisioner: PROVISIONER.into(),
         reclaim_policy: Some("Delete".into()),
         volume_binding_mode: Some("WaitForFirstConsumer".into()),
+        parameters: (mode == Mode::Loop)
+            .then(|| BTreeMap::from([("backing".to_owned(), "loop".to_owned())])),
         ..Default::default()
     };
     Api::<StorageClass>::all(client.clone()).create(&PostParams::default(), &class).await.unwrap();
     let namespaces = namespaces(&client, "bench", NAMESPACES).await;
 
-    let root = tempfile::tempdir().unwrap();
-    let mut provisioner = start_provisioner(root.path(), &kubeconfig, workers);
+    let scratch = tempfile::tempdir().unwrap();
+    let btrfs = (mode == Mode::Btrfs).then(|| BtrfsScratch::new(claims));
+    let root_path = btrfs.as_ref().map_or_else(|| scratch.path().to_owned(), BtrfsScratch::root);
+    std::fs::create_dir_all(&root_path).unwrap();
+    let mut provisioner = start_provisioner(&root_path, &kubeconfig, workers);
     let seen = Arc::new(Mutex::new(Seen::default()));
     let watching = tokio::spawn(watch(client.clone(), seen.clone()));
     // Let the provisioner list and watch before the burst, as a running one would have.
@@ -126,13 +221,17 @@ async fn main() {
     let (_, mark) = requests_since(&audit, USER, 0);
 
     let mut out = format!(
-        "Volume provisioner on a real control plane with the PV binder: hostPath volumes, \
-         release build, {} cores, {claims} claims in {NAMESPACES} namespaces, {workers} workers\n",
-        std::thread::available_parallelism().map_or(1, |n| n.get())
+        "Volume provisioner on a real control plane with the PV binder: hostPath volumes as {}, \
+         {} build, {} cores, {claims} claims of {} in {NAMESPACES} namespaces, {workers} \
+         workers\n",
+        mode.describe(),
+        if cfg!(debug_assertions) { "debug" } else { "release" },
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        mode.size()
     );
     eprintln!("bench: creating {claims} claims");
     let started = Instant::now();
-    let created = create_all(&client, &namespaces, claims, claim).await;
+    let created = create_all(&client, &namespaces, claims, |i| claim(i, mode.size())).await;
     let creating = started.elapsed();
     wait_until("every claim to be Bound", LIMIT, || seen.lock().unwrap().bound.len() >= claims)
         .await;
@@ -168,7 +267,7 @@ async fn main() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     let (requests, mark) = requests_since(&audit, USER, mark);
     out.push_str(&per_object(&requests, claims, "claim"));
-    let directories = std::fs::read_dir(root.path()).map_or(0, |d| d.count()) - 1;
+    let directories = std::fs::read_dir(&root_path).map_or(0, |d| d.count()) - 1;
     writeln!(out, "  directories made: {directories}").unwrap();
     writeln!(out, "  provisioner memory: RSS {rss:.1} MiB, peak {peak:.1} MiB").unwrap();
 
@@ -197,14 +296,15 @@ async fn main() {
     )
     .unwrap();
     out.push_str(&per_object(&requests, claims, "claim"));
-    let left = std::fs::read_dir(root.path()).map_or(0, |d| d.count()) - 1;
+    let left = std::fs::read_dir(&root_path).map_or(0, |d| d.count()) - 1;
     writeln!(out, "  directories left: {left}").unwrap();
+    let images = std::fs::read_dir(root_path.join(".provisioner/images")).map_or(0, |d| d.count());
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mounts = mountinfo.matches(&format!("{}/", root_path.display())).count();
+    writeln!(out, "  images left: {images}; mounts left: {mounts}").unwrap();
 
     watching.abort();
     provisioner.kill().await.unwrap();
-    print!("{out}");
-    if let Some(path) = output {
-        std::fs::write(&path, &out).unwrap();
-        println!("results written to {path}");
-    }
+    drop(btrfs);
+    out
 }

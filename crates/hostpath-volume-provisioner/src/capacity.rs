@@ -1,6 +1,7 @@
-//! Whether the filesystem under the root could enforce a volume's capacity, said honestly: a
-//! hostPath directory is only a directory, and nothing stops a pod from filling the disk unless
-//! the filesystem enforces a project quota on it.
+//! Whether the filesystem under the root could enforce a plain directory's capacity, said
+//! honestly: a hostPath directory is only a directory, and nothing stops a pod from filling the
+//! disk unless the filesystem enforces a project quota on it. (Volumes that are btrfs subvolumes
+//! or loop-mounted images are held to their capacity: see [`crate::backing`].)
 //!
 //! Project quotas need XFS mounted with `prjquota`/`pquota` or ext4 with the `project` and
 //! `quota` features mounted with `prjquota`, on a kernel built with quota support. This
@@ -132,11 +133,16 @@ pub fn enforcement(root: &Path, mount: Option<&Mount>) -> Enforcement {
 
 /// What the filesystem of `root` (an existing directory) can do, from this process's mounts.
 pub fn probe(root: &Path) -> Enforcement {
+    enforcement(root, root_mount(root).as_ref())
+}
+
+/// The mount holding `root` (an existing directory), from this process's mounts.
+pub fn root_mount(root: &Path) -> Option<Mount> {
     let canonical = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_owned());
     let mounts = std::fs::read_to_string("/proc/self/mountinfo")
         .map(|text| parse_mountinfo(&text))
         .unwrap_or_default();
-    enforcement(root, mount_of(&mounts, &canonical))
+    mount_of(&mounts, &canonical).cloned()
 }
 
 #[cfg(test)]

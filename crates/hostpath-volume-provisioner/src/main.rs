@@ -1,16 +1,18 @@
 //! `hostpath-volume-provisioner`: PersistentVolumes as directories under `--root` on this node,
 //! for every claim of a StorageClass naming this provisioner that the scheduler placed here.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bucket_provisioner::runtime::{
     ControllerArgs, hostname, init_logging, lease_name, run_volumes, shutdown_signal,
 };
 use bucket_provisioner::volume::VolumeControllerConfig;
 use clap::Parser;
-use hostpath_volume_provisioner::HostPathVolumes;
 use hostpath_volume_provisioner::store::VolumeStore;
+use hostpath_volume_provisioner::{BtrfsQuota, HostPathVolumes, backing, usage};
 
 /// PersistentVolumes as directories on this node, one instance per node.
 #[derive(Parser, Debug)]
@@ -35,6 +37,14 @@ struct Args {
     /// instance only (a Deployment pinned to a node), never with one instance per node.
     #[arg(long, env = "SERVE_IMMEDIATE", default_value_t = false, action = clap::ArgAction::Set)]
     serve_immediate: bool,
+    /// On a btrfs root: `enable` turns quotas on at start (each volume is then held to its
+    /// capacity by a quota group limit); `existing` uses them only if they are on already.
+    #[arg(long, env = "BTRFS_QUOTA", default_value = "enable", value_parser = ["enable", "existing"])]
+    btrfs_quota: String,
+    /// Where `GET /metrics` answers each volume's used bytes (`hostpath_volume_used_bytes{pv}`)
+    /// and capacity, read every `--usage-interval-seconds`; `off` serves nothing.
+    #[arg(long, env = "USAGE_METRICS_ADDRESS", default_value = "0.0.0.0:8081")]
+    usage_metrics_address: String,
     #[command(flatten)]
     controller: ControllerArgs,
 }
@@ -54,8 +64,32 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let store = tokio::task::spawn_blocking(move || VolumeStore::open(root, identity))
         .await?
         .map_err(|e| format!("opening the volume root {}: {e}", args.root.display()))?;
-    let backend = HostPathVolumes::new(Arc::new(store), args.reclaim_policy.clone());
+    let store = Arc::new(store);
+    let quota =
+        if args.btrfs_quota == "enable" { BtrfsQuota::Enable } else { BtrfsQuota::Existing };
+    let backend = HostPathVolumes::new(store.clone(), args.reclaim_policy.clone(), quota);
     tracing::info!(root = %args.root.display(), node = %node, "volume store open");
+    // Loop-backed volumes are mounted again before any claim is served: after a node restart
+    // their directories are empty until then.
+    let remounting = store.clone();
+    let remounted = tokio::task::spawn_blocking(move || backing::remount_all(&remounting)).await?;
+    if remounted > 0 {
+        tracing::info!(remounted, "loop-backed volumes mounted again");
+    }
+    if args.usage_metrics_address != "off" {
+        let address: SocketAddr = args.usage_metrics_address.parse()?;
+        let listener = tokio::net::TcpListener::bind(address).await?;
+        tracing::info!(address = %listener.local_addr()?, "serving volume usage on /metrics");
+        let shared = usage::Shared::default();
+        let interval = Duration::from_secs(args.controller.usage_interval_seconds.max(1));
+        let client = bucket_provisioner::runtime::client(&args.controller).await?;
+        tokio::spawn(usage::collect_every(store.clone(), shared.clone(), interval, Some(client)));
+        tokio::spawn(async move {
+            if let Err(e) = usage::serve(listener, shared).await {
+                tracing::error!(error = %e, "the volume usage endpoint stopped");
+            }
+        });
+    }
     let mut config = VolumeControllerConfig::new(&args.provisioner_name);
     config.node = Some(node);
     config.serve_unscheduled = args.serve_immediate;

@@ -16,6 +16,9 @@ use rustix::fs::{Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 
+use crate::backing::Backing;
+use crate::tools::{ToolError, crash_point};
+
 /// The provisioner's record of one volume.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -26,6 +29,12 @@ pub struct Record {
     pub identity: String,
     /// `namespace/name` of the claim it was made for.
     pub claim: String,
+    /// What the volume is made of (older records, without it, are plain directories).
+    #[serde(default)]
+    pub backing: Backing,
+    /// The capacity its backing holds it to, in bytes, where one does; raised on expansion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<u64>,
 }
 
 /// How the directory is made.
@@ -66,6 +75,15 @@ pub enum StoreError {
         "{0:?} has a symbolic link (or something else that is not a directory) on its way; nothing is made or removed through it"
     )]
     NotADirectory(PathBuf),
+    /// A filesystem program (btrfs, mkfs, mount, ...) failed.
+    #[error(transparent)]
+    Tool(#[from] ToolError),
+    /// The claim asks for what the volume's backing cannot give.
+    #[error("{0}")]
+    Refused(String),
+    /// The volume cannot grow while mounted on this node, and retrying will not change that.
+    #[error("{0}")]
+    CannotGrow(String),
     /// The record belongs to another identity.
     #[error("volume {volume} was made by {recorded:?}, not by {ours:?}; it was left alone")]
     NotOurs {
@@ -154,16 +172,19 @@ impl VolumeStore {
             .map_err(errno(format!("opening {}", self.root.display())))
     }
 
-    /// Makes the directory of `volume` at `path` (relative to the root), or finds the one an
-    /// earlier call made; answers its path relative to the root. A volume recorded already keeps
-    /// its recorded path.
+    /// Makes the volume `volume` at `path` (relative to the root) with `backing` and
+    /// `capacity`, or finds the one an earlier call made; answers its record. A volume recorded
+    /// already keeps its recorded path, backing and capacity. The record is written first (the
+    /// intent), so that every step after it is found and finished, or undone, by a retry.
     pub fn make(
         &self,
         volume: &str,
         path: &Path,
         claim: &str,
         ownership: Ownership,
-    ) -> Result<PathBuf, StoreError> {
+        backing: Backing,
+        capacity: Option<u64>,
+    ) -> Result<Record, StoreError> {
         let record = match self.record(volume) {
             Some(record) if record.identity != self.identity => {
                 return Err(StoreError::NotOurs {
@@ -179,17 +200,53 @@ impl VolumeStore {
                     path: path.to_owned(),
                     identity: self.identity.clone(),
                     claim: claim.to_owned(),
+                    backing,
+                    capacity,
                 };
                 let root = self.open_root()?;
                 if open_beneath(&root, path).map_err(|e| self.refusal(path, e))?.is_some() {
                     return Err(StoreError::Unrecorded(path.to_owned()));
                 }
                 self.write_record(volume, &record)?;
+                crash_point("provision:recorded");
                 record
             }
         };
-        self.make_dirs(&record.path, ownership)?;
-        Ok(record.path)
+        crate::backing::make(self, volume, &record, ownership)?;
+        Ok(record)
+    }
+
+    /// Every record, by volume.
+    pub fn records(&self) -> BTreeMap<String, Record> {
+        self.records.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Records `capacity` as the one `volume`'s backing now holds it to.
+    pub fn set_capacity(&self, volume: &str, capacity: u64) -> Result<(), StoreError> {
+        let Some(mut record) = self.record(volume) else { return Ok(()) };
+        record.capacity = Some(capacity);
+        self.write_record(volume, &record)
+    }
+
+    /// The absolute path of `path` (relative to the root) after checking that every directory
+    /// on its way exists beneath the root and is no link: for the programs that take paths.
+    pub fn checked_path(&self, path: &Path) -> Result<PathBuf, StoreError> {
+        let root = self.open_root()?;
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty())
+            && open_beneath(&root, parent).map_err(|e| self.refusal(path, e))?.is_none()
+        {
+            return Err(StoreError::Io {
+                what: format!("opening {}", self.root.join(parent).display()),
+                source: std::io::ErrorKind::NotFound.into(),
+            });
+        }
+        Ok(self.root.join(path))
+    }
+
+    /// Whether `path` (relative to the root) exists, looked up beneath the root without links.
+    pub fn exists(&self, path: &Path) -> Result<bool, StoreError> {
+        let root = self.open_root()?;
+        Ok(open_beneath(&root, path).map_err(|e| self.refusal(path, e))?.is_some())
     }
 
     /// Fails unless `path` is clear of every other recorded volume.
@@ -217,7 +274,8 @@ impl VolumeStore {
         }
     }
 
-    fn write_record(&self, volume: &str, record: &Record) -> Result<(), StoreError> {
+    /// Writes the record of `volume` durably (temporary file, sync, rename, sync).
+    pub(crate) fn write_record(&self, volume: &str, record: &Record) -> Result<(), StoreError> {
         let dir = self.root.join(RECORDS);
         let file = dir.join(format!("{volume}.json"));
         let temporary = dir.join(format!(".{volume}.json.tmp"));
@@ -239,7 +297,7 @@ impl VolumeStore {
 
     /// Makes every directory of `path` beneath the root, never through a link, and gives the
     /// last one its mode and owner.
-    fn make_dirs(&self, path: &Path, ownership: Ownership) -> Result<(), StoreError> {
+    pub(crate) fn make_dirs(&self, path: &Path, ownership: Ownership) -> Result<(), StoreError> {
         let mut dir = self.open_root()?;
         for segment in path.iter() {
             match rustix::fs::mkdirat(&dir, segment, Mode::from_raw_mode(0o755)) {
@@ -253,18 +311,41 @@ impl VolumeStore {
                     source: std::io::Error::other("removed while it was being made"),
                 })?;
         }
+        self.own(&dir, path, ownership)
+    }
+
+    /// Gives the directory at `path` (relative to the root; a volume's, once made) its mode and
+    /// owner: for what a mount or a subvolume put there.
+    pub(crate) fn apply_ownership(
+        &self,
+        path: &Path,
+        ownership: Ownership,
+    ) -> Result<(), StoreError> {
+        let root = self.open_root()?;
+        let dir =
+            open_beneath(&root, path).map_err(|e| self.refusal(path, e))?.ok_or_else(|| {
+                StoreError::Io {
+                    what: format!("opening {}", path.display()),
+                    source: std::io::ErrorKind::NotFound.into(),
+                }
+            })?;
+        self.own(&dir, path, ownership)
+    }
+
+    fn own(&self, dir: &OwnedFd, path: &Path, ownership: Ownership) -> Result<(), StoreError> {
         if let Some((uid, gid)) = ownership.owner {
             let (uid, gid) = (rustix::fs::Uid::from_raw(uid), rustix::fs::Gid::from_raw(gid));
-            rustix::fs::fchown(&dir, Some(uid), Some(gid))
+            rustix::fs::fchown(dir, Some(uid), Some(gid))
                 .map_err(errno(format!("changing the owner of {}", path.display())))?;
         }
-        rustix::fs::fchmod(&dir, Mode::from_raw_mode(ownership.mode))
+        rustix::fs::fchmod(dir, Mode::from_raw_mode(ownership.mode))
             .map_err(errno(format!("changing the mode of {}", path.display())))?;
         Ok(())
     }
 
-    /// Removes the directory recorded for `volume` with everything in it, then empty directories
-    /// above it that the path pattern made, then the record. A volume without a record counts as
+    /// Removes what the backing made (subvolume and its quota group; mount and image), then the
+    /// directory recorded for `volume` with everything in it, then empty directories above it
+    /// that the path pattern made, then the record. A volume without a record counts as
     /// removed; one recorded by another identity is refused.
     pub fn remove(&self, volume: &str) -> Result<(), StoreError> {
         let Some(record) = self.record(volume) else { return Ok(()) };
@@ -275,6 +356,7 @@ impl VolumeStore {
                 ours: self.identity.clone(),
             });
         }
+        crate::backing::remove(self, volume, &record)?;
         let root = self.open_root()?;
         let parent_path = record.path.parent().unwrap_or(Path::new(""));
         let name = record.path.file_name().expect("recorded paths have a last segment");
@@ -315,6 +397,7 @@ impl VolumeStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(io(format!("removing {}", file.display()))(e)),
         }
+        crash_point("delete:unrecorded");
         self.records.lock().unwrap_or_else(|e| e.into_inner()).remove(volume);
         Ok(())
     }
@@ -327,6 +410,7 @@ mod tests {
     use super::*;
 
     const OPEN: Ownership = Ownership { mode: 0o777, owner: None };
+    const DIR: Backing = Backing::Directory;
 
     fn store(root: &Path, identity: &str) -> VolumeStore {
         VolumeStore::open(root.to_owned(), identity.to_owned()).unwrap()
@@ -337,14 +421,15 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let volumes = store(root.path(), "node-a");
         let path = Path::new("app/data");
-        let made = volumes.make("pvc-1", path, "app/data", OPEN).unwrap();
-        assert_eq!(made, path);
+        let made = volumes.make("pvc-1", path, "app/data", OPEN, DIR, None).unwrap();
+        assert_eq!(made.path, path);
         std::fs::write(root.path().join("app/data/file"), "x").unwrap();
         let meta = std::fs::metadata(root.path().join("app/data")).unwrap();
         assert_eq!(meta.permissions().mode() & 0o7777, 0o777, "no umask");
         // Again (a retry), even with another pattern's path: the recorded path wins.
-        let again = volumes.make("pvc-1", Path::new("elsewhere"), "app/data", OPEN).unwrap();
-        assert_eq!(again, path);
+        let again =
+            volumes.make("pvc-1", Path::new("elsewhere"), "app/data", OPEN, DIR, None).unwrap();
+        assert_eq!(again.path, path);
         assert!(root.path().join("app/data/file").exists(), "a retry keeps the data");
         // Reopened, the records are still there.
         let reopened = store(root.path(), "node-a");
@@ -360,18 +445,21 @@ mod tests {
     fn paths_of_other_volumes_and_unrecorded_directories_are_refused() {
         let root = tempfile::tempdir().unwrap();
         let volumes = store(root.path(), "node-a");
-        volumes.make("pvc-1", Path::new("app/data"), "app/data", OPEN).unwrap();
+        volumes.make("pvc-1", Path::new("app/data"), "app/data", OPEN, DIR, None).unwrap();
         for (path, how) in
             [("app/data", "is the directory of"), ("app/data/x", "lies inside"), ("app", "holds")]
         {
-            let error = volumes.make("pvc-2", Path::new(path), "app/x", OPEN).unwrap_err();
+            let error =
+                volumes.make("pvc-2", Path::new(path), "app/x", OPEN, DIR, None).unwrap_err();
             assert!(matches!(&error, StoreError::PathTaken { how: h, .. } if *h == how), "{error}");
         }
         std::fs::create_dir(root.path().join("operator-data")).unwrap();
-        let error = volumes.make("pvc-3", Path::new("operator-data"), "app/y", OPEN).unwrap_err();
+        let error = volumes
+            .make("pvc-3", Path::new("operator-data"), "app/y", OPEN, DIR, None)
+            .unwrap_err();
         assert!(matches!(error, StoreError::Unrecorded(_)), "{error}");
         // The other volume's sibling directory keeps the shared parent.
-        volumes.make("pvc-4", Path::new("app/other"), "app/other", OPEN).unwrap();
+        volumes.make("pvc-4", Path::new("app/other"), "app/other", OPEN, DIR, None).unwrap();
         volumes.remove("pvc-1").unwrap();
         assert!(root.path().join("app/other").is_dir());
     }
@@ -382,12 +470,13 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         let volumes = store(root.path(), "node-a");
         std::os::unix::fs::symlink(outside.path(), root.path().join("app")).unwrap();
-        let error = volumes.make("pvc-1", Path::new("app/data"), "app/data", OPEN).unwrap_err();
+        let error =
+            volumes.make("pvc-1", Path::new("app/data"), "app/data", OPEN, DIR, None).unwrap_err();
         assert!(matches!(error, StoreError::NotADirectory(_)), "{error}");
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0, "nothing made outside");
 
         // A volume whose directory is swapped for a link is not removed through it.
-        volumes.make("pvc-2", Path::new("ns/vol"), "ns/vol", OPEN).unwrap();
+        volumes.make("pvc-2", Path::new("ns/vol"), "ns/vol", OPEN, DIR, None).unwrap();
         std::fs::write(outside.path().join("precious"), "keep").unwrap();
         std::fs::remove_dir(root.path().join("ns/vol")).unwrap();
         std::os::unix::fs::symlink(outside.path(), root.path().join("ns/vol")).unwrap();
@@ -404,11 +493,13 @@ mod tests {
     #[test]
     fn another_identity_neither_reuses_nor_removes_a_volume() {
         let root = tempfile::tempdir().unwrap();
-        store(root.path(), "node-a").make("pvc-1", Path::new("pvc-1"), "a/b", OPEN).unwrap();
+        store(root.path(), "node-a")
+            .make("pvc-1", Path::new("pvc-1"), "a/b", OPEN, DIR, None)
+            .unwrap();
         let other = store(root.path(), "node-b");
         assert!(matches!(other.remove("pvc-1"), Err(StoreError::NotOurs { .. })));
         assert!(matches!(
-            other.make("pvc-1", Path::new("pvc-1"), "a/b", OPEN),
+            other.make("pvc-1", Path::new("pvc-1"), "a/b", OPEN, DIR, None),
             Err(StoreError::NotOurs { .. })
         ));
         assert!(root.path().join("pvc-1").is_dir());
@@ -420,7 +511,7 @@ mod tests {
         let volumes = store(root.path(), "node-a");
         let me = std::fs::metadata(root.path()).unwrap();
         let owner = Ownership { mode: 0o2770, owner: Some((me.uid(), me.gid())) };
-        volumes.make("pvc-1", Path::new("pvc-1"), "a/b", owner).unwrap();
+        volumes.make("pvc-1", Path::new("pvc-1"), "a/b", owner, DIR, None).unwrap();
         let meta = std::fs::metadata(root.path().join("pvc-1")).unwrap();
         assert_eq!(meta.permissions().mode() & 0o7777, 0o2770);
         assert_eq!((meta.uid(), meta.gid()), (me.uid(), me.gid()));

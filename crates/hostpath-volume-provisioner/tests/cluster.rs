@@ -64,6 +64,8 @@ impl World {
             .arg(format!("--node-name={node}"))
             .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
             .arg(format!("--metrics-address={metrics}"))
+            // Several instances on one machine: usage metrics on a free port each.
+            .arg("--usage-metrics-address=127.0.0.1:0")
             .args(
                 extra
                     .iter()

@@ -28,6 +28,7 @@ pub(crate) mod provision;
 pub mod provisioner;
 pub mod quantity;
 pub mod rotation;
+pub(crate) mod rotation_record;
 pub mod run;
 pub mod sharing;
 pub mod status;

@@ -147,7 +147,7 @@ pub fn object_bucket(record: &BucketRecord<'_>) -> ObjectBucket {
         (annotations::ACCESS_MODE.into(), record.access_mode.as_str().into()),
     ]);
     // A claim created asking for a rotation has new keys already; only a later change asks.
-    if let Some(rotation) = crate::bucket::rotation::RotationRecord::initial(claim) {
+    if let Some(rotation) = crate::bucket::rotation_record::RotationRecord::initial(claim) {
         recorded.insert(annotations::ROTATION.into(), rotation);
     }
     ObjectBucket {

@@ -19,11 +19,11 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::watch;
 
-use super::VolumeProvisioner;
 use super::objects::{
     FINALIZER, Fate, LABEL_PROVISIONER, awaits_volume, fate, is_ours, options, pv_name_for_claim,
     selected_node, volume, waits_for_consumer,
 };
+use super::{VolumeProvisioner, expansion};
 use crate::kubernetes::backoff::Backoff;
 use crate::kubernetes::cache::{Recent, key};
 use crate::kubernetes::events::{Events, publish};
@@ -95,6 +95,17 @@ impl<P> Context<P> {
 
     fn node(&self) -> Option<&str> {
         self.config.node.as_deref()
+    }
+
+    fn resizer(&self) -> expansion::Resizer<'_, P> {
+        expansion::Resizer {
+            client: &self.client,
+            provisioner: &self.provisioner,
+            events: &self.events,
+            metrics: &self.metrics,
+            volumes: &self.volumes,
+            backoff: &self.backoff,
+        }
     }
 
     /// Makes a failure visible (Event on `subject`, log line, metric) and picks the retry.
@@ -215,6 +226,12 @@ async fn reconcile_claim<P: VolumeProvisioner>(
 ) -> Result<Action, Infallible> {
     ctx.metrics.reconcile();
     if !awaits_volume(&claim, &ctx.config.provisioner_name) {
+        // Before the caches hold their first list, a missing PV proves nothing.
+        ctx.until_listed().await;
+        let name = &ctx.config.provisioner_name;
+        if let Some(wanted) = expansion::wanted(&claim, &ctx.volumes, name, ctx.node()) {
+            return Ok(ctx.resizer().expand(&claim, wanted).await);
+        }
         return Ok(Action::await_change());
     }
     ctx.until_listed().await;

@@ -14,6 +14,7 @@
 //! | a PV of ours `Released` under `Delete` | removes the asset, then the finalizer, then the PV | [`VolumeProvisioner::delete`] |
 //! | a PV of ours deleted by hand (under `Delete`, not bound) | removes the asset, then the finalizer | [`VolumeProvisioner::delete`] |
 //! | a PV of ours deleted by hand under `Retain` | removes the finalizer; the asset stays | — |
+//! | a bound claim of one of our PVs asking for more than its `status.capacity` (its class has `allowVolumeExpansion: true`; its `volume.kubernetes.io/storage-resizer` annotation absent or naming us) | marks the claim `Resizing`, then writes the new size into the PV's `spec.capacity` and the claim's `status.capacity`; a request below the PV's capacity is refused (see [`expansion`](self#expansion)) | [`VolumeProvisioner::expand`] |
 //!
 //! ## Every call may be repeated
 //! The process can stop between any two steps, and a retry gets **the same**
@@ -34,6 +35,18 @@
 //! exponential backoff. Every failure is an Event (on the claim while provisioning, on the PV
 //! while deleting) and a log line.
 //!
+//! ## Expansion
+//! The library is the resizer of the volumes it provisioned, following the contract
+//! kube-controller-manager's expand controller leaves to out-of-tree resizers: the claim is
+//! marked `Resizing` with `status.allocatedResources` and `allocatedResourceStatuses`
+//! (`ControllerResizeInProgress`), the backend grows the volume, the PV's `spec.capacity` and
+//! then the claim's `status.capacity` take the new size, and the resize marks go
+//! (`VolumeResizeSuccessful` Event). A backend that cannot grow volumes keeps the default
+//! [`VolumeProvisioner::expand`], a permanent `ExpansionNotSupported` refusal; the claim is then
+//! marked `ControllerResizeInfeasible`. Shrinking is never asked of a backend: a request below
+//! the PV's capacity is refused with a `VolumeResizeFailed` Event (reason `ShrinkRefused` in the
+//! log and the error metric). The ServiceAccount needs `patch` on `persistentvolumeclaims/status`.
+//!
 //! ## What to return
 //! [`ProvisionedVolume::spec`] holds the volume source (`hostPath`, `local`, `nfs`, `csi`, ...)
 //! and, where the backend knows better than the claim, `capacity`, `nodeAffinity` or the reclaim
@@ -43,6 +56,7 @@
 
 mod controller;
 mod error;
+mod expansion;
 mod objects;
 pub mod run;
 
@@ -54,6 +68,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 pub use crate::BackendError;
 pub use controller::{VolumeControllerConfig, run_volume_controller};
+pub use expansion::{ANNOTATION_STORAGE_RESIZER, quantity_bytes};
 pub use objects::{
     ANNOTATION_NODE, ANNOTATION_PROVISIONED_BY, ANNOTATION_SELECTED_NODE,
     ANNOTATION_STORAGE_PROVISIONER, FINALIZER, LABEL_PROVISIONER, pv_name_for_claim,
@@ -115,6 +130,21 @@ pub trait VolumeProvisioner: Send + Sync + 'static {
         &self,
         volume: &PersistentVolume,
     ) -> impl Future<Output = Result<(), BackendError>> + Send;
+
+    /// Holds the volume to `capacity` from now on, growing what backs it (the claim asked for
+    /// more; `capacity` is never below the PV's `spec.capacity`). Like every call it may be
+    /// repeated, and must succeed again once done. The default refuses: expansion not supported.
+    fn expand(
+        &self,
+        volume: &PersistentVolume,
+        capacity: &Quantity,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send {
+        let _ = (volume, capacity);
+        std::future::ready(Err(BackendError::permanent(
+            "ExpansionNotSupported",
+            "this provisioner cannot expand volumes",
+        )))
+    }
 }
 
 /// A shared backend is a backend: the runtime keeps one across leadership terms.
@@ -135,5 +165,13 @@ impl<P: VolumeProvisioner> VolumeProvisioner for std::sync::Arc<P> {
         volume: &PersistentVolume,
     ) -> impl Future<Output = Result<(), BackendError>> + Send {
         (**self).delete(volume)
+    }
+
+    fn expand(
+        &self,
+        volume: &PersistentVolume,
+        capacity: &Quantity,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send {
+        (**self).expand(volume, capacity)
     }
 }

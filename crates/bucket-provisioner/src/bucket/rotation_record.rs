@@ -1,0 +1,79 @@
+//! What an ObjectBucket records of its claim's credential rotation (see
+//! [`crate::bucket::rotation`]): written by the controller where tenants cannot write, read back
+//! after any crash.
+
+use bucket_api::contract::annotations;
+use bucket_api::{ObjectBucket, ObjectBucketClaim};
+use jiff::Timestamp;
+use kube::ResourceExt;
+use serde::{Deserialize, Serialize};
+
+/// Where a rotation stands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Step {
+    /// Nothing under way; only the Secret's key works.
+    #[default]
+    Idle,
+    /// A new key is to be issued beside the recorded previous one.
+    Issuing,
+    /// A new key was issued; whether its secret reached the Secret is still to be seen.
+    Issued,
+    /// The new key is in the Secret; the previous one works until it expires.
+    Overlap,
+}
+
+/// What the ObjectBucket records of its claim's rotation.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RotationRecord {
+    /// The last value of the claim's request annotation taken up.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub(crate) handled: String,
+    #[serde(default)]
+    pub(crate) step: Step,
+    /// When the Secret's key was issued (none recorded: when the ObjectBucket was created).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) created_at: Option<Timestamp>,
+    /// The key being replaced, from `Issuing` until it is retired.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) previous_key_id: Option<String>,
+    /// When the previous key is retired (`Overlap`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) previous_expires_at: Option<Timestamp>,
+    /// The key issued (`Issued`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) new_key_id: Option<String>,
+    /// The digest of the key issued (`Issued`), to recognise it in the Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) new_digest: Option<String>,
+}
+
+impl RotationRecord {
+    /// The record on `bucket`; none (or one that does not parse) is an idle one.
+    pub(crate) fn of(bucket: &ObjectBucket) -> Option<Self> {
+        let text = bucket.annotations().get(annotations::ROTATION)?;
+        Some(serde_json::from_str(text).unwrap_or_default())
+    }
+
+    /// The record a new ObjectBucket starts with: the claim's request as it is now counts as
+    /// taken up (the claim's first key is new anyway). `None` when the claim asks nothing, so
+    /// that claims without rotation record nothing.
+    pub(crate) fn initial(claim: &ObjectBucketClaim) -> Option<String> {
+        let requested = requested(claim)?;
+        let record = Self { handled: requested.to_owned(), ..Default::default() };
+        Some(record.to_json())
+    }
+
+    pub(crate) fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// The claim's request token, if it sets a non-empty one.
+pub(crate) fn requested(claim: &ObjectBucketClaim) -> Option<&str> {
+    claim
+        .annotations()
+        .get(annotations::ROTATE_CREDENTIALS)
+        .map(String::as_str)
+        .filter(|v| !v.is_empty())
+}
