@@ -1,6 +1,8 @@
 //! The parts of Garage's admin API v2 bodies this provisioner reads and writes (Garage 2.x,
 //! `garage_api_admin::api`); fields it does not need are ignored when read.
 
+use bucket_api::AccessMode;
+use bucket_provisioner::BackendError;
 use serde::{Deserialize, Serialize};
 
 /// Read, write and owner permissions of one key on one bucket.
@@ -19,8 +21,27 @@ pub struct Permissions {
 }
 
 impl Permissions {
+    /// What a claim's key gets in `mode`; `WriteOnly` cannot be honoured: Garage's write
+    /// permission includes deleting objects, and a key without read cannot complete a multipart
+    /// upload it cannot list, so such a claim is refused rather than given more than it asked.
+    pub fn for_mode(mode: AccessMode) -> Result<Self, BackendError> {
+        match mode {
+            AccessMode::ReadWrite => Ok(Self::READ_WRITE),
+            AccessMode::ReadOnly => Ok(Self::READ_ONLY),
+            AccessMode::WriteOnly => Err(BackendError::permanent(
+                "AccessModeNotSupported",
+                "accessMode WriteOnly cannot be honoured by Garage: its write permission also \
+                 deletes objects; ask for ReadWrite or ReadOnly",
+            )),
+        }
+    }
+
     /// Read and write: what a claim's key gets.
     pub const READ_WRITE: Self = Self { read: true, write: true, owner: false };
+    /// Read only: what a `ReadOnly` claim's key gets.
+    pub const READ_ONLY: Self = Self { read: true, write: false, owner: false };
+    /// Write alone, the permission a key loses when its claim narrows to `ReadOnly`.
+    pub const WRITE: Self = Self { read: false, write: true, owner: false };
     /// Everything: what the provisioner's own key gets on buckets it creates.
     pub const ALL: Self = Self { read: true, write: true, owner: true };
 }
@@ -38,7 +59,7 @@ pub struct Quotas {
 }
 
 /// `GetBucketInfo`, and what bucket operations answer.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BucketInfo {
     /// The bucket's id (what `?id=` takes).
@@ -88,8 +109,9 @@ pub struct BucketKey {
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CreateBucket<'a> {
-    /// The bucket's name.
-    pub global_alias: &'a str,
+    /// The bucket's name, if it is given in the same request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub global_alias: Option<&'a str>,
     /// The alias in the provisioner key's namespace.
     pub local_alias: LocalAlias<'a>,
 }
@@ -104,6 +126,36 @@ pub struct LocalAlias<'a> {
     pub alias: &'a str,
     /// The permissions that key gets.
     pub allow: Permissions,
+}
+
+/// `AddBucketAlias` with a global alias.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AddGlobalAlias<'a> {
+    /// The bucket.
+    pub bucket_id: &'a str,
+    /// Its name.
+    pub global_alias: &'a str,
+}
+
+/// What `GetKeyInfo` says of the buckets a key has permissions or local aliases on.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyBuckets {
+    /// Those buckets.
+    #[serde(default)]
+    pub buckets: Vec<KeyBucket>,
+}
+
+/// One bucket of [`KeyBuckets`].
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyBucket {
+    /// The bucket's id.
+    pub id: String,
+    /// Its aliases in the key's own namespace.
+    #[serde(default)]
+    pub local_aliases: Vec<String>,
 }
 
 /// `AllowBucketKey` / `DenyBucketKey`.
@@ -191,13 +243,18 @@ mod tests {
     #[test]
     fn bodies_have_garages_field_names() {
         let create = CreateBucket {
-            global_alias: "b",
+            global_alias: None,
             local_alias: LocalAlias { access_key_id: "GK1", alias: "a", allow: Permissions::ALL },
         };
         assert_eq!(
             serde_json::to_value(&create).unwrap(),
-            serde_json::json!({"globalAlias": "b", "localAlias": {"accessKeyId": "GK1",
+            serde_json::json!({"localAlias": {"accessKeyId": "GK1",
                 "alias": "a", "allow": {"read": true, "write": true, "owner": true}}})
+        );
+        let name = AddGlobalAlias { bucket_id: "ab12", global_alias: "b" };
+        assert_eq!(
+            serde_json::to_value(&name).unwrap(),
+            serde_json::json!({"bucketId": "ab12", "globalAlias": "b"})
         );
         let clear = UpdateQuotas { quotas: Quotas::default() };
         assert_eq!(

@@ -8,14 +8,15 @@ use std::time::Duration;
 use aws_sdk_s3::config::SharedHttpClient;
 use bucket_api::{BucketUsage, ObjectBucket, ReclaimPolicy};
 use bucket_provisioner::{
-    BackendError, BucketOptions, Credentials, ProvisionedBucket, Provisioner, Removed, user_id_of,
+    BackendError, BucketOptions, Credentials, ProvisionedBucket, Provisioner, Removed,
+    access_mode_of, user_id_of,
 };
 
 use crate::admin::{Admin, AdminHttp};
 use crate::api::{BucketInfo, Permissions};
 use crate::cluster::{AdminToken, ClassParameters};
 use crate::empty::{PassLimits, empty_pass, http_client, s3_client};
-use crate::names::{SERVICE_KEY_NAME, claim_key_id, service_key_id};
+use crate::names::{SERVICE_KEY_NAME, claim_key_id, ownership_alias, service_key_id};
 use crate::params::{ServiceUrl, Settings};
 use crate::quota;
 use crate::store::{Created, Store, creator};
@@ -23,6 +24,9 @@ use crate::usage::UsageCache;
 
 /// `additionalState` key: the claim's access key id.
 pub const STATE_ACCESS_KEY_ID: &str = "accessKeyId";
+/// In the ObjectBucket's `additionalState` of a bucket the claim created: the bucket's id, by
+/// which a deletion that Garage left half done (names and record gone, bucket not) is finished.
+pub const STATE_BUCKET_ID: &str = "bucketId";
 
 /// Buckets on a Garage cluster, with an access key per claim.
 ///
@@ -118,7 +122,7 @@ impl GarageProvisioner {
         Ok(keys)
     }
 
-    /// Gives the claim its own key, read and write on `bucket`.
+    /// Gives the claim its own key, with the permissions of its access mode on `bucket`.
     async fn access(
         &self,
         store: &Store<'_>,
@@ -133,7 +137,8 @@ impl GarageProvisioner {
             options.claim.metadata.name.as_deref().unwrap_or_default()
         );
         let credentials = store.ensure_key(&claim_key_id(&options.user_id), &name).await?;
-        store.allow(bucket, &credentials.access_key_id, Permissions::READ_WRITE).await?;
+        let permissions = Permissions::for_mode(options.access_mode)?;
+        store.set_permissions(bucket, &credentials.access_key_id, permissions).await?;
         let mut state = settings.to_state();
         state.insert(STATE_ACCESS_KEY_ID.into(), credentials.access_key_id.clone());
         Ok(ProvisionedBucket {
@@ -239,6 +244,7 @@ impl Provisioner for GarageProvisioner {
     fn validate(&self, options: &BucketOptions) -> Result<(), BackendError> {
         Settings::from_parameters(&options.parameters)?;
         quota::parse(&options.additional_config)?;
+        Permissions::for_mode(options.access_mode)?;
         self.seen
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -258,7 +264,8 @@ impl Provisioner for GarageProvisioner {
             .await?;
         let Created::Mine(bucket) = created else { return Err(BackendError::name_taken(name)) };
         let bucket = store.set_quotas(&bucket, quotas).await?;
-        let provisioned = self.access(&store, &settings, options, &bucket).await?;
+        let mut provisioned = self.access(&store, &settings, options, &bucket).await?;
+        provisioned.additional_state.insert(STATE_BUCKET_ID.into(), bucket.id.clone());
         self.usage.record(name, &settings, &bucket);
         Ok(provisioned)
     }
@@ -296,11 +303,31 @@ impl Provisioner for GarageProvisioner {
             return Ok(Removed::Bucket); // no bucket was ever chosen, so none was created
         }
         let Some(user_id) = user_id_of(bucket) else { return Ok(Removed::AccessOnly) };
+        let service = self.service_key(&store, &settings).await?;
         let Some(info) = store.bucket(&name).await? else {
             self.usage.forget(&name);
+            // Made but never named (the process stopped between the two steps of creating it):
+            // found by its ownership record, empty, and deleted as the claim asked.
+            let record = ownership_alias(&user_id, ReclaimPolicy::Delete);
+            if let Some(id) = store.recorded_bucket(&service.access_key_id, &record).await? {
+                store.delete_bucket(&BucketInfo { id, ..Default::default() }).await?;
+            }
+            // Garage's own DeleteBucket removes the names and the record before the bucket, and
+            // stops where it is when its client goes away: the id recorded on the ObjectBucket
+            // (which tenants cannot write) finds what it left. Only a bucket with no name left
+            // is touched: nobody can reach it, and it was this claim's.
+            let recorded_id =
+                bucket.spec.additional_state.as_ref().and_then(|s| s.get(STATE_BUCKET_ID));
+            if let Some(id) = recorded_id
+                && bucket.spec.reclaim_policy == Some(ReclaimPolicy::Delete)
+                && let Some(left) = store.bucket_by_id(id).await?
+                && left.global_aliases.is_empty()
+                && creator(&left, &service.access_key_id).is_none_or(|(c, _)| c == user_id)
+            {
+                self.empty_and_delete(&store, &settings, &left, &service).await?;
+            }
             return Ok(Removed::Bucket);
         };
-        let service = self.service_key(&store, &settings).await?;
         // Only Garage's own record decides: this claim created it, under Delete.
         match creator(&info, &service.access_key_id) {
             Some((creator, ReclaimPolicy::Delete)) if creator == user_id => {}
@@ -317,7 +344,8 @@ impl Provisioner for GarageProvisioner {
         self.remove_key(&store(&self.http, &settings, &token), bucket).await
     }
 
-    /// Applies changed `maxObjects` / `maxSize` to the quotas of the claim's own bucket.
+    /// Applies a changed access mode to the claim's key, and changed `maxObjects` / `maxSize` to
+    /// the quotas of the claim's own bucket.
     async fn update(
         &self,
         options: &BucketOptions,
@@ -331,17 +359,27 @@ impl Provisioner for GarageProvisioner {
             .as_ref()
             .and_then(|e| e.additional_config.clone())
             .unwrap_or_default();
-        if !quota::any(&options.additional_config) && !quota::any(&previous) {
+        let mode_changed = access_mode_of(bucket) != options.access_mode;
+        if !mode_changed && !quota::any(&options.additional_config) && !quota::any(&previous) {
             return Ok(());
         }
+        let permissions = Permissions::for_mode(options.access_mode)?;
         let token = self.token(&settings).await?;
         let store = store(&self.http, &settings, &token);
         let name = &options.bucket_name;
         let Some(info) = store.bucket(name).await? else {
             return Err(BackendError::transient(format!(
-                "bucket {name:?} is not in Garage (deleted by hand?); its quotas cannot be set"
+                "bucket {name:?} is not in Garage (deleted by hand?); its quotas and key \
+                 permissions cannot be set"
             )));
         };
+        if mode_changed {
+            let key = claim_key_id(&options.user_id);
+            store.set_permissions(&info, &key, permissions).await?;
+            if !quota::any(&options.additional_config) && !quota::any(&previous) {
+                return Ok(());
+            }
+        }
         let service = self.service_key(&store, &settings).await?;
         match creator(&info, &service.access_key_id) {
             Some((creator, _)) if creator == options.user_id => {}

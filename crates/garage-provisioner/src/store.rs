@@ -5,8 +5,8 @@ use bucket_provisioner::{BackendError, Credentials};
 
 use crate::admin::Admin;
 use crate::api::{
-    BucketInfo, CleanupUploads, CreateBucket, ImportKey, KeyInfo, LocalAlias, PermissionChange,
-    Permissions, Quotas, UpdateQuotas,
+    AddGlobalAlias, BucketInfo, CleanupUploads, CreateBucket, ImportKey, KeyBuckets, KeyInfo,
+    LocalAlias, PermissionChange, Permissions, Quotas, UpdateQuotas,
 };
 use crate::names::{SERVICE_KEY_NAME, new_secret, ownership_alias, read_ownership_alias};
 
@@ -35,9 +35,21 @@ impl Store<'_> {
         }
     }
 
-    /// Creates bucket `name` with, in the same request, the ownership record of `user_id` under
-    /// `policy` and every permission for the provisioner's key `service_key`. A bucket of that
-    /// name that records the same claim is this claim's earlier attempt; any other is taken.
+    /// The bucket with id `id`, if any.
+    pub async fn bucket_by_id(&self, id: &str) -> Result<Option<BucketInfo>, BackendError> {
+        match self.admin.get("GetBucketInfo", &[("id", id)]).await {
+            Ok(info) => Ok(Some(info)),
+            Err(e) if e.code() == Some("NoSuchBucket") => Ok(None),
+            Err(e) => Err(self.admin.error(&format!("GetBucketInfo id {id}"), e)),
+        }
+    }
+
+    /// Creates bucket `name` for the claim `user_id` under `policy`, in two steps that each
+    /// survive being cut off (Garage drops a request whose client went away, between any two of
+    /// its writes): first a bucket holding only the ownership record, in the provisioner key
+    /// `service_key`'s namespace, with every permission for that key; then its name. A retry finds
+    /// the recorded bucket and goes on from there. A name held by any other bucket is taken, and
+    /// the bucket made for it is deleted again.
     pub async fn create_bucket(
         &self,
         name: &str,
@@ -47,28 +59,53 @@ impl Store<'_> {
     ) -> Result<Created, BackendError> {
         let alias = ownership_alias(user_id, policy);
         let body = CreateBucket {
-            global_alias: name,
+            global_alias: None,
             local_alias: LocalAlias {
                 access_key_id: service_key,
                 alias: &alias,
                 allow: Permissions::ALL,
             },
         };
-        let action = format!("CreateBucket {name}");
-        match self.admin.post::<_, BucketInfo>("CreateBucket", &[], Some(&body)).await {
-            Ok(info) => Ok(Created::Mine(info)),
-            Err(e) if e.code() == Some("BucketAlreadyExists") => match self.bucket(name).await? {
-                Some(info) if creator(&info, service_key) == Some((user_id.into(), policy)) => {
-                    Ok(Created::Mine(info))
-                }
-                Some(_) => Ok(Created::Taken),
-                // Deleted in between: the next attempt creates it.
-                None => Err(BackendError::transient(format!(
-                    "{action}: the name was taken, then freed again; retrying"
-                ))),
+        let id = match self.admin.post::<_, BucketInfo>("CreateBucket", &[], Some(&body)).await {
+            Ok(info) => info.id,
+            // The record exists: an earlier attempt made the bucket (and perhaps named it).
+            Err(e) => match self.recorded_bucket(service_key, &alias).await? {
+                Some(id) => id,
+                None => return Err(self.admin.error(&format!("CreateBucket for {name}"), e)),
             },
-            Err(e) => Err(self.admin.error(&action, e)),
+        };
+        let body = AddGlobalAlias { bucket_id: &id, global_alias: name };
+        let added = self.admin.post::<_, BucketInfo>("AddBucketAlias", &[], Some(&body)).await;
+        let refused = match added {
+            Ok(info) => return Ok(Created::Mine(info)),
+            Err(e) => e,
+        };
+        match self.bucket(name).await? {
+            Some(info) if info.id == id => Ok(Created::Mine(info)),
+            Some(_) => {
+                // Ours, empty and nameless: made for this attempt only.
+                self.delete_bucket(&BucketInfo { id, ..Default::default() }).await?;
+                Ok(Created::Taken)
+            }
+            None => Err(self.admin.error(&format!("AddBucketAlias {name}"), refused)),
         }
+    }
+
+    /// The id of the bucket recorded as `alias` in `service_key`'s namespace, if any.
+    pub async fn recorded_bucket(
+        &self,
+        service_key: &str,
+        alias: &str,
+    ) -> Result<Option<String>, BackendError> {
+        let query = [("id", service_key)];
+        let key: KeyBuckets = self
+            .admin
+            .get("GetKeyInfo", &query)
+            .await
+            .map_err(|e| self.admin.error(&format!("GetKeyInfo {service_key}"), e))?;
+        let mut found =
+            key.buckets.into_iter().filter(|b| b.local_aliases.iter().any(|a| a == alias));
+        Ok(found.next().map(|b| b.id))
     }
 
     /// Gives `key` `permissions` on `bucket` (adding to what it has).
@@ -83,6 +120,35 @@ impl Store<'_> {
             .post("AllowBucketKey", &[], Some(&body))
             .await
             .map_err(|e| self.admin.error(&format!("AllowBucketKey {key} on {}", name(bucket)), e))
+    }
+
+    /// Takes `permissions` from `key` on `bucket`.
+    pub async fn deny(
+        &self,
+        bucket: &BucketInfo,
+        key: &str,
+        permissions: Permissions,
+    ) -> Result<BucketInfo, BackendError> {
+        let body = PermissionChange { bucket_id: &bucket.id, access_key_id: key, permissions };
+        self.admin
+            .post("DenyBucketKey", &[], Some(&body))
+            .await
+            .map_err(|e| self.admin.error(&format!("DenyBucketKey {key} on {}", name(bucket)), e))
+    }
+
+    /// Gives `key` exactly the claim permissions `wanted` on `bucket`: what it lacks is allowed,
+    /// write taken away when not wanted.
+    pub async fn set_permissions(
+        &self,
+        bucket: &BucketInfo,
+        key: &str,
+        wanted: Permissions,
+    ) -> Result<BucketInfo, BackendError> {
+        let bucket = self.allow(bucket, key, wanted).await?;
+        if wanted.write {
+            return Ok(bucket);
+        }
+        self.deny(&bucket, key, Permissions::WRITE).await
     }
 
     /// Sets `bucket`'s quotas, unless they already are.

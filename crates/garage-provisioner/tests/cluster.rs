@@ -112,6 +112,48 @@ async fn greenfield_claim_lifecycle_with_quotas_usage_and_confined_keys() {
 }
 
 #[tokio::test]
+async fn access_modes_become_key_permissions_and_write_only_is_refused() {
+    let s = setup("garage-modes").await;
+    let controller = Harness::start(s.backend(), Deployed::Garage);
+    let class = s.class(&controller.provisioner, &[], "Delete").await;
+    s.claim("reader", spec(&class, "", &[("accessMode", "ReadOnly")])).await;
+    s.claim("shipper", spec(&class, "", &[("accessMode", "WriteOnly")])).await;
+
+    let claim = s.wait_for("reader", ClaimPhase::Bound, "Bound").await;
+    let bucket = claim.spec.bucket_name.clone().unwrap();
+    let (s3, _) = s.consumer("reader").await;
+    let keys = s.claim_keys("reader").await;
+    let permissions = |info: &garage_provisioner::api::BucketInfo| {
+        info.keys.iter().find(|k| k.access_key_id == keys.access_key_id).unwrap().permissions
+    };
+    let info = s.bucket_info(&bucket).await.unwrap();
+    assert!(permissions(&info).read && !permissions(&info).write);
+    s3.list_objects_v2().bucket(&bucket).send().await.expect("a ReadOnly key lists");
+    let put = s3.put_object().bucket(&bucket).key("x").body(b"x".to_vec().into()).send().await;
+    assert_eq!(error_code(put), "AccessDenied");
+
+    // Garage cannot make a key that writes without deleting: refused, with the reason.
+    let failed = s.wait_for("shipper", ClaimPhase::Failed, "AccessModeNotSupported").await;
+    assert!(ready(&failed).unwrap().message.contains("WriteOnly"), "{failed:?}");
+
+    // Widened through update: the same key may write.
+    let patch = json!({"spec": {"additionalConfig": {"accessMode": "ReadWrite"}}});
+    s.claims.patch("reader", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    eventually("the reader's key to get write", || async {
+        permissions(&s.bucket_info(&bucket).await?).write.then_some(())
+    })
+    .await;
+    write_read_list(&s3, &bucket, "a.bin", b"written after widening").await;
+    // And narrowed again: write is taken away.
+    let patch = json!({"spec": {"additionalConfig": {"accessMode": "ReadOnly"}}});
+    s.claims.patch("reader", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    eventually("the reader's key to lose write", || async {
+        (!permissions(&s.bucket_info(&bucket).await?).write).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn retain_keeps_data_brownfield_grants_share_it_and_nobody_takes_it_over() {
     let s = setup("garage-retain").await;
     let controller = Harness::start(s.backend(), Deployed::Garage);

@@ -78,8 +78,19 @@ pub struct GarageCluster {
     pub admin_token: String,
 }
 
+/// A port free now and never handed out before in this process: the kernel may give a port
+/// just released again, and two clusters of one test binary (or two nodes of one) must not be
+/// given the same one before either binds it.
 fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?.local_addr()?.port())
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?.local_addr()?.port();
+        if !given.contains(&port) {
+            given.push(port);
+            return Ok(port);
+        }
+    }
 }
 
 impl GarageCluster {

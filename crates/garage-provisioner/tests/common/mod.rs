@@ -198,6 +198,22 @@ impl Setup {
         self.admin(&settings.admin, &settings.token_secret).get("ListBuckets", &[]).await.unwrap()
     }
 
+    /// Every bucket in Garage that a quorum read by id still finds: a listing is answered from
+    /// one node's copy of the table, which may still hold a bucket deleted moments ago.
+    pub async fn live_buckets(&self) -> Vec<BucketInfo> {
+        let settings = self.settings(0);
+        let admin = self.admin(&settings.admin, &settings.token_secret);
+        let mut live = Vec::new();
+        for bucket in self.all_buckets().await {
+            match admin.get::<BucketInfo>("GetBucketInfo", &[("id", &bucket.id)]).await {
+                Ok(info) => live.push(info),
+                Err(e) if e.code() == Some("NoSuchBucket") => {}
+                Err(e) => panic!("GetBucketInfo {}: {e:?}", bucket.id),
+            }
+        }
+        live
+    }
+
     /// Every key in Garage.
     pub async fn all_keys(&self) -> Vec<KeyListItem> {
         let settings = self.settings(0);
