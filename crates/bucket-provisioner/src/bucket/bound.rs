@@ -297,7 +297,7 @@ async fn set_object_bucket_name<P>(
     Ok(ctx.caches.claims.wrote(updated))
 }
 
-/// Marks the ObjectBucket and the claim Bound, side by side.
+/// Marks the ObjectBucket Bound, then the claim.
 pub(crate) async fn set_bound<P>(
     observed: &Observed,
     bucket: &ObjectBucket,
@@ -307,20 +307,20 @@ pub(crate) async fn set_bound<P>(
     ctx: &Context<P>,
 ) -> Result<(), Error> {
     let state = bound_state(message, access_mode, credentials);
-    let (bucket, claim) = tokio::try_join!(
-        set_bucket_status(
-            &observed.buckets,
-            bucket,
-            ObjectBucketPhase::Bound,
-            "Bound",
-            "bound to its claim"
-        ),
-        set_claim_status(&observed.claims, claim, &state),
-    )?;
+    // One after the other, the ObjectBucket first: whoever sees the claim Bound (the condition
+    // users wait on) then finds its ObjectBucket Bound too.
+    let bucket = set_bucket_status(
+        &observed.buckets,
+        bucket,
+        ObjectBucketPhase::Bound,
+        "Bound",
+        "bound to its claim",
+    )
+    .await?;
     if let Some(written) = bucket {
         ctx.caches.buckets.wrote(written);
     }
-    if let Some(written) = claim {
+    if let Some(written) = set_claim_status(&observed.claims, claim, &state).await? {
         ctx.caches.claims.wrote(written);
     }
     Ok(())
