@@ -85,6 +85,12 @@ impl AdminError {
         }
     }
 
+    /// Whether Garage refused the request as invalid (HTTP 400), as it refuses an alias that
+    /// already exists.
+    pub fn is_bad_request(&self) -> bool {
+        matches!(self, AdminError::Refused { status: 400, .. })
+    }
+
     /// The backend error for this failure of `action`, done with the token from `secret`.
     /// Unreachable and server-side failures (5xx: a quorum not reached while nodes are down,
     /// say) are transient; a refused token is permanent and names the Secret; every other

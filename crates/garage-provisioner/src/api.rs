@@ -112,8 +112,9 @@ pub struct CreateBucket<'a> {
     /// The bucket's name, if it is given in the same request.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub global_alias: Option<&'a str>,
-    /// The alias in the provisioner key's namespace.
-    pub local_alias: LocalAlias<'a>,
+    /// The alias in the provisioner key's namespace, if it is given in the same request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_alias: Option<LocalAlias<'a>>,
 }
 
 /// A local alias for `CreateBucket`.
@@ -136,6 +137,18 @@ pub struct AddGlobalAlias<'a> {
     pub bucket_id: &'a str,
     /// Its name.
     pub global_alias: &'a str,
+}
+
+/// `AddBucketAlias` with an alias in a key's namespace.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AddLocalAlias<'a> {
+    /// The bucket.
+    pub bucket_id: &'a str,
+    /// Whose namespace.
+    pub access_key_id: &'a str,
+    /// The alias.
+    pub local_alias: &'a str,
 }
 
 /// What `GetKeyInfo` says of the buckets a key has permissions or local aliases on.
@@ -244,7 +257,11 @@ mod tests {
     fn bodies_have_garages_field_names() {
         let create = CreateBucket {
             global_alias: None,
-            local_alias: LocalAlias { access_key_id: "GK1", alias: "a", allow: Permissions::ALL },
+            local_alias: Some(LocalAlias {
+                access_key_id: "GK1",
+                alias: "a",
+                allow: Permissions::ALL,
+            }),
         };
         assert_eq!(
             serde_json::to_value(&create).unwrap(),

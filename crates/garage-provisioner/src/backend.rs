@@ -309,8 +309,11 @@ impl Provisioner for GarageProvisioner {
             // Made but never named (the process stopped between the two steps of creating it):
             // found by its ownership record, empty, and deleted as the claim asked.
             let record = ownership_alias(&user_id, ReclaimPolicy::Delete);
-            if let Some(id) = store.recorded_bucket(&service.access_key_id, &record).await? {
-                store.delete_bucket(&BucketInfo { id, ..Default::default() }).await?;
+            if let Some(id) = store.recorded_bucket(&service.access_key_id, &record).await?
+                && let Some(left) = store.bucket_by_id(&id).await?
+                && left.global_aliases.is_empty()
+            {
+                store.delete_bucket(&left).await?;
             }
             // Garage's own DeleteBucket removes the names and the record before the bucket, and
             // stops where it is when its client goes away: the id recorded on the ObjectBucket

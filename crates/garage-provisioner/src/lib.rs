@@ -6,7 +6,7 @@
 //!
 //! | claim | what happens |
 //! |---|---|
-//! | new bucket | `CreateBucket` with the bucket's name and, in the same request, the ownership record (below); `UpdateBucket` for quotas; the claim's key (`ImportKey`) with read and write (`AllowBucketKey`) |
+//! | new bucket | `CreateBucket` with the ownership record (below), then `AddBucketAlias` with the bucket's name; `UpdateBucket` for quotas; the claim's key (`ImportKey`) with read and write (`AllowBucketKey`) |
 //! | StorageClass `bucketName` | `GetBucketInfo` (missing is a permanent error), then the claim's key |
 //! | `maxObjects` / `maxSize` changed | `UpdateBucket` quotas of the claim's own bucket |
 //! | deleted, bucket kept | `DeleteKey` of the claim's key |

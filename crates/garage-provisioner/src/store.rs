@@ -5,8 +5,8 @@ use bucket_provisioner::{BackendError, Credentials};
 
 use crate::admin::Admin;
 use crate::api::{
-    AddGlobalAlias, BucketInfo, CleanupUploads, CreateBucket, ImportKey, KeyBuckets, KeyInfo,
-    LocalAlias, PermissionChange, Permissions, Quotas, UpdateQuotas,
+    AddGlobalAlias, AddLocalAlias, BucketInfo, CleanupUploads, CreateBucket, ImportKey, KeyBuckets,
+    KeyInfo, LocalAlias, PermissionChange, Permissions, Quotas, UpdateQuotas,
 };
 use crate::names::{SERVICE_KEY_NAME, new_secret, ownership_alias, read_ownership_alias};
 
@@ -47,9 +47,9 @@ impl Store<'_> {
     /// Creates bucket `name` for the claim `user_id` under `policy`, in two steps that each
     /// survive being cut off (Garage drops a request whose client went away, between any two of
     /// its writes): first a bucket holding only the ownership record, in the provisioner key
-    /// `service_key`'s namespace, with every permission for that key; then its name. A retry finds
-    /// the recorded bucket and goes on from there. A name held by any other bucket is taken, and
-    /// the bucket made for it is deleted again.
+    /// `service_key`'s namespace, with every permission for that key ([`Store::recorded`]); then
+    /// its name. A name held by any other bucket is taken, and the bucket made for it is deleted
+    /// again.
     pub async fn create_bucket(
         &self,
         name: &str,
@@ -57,23 +57,7 @@ impl Store<'_> {
         policy: ReclaimPolicy,
         service_key: &str,
     ) -> Result<Created, BackendError> {
-        let alias = ownership_alias(user_id, policy);
-        let body = CreateBucket {
-            global_alias: None,
-            local_alias: LocalAlias {
-                access_key_id: service_key,
-                alias: &alias,
-                allow: Permissions::ALL,
-            },
-        };
-        let id = match self.admin.post::<_, BucketInfo>("CreateBucket", &[], Some(&body)).await {
-            Ok(info) => info.id,
-            // The record exists: an earlier attempt made the bucket (and perhaps named it).
-            Err(e) => match self.recorded_bucket(service_key, &alias).await? {
-                Some(id) => id,
-                None => return Err(self.admin.error(&format!("CreateBucket for {name}"), e)),
-            },
-        };
+        let id = self.recorded(service_key, &ownership_alias(user_id, policy)).await?;
         let body = AddGlobalAlias { bucket_id: &id, global_alias: name };
         let added = self.admin.post::<_, BucketInfo>("AddBucketAlias", &[], Some(&body)).await;
         let refused = match added {
@@ -91,21 +75,106 @@ impl Store<'_> {
         }
     }
 
-    /// The id of the bucket recorded as `alias` in `service_key`'s namespace, if any.
+    /// The id of the bucket `record` names in `service_key`'s namespace, with every permission
+    /// for that key: made now when no attempt made it before, finished when one was cut off.
+    ///
+    /// `CreateBucket` writes the bucket, then the record on the key's side, then on the
+    /// bucket's side, then the permissions; Garage drops it between any two when its client
+    /// goes away. Each state left is finished here:
+    /// - nothing, or a bucket with no alias (which no name or record leads to, and which stays:
+    ///   nothing proves whose it is): a new bucket with the record;
+    /// - the record on both sides: that bucket, given the permissions again;
+    /// - the record on the key's side only: a new bucket takes the record if it points nowhere
+    ///   (the remains of a bucket deleted since); if it points to a bucket, re-adding the record
+    ///   succeeds on that bucket only, so it is tried on each bucket the key lists without one.
+    pub async fn recorded(&self, service_key: &str, record: &str) -> Result<String, BackendError> {
+        let local_alias =
+            LocalAlias { access_key_id: service_key, alias: record, allow: Permissions::ALL };
+        let body = CreateBucket { global_alias: None, local_alias: Some(local_alias) };
+        let refused = match self.admin.post::<_, BucketInfo>("CreateBucket", &[], Some(&body)).await
+        {
+            Ok(info) => return Ok(info.id),
+            Err(e) if e.is_bad_request() => e,
+            Err(e) => return Err(self.admin.error(&format!("CreateBucket for {record}"), e)),
+        };
+        let (found, unrecorded) = self.key_buckets(service_key, record).await?;
+        if let Some(id) = found {
+            return self.with_all_permissions(id, service_key).await;
+        }
+        let body = CreateBucket { global_alias: None, local_alias: None };
+        let fresh: BucketInfo = self
+            .admin
+            .post("CreateBucket", &[], Some(&body))
+            .await
+            .map_err(|e| self.admin.error(&format!("CreateBucket for {record}"), e))?;
+        for id in std::iter::once(&fresh.id).chain(&unrecorded) {
+            let body =
+                AddLocalAlias { bucket_id: id, access_key_id: service_key, local_alias: record };
+            match self.admin.post::<_, BucketInfo>("AddBucketAlias", &[], Some(&body)).await {
+                Ok(_) => {
+                    if *id != fresh.id {
+                        self.delete_bucket(&fresh).await?;
+                    }
+                    return self.with_all_permissions(id.clone(), service_key).await;
+                }
+                Err(e) if e.is_bad_request() => {}
+                Err(e) => {
+                    return Err(self.admin.error(&format!("AddBucketAlias {record} on {id}"), e));
+                }
+            }
+        }
+        self.delete_bucket(&fresh).await?;
+        Err(self.admin.error(&format!("CreateBucket for {record}"), refused))
+    }
+
+    async fn with_all_permissions(
+        &self,
+        id: String,
+        service_key: &str,
+    ) -> Result<String, BackendError> {
+        let bucket = BucketInfo { id, ..Default::default() };
+        self.allow(&bucket, service_key, Permissions::ALL).await?;
+        Ok(bucket.id)
+    }
+
+    /// The id of the bucket recorded as `record` in `service_key`'s namespace, if any. While
+    /// the key lists a bucket with no alias, the record may be on the key's side only, and is
+    /// finished as [`Store::recorded`] does (which makes a bucket, empty, when none was).
     pub async fn recorded_bucket(
         &self,
         service_key: &str,
-        alias: &str,
+        record: &str,
     ) -> Result<Option<String>, BackendError> {
+        match self.key_buckets(service_key, record).await? {
+            (None, unrecorded) if !unrecorded.is_empty() => {
+                self.recorded(service_key, record).await.map(Some)
+            }
+            (found, _) => Ok(found),
+        }
+    }
+
+    /// Of the buckets `service_key` lists: the one recorded as `alias` on the bucket's side, if
+    /// any, and those with no alias of the key's on their side.
+    async fn key_buckets(
+        &self,
+        service_key: &str,
+        alias: &str,
+    ) -> Result<(Option<String>, Vec<String>), BackendError> {
         let query = [("id", service_key)];
         let key: KeyBuckets = self
             .admin
             .get("GetKeyInfo", &query)
             .await
             .map_err(|e| self.admin.error(&format!("GetKeyInfo {service_key}"), e))?;
-        let mut found =
-            key.buckets.into_iter().filter(|b| b.local_aliases.iter().any(|a| a == alias));
-        Ok(found.next().map(|b| b.id))
+        let (mut found, mut unrecorded) = (None, Vec::new());
+        for bucket in key.buckets {
+            if bucket.local_aliases.iter().any(|a| a == alias) {
+                found = Some(bucket.id);
+            } else if bucket.local_aliases.is_empty() {
+                unrecorded.push(bucket.id);
+            }
+        }
+        Ok((found, unrecorded))
     }
 
     /// Gives `key` `permissions` on `bucket` (adding to what it has).

@@ -9,12 +9,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use bucket_api::ClaimPhase;
+use bucket_api::{ClaimPhase, ReclaimPolicy};
 use bucket_provisioner::user_id_for_claim;
 use common::{Harness, setup, spec, write_read_list};
 use futures::FutureExt;
-use garage_provisioner::names::{claim_key_id, service_key_id};
-use garage_provisioner::store::creator;
+use garage_provisioner::api::BucketInfo;
+use garage_provisioner::names::{SERVICE_KEY_NAME, claim_key_id, service_key_id};
+use garage_provisioner::store::{Created, Store, creator};
 use kube::ResourceExt;
 use test_support::{
     ControlPlane, Deployed, Supervised, deployed_identity, eventually, unique_suffix,
@@ -109,10 +110,6 @@ async fn a_garage_node_killed_under_load_loses_nothing_and_rejoins() {
 /// through their deletion: every claim ends with one bucket and one key (its Secret's), and
 /// deletion leaves no bucket and no claim key behind.
 #[tokio::test]
-#[ignore = "known defect: Garage drops a CreateBucket whose client was killed between its own \
-            writes, which can leave a claim's ownership record half written (the claim then \
-            fails CreateBucket for ever) or an empty bucket with no name or record; run with \
-            --ignored"]
 async fn a_burst_of_claims_survives_sigkills_of_the_provisioner() {
     const CLAIMS: usize = 10;
     let s = setup("garage-burst").await;
@@ -211,4 +208,29 @@ async fn a_burst_of_claims_survives_sigkills_of_the_provisioner() {
             panic!("outlived their claims: buckets {ids:?}, keys {keys:?}");
         }
     }
+}
+
+/// A name found taken leaves the claim free to try another: the bucket made for it is deleted
+/// again, and Garage keeps a deleted alias as a tombstone that a new `CreateBucket` with the
+/// same record refuses; the next attempt still gets its bucket.
+#[tokio::test]
+async fn a_name_found_taken_leaves_the_claim_free_to_try_another() {
+    let s = setup("garage-taken").await;
+    let settings = s.settings(0);
+    let store = Store { admin: s.admin(&settings.admin, &settings.token_secret) };
+    let service = service_key_id();
+    store.ensure_key(&service, SERVICE_KEY_NAME).await.unwrap();
+    let taken = format!("taken-{}", unique_suffix());
+    let body = serde_json::json!({ "globalAlias": taken });
+    let _: BucketInfo = store.admin.post("CreateBucket", &[], Some(&body)).await.unwrap();
+    let user = format!("obc-taken-{}", unique_suffix());
+    let first = store.create_bucket(&taken, &user, ReclaimPolicy::Delete, &service).await;
+    assert!(matches!(first, Ok(Created::Taken)), "{first:?}");
+    let other = format!("other-{}", unique_suffix());
+    let second = store.create_bucket(&other, &user, ReclaimPolicy::Delete, &service).await;
+    let Ok(Created::Mine(info)) = second else { panic!("{second:?}") };
+    assert_eq!(info.global_aliases, [other]);
+    assert_eq!(creator(&info, &service), Some((user, ReclaimPolicy::Delete)));
+    let holders: Vec<_> = s.all_buckets().await.into_iter().map(|b| b.global_aliases).collect();
+    assert_eq!(holders.iter().filter(|a| a.is_empty()).count(), 0, "nothing nameless left");
 }
