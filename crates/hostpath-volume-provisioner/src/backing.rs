@@ -5,7 +5,7 @@
 //! |---|---|---|---|
 //! | directory | record; directories | record | directory; record |
 //! | btrfs subvolume | record; parent directories; subvolume; its id recorded; qgroup limit; mode and owner | qgroup limit; record | subvolume; wait for the cleaner; qgroup; directory; record |
-//! | loop image | record; directories; image formatted under a temporary name, renamed; mounted; mode and owner | image file; loop device; filesystem; record | unmount (the loop device goes with it); image; directory; record |
+//! | loop image | record; directories; image formatted under a temporary name, renamed; mount point sealed (immutable); mounted; mode and owner | image file; loop device; filesystem; record | unmount (the loop device goes with it); mount point unsealed; image; directory; record |
 //!
 //! The record (`.provisioner/volumes/<pv>.json`) is written before anything else and removed
 //! after everything else, so nothing this provisioner makes is ever without one: a crash leaves
@@ -86,6 +86,10 @@ pub(crate) fn make(
             store.apply_ownership(&record.path, ownership)
         }
         Backing::Loop { fs } => {
+            // An earlier attempt may have sealed the mount point before it stopped.
+            if let Ok(target) = store.checked_path(&record.path) {
+                loopback::unseal(&target)?;
+            }
             store.make_dirs(&record.path, ownership)?;
             let capacity = record.capacity.ok_or_else(|| {
                 StoreError::Refused("a loop-backed volume needs a capacity".into())

@@ -126,6 +126,7 @@ pub fn mount(image: &Path, target: &Path, fs: FsType) -> Result<(), ToolError> {
     if mounted_at(target).is_some() {
         return Ok(());
     }
+    seal(target, true)?;
     let args = [
         "-t".as_ref(),
         fs.as_str().as_ref(),
@@ -137,12 +138,55 @@ pub fn mount(image: &Path, target: &Path, fs: FsType) -> Result<(), ToolError> {
     run("mount", args).map(drop)
 }
 
-/// Unmounts `target` if it is mounted; the loop device goes with it.
+/// Unmounts `target` if it is mounted (the loop device goes with it), and lets its directory
+/// be changed and removed again.
 pub fn unmount(target: &Path) -> Result<(), ToolError> {
-    if mounted_at(target).is_none() {
+    if mounted_at(target).is_some() {
+        run("umount", [target.as_os_str()])?;
+    }
+    seal(target, false)
+}
+
+/// Lets the mount point `target` be changed again (its mode and owner set, say) while no image
+/// is mounted on it; a no-op while one is.
+pub fn unseal(target: &Path) -> Result<(), ToolError> {
+    if mounted_at(target).is_some() {
         return Ok(());
     }
-    run("umount", [target.as_os_str()]).map(drop)
+    seal(target, false)
+}
+
+/// Makes the directory `target` (a mount point with nothing mounted) immutable, or not. Sealed,
+/// nobody can write into it, root included: a pod the kubelet starts before the image is
+/// mounted again (after a node restart) is refused (`EPERM`) instead of writing files the image
+/// would then hide. A filesystem without the flag (tmpfs) is left as it is.
+fn seal(target: &Path, sealed: bool) -> Result<(), ToolError> {
+    use rustix::fs::{IFlags, Mode, OFlags};
+    use rustix::io::Errno;
+    let what = || {
+        format!(
+            "{} the immutable flag of {}",
+            if sealed { "setting" } else { "clearing" },
+            target.display()
+        )
+    };
+    let failed = |e: Errno| ToolError { command: what(), message: e.to_string(), missing: false };
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let dir = match rustix::fs::open(target, flags, Mode::empty()) {
+        Ok(dir) => dir,
+        Err(Errno::NOENT) if !sealed => return Ok(()),
+        Err(e) => return Err(failed(e)),
+    };
+    let current = match rustix::fs::ioctl_getflags(&dir) {
+        Ok(current) => current,
+        Err(Errno::NOTTY | Errno::OPNOTSUPP | Errno::INVAL) => return Ok(()),
+        Err(e) => return Err(failed(e)),
+    };
+    let wanted = if sealed { current | IFlags::IMMUTABLE } else { current - IFlags::IMMUTABLE };
+    if wanted == current {
+        return Ok(());
+    }
+    rustix::fs::ioctl_setflags(&dir, wanted).map_err(failed)
 }
 
 /// Removes the image of `volume` and any half-made one.

@@ -356,6 +356,10 @@ async fn loop_claims_are_held_to_their_image_grow_online_and_go() {
     kill(process).await;
     hostpath_volume_provisioner::tools::run("umount", [&dir]).unwrap();
     assert!(!dir.join("more").exists());
+    // Until the image is back, nobody writes where it would hide the files: not even root (a
+    // pod the kubelet started first).
+    let early = std::fs::write(dir.join("early"), b"lost").unwrap_err();
+    assert_eq!(early.raw_os_error(), Some(1), "EPERM on the sealed mount point: {early}");
     let process = world.start(&root, None);
     eventually("the image mounted again", || async { dir.join("more").exists().then_some(()) })
         .await;

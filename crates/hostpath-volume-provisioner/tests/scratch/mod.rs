@@ -84,6 +84,8 @@ impl Drop for Unmount {
         if loopback::mounted_at(&self.0).is_some() {
             let _ = run("umount", ["-l".as_ref(), self.0.as_os_str()]);
         }
+        // The mount point is sealed while nothing is mounted on it: unsealed, the root can go.
+        let _ = loopback::unmount(&self.0);
     }
 }
 
@@ -96,6 +98,7 @@ impl Drop for UnmountBeneath {
         for mount in hostpath_volume_provisioner::capacity::parse_mountinfo(&text) {
             if mount.mount_point.starts_with(&self.0) && mount.mount_point != self.0 {
                 let _ = run("umount", ["-l".as_ref(), mount.mount_point.as_os_str()]);
+                let _ = loopback::unmount(&mount.mount_point);
             }
         }
     }
