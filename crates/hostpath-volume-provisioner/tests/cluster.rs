@@ -391,6 +391,21 @@ async fn an_apiserver_restart_is_outlived_by_the_same_process() {
     assert!(made.await.is_ok(), "a claim made after the restart got no PV within 10 s");
     eprintln!("PV made {:?} after the apiserver was back", recovered.elapsed());
     world.delete_claim("before").await;
+    // Releasing the PV is kube-controller-manager's part, after its own watches came back
+    // (their backoff reaches 30 s): waited for apart, so that what is timed next is ours.
+    let volumes = world.volumes();
+    let released = tokio::time::timeout(Duration::from_secs(120), async {
+        loop {
+            let pv = volumes.get_opt(&before).await.ok().flatten();
+            let phase = pv.as_ref().and_then(|v| v.status.as_ref()?.phase.clone());
+            if pv.is_none() || phase.as_deref() == Some("Released") {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    assert!(released.await.is_ok(), "kube-controller-manager never released {before}");
+    eprintln!("PV released {:?} after the apiserver was back", recovered.elapsed());
     world.gone(&before).await;
     assert!(node.child.try_wait().unwrap().is_none(), "the process is the one started");
     assert_eq!(node.child.id(), pid);
