@@ -380,14 +380,14 @@ fn monitoring_objects_only_where_the_operator_serves_them() {
 
     let monitored = render(&[
         "--set",
-        "s3.enabled=true",
+        "s3.enabled=true,hostpathVolumes.enabled=true",
         "--api-versions",
         "monitoring.coreos.com/v1/ServiceMonitor",
         "--api-versions",
         "monitoring.coreos.com/v1/PrometheusRule",
     ]);
     let monitors: Vec<&Value> = monitored.iter().filter(|o| kind(o) == "ServiceMonitor").collect();
-    assert_eq!(monitors.len(), 2, "one per enabled provisioner");
+    assert_eq!(monitors.len(), 3, "one per enabled provisioner");
     for monitor in monitors {
         let selector = &monitor["spec"]["selector"]["matchLabels"];
         let service = monitored
@@ -402,6 +402,16 @@ fn monitoring_objects_only_where_the_operator_serves_them() {
             })
             .unwrap_or_else(|| panic!("no Service for {}", key(monitor)));
         assert_eq!(service["spec"]["ports"][0]["targetPort"], "metrics");
+        let scraped: Vec<&Value> =
+            monitor["spec"]["endpoints"].as_array().unwrap().iter().collect();
+        let ports: Vec<&str> = scraped.iter().filter_map(|e| e["port"].as_str()).collect();
+        if monitor["metadata"]["name"].as_str().unwrap().contains("volume") {
+            // The volumes' usage is served on a port of its own.
+            assert_eq!(ports, ["metrics", "usage"]);
+            assert_eq!(service["spec"]["ports"][1]["targetPort"], "usage");
+        } else {
+            assert_eq!(ports, ["metrics"]);
+        }
     }
     let rule = monitored.iter().find(|o| kind(o) == "PrometheusRule").expect("a PrometheusRule");
     let source: Value =
