@@ -118,9 +118,10 @@ static: toolchain
 
 # The Dockerfile's context is dist/image/; buildah builds it without a daemon or registry, and
 # the archive loads with `ctr images import` or `docker load`.
-image: static
+image: static volume-tools
 	@tests/node/install.sh
 	@rm -rf dist/image && mkdir -p dist/image
+	@tests/volumes/rootfs.sh dist/image/rootfs
 	@cp "$(STATIC_DIR)/hostpath-bucket-provisioner" "$(STATIC_DIR)/s3-bucket-provisioner" \
 		"$(STATIC_DIR)/hostpath-volume-provisioner" "$(STATIC_DIR)/garage-bucket-provisioner" \
 		/etc/ssl/certs/ca-certificates.crt dist/image/
@@ -135,12 +136,11 @@ node: toolchain
 # A real node running the image, deployed from deploy/ and installed with the Helm chart (each
 # test binary starts a node of its own); needs root. The consumer pods' output is printed.
 # --workspace resolves features as `make test` does, so no dependency is rebuilt.
-e2e: controlplane chart-tools moto node volume-tools image
+e2e: controlplane chart-tools moto garage node volume-tools image
 	@tests/node/images.sh "$$(tests/node/build.sh 2>/dev/null)" "$(STATIC_DIR)" "$(IMAGES_DIR)"
-	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" \
+	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" BUCKET_PROVISIONER_GARAGE_BIN="$(GARAGE_BIN)" \
 		BUCKET_PROVISIONER_NODE_BIN="$$(tests/node/build.sh 2>/dev/null)" \
 		BUCKET_PROVISIONER_IMAGES="$(IMAGES_DIR)" BUCKET_PROVISIONER_HELM_BIN="$(HELM_BIN)" \
-		BUCKET_PROVISIONER_VOLUME_BIN="$(STATIC_DIR)/hostpath-volume-provisioner" \
 		cargo test --workspace --test e2e --test helm --test volume_capacity -- --nocapture || failed=1; \
 	NODE_DIR="$${TMPDIR:-/tmp}/bucket-provisioner-node" tests/node/node.sh wait; \
 	exit $${failed:-0}

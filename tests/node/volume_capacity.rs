@@ -1,26 +1,32 @@
 //! A pod on the real node writing into a hostPath volume held to its claim's capacity: below it
 //! the writes succeed, past it they fail (`EDQUOT` on a btrfs subvolume, `ENOSPC` on a
 //! loop-mounted image); the claim grows while the pod runs, and the pod then writes past the old
-//! limit. The volume provisioner runs on the host as the deployed ServiceAccount (the image has
-//! no filesystem programs), on a btrfs filesystem and on images the test makes on loop devices;
-//! the kubelet and kube-scheduler are real.
+//! limit. The volume provisioner runs as deployed: the image, `deploy/hostpath-volumes/` with the
+//! changes its DaemonSet's comments name for enforced capacity (privileged, Bidirectional mount
+//! propagation, the host's /dev), on a btrfs filesystem and on images the test makes on loop
+//! devices; the kubelet and kube-scheduler are real.
 //!
-//! Run by `make e2e` (root), which sets `BUCKET_PROVISIONER_VOLUME_BIN` to the provisioner binary.
+//! Run by `make e2e` (root).
 
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use futures::FutureExt;
+use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::Client;
-use kube::api::{Api, LogParams, Patch, PatchParams, PostParams};
-use node_tests::{NODE_NAME, Node};
-use test_support::{Deployed, deployed_identity, eventually, test_namespace, unique_suffix};
+use kube::api::{Api, DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use node_tests::{Node, pod_ready, set_images};
+use test_support::{
+    Apply, apply_objects, eventually, read_manifests, test_namespace, unique_suffix,
+};
 
-/// The provisioner binary `make e2e` built.
-const VOLUME_BIN_ENV: &str = "BUCKET_PROVISIONER_VOLUME_BIN";
+/// The namespace of `deploy/hostpath-volumes/`.
+const NS: &str = "bucket-provisioner";
 
 fn run(program: &str, args: &[&std::ffi::OsStr]) -> Result<()> {
     let status = Command::new(program).args(args).status().with_context(|| program.to_owned())?;
@@ -61,25 +67,108 @@ async fn pod_logs(pods: &Api<Pod>, name: &str) -> String {
 }
 
 async fn story(node: &Node, root: &Path, story: Story) -> Result<()> {
-    let binary = std::env::var(VOLUME_BIN_ENV)
-        .with_context(|| format!("{VOLUME_BIN_ENV} must name hostpath-volume-provisioner"))?;
     let client: Client = node.client().await;
     let ns = test_namespace(&client, story.prefix).await;
-    let identity = deployed_identity(node.plane(), Deployed::HostPathVolumes).await?;
     let name = format!("capacity.test/{}", unique_suffix());
-    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let _provisioner = tokio::process::Command::new(&binary)
-        .arg(format!("--root={}", root.display()))
-        .arg(format!("--provisioner-name={name}"))
-        .arg(format!("--node-name={NODE_NAME}"))
-        .arg(format!("--kubeconfig={}", identity.kubeconfig.display()))
-        .arg(format!("--metrics-address={}", free()))
-        .arg(format!("--usage-metrics-address={}", free()))
-        .arg("--leader-elect=false")
-        .kill_on_drop(true)
-        .spawn()
-        .context("starting hostpath-volume-provisioner")?;
+    let provisioner = DeployedProvisioner::start(node, &client, &name, root).await?;
+    let outcome =
+        AssertUnwindSafe(held_to_capacity(node, &client, &ns, &name, story)).catch_unwind().await;
+    if !matches!(outcome, Ok(Ok(()))) {
+        println!("--- {} ---\n{}", provisioner.pod, provisioner.logs().await);
+    }
+    provisioner.stop().await?;
+    outcome.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
 
+/// `deploy/hostpath-volumes/` (without its StorageClass) with its DaemonSet made to serve
+/// `provisioner` under `root` with enforced capacity, as its comments say.
+struct DeployedProvisioner {
+    client: Client,
+    name: String,
+    pod: String,
+}
+
+impl DeployedProvisioner {
+    async fn start(node: &Node, client: &Client, provisioner: &str, root: &Path) -> Result<Self> {
+        let name = format!("volumes-{}", unique_suffix());
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/hostpath-volumes");
+        let mut objects = read_manifests(&dir)?;
+        objects.retain(|(_, o)| o.types.as_ref().is_none_or(|t| t.kind != "StorageClass"));
+        for (_, object) in &mut objects {
+            set_images(object, node.images())?;
+            if object.types.as_ref().is_some_and(|t| t.kind == "DaemonSet") {
+                object.metadata.name = Some(name.clone());
+                enforce_capacity(&mut object.data, &name, provisioner, root);
+            }
+        }
+        apply_objects(client, &objects, Apply::ForReal).await?;
+        let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+        let ours = ListParams::default().labels(&format!("app.kubernetes.io/name={name}"));
+        let deadline = tokio::time::Instant::now() + node_tests::POD_WAIT;
+        loop {
+            let listed = pods.list(&ours).await?;
+            if let Some(pod) = listed.items.iter().find(|p| pod_ready(p)) {
+                let pod = pod.name_any();
+                return Ok(Self { client: client.clone(), name, pod });
+            }
+            if tokio::time::Instant::now() > deadline {
+                let pods: Vec<_> = listed.items.iter().map(|p| (p.name_any(), &p.status)).collect();
+                anyhow::bail!("no Ready pod of DaemonSet {name}: {pods:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    async fn logs(&self) -> String {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), NS);
+        pods.logs(&self.pod, &LogParams::default()).await.unwrap_or_default()
+    }
+
+    /// Deletes the DaemonSet and waits until its pod is gone.
+    async fn stop(self) -> Result<()> {
+        let sets: Api<DaemonSet> = Api::namespaced(self.client.clone(), NS);
+        sets.delete(&self.name, &DeleteParams::foreground()).await?;
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), NS);
+        eventually("the provisioner pod gone", || async {
+            pods.get_opt(&self.pod).await.ok()?.is_none().then_some(())
+        })
+        .await;
+        Ok(())
+    }
+}
+
+/// The DaemonSet's pod spec changed as its comments say for enforced capacity, serving
+/// `provisioner` under `root`, its pods labelled `name`.
+fn enforce_capacity(data: &mut serde_json::Value, name: &str, provisioner: &str, root: &Path) {
+    let labels = serde_json::json!({ "app.kubernetes.io/name": name });
+    data["spec"]["selector"]["matchLabels"] = labels.clone();
+    data["spec"]["template"]["metadata"]["labels"] = labels;
+    let pod = &mut data["spec"]["template"]["spec"];
+    let root = root.display().to_string();
+    pod["volumes"] = serde_json::json!([
+        { "name": "volumes", "hostPath": { "path": root, "type": "DirectoryOrCreate" } },
+        { "name": "dev", "hostPath": { "path": "/dev", "type": "Directory" } },
+    ]);
+    let container = &mut pod["containers"][0];
+    container["args"] =
+        serde_json::json!([format!("--root={root}"), format!("--provisioner-name={provisioner}")]);
+    container["securityContext"] = serde_json::json!({
+        "runAsUser": 0, "runAsGroup": 0, "privileged": true, "readOnlyRootFilesystem": true,
+    });
+    container["volumeMounts"] = serde_json::json!([
+        { "name": "volumes", "mountPath": root, "mountPropagation": "Bidirectional" },
+        { "name": "dev", "mountPath": "/dev" },
+    ]);
+}
+
+/// The story's class, claim and writer pod, against the provisioner answering to `name`.
+async fn held_to_capacity(
+    node: &Node,
+    client: &Client,
+    ns: &str,
+    name: &str,
+    story: Story,
+) -> Result<()> {
     let class_name = format!("capacity-{}", unique_suffix());
     let class: StorageClass = serde_json::from_value(serde_json::json!({
         "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
@@ -89,14 +178,14 @@ async fn story(node: &Node, root: &Path, story: Story) -> Result<()> {
         "parameters": story.parameters.iter().copied().collect::<std::collections::BTreeMap<_, _>>(),
     }))?;
     Api::<StorageClass>::all(client.clone()).create(&PostParams::default(), &class).await?;
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
     let claim: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
         "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": class_name,
                  "resources": {"requests": {"storage": story.size}}},
     }))?;
     claims.create(&PostParams::default(), &claim).await?;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let pod: Pod = serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "writer"},
         "spec": {
@@ -182,6 +271,8 @@ async fn a_pod_is_held_to_its_btrfs_volume_and_writes_more_once_it_grew() -> Res
     std::fs::create_dir(&mnt)?;
     run("mount", &["-o".as_ref(), "loop".as_ref(), image.as_os_str(), mnt.as_os_str()])?;
     let fs = Btrfs(dir);
+    // Bidirectional propagation needs the volumes' mount shared (as systemd makes `/`).
+    run("mount", &["--make-shared".as_ref(), mnt.as_os_str()])?;
     let story_ = Story {
         prefix: "node-btrfs",
         parameters: &[],
@@ -209,11 +300,17 @@ async fn a_pod_is_held_to_its_loop_volume_and_writes_more_once_it_grew() -> Resu
         more_mib: 48,
         refusal: "No space left on device",
     };
+    // Bidirectional propagation needs the root on a shared mount (as systemd makes `/`): here
+    // a mount of its own.
+    let root_path = root.path().as_os_str();
+    run("mount", &["--bind".as_ref(), root_path, root_path])?;
     let _unmount = UnmountBeneath(root.path().to_owned());
+    run("mount", &["--make-shared".as_ref(), root_path])?;
     story(node, root.path(), story_).await
 }
 
-/// Unmounts (lazily) every mount beneath a directory when dropped, however the test ends.
+/// Unmounts (lazily) every mount beneath a directory, then the directory's own, when dropped,
+/// however the test ends.
 struct UnmountBeneath(PathBuf);
 
 impl Drop for UnmountBeneath {
@@ -225,5 +322,6 @@ impl Drop for UnmountBeneath {
                 let _ = run("umount", &["-l".as_ref(), point.as_ref()]);
             }
         }
+        let _ = run("umount", &["-l".as_ref(), self.0.as_os_str()]);
     }
 }
