@@ -5,6 +5,7 @@
 //! Run by `make e2e` (root; it builds the node and the images first). The consumer pods' output
 //! is printed, so `make e2e` shows what an application on the cluster sees.
 
+use std::net::Ipv4Addr;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -24,6 +25,7 @@ use node_tests::{
     Finished, Moto, Node, consumer_pod, pod_get, pod_processes, pod_ready, run_to_completion,
     s3_client, set_images, wait_rollout,
 };
+use test_support::garage::GarageCluster;
 use test_support::{Apply, apply_manifests, apply_objects, eventually, read_manifests};
 
 const NS: &str = "bucket-provisioner";
@@ -124,6 +126,39 @@ async fn consume(
     println!("--- pod {ns}/{pod} ({}), claim {claim} ---", finished.phase);
     print!("{}", finished.logs);
     finished
+}
+
+/// Namespace `app` with claim `name` of `class` (its bucket name generated from `name`), Bound
+/// by `provisioner`'s pods, whose ConfigMap names `endpoint`, and a consumer pod that writes,
+/// reads and lists with it; answers the namespace's claims and the bucket.
+async fn claim_and_consume(
+    node: &Node,
+    client: &Client,
+    app: &str,
+    name: &str,
+    class: &str,
+    provisioner: &str,
+    endpoint: &str,
+) -> Result<(Api<ObjectBucketClaim>, String)> {
+    let namespace = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": app }
+    }))?;
+    apply_objects(client, &[(PathBuf::from(app), namespace)], Apply::ForReal).await?;
+    let claims: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), app);
+    let spec = ObjectBucketClaimSpec {
+        storage_class_name: class.into(),
+        generate_bucket_name: Some(name.into()),
+        ..Default::default()
+    };
+    claims.create(&PostParams::default(), &ObjectBucketClaim::new(name, spec)).await?;
+    wait_bound(client, &claims, name, provisioner).await;
+    let bucket = bucket_of(client, app, name).await;
+    let config = Api::<ConfigMap>::namespaced(client.clone(), app).get(name).await?;
+    assert_eq!(config.data.unwrap()["AWS_ENDPOINT_URL"], endpoint);
+    let used = consume(node, client, app, &format!("{name}-consumer"), name, &[], &[]).await;
+    assert_eq!(used.phase, "Succeeded", "{}", used.logs);
+    assert!(used.logs.contains(&format!("consumer: wrote s3://{bucket}/hello.txt")));
+    Ok((claims, bucket))
 }
 
 /// The provisioner's metric `name` (summed over its label sets) from `/metrics` of `pod`.
@@ -414,34 +449,8 @@ async fn s3_provisioner_serves_pods_on_a_node() -> Result<()> {
     wait_rollout(&client, NS, S3).await?;
 
     let app = "s3-app";
-    apply_objects(
-        &client,
-        &[(
-            PathBuf::from(app),
-            serde_json::from_value(serde_json::json!({
-                "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": app }
-            }))?,
-        )],
-        Apply::ForReal,
-    )
-    .await?;
-    let claims: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), app);
-    let claim = ObjectBucketClaim::new(
-        "reports",
-        ObjectBucketClaimSpec {
-            storage_class_name: "s3-buckets".into(),
-            generate_bucket_name: Some("reports".into()),
-            ..Default::default()
-        },
-    );
-    claims.create(&PostParams::default(), &claim).await?;
-    wait_bound(&client, &claims, "reports", S3).await;
-    let bucket = bucket_of(&client, app, "reports").await;
-    let config = Api::<ConfigMap>::namespaced(client.clone(), app).get("reports").await?;
-    assert_eq!(config.data.unwrap()["AWS_ENDPOINT_URL"], endpoint);
-    let used = consume(node, &client, app, "reports-consumer", "reports", &[], &[]).await;
-    assert_eq!(used.phase, "Succeeded", "{}", used.logs);
-    assert!(used.logs.contains(&format!("consumer: wrote s3://{bucket}/hello.txt")));
+    let (claims, bucket) =
+        claim_and_consume(node, &client, app, "reports", "s3-buckets", S3, &endpoint).await?;
     let listed = moto.s3().list_objects_v2().bucket(&bucket).send().await?;
     let keys: Vec<&str> = listed.contents().iter().filter_map(|o| o.key()).collect();
     assert_eq!(keys, ["hello.txt"], "the object is in moto's bucket");
@@ -550,5 +559,54 @@ async fn hostpath_volumes_serve_pods_on_a_node() -> Result<()> {
     .await;
     assert!(!Path::new(&path).exists(), "the directory went with the claim");
     println!("pod and claim deleted: {path} is gone");
+    Ok(())
+}
+
+const GARAGE: &str = "garage-bucket-provisioner";
+
+/// `deploy/garage/` as a user applies it (the admin token and the cluster's addresses filled
+/// in), against a three-node Garage cluster on this machine: a claim binds, a consumer pod with
+/// only its `envFrom` writes and reads in Garage, and deleting the claim deletes the bucket.
+#[tokio::test]
+async fn garage_provisioner_serves_pods_on_a_node() -> Result<()> {
+    let node = Node::shared();
+    let client = node.client().await;
+    apply_crds(&client).await;
+    // Listening on every address, so that pods reach it on the node's bridge.
+    let garage = GarageCluster::start_listening(3, Ipv4Addr::UNSPECIFIED).await?;
+    let admin = format!("http://{}:{}", node_tests::NODE_IP, garage.nodes[0].admin_port);
+    let endpoint = format!("http://{}:{}", node_tests::NODE_IP, garage.nodes[1].s3_port);
+    let deploy = manifests("deploy/garage", node, |object| match kind(object) {
+        "Secret" => {
+            object.data["stringData"]["GARAGE_ADMIN_TOKEN"] = garage.admin_token.clone().into();
+        }
+        "StorageClass" => {
+            object.data["parameters"]["adminEndpoint"] = admin.clone().into();
+            object.data["parameters"]["endpoint"] = endpoint.clone().into();
+        }
+        _ => {}
+    });
+    apply_objects(&client, &deploy, Apply::ForReal).await?;
+    wait_rollout(&client, NS, GARAGE).await?;
+
+    let app = "garage-app";
+    let (claims, bucket) =
+        claim_and_consume(node, &client, app, "media", "garage-buckets", GARAGE, &endpoint).await?;
+    let info = format!("/v2/GetBucketInfo?globalAlias={bucket}");
+    eventually("Garage to count the consumer's object", || async {
+        let (status, body) = garage.get(0, &info).await.ok()?;
+        let info: serde_json::Value = serde_json::from_str(&body).ok()?;
+        (status == 200 && info["objects"].as_u64()? >= 1).then_some(())
+    })
+    .await;
+
+    // The class deletes what its claims made, data included.
+    delete_claim(&claims, "media").await;
+    eventually("the bucket gone from Garage", || async {
+        let (status, _) = garage.get(0, &info).await.ok()?;
+        (status == 404).then_some(())
+    })
+    .await;
+    println!("garage: claim bound, consumer wrote s3://{bucket}/hello.txt, bucket deleted");
     Ok(())
 }

@@ -98,6 +98,12 @@ impl GarageCluster {
     /// a layout giving each 1 GB in a zone of its own; returns once every node says the
     /// cluster is healthy.
     pub async fn start(count: usize) -> Result<Self> {
+        Self::start_listening(count, Ipv4Addr::LOCALHOST).await
+    }
+
+    /// [`GarageCluster::start`] with the S3 and admin APIs listening on `address` (node to
+    /// node traffic stays on loopback): `0.0.0.0` for pods on a node's bridge to reach them.
+    pub async fn start_listening(count: usize, address: Ipv4Addr) -> Result<Self> {
         let bin = garage_bin()?;
         let dir = tempfile::Builder::new().prefix("garage-").tempdir()?;
         let rpc_secret: String = (0..4).map(|_| format!("{:016x}", rand_u64())).collect();
@@ -121,9 +127,9 @@ impl GarageCluster {
                      rpc_secret = \"{rpc_secret}\"\n\
                      [s3_api]\n\
                      s3_region = \"{GARAGE_REGION}\"\n\
-                     api_bind_addr = \"127.0.0.1:{s3_port}\"\n\
+                     api_bind_addr = \"{address}:{s3_port}\"\n\
                      [admin]\n\
-                     api_bind_addr = \"127.0.0.1:{admin_port}\"\n\
+                     api_bind_addr = \"{address}:{admin_port}\"\n\
                      admin_token = \"{admin_token}\"\n",
                     meta = node_dir.join("meta").display(),
                     data = node_dir.join("data").display(),
