@@ -6,9 +6,8 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use bucket_provisioner::BackendError;
-use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::api::storage::v1::StorageClass;
-use kube::{Api, Client};
+use bucket_provisioner::bucket::remote;
+use kube::Client;
 
 use crate::params::{SecretRef, TOKEN_KEY};
 
@@ -24,7 +23,8 @@ pub trait AdminToken: Send + Sync {
 /// written.
 #[async_trait]
 pub trait ClassParameters: Send + Sync {
-    /// The parameters of StorageClass `name` (without `bucketName`), or `None` when it is gone.
+    /// The parameters of StorageClass `name` as the backend is given them (without `bucketName`
+    /// and what else the library reads itself), or `None` when it is gone.
     async fn class_parameters(
         &self,
         name: &str,
@@ -42,11 +42,6 @@ impl KubeCluster {
     pub fn new(client: Client) -> Self {
         Self { client }
     }
-}
-
-fn unavailable(what: &str, error: kube::Error) -> BackendError {
-    // Forbidden is a deployment problem (RBAC); retrying lets a fixed Role take effect.
-    BackendError::transient(format!("reading {what} from the Kubernetes API failed: {error}"))
 }
 
 /// The token from a Secret's decoded data, with errors that name the Secret (never a value).
@@ -70,25 +65,15 @@ pub fn token_from_data(
 #[async_trait]
 impl AdminToken for KubeCluster {
     async fn admin_token(&self, secret: &SecretRef) -> Result<String, BackendError> {
-        let api: Api<Secret> = Api::namespaced(self.client.clone(), &secret.namespace);
-        let found = api
-            .get_opt(&secret.name)
-            .await
-            .map_err(|e| unavailable(&format!("Secret {secret}"), e))?
-            .ok_or_else(|| {
-                BackendError::permanent(
-                    "AdminSecretNotFound",
-                    format!(
-                        "admin token Secret {secret} (StorageClass parameters secretName/\
-                         secretNamespace) does not exist; create it with {TOKEN_KEY}"
-                    ),
-                )
-            })?;
-        let mut data: BTreeMap<String, Vec<u8>> =
-            found.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
-        for (key, value) in found.string_data.unwrap_or_default() {
-            data.entry(key).or_insert_with(|| value.into_bytes());
-        }
+        let data = remote::secret_data(&self.client, secret).await?.ok_or_else(|| {
+            BackendError::permanent(
+                "AdminSecretNotFound",
+                format!(
+                    "admin token Secret {secret} (StorageClass parameters secretName/\
+                     secretNamespace) does not exist; create it with {TOKEN_KEY}"
+                ),
+            )
+        })?;
         token_from_data(secret, &data)
     }
 }
@@ -99,14 +84,7 @@ impl ClassParameters for KubeCluster {
         &self,
         name: &str,
     ) -> Result<Option<BTreeMap<String, String>>, BackendError> {
-        let api: Api<StorageClass> = Api::all(self.client.clone());
-        let class =
-            api.get_opt(name).await.map_err(|e| unavailable(&format!("StorageClass {name}"), e))?;
-        Ok(class.map(|c| {
-            let mut parameters = c.parameters.unwrap_or_default();
-            parameters.remove(bucket_api::contract::STORAGE_CLASS_BUCKET_NAME);
-            parameters
-        }))
+        remote::class_parameters(&self.client, name).await
     }
 }
 

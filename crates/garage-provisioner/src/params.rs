@@ -2,7 +2,6 @@
 //! `additionalState` so that cleanup never depends on the StorageClass.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use bucket_provisioner::{BackendError, Endpoint};
 
@@ -26,66 +25,7 @@ pub const TOKEN_KEY: &str = "GARAGE_ADMIN_TOKEN";
 /// The region Garage answers to unless its `s3_region` says otherwise.
 pub const DEFAULT_REGION: &str = "garage";
 
-/// Where the admin token is kept.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct SecretRef {
-    /// The Secret's namespace.
-    pub namespace: String,
-    /// The Secret's name.
-    pub name: String,
-}
-
-impl fmt::Display for SecretRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
-}
-
-/// A service URL from a parameter: scheme, host and port, nothing else.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ServiceUrl {
-    /// `http` or `https`.
-    pub scheme: String,
-    /// Host name or address (IPv6 in brackets).
-    pub host: String,
-    /// Port, the scheme's default when the URL names none.
-    pub port: u16,
-}
-
-impl ServiceUrl {
-    /// Parses `value`, the value of parameter `name`.
-    pub fn parse(name: &str, value: &str) -> Result<Self, BackendError> {
-        let invalid = |why: &str| {
-            BackendError::invalid_parameter(format!(
-                "parameter {name} {value:?} {why}; expected a URL such as http://garage:3900"
-            ))
-        };
-        let uri: http::Uri = value.parse().map_err(|_| invalid("is not a URL"))?;
-        let scheme = match uri.scheme_str() {
-            Some("http") => "http",
-            Some("https") => "https",
-            _ => return Err(invalid("must start with http:// or https://")),
-        };
-        let authority = uri.authority().ok_or_else(|| invalid("has no host"))?;
-        // The token belongs in the Secret, never in a StorageClass anyone can read.
-        if authority.as_str().contains('@') {
-            return Err(invalid("must not contain user information"));
-        }
-        if authority.host().is_empty() {
-            return Err(invalid("has no host"));
-        }
-        if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
-            return Err(invalid("must not have a path or query"));
-        }
-        let port = uri.port_u16().unwrap_or(if scheme == "https" { 443 } else { 80 });
-        Ok(Self { scheme: scheme.into(), host: authority.host().into(), port })
-    }
-
-    /// `scheme://host:port`.
-    pub fn url(&self) -> String {
-        format!("{}://{}:{}", self.scheme, self.host, self.port)
-    }
-}
+pub use bucket_provisioner::bucket::remote::{SecretRef, ServiceUrl};
 
 /// Everything one StorageClass asks of this backend.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -132,8 +72,9 @@ impl Settings {
                 ))
             })
         };
-        let admin = ServiceUrl::parse(ADMIN_ENDPOINT, required(ADMIN_ENDPOINT)?)?;
-        let endpoint = ServiceUrl::parse(ENDPOINT, required(ENDPOINT)?)?;
+        let admin =
+            ServiceUrl::parse(ADMIN_ENDPOINT, required(ADMIN_ENDPOINT)?, "http://garage:3903")?;
+        let endpoint = ServiceUrl::parse(ENDPOINT, required(ENDPOINT)?, "http://garage:3900")?;
         let token_secret = SecretRef {
             name: required(SECRET_NAME)?.into(),
             namespace: required(SECRET_NAMESPACE)?.into(),

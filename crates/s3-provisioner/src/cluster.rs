@@ -4,10 +4,9 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
+use bucket_provisioner::bucket::remote;
 use bucket_provisioner::{BackendError, Credentials};
-use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::api::storage::v1::StorageClass;
-use kube::{Api, Client};
+use kube::Client;
 
 use crate::owner::{ClassParameters, OwnerCredentials, credentials_from_data, secret_not_found};
 use crate::params::SecretRef;
@@ -25,26 +24,12 @@ impl KubeCluster {
     }
 }
 
-fn unavailable(what: &str, error: kube::Error) -> BackendError {
-    // Forbidden is a deployment problem (RBAC); retrying lets a fixed Role take effect.
-    BackendError::transient(format!("reading {what} from the Kubernetes API failed: {error}"))
-}
-
 #[async_trait]
 impl OwnerCredentials for KubeCluster {
     async fn owner_credentials(&self, secret: &SecretRef) -> Result<Credentials, BackendError> {
-        let api: Api<Secret> = Api::namespaced(self.client.clone(), &secret.namespace);
-        let found = api
-            .get_opt(&secret.name)
-            .await
-            .map_err(|e| unavailable(&format!("Secret {secret}"), e))?
+        let data = remote::secret_data(&self.client, secret)
+            .await?
             .ok_or_else(|| secret_not_found(secret))?;
-        let mut data: BTreeMap<String, Vec<u8>> =
-            found.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
-        // stringData is write-only on the server, but a Secret built in memory may carry it.
-        for (key, value) in found.string_data.unwrap_or_default() {
-            data.entry(key).or_insert_with(|| value.into_bytes());
-        }
         credentials_from_data(secret, &data)
     }
 }
@@ -55,20 +40,6 @@ impl ClassParameters for KubeCluster {
         &self,
         name: &str,
     ) -> Result<Option<BTreeMap<String, String>>, BackendError> {
-        let api: Api<StorageClass> = Api::all(self.client.clone());
-        let class =
-            api.get_opt(name).await.map_err(|e| unavailable(&format!("StorageClass {name}"), e))?;
-        Ok(class.map(|c| {
-            let mut parameters = c.parameters.unwrap_or_default();
-            // What the library reads itself never reaches the backend's settings.
-            parameters.remove(bucket_api::contract::STORAGE_CLASS_BUCKET_NAME);
-            for name in bucket_api::contract::class_limits::ALL
-                .iter()
-                .chain(&bucket_api::contract::class_rotation::ALL)
-            {
-                parameters.remove(*name);
-            }
-            parameters
-        }))
+        remote::class_parameters(&self.client, name).await
     }
 }

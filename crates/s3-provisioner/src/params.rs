@@ -2,7 +2,6 @@
 //! `additionalState` so that cleanup never depends on the StorageClass.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use bucket_provisioner::{BackendError, Endpoint};
 
@@ -44,66 +43,10 @@ pub const STATE_POLICY_NAME: &str = "policyName";
 /// The region used when the StorageClass names none.
 pub const DEFAULT_REGION: &str = "us-east-1";
 
-/// Where the owner's keys are kept.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct SecretRef {
-    /// The Secret's namespace.
-    pub namespace: String,
-    /// The Secret's name.
-    pub name: String,
-}
+pub use bucket_provisioner::bucket::remote::{SecretRef, ServiceUrl};
 
-impl fmt::Display for SecretRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
-}
-
-/// A service URL from a parameter: scheme, host and port, nothing else.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServiceUrl {
-    /// `http` or `https`.
-    pub scheme: String,
-    /// Host name or address (IPv6 in brackets).
-    pub host: String,
-    /// Port, the scheme's default when the URL names none.
-    pub port: u16,
-}
-
-impl ServiceUrl {
-    /// Parses `value`, the value of parameter `name`.
-    pub fn parse(name: &str, value: &str) -> Result<Self, BackendError> {
-        let invalid = |why: &str| {
-            BackendError::invalid_parameter(format!(
-                "parameter {name} {value:?} {why}; expected a URL such as https://s3.example.com:9000"
-            ))
-        };
-        let uri: http::Uri = value.parse().map_err(|_| invalid("is not a URL"))?;
-        let scheme = match uri.scheme_str() {
-            Some("http") => "http",
-            Some("https") => "https",
-            _ => return Err(invalid("must start with http:// or https://")),
-        };
-        let authority = uri.authority().ok_or_else(|| invalid("has no host"))?;
-        // Credentials belong in the owner Secret, never in a StorageClass anyone can read.
-        if authority.as_str().contains('@') {
-            return Err(invalid("must not contain user information"));
-        }
-        if authority.host().is_empty() {
-            return Err(invalid("has no host"));
-        }
-        if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
-            return Err(invalid("must not have a path or query"));
-        }
-        let port = uri.port_u16().unwrap_or(if scheme == "https" { 443 } else { 80 });
-        Ok(Self { scheme: scheme.into(), host: authority.host().into(), port })
-    }
-
-    /// `scheme://host:port`.
-    pub fn url(&self) -> String {
-        format!("{}://{}:{}", self.scheme, self.host, self.port)
-    }
-}
+/// A good endpoint URL, for messages.
+const EXAMPLE_URL: &str = "https://s3.example.com:9000";
 
 /// Everything one StorageClass asks of this backend.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -169,9 +112,11 @@ impl Settings {
                 )));
             }
         };
-        let endpoint = get(ENDPOINT).map(|v| ServiceUrl::parse(ENDPOINT, v)).transpose()?;
-        let iam_endpoint =
-            get(IAM_ENDPOINT).map(|v| ServiceUrl::parse(IAM_ENDPOINT, v)).transpose()?;
+        let endpoint =
+            get(ENDPOINT).map(|v| ServiceUrl::parse(ENDPOINT, v, EXAMPLE_URL)).transpose()?;
+        let iam_endpoint = get(IAM_ENDPOINT)
+            .map(|v| ServiceUrl::parse(IAM_ENDPOINT, v, EXAMPLE_URL))
+            .transpose()?;
         let force_path_style = boolean(FORCE_PATH_STYLE, get(FORCE_PATH_STYLE), false)?;
         let create_bucket_user = boolean(CREATE_BUCKET_USER, get(CREATE_BUCKET_USER), true)?;
         if !create_bucket_user && owner_secret.is_none() {

@@ -27,6 +27,7 @@ pub(crate) mod plan;
 pub(crate) mod provision;
 pub mod provisioner;
 pub mod quantity;
+pub mod remote;
 pub mod rotation;
 pub(crate) mod rotation_record;
 pub mod run;
