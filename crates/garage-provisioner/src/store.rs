@@ -184,11 +184,7 @@ impl Store<'_> {
         key: &str,
         permissions: Permissions,
     ) -> Result<BucketInfo, BackendError> {
-        let body = PermissionChange { bucket_id: &bucket.id, access_key_id: key, permissions };
-        self.admin
-            .post("AllowBucketKey", &[], Some(&body))
-            .await
-            .map_err(|e| self.admin.error(&format!("AllowBucketKey {key} on {}", name(bucket)), e))
+        self.change_permissions("AllowBucketKey", bucket, key, permissions).await
     }
 
     /// Takes `permissions` from `key` on `bucket`.
@@ -198,11 +194,21 @@ impl Store<'_> {
         key: &str,
         permissions: Permissions,
     ) -> Result<BucketInfo, BackendError> {
+        self.change_permissions("DenyBucketKey", bucket, key, permissions).await
+    }
+
+    async fn change_permissions(
+        &self,
+        operation: &str,
+        bucket: &BucketInfo,
+        key: &str,
+        permissions: Permissions,
+    ) -> Result<BucketInfo, BackendError> {
         let body = PermissionChange { bucket_id: &bucket.id, access_key_id: key, permissions };
         self.admin
-            .post("DenyBucketKey", &[], Some(&body))
+            .post(operation, &[], Some(&body))
             .await
-            .map_err(|e| self.admin.error(&format!("DenyBucketKey {key} on {}", name(bucket)), e))
+            .map_err(|e| self.admin.error(&format!("{operation} {key} on {}", name(bucket)), e))
     }
 
     /// Gives `key` exactly the claim permissions `wanted` on `bucket`: what it lacks is allowed,

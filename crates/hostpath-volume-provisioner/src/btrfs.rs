@@ -46,13 +46,7 @@ pub fn create_subvolume(path: &Path) -> Result<(), ToolError> {
             });
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => {
-            return Err(ToolError {
-                command: format!("looking at {}", path.display()),
-                message: e.to_string(),
-                missing: false,
-            });
-        }
+        Err(e) => return Err(looking_at(path, e)),
     }
     run("btrfs", ["subvolume".as_ref(), "create".as_ref(), path.as_os_str()]).map(drop)
 }
@@ -148,13 +142,7 @@ pub fn delete_subvolume(root: &Path, path: &Path, id: u64) -> Result<(), ToolErr
             });
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => {
-            return Err(ToolError {
-                command: format!("looking at {}", path.display()),
-                message: e.to_string(),
-                missing: false,
-            });
-        }
+        Err(e) => return Err(looking_at(path, e)),
     }
     crate::tools::crash_point("delete:subvolume");
     let id_text = id.to_string();
@@ -196,6 +184,15 @@ fn nested_subvolumes(top: &Path) -> Vec<std::path::PathBuf> {
         }
     }
     found
+}
+
+/// The error of looking at `path` to tell what it is.
+fn looking_at(path: &Path, error: std::io::Error) -> ToolError {
+    ToolError {
+        command: format!("looking at {}", path.display()),
+        message: error.to_string(),
+        missing: false,
+    }
 }
 
 #[cfg(test)]
