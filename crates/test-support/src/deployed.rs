@@ -113,7 +113,11 @@ pub async fn deployed_identity(plane: &ControlPlane, which: Deployed) -> Result<
     install_rbac(&admin, which).await?;
     let token = service_account_token(&admin, which.service_account()).await?;
     let kubeconfig = plane.file_path(&format!("kubeconfig-{}", which.service_account()));
-    std::fs::write(&kubeconfig, kubeconfig_yaml(plane.server(), &token))?;
+    // Written aside and renamed into place: tests of one binary may make the identity at the
+    // same time, and one of them may be reading the file while another writes it.
+    let written = kubeconfig.with_extension(format!("tmp-{}", crate::unique_suffix()));
+    std::fs::write(&written, kubeconfig_yaml(plane.server(), &token))?;
+    std::fs::rename(&written, &kubeconfig)?;
     let identity = Identity { kubeconfig, user: which.user(), token };
     MADE.lock().unwrap().get_or_insert_default().insert(key, identity.clone());
     Ok(identity)
