@@ -24,7 +24,6 @@ use tokio::io::AsyncWriteExt;
 
 const SMALL: usize = 4 << 10;
 const SMALL_COUNT: usize = 800;
-const PARALLEL_CLIENTS: usize = 8;
 const LARGE: u64 = 256 << 20;
 const BUCKET: &str = "bench";
 const GIB: f64 = (1u64 << 30) as f64;
@@ -195,39 +194,77 @@ async fn large_put(s3: &Client, source: &Path) -> (f64, u64) {
     ((LARGE >> 20) as f64 / started.elapsed().as_secs_f64(), LARGE)
 }
 
-async fn large_get(s3: &Client) -> (f64, u64) {
+async fn large_gets(s3: &Client) -> (f64, u64) {
     let started = Instant::now();
-    let mut object = s3.get_object().bucket(BUCKET).key("large.bin").send().await.unwrap();
-    let mut read = 0u64;
-    while let Some(bytes) = object.body.try_next().await.unwrap() {
-        read += bytes.len() as u64;
+    for _ in 0..LARGE_GETS {
+        let mut object = s3.get_object().bucket(BUCKET).key("large.bin").send().await.unwrap();
+        let mut read = 0u64;
+        while let Some(bytes) = object.body.try_next().await.unwrap() {
+            read += bytes.len() as u64;
+        }
+        assert_eq!(read, LARGE);
     }
-    assert_eq!(read, LARGE);
-    ((LARGE >> 20) as f64 / started.elapsed().as_secs_f64(), LARGE)
+    let bytes = LARGE * LARGE_GETS;
+    ((bytes >> 20) as f64 / started.elapsed().as_secs_f64(), bytes)
 }
 
-/// The loads, in order, against one server.
-async fn run_loads(server: &Running, source: &Path) -> Vec<Figure> {
-    let s3 = &server.s3;
-    let n = PARALLEL_CLIENTS;
-    vec![
-        measured(server, "ops/s", small(s3, "one", 1, SMALL_COUNT, false)).await,
-        measured(server, "ops/s", small(s3, "one", 1, SMALL_COUNT, true)).await,
-        measured(server, "ops/s", small(s3, "many", n, SMALL_COUNT, false)).await,
-        measured(server, "ops/s", small(s3, "many", n, SMALL_COUNT, true)).await,
-        measured(server, "MiB/s", large_put(s3, source)).await,
-        measured(server, "MiB/s", large_get(s3)).await,
-    ]
+/// One load of the table.
+#[derive(Clone, Copy)]
+enum Load {
+    /// [`SMALL_COUNT`] 4 KiB PUTs (or GETs of them) from this many clients at once.
+    Small { clients: usize, get: bool },
+    /// One 256 MiB PUT.
+    LargePut,
+    /// [`LARGE_GETS`] GETs of the 256 MiB object, one after the other.
+    LargeGet,
 }
 
-const LOADS: [&str; 6] = [
-    "PUT 4 KiB, 1 client",
-    "GET 4 KiB, 1 client",
-    "PUT 4 KiB, 8 clients",
-    "GET 4 KiB, 8 clients",
-    "PUT 256 MiB",
-    "GET 256 MiB",
+/// GETs of the large object per round: one is over in a tenth of a second, shorter than the
+/// CPU clock's resolution allows to measure well.
+const LARGE_GETS: u64 = 4;
+
+const LOADS: [(&str, Load); 8] = [
+    ("PUT 4 KiB, 1 client", Load::Small { clients: 1, get: false }),
+    ("GET 4 KiB, 1 client", Load::Small { clients: 1, get: true }),
+    ("PUT 4 KiB, 8 clients", Load::Small { clients: 8, get: false }),
+    ("GET 4 KiB, 8 clients", Load::Small { clients: 8, get: true }),
+    ("PUT 4 KiB, 16 clients", Load::Small { clients: 16, get: false }),
+    ("GET 4 KiB, 16 clients", Load::Small { clients: 16, get: true }),
+    ("PUT 256 MiB", Load::LargePut),
+    ("GET 256 MiB", Load::LargeGet),
 ];
+
+/// Rounds of every load against every server. The disk of a shared machine speeds up and
+/// slows down over minutes, so the servers take turns within each round, each round starting
+/// with the next one, and the table gives each figure's median and range.
+const ROUNDS: usize = 3;
+
+/// Runs `load` against `server` in round `round`, measuring the server's CPU time around it.
+async fn run_load(server: &Running, source: &Path, load: Load, round: usize) -> Figure {
+    let s3 = &server.s3;
+    match load {
+        Load::Small { clients, get } => {
+            // Each round and client count writes keys of its own, so every PUT makes an object.
+            let prefix = format!("r{round}-c{clients}");
+            measured(server, "ops/s", small(s3, &prefix, clients, SMALL_COUNT, get)).await
+        }
+        Load::LargePut => measured(server, "MiB/s", large_put(s3, source)).await,
+        Load::LargeGet => measured(server, "MiB/s", large_gets(s3)).await,
+    }
+}
+
+/// The median and range of one load's figures over the rounds.
+fn cell(figures: &[Figure]) -> String {
+    let median = |mut values: Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    let rates: Vec<f64> = figures.iter().map(|f| f.rate).collect();
+    let (low, high) = rates.iter().fold((f64::MAX, 0f64), |(l, h), r| (l.min(*r), h.max(*r)));
+    let cpu = median(figures.iter().map(|f| f.cpu_per_gib).collect());
+    let unit = figures[0].unit;
+    format!("{:.0} {unit} ({low:.0}-{high:.0}), {cpu:.2}", median(rates))
+}
 
 /// Serves a fresh store in `dir` on a free port until killed, after printing the port and a key.
 async fn serve_endpoint(dir: PathBuf) {
@@ -263,18 +300,15 @@ async fn main() {
     }
     file.sync_all().await.unwrap();
 
-    let mut columns: Vec<(String, Option<Vec<Figure>>)> = Vec::new();
-    let endpoint_dir = scratch.path().join("endpoint");
-    let endpoint = start_endpoint(&endpoint_dir).await;
-    columns.push(("endpoint".into(), Some(run_loads(&endpoint, &source).await)));
-    drop(endpoint);
-    std::fs::remove_dir_all(&endpoint_dir).unwrap();
+    // Every server runs from the start, each on a directory of its own on the same disk.
+    let mut servers: Vec<(String, Option<Running>)> = Vec::new();
+    servers.push(("endpoint".into(), Some(start_endpoint(&scratch.path().join("endpoint")).await)));
     for (name, var) in [
         ("minio", "BUCKET_PROVISIONER_MINIO_BIN"),
         ("versitygw", "BUCKET_PROVISIONER_VERSITYGW_BIN"),
     ] {
         let Some(bin) = std::env::var_os(var).filter(|b| !b.is_empty()) else {
-            columns.push((format!("{name} ({var} not set)"), None));
+            servers.push((format!("{name} ({var} not set)"), None));
             continue;
         };
         let dir = scratch.path().join(name);
@@ -283,33 +317,45 @@ async fn main() {
             "minio" => start_minio(Path::new(&bin), &dir).await,
             _ => start_versitygw(Path::new(&bin), &dir).await,
         };
-        columns.push((name.into(), Some(run_loads(&server, &source).await)));
-        drop(server);
-        std::fs::remove_dir_all(&dir).unwrap();
+        servers.push((name.into(), Some(server)));
     }
+    let running: Vec<usize> = (0..servers.len()).filter(|i| servers[*i].1.is_some()).collect();
+    // figures[server][load]: one figure per round.
+    let mut figures: Vec<Vec<Vec<Figure>>> =
+        servers.iter().map(|_| LOADS.iter().map(|_| Vec::new()).collect()).collect();
+    for round in 0..ROUNDS {
+        for turn in 0..running.len() {
+            let index = running[(round + turn) % running.len()];
+            let server = servers[index].1.as_ref().unwrap();
+            for (load, (_, kind)) in LOADS.iter().enumerate() {
+                let figure = run_load(server, &source, *kind, round).await;
+                figures[index][load].push(figure);
+            }
+        }
+        println!("round {} of {ROUNDS} done", round + 1);
+    }
+    drop(servers.iter_mut().map(|(_, server)| server.take()).collect::<Vec<_>>());
 
     let mut out = format!(
         "\nSide by side on this machine ({} cores, release build): the same aws-sdk-s3 client \
-         over loopback and the same loads against each server; CPU = the server process's \
-         utime + stime per GiB moved\n",
+         over loopback and the same loads against each server, {ROUNDS} rounds taking turns; \
+         each cell is the median rate (lowest-highest) and the median of the server process's \
+         CPU (utime + stime) in seconds per GiB moved\n",
         std::thread::available_parallelism().map_or(1, |n| n.get()),
     );
     write!(out, "{:<22}", "load").unwrap();
-    for (name, _) in &columns {
-        write!(out, " | {name:<28}").unwrap();
+    for (name, _) in &servers {
+        write!(out, " | {name:<32}").unwrap();
     }
     out.push('\n');
-    for (i, load) in LOADS.iter().enumerate() {
+    for (i, (load, _)) in LOADS.iter().enumerate() {
         write!(out, "{load:<22}").unwrap();
-        for (_, figures) in &columns {
-            match figures {
-                Some(figures) => {
-                    let f = &figures[i];
-                    let cell = format!("{:.0} {} {:.2} CPU-s/GiB", f.rate, f.unit, f.cpu_per_gib);
-                    write!(out, " | {cell:<28}").unwrap();
-                }
-                None => write!(out, " | {:<28}", "not measured").unwrap(),
-            }
+        for (server, _) in servers.iter().enumerate() {
+            let text = match figures[server][i].is_empty() {
+                true => "not measured".to_owned(),
+                false => cell(&figures[server][i]),
+            };
+            write!(out, " | {text:<32}").unwrap();
         }
         out.push('\n');
     }
