@@ -535,7 +535,10 @@ async fn aws_chunked_trailer_checksums_are_verified() {
     assert_eq!(response.error_code().as_deref(), Some("BadDigest"));
     let err = s3.head_object().bucket("trail").key("bad").send().await.unwrap_err();
     assert_eq!(status(&err), Some(404));
-    let leftovers = std::fs::read_dir(tmp.path().join(".provisioner/tmp")).unwrap().count();
+    // Temporary files live one directory down, in the store's temporary directories.
+    let shards = std::fs::read_dir(tmp.path().join(".provisioner/tmp")).unwrap();
+    let leftovers: usize =
+        shards.map(|shard| std::fs::read_dir(shard.unwrap().path()).unwrap().count()).sum();
     assert_eq!(leftovers, 0, "the refused body leaves no temporary file");
     server.stop().await;
 }

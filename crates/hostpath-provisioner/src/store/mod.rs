@@ -148,7 +148,9 @@ impl BucketStore {
         let root = fs::canonicalize(&root)?;
         fs::create_dir_all(root.join(BUCKETS_DIR))?;
         let state_dir = root.join(STATE_DIR);
-        for dir in ["", "meta", "uploads", "tmp", RECORDS_DIR, KEYS_DIR, usage::USAGE_DIR] {
+        for dir in
+            ["", "meta", "uploads", commit::TEMP_DIR, RECORDS_DIR, KEYS_DIR, usage::USAGE_DIR]
+        {
             let dir = state_dir.join(dir);
             match fs::DirBuilder::new().mode(0o700).create(&dir) {
                 Ok(()) => {}
@@ -160,10 +162,12 @@ impl BucketStore {
         // The state directory holds secrets: tighten it even if someone loosened it.
         fs::set_permissions(&state_dir, fs::Permissions::from_mode(0o700))?;
         // Leftovers of writes interrupted by a crash; nothing references them.
-        let tmp = state_dir.join("tmp");
-        for entry in fs::read_dir(&tmp)? {
+        for entry in fs::read_dir(state_dir.join(commit::TEMP_DIR))? {
             let path = entry?.path();
             let _ = fs::remove_file(&path).or_else(|_| fs::remove_dir_all(&path));
+        }
+        for shard in commit::temp_shards(&state_dir) {
+            fs::DirBuilder::new().mode(0o700).create(&shard)?;
         }
         let state = load_state(&state_dir)?;
         let store = Self {

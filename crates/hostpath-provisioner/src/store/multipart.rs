@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::attached::DataFile;
 use super::checksum::{self, Checksum, ChecksumAlgorithm, ChecksumType, Hasher};
+use super::commit::Spooled;
 use super::durable::{
     create_dir_all_durably, entries_of, random_hex, remove_tree, unix_now, write_atomic,
 };
@@ -283,8 +284,7 @@ impl BucketStore {
                     kind: ChecksumType::FullObject,
                 });
             let received = Received {
-                temp,
-                file: out,
+                body: Spooled::File(temp, out),
                 md5: md5.finalize().into(),
                 size: end - start,
                 checksum,

@@ -3,7 +3,7 @@
 //! copy carries.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File};
+use std::fs;
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::attached::{DataFile, attached};
 use super::checksum::{Checksum, ChecksumCheck};
-use super::commit::TempFile;
+use super::commit::Spooled;
 use super::durable::{create_dir_all_durably, write_atomic};
 use super::usage::Change;
 use super::{BucketStore, StoreError};
@@ -68,12 +68,11 @@ pub struct PutCheck {
     pub condition: Option<WriteCondition>,
 }
 
-/// A body received into a temporary file, verified, not yet synced nor visible: whoever puts
-/// it in place syncs it, with what it adds to the file (see `attached`).
+/// A body received and verified, not yet synced nor visible: whoever puts it in place writes
+/// it out if it is still in memory, and syncs it with what it adds to the file (see
+/// `attached`).
 pub(super) struct Received {
-    pub temp: TempFile,
-    /// The temporary file, open.
-    pub file: File,
+    pub body: Spooled,
     pub md5: [u8; 16],
     pub size: u64,
     pub checksum: Option<Checksum>,

@@ -14,7 +14,7 @@ use tokio::io::{AsyncWriteExt, BufWriter};
 
 use super::attached::DataFile;
 use super::checksum::{self, Checksum, ChecksumCheck, ChecksumType, ExpectedChecksum, Hasher};
-use super::commit::remove_if_exists;
+use super::commit::{IN_MEMORY, Spooled, TempFile, remove_if_exists};
 use super::durable::{create_dir_durably, settle_dir};
 use super::names::validate_key;
 use super::object_meta::{CopySourceCheck, NewObject, ObjectAttrs, ObjectInfo, PutCheck, Received};
@@ -138,7 +138,7 @@ impl BucketStore {
         let writer = writer.clone();
         if received.size == 0 && parse_key(&key).is_ok_and(|path| path.dir_marker) {
             // An empty "folder" object: a directory, where the path allows one.
-            drop(received.temp);
+            drop(received.body);
             return self
                 .blocking(move |store| {
                     store.commit_marker(&bucket, &key, attrs, condition.as_ref(), &writer)
@@ -153,7 +153,7 @@ impl BucketStore {
             ..NewObject::default()
         };
         self.blocking(move |store| {
-            let temp = (received.temp, received.file);
+            let temp = store.spooled_file(received.body)?;
             store.commit(&bucket, &key, temp, object, condition.as_ref(), &writer)
         })
         .await
@@ -192,9 +192,10 @@ impl BucketStore {
         S: Stream<Item = Result<Bytes, E>> + Send + Unpin,
         E: Display,
     {
-        let (temp, file) = self.blocking(|store| store.temp_file()).await?;
-        // A bounded write buffer: memory per upload stays constant whatever the object size.
-        let mut out = BufWriter::with_capacity(256 * 1024, tokio::fs::File::from_std(file));
+        // In memory while it is small; then a temporary file behind a bounded write buffer.
+        let expected = check.length.and_then(|n| usize::try_from(n).ok());
+        let mut memory = Vec::with_capacity(expected.unwrap_or(0).min(IN_MEMORY));
+        let mut spool: Option<(TempFile, BufWriter<tokio::fs::File>)> = None;
         let mut hash = Md5::new();
         let mut extra = check.checksum.as_ref().map(|c| Hasher::new(c.algorithm));
         let mut size = 0u64;
@@ -210,7 +211,18 @@ impl BucketStore {
             {
                 return Err(StoreError::IncompleteBody { expected, actual: size });
             }
-            out.write_all(&chunk).await?;
+            match &mut spool {
+                Some((_, out)) => out.write_all(&chunk).await?,
+                None if memory.len() + chunk.len() <= IN_MEMORY => memory.extend_from_slice(&chunk),
+                None => {
+                    let (temp, file) = self.blocking(|store| store.temp_file()).await?;
+                    let file = tokio::fs::File::from_std(file);
+                    let mut out = BufWriter::with_capacity(IN_MEMORY, file);
+                    out.write_all(&std::mem::take(&mut memory)).await?;
+                    out.write_all(&chunk).await?;
+                    spool = Some((temp, out));
+                }
+            }
         }
         if let Some(expected) = check.length
             && size != expected
@@ -225,9 +237,14 @@ impl BucketStore {
             (Some(wanted), Some(extra)) => Some(verify(wanted, extra.finalize())?),
             _ => None,
         };
-        out.flush().await?;
-        let file = out.into_inner().into_std().await;
-        Ok(Received { temp, file, md5, size, checksum })
+        let body = match spool {
+            Some((temp, mut out)) => {
+                out.flush().await?;
+                Spooled::File(temp, out.into_inner().into_std().await)
+            }
+            None => Spooled::Memory(memory),
+        };
+        Ok(Received { body, md5, size, checksum })
     }
 
     /// Opens `key` for reading: its info and, unless it is an empty folder marker, the open

@@ -50,7 +50,8 @@ impl BucketStore {
         upload: &UploadFile,
         actor: &Writer,
     ) -> Result<PartInfo, StoreError> {
-        let Received { temp, file, md5, size, checksum } = received;
+        let Received { body, md5, size, checksum } = received;
+        let (temp, file) = self.spooled_file(body)?;
         file.sync_all()?;
         drop(file);
         let _upload = self.upload_lock(bucket, upload_id);

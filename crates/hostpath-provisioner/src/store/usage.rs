@@ -842,7 +842,10 @@ mod tests {
             "{error}"
         );
         assert!(matches!(store.head_object("bkt", "three").await, Err(StoreError::NoSuchKey(_))));
-        let tmp_files = std::fs::read_dir(tmp.path().join(".provisioner/tmp")).unwrap().count();
+        // Temporary files live one directory down, in the store's temporary directories.
+        let shards = std::fs::read_dir(tmp.path().join(".provisioner/tmp")).unwrap();
+        let tmp_files: usize =
+            shards.map(|shard| std::fs::read_dir(shard.unwrap().path()).unwrap().count()).sum();
         assert_eq!(tmp_files, 0, "the refused body left nothing behind");
         put(&store, "one", 1, &alice()).await.unwrap(); // a replacement adds no object
         put(&store, "three", 1, &Writer::Operator).await.unwrap(); // the operator is exempt
