@@ -4,8 +4,10 @@
 //! Entries are trusted only while the directory is the same one (device, inode) with the same
 //! modification and change times, which every entry added, removed or renamed moves, whoever
 //! makes the change. File system timestamps are coarse (a clock tick, not a nanosecond), so a
-//! directory changed within the last seconds is read but not kept: a later change in the same
-//! tick could not be told apart.
+//! directory changed within the last ticks is read but not kept: a later change in the same
+//! tick could not be told apart. How long that is depends on the file system: two ticks of the
+//! kernel's coarse clock where it keeps nanoseconds (ext4, xfs, btrfs), two seconds where it
+//! does not or where that cannot be told (see [`settle_window`]).
 
 use std::collections::HashMap;
 use std::fs;
@@ -23,8 +25,11 @@ pub(super) type Entries = Arc<[(String, bool)]>;
 const MIN_ENTRIES: usize = 1024;
 /// Most entries kept, over all directories (some tens of MiB at most).
 const MAX_KEPT_ENTRIES: usize = 512 * 1024;
-/// How old a directory's last change must be for its entries to be kept.
-const SETTLED: Duration = Duration::from_secs(2);
+/// How old a directory's last change must be for its entries to be kept, on a file system
+/// whose timestamps may be as coarse as a second or two.
+const SETTLED_COARSE: Duration = Duration::from_secs(2);
+/// The least wait on a file system that keeps nanoseconds, whatever the clock's tick.
+const SETTLED_FINE_MIN: Duration = Duration::from_millis(10);
 
 /// What identifies one state of a directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,12 +59,41 @@ struct Kept {
 }
 
 /// Sorted entries of the large directories listed lately.
-#[derive(Default)]
 pub(super) struct DirCache {
     kept: Mutex<(HashMap<PathBuf, Kept>, u64)>,
+    /// How old a directory's last change must be for its entries to be kept.
+    settled: Duration,
+}
+
+/// How long after a change the file system's timestamps surely tell a later change apart, for
+/// files under `probe_dir`. A file's times are the kernel's coarse clock (one tick, a few
+/// milliseconds), cut to what the file system keeps: a time with nanoseconds is set on a probe
+/// file and read back, and only if they survive is the wait two ticks rather than two seconds.
+pub(super) fn settle_window(probe_dir: &Path) -> Duration {
+    let probe = probe_dir.join(format!(".timestamps-{}", std::process::id()));
+    let set = SystemTime::UNIX_EPOCH + Duration::new(1_700_000_000, 123_456_789);
+    let kept = fs::File::create(&probe)
+        .and_then(|file| {
+            file.set_modified(set)?;
+            file.metadata()?.modified()
+        })
+        .ok();
+    let _ = fs::remove_file(&probe);
+    if kept != Some(set) {
+        return SETTLED_COARSE;
+    }
+    let tick = rustix::time::clock_getres(rustix::time::ClockId::RealtimeCoarse);
+    let tick = Duration::new(u64::try_from(tick.tv_sec).unwrap_or(1), 0)
+        + Duration::from_nanos(u64::try_from(tick.tv_nsec).unwrap_or(0));
+    (tick * 2).clamp(SETTLED_FINE_MIN, SETTLED_COARSE)
 }
 
 impl DirCache {
+    /// A cache that keeps a directory's entries once its last change is `settled` old.
+    pub(super) fn new(settled: Duration) -> Self {
+        Self { kept: Mutex::default(), settled }
+    }
+
     /// The entries of `dir`, from memory when it has not changed since they were read; `None`
     /// when it does not exist (removed while listing).
     pub(super) fn entries(&self, dir: &Path) -> io::Result<Option<Entries>> {
@@ -84,7 +118,7 @@ impl DirCache {
             .modified()
             .ok()
             .and_then(|m| SystemTime::now().duration_since(m).ok())
-            .is_some_and(|age| age >= SETTLED);
+            .is_some_and(|age| age >= self.settled);
         if entries.len() >= MIN_ENTRIES && settled {
             self.keep(dir, stamp, entries.clone());
         }
@@ -144,7 +178,7 @@ mod tests {
         // Settled long ago, so that the entries are kept.
         let old = SystemTime::now() - Duration::from_secs(60);
         fs::File::open(&dir).unwrap().set_modified(old).unwrap();
-        let cache = DirCache::default();
+        let cache = DirCache::new(SETTLED_COARSE);
         let first = cache.entries(&dir).unwrap().unwrap();
         assert_eq!(first.len(), MIN_ENTRIES + 1);
         assert_eq!(first.last().unwrap(), &("sub/".to_owned(), true));
@@ -160,5 +194,28 @@ mod tests {
 
         fs::remove_dir_all(&dir).unwrap();
         assert!(cache.entries(&dir).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_file_system_that_keeps_nanoseconds_settles_within_ticks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let window = settle_window(tmp.path());
+        // The machines this runs on keep nanoseconds (ext4, xfs, btrfs, tmpfs).
+        assert!(window >= SETTLED_FINE_MIN && window < SETTLED_COARSE, "{window:?}");
+        assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 0, "the probe is removed");
+        // Where nanoseconds are not kept, or the probe cannot be made, two seconds.
+        assert_eq!(settle_window(&tmp.path().join("missing")), SETTLED_COARSE);
+
+        // A listing just after a burst of writes keeps the entries once the window is over,
+        // so that its later pages cost what they return.
+        let dir = tmp.path().join("d");
+        fs::create_dir(&dir).unwrap();
+        for i in 0..MIN_ENTRIES {
+            fs::write(dir.join(format!("{i:05}")), b"").unwrap();
+        }
+        std::thread::sleep(window);
+        let cache = DirCache::new(window);
+        let first = cache.entries(&dir).unwrap().unwrap();
+        assert!(Arc::ptr_eq(&first, &cache.entries(&dir).unwrap().unwrap()), "kept");
     }
 }

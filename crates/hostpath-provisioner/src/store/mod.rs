@@ -7,11 +7,12 @@
 //! <root>/.provisioner/              0700 bookkeeping, never served
 //!     records/<bucket>.json         0600 who created a bucket, and under which policy
 //!     keys/<access-key-id>.json     0600 one access key (a secret) and the bucket it reaches
-//!     meta/<bucket>/<hh>/<md5>.json      ETag, headers, checksums of one object
+//!     meta/<bucket>/<hh>/<md5>.json      ETag, headers, checksums of one object, when they
+//!                                        cannot be attached to its data file (`attached`)
 //!     meta/<bucket>/side/<hh>/<md5>.{json,data}  objects whose key cannot be a path (see below)
 //!     uploads/<bucket>/<upload-id>/      multipart uploads in progress
 //!     usage/<bucket>.json                what the bucket holds, in total and by claim (`usage`)
-//!     tmp/                               temporary files, renamed into place when complete
+//!     tmp/00 … tmp/3f                    temporary files, renamed into place when complete
 //! ```
 //!
 //! Object data keeps its key as its path, so an operator sees plain files under the bucket
@@ -20,10 +21,11 @@
 //! describes: data changed behind the store's back (or a crash between the two renames) makes it
 //! stale, and the object is then served with a derived ETag instead of a wrong one.
 //!
-//! Every write goes to `tmp/` first and is renamed into place, so readers never see a partial
-//! object. Records and keys are a file each, replaced atomically (temp file, fsync, rename, fsync
-//! directory), so provisioning one claim writes what concerns that claim and nothing else, however
-//! many buckets there are.
+//! Every write goes to a file of `tmp/` first (one of 64 directories, so that concurrent writes
+//! do not queue on one directory's lock) and is renamed into place, so readers never see a
+//! partial object. Records and keys are a file each, replaced atomically (temp file, fsync,
+//! rename, fsync directory), so provisioning one claim writes what concerns that claim and
+//! nothing else, however many buckets there are.
 //!
 //! # Keys that cannot be paths
 //!
@@ -181,7 +183,9 @@ impl BucketStore {
                 key_locks: stripes(),
                 upload_locks: stripes(),
                 meters: RwLock::default(),
-                dir_cache: dir_cache::DirCache::default(),
+                dir_cache: dir_cache::DirCache::new(dir_cache::settle_window(
+                    &state_dir.join(commit::TEMP_DIR),
+                )),
             }),
         };
         store.load_meters()?;
