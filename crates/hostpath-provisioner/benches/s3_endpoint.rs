@@ -1,5 +1,6 @@
-//! Throughput and memory of the hostPath S3 endpoint, measured with the AWS SDK over loopback,
-//! and what quotas cost a PUT. `make bench` runs it in release mode and writes the results to
+//! Throughput and memory of the hostPath S3 endpoint, measured with the AWS SDK over loopback;
+//! what quotas cost a PUT, what listing costs as a bucket grows and what completing a multipart
+//! upload costs. `make bench` runs it in release mode and writes the results to
 //! `bench-results.txt`.
 
 use std::fmt::Write as _;
@@ -7,10 +8,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aws_sdk_s3::Client;
-use aws_sdk_s3::config::{Credentials, Region};
 use aws_sdk_s3::primitives::ByteStream;
 use hostpath_provisioner::{BucketStore, Quota};
 use tokio::io::AsyncWriteExt;
+
+mod support;
+use support::{client, cpu_seconds};
 
 const SMALL: usize = 4 << 10;
 const SMALL_COUNT: usize = 500;
@@ -19,18 +22,6 @@ const LARGE: u64 = 256 << 20;
 /// Rounds of the quota comparison, alternating which bucket goes first; medians are reported.
 const QUOTA_ROUNDS: usize = 7;
 const QUOTA_ROUND_PUTS: usize = 200;
-
-fn client(port: u16, key: &str, secret: &str) -> Client {
-    let config = aws_sdk_s3::Config::builder()
-        .behavior_version_latest()
-        .http_client(aws_smithy_http_client::Builder::new().build_http())
-        .region(Region::new("us-east-1"))
-        .endpoint_url(format!("http://127.0.0.1:{port}"))
-        .credentials_provider(Credentials::new(key, secret, None, None, "bench"))
-        .force_path_style(true)
-        .build();
-    Client::from_conf(config)
-}
 
 fn peak_rss_mib() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -186,6 +177,110 @@ async fn large_object(s3: &Client, bucket: &str, scratch: &std::path::Path, out:
     .unwrap();
 }
 
+/// Keys of the listing bucket, in the order a listing returns them.
+fn listed_key(i: usize) -> String {
+    format!("obj/{i:06}")
+}
+
+/// Empty objects `range` of the listing bucket, from 16 clients at once.
+async fn fill(s3: &Client, bucket: &str, range: std::ops::Range<usize>) {
+    const CLIENTS: usize = 16;
+    let tasks: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let (s3, bucket, range) = (s3.clone(), bucket.to_owned(), range.clone());
+            tokio::spawn(async move {
+                for i in range.skip(c).step_by(CLIENTS) {
+                    let object = s3.put_object().bucket(&bucket).key(listed_key(i));
+                    object.body(ByteStream::from_static(b"")).send().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+}
+
+/// Seconds and process CPU seconds of `work`.
+async fn timed<T>(work: impl Future<Output = T>) -> (f64, f64, T) {
+    let (cpu, started) = (cpu_seconds(std::process::id()), Instant::now());
+    let value = work.await;
+    (started.elapsed().as_secs_f64(), cpu_seconds(std::process::id()) - cpu, value)
+}
+
+/// A whole ListObjectsV2 listing of `bucket`, 1,000 keys a page; how many keys it returned.
+async fn list_all(s3: &Client, bucket: &str) -> usize {
+    let mut pages = s3.list_objects_v2().bucket(bucket).into_paginator().send();
+    let mut keys = 0;
+    while let Some(page) = pages.next().await {
+        keys += page.unwrap().contents().len();
+    }
+    keys
+}
+
+/// What listing costs as a bucket grows from 10,000 to 40,000 objects: a whole listing should
+/// cost four times as much, and a page of 100 from the middle the same.
+async fn listing(s3: &Client, bucket: &str, out: &mut String) {
+    const PAGE_READS: usize = 50;
+    let mut filled = 0;
+    for objects in [10_000, 40_000] {
+        fill(s3, bucket, filled..objects).await;
+        filled = objects;
+        let (seconds, cpu, keys) = timed(list_all(s3, bucket)).await;
+        assert_eq!(keys, objects);
+        writeln!(
+            out,
+            "list {objects:>6} objects, all:   {seconds:8.3} s  {cpu:.3} CPU-s (client and server)"
+        )
+        .unwrap();
+        let middle = listed_key(objects / 2);
+        let (seconds, cpu, ()) = timed(async {
+            for _ in 0..PAGE_READS {
+                let page = s3.list_objects_v2().bucket(bucket).start_after(&middle).max_keys(100);
+                assert_eq!(page.send().await.unwrap().contents().len(), 100);
+            }
+        })
+        .await;
+        let (ms, cpu_ms) = (seconds * 1e3 / PAGE_READS as f64, cpu * 1e3 / PAGE_READS as f64);
+        writeln!(out, "list {objects:>6} objects, a page of 100 from the middle: {ms:6.2} ms  {cpu_ms:.2} CPU-ms").unwrap();
+    }
+}
+
+/// CompleteMultipartUpload of 8 parts of 32 MiB: the parts are joined in the kernel
+/// (`copy_file_range`, a reflink where the file system has them), never read back by the
+/// endpoint.
+async fn multipart_completion(s3: &Client, bucket: &str, out: &mut String) {
+    const PARTS: i32 = 8;
+    const PART: usize = 32 << 20;
+    let key = "multipart.bin";
+    let upload = s3.create_multipart_upload().bucket(bucket).key(key).send().await.unwrap();
+    let id = upload.upload_id().unwrap().to_owned();
+    let mut completed = Vec::new();
+    let data = bytes::Bytes::from(vec![5u8; PART]);
+    for number in 1..=PARTS {
+        let part = s3.upload_part().bucket(bucket).key(key).upload_id(&id).part_number(number);
+        let sent = part.body(ByteStream::from(data.clone())).send().await.unwrap();
+        let part = aws_sdk_s3::types::CompletedPart::builder().part_number(number);
+        completed.push(part.e_tag(sent.e_tag().unwrap()).build());
+    }
+    let parts = aws_sdk_s3::types::CompletedMultipartUpload::builder().set_parts(Some(completed));
+    let complete = s3
+        .complete_multipart_upload()
+        .bucket(bucket)
+        .key(key)
+        .upload_id(&id)
+        .multipart_upload(parts.build());
+    let (seconds, cpu, done) = timed(complete.send()).await;
+    done.unwrap();
+    let mib = ((PARTS as usize * PART) >> 20) as f64;
+    writeln!(
+        out,
+        "complete {PARTS} x 32 MiB parts:  {seconds:8.3} s ({:.0} MiB/s joined)  {cpu:.3} CPU-s",
+        mib / seconds
+    )
+    .unwrap();
+}
+
 #[tokio::main]
 async fn main() {
     let mut args = std::env::args().skip(1);
@@ -209,11 +304,15 @@ async fn main() {
         let key = store.issue_key(user, bucket).await.unwrap();
         quota_clients.push(client(port, &key.access_key_id, &key.secret_access_key));
     }
+    let creator = hostpath_provisioner::Creator { user_id: "bench-user", delete_with_claim: true };
+    store.create_bucket("bench-list", creator).await.unwrap();
+    let list_key = store.issue_key("bench-user", "bench-list").await.unwrap();
     let never_reached = Quota { max_objects: Some(1 << 40), max_bytes: Some(1 << 50) };
     store.set_bucket_quota("bench-quota", "bench-quota-user", never_reached).await.unwrap();
     store.set_user_quota("bench-quota-user", "bench-quota", never_reached).await.unwrap();
     tokio::spawn(hostpath_provisioner::serve(listener, store, std::future::pending()));
     let s3 = client(port, &key.access_key_id, &key.secret_access_key);
+    let list_client = client(port, &list_key.access_key_id, &list_key.secret_access_key);
 
     let mut out = format!(
         "hostPath S3 endpoint, aws-sdk-s3 over loopback, {} cores, {}\n",
@@ -223,6 +322,8 @@ async fn main() {
     small_objects(&s3, "bench", &mut out).await;
     quota_overhead(&quota_clients[0], &quota_clients[1], &mut out).await;
     large_object(&s3, "bench", scratch.path(), &mut out).await;
+    multipart_completion(&s3, "bench", &mut out).await;
+    listing(&list_client, "bench-list", &mut out).await;
     print!("{out}");
     if let Some(path) = output {
         std::fs::write(&path, &out).unwrap();
