@@ -70,7 +70,7 @@ pub(super) struct DirCache {
 /// milliseconds), cut to what the file system keeps: a time with nanoseconds is set on a probe
 /// file and read back, and only if they survive is the wait two ticks rather than two seconds.
 pub(super) fn settle_window(probe_dir: &Path) -> Duration {
-    let probe = probe_dir.join(format!(".timestamps-{}", std::process::id()));
+    let probe = probe_dir.join(format!(".timestamps-{}", super::durable::random_hex(8)));
     let set = SystemTime::UNIX_EPOCH + Duration::new(1_700_000_000, 123_456_789);
     let kept = fs::File::create(&probe)
         .and_then(|file| {
