@@ -77,8 +77,8 @@ fn refused(error: &watcher::Error) -> Option<String> {
     }
 }
 
-/// Watches `api` with `config`, restarting from a fresh list when the resourceVersion went stale,
-/// backing off briefly after errors, and reporting each outcome to `health` under `name`. Errors
+/// Watches `api` with `config`, restarting from a fresh list when the resourceVersion went stale
+/// or the apiserver refused the watch, backing off briefly after errors, and reporting each outcome to `health` under `name`. Errors
 /// are reported (a refusal that lasts fails `/healthz`) and logged once a minute while they
 /// repeat, then dropped: the stream never ends and only ever yields events.
 pub fn resilient_watch<K>(
@@ -99,6 +99,13 @@ where
                 && is_stale(error)
             {
                 tracing::info!(watch = name, "resourceVersion is gone; listing again");
+                inner = start();
+            } else if let Err(error) = &item
+                && refused(error).is_some()
+            {
+                // Listed again rather than resumed: a resumed watch says nothing until an object
+                // changes, so the end of the refusal would not be seen (a restarted apiserver
+                // refuses for a moment, until its authorizer has loaded the bindings).
                 inner = start();
             }
             Some((item, inner))
@@ -298,6 +305,46 @@ mod tests {
         );
     }
 
+    use std::time::Instant;
+
+    use crate::kubernetes::health::ACCESS_GRACE;
+
+    /// An apiserver just restarted refuses for a moment (its authorizer has not loaded the
+    /// bindings yet). A watch that then resumes quietly delivers nothing until an object
+    /// changes, so the refusal must not stay on `/healthz` until one does.
+    #[tokio::test]
+    async fn a_refusal_is_forgotten_once_the_watch_runs_again_even_with_nothing_new() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        let events = [
+            serde_json::json!({"type": "ADDED", "object": {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "c", "namespace": "ns", "resourceVersion": "5"}}}),
+            serde_json::json!({"type": "BOOKMARK", "object": {"apiVersion": "v1",
+                "kind": "ConfigMap", "metadata": {"resourceVersion": "6",
+                "annotations": {"k8s.io/initial-events-end": "true"}}}}),
+        ];
+        let lines: String = events.iter().map(|e| format!("{e}\n")).collect();
+        // The first list, then a refused resumption, then: a list when one is asked for, and
+        // a resumed watch that has nothing to say and ends.
+        let (client, seen) = crate::kubernetes::mock_api::client(move |n, _, uri| match n {
+            0 => (200, lines.clone()),
+            1 => crate::kubernetes::mock_api::status(403, "RBAC: not yet loaded"),
+            _ if uri.contains("sendInitialEvents=true") => (200, lines.clone()),
+            _ => (200, String::new()),
+        });
+        let health = Health::default();
+        let api: Api<ConfigMap> = Api::all(client);
+        let config = watcher::Config::default().streaming_lists();
+        let watch = resilient_watch(api, config, "configmaps", health.clone());
+        let mut watch = std::pin::pin!(watch);
+        // Until the watch has run well past the refusal: nothing new may come at all.
+        while crate::kubernetes::mock_api::seen(&seen) < 4 {
+            let _ = tokio::time::timeout(Duration::from_millis(200), watch.next()).await;
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(1), watch.next()).await;
+        let later = Instant::now() + ACCESS_GRACE + Duration::from_secs(1);
+        assert_eq!(health.check_at(later), Ok(()), "the refusal is over");
+    }
+
     #[test]
     fn refusals_are_told_from_other_watch_errors() {
         let status =
@@ -311,7 +358,7 @@ mod tests {
     }
 
     #[test]
-    fn only_a_gone_resource_version_restarts_the_watch() {
+    fn a_gone_resource_version_is_told_from_other_errors() {
         let status =
             |code| kube::Error::Api(kube::core::Status::failure("x", "y").with_code(code).boxed());
         assert!(is_stale(&watcher::Error::WatchStartFailed(status(410))));
