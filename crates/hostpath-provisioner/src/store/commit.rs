@@ -225,7 +225,8 @@ impl BucketStore {
             }
             Err(e) => return Err(e.into()),
         }
-        fsync_dir(target.parent().unwrap_or(dir))?;
+        // Shared with the other writes renamed into the same directory meanwhile.
+        self.inner.dir_syncs.sync(target.parent().unwrap_or(dir), fsync_dir)?;
         // Only now, so that a crash never loses the key's current object. A metadata file the
         // replaced object may have had is no longer read (the attached metadata wins), so its
         // removal needs no sync.

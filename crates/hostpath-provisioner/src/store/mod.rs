@@ -42,6 +42,7 @@ mod attached;
 mod checksum;
 mod commit;
 mod dir_cache;
+mod dir_sync;
 mod durable;
 mod error;
 mod list;
@@ -121,6 +122,8 @@ struct Inner {
     meters: RwLock<HashMap<String, Arc<usage::Meter>>>,
     /// Sorted entries of large directories, so that listing pages need not read them again.
     dir_cache: dir_cache::DirCache,
+    /// Directory syncs shared by the writes renamed into one directory at once.
+    dir_syncs: dir_sync::DirSyncs,
 }
 
 impl Drop for Inner {
@@ -186,6 +189,7 @@ impl BucketStore {
                 dir_cache: dir_cache::DirCache::new(dir_cache::settle_window(
                     &state_dir.join(commit::TEMP_DIR),
                 )),
+                dir_syncs: dir_sync::DirSyncs::default(),
             }),
         };
         store.load_meters()?;
