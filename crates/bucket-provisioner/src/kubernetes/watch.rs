@@ -244,7 +244,34 @@ pub fn label_value(provisioner: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Instant;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+
     use super::*;
+    use crate::kubernetes::health::ACCESS_GRACE;
+
+    /// A resilient watch of every ConfigMap through `client`, and the health it reports to.
+    fn watch_configmaps(
+        client: Client,
+    ) -> (Health, impl Stream<Item = watcher::Result<Event<ConfigMap>>>) {
+        let health = Health::default();
+        let config = watcher::Config::default().streaming_lists();
+        let watch = resilient_watch(Api::all(client), config, "configmaps", health.clone());
+        (health, watch)
+    }
+
+    /// A streaming list's answer: one ConfigMap, then the bookmark that ends the initial events.
+    fn initial_events() -> String {
+        let events = [
+            serde_json::json!({"type": "ADDED", "object": {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "c", "namespace": "ns", "resourceVersion": "5"}}}),
+            serde_json::json!({"type": "BOOKMARK", "object": {"apiVersion": "v1",
+                "kind": "ConfigMap", "metadata": {"resourceVersion": "6",
+                "annotations": {"k8s.io/initial-events-end": "true"}}}}),
+        ];
+        events.iter().map(|e| format!("{e}\n")).collect()
+    }
 
     #[test]
     fn backoff_doubles_to_two_seconds_and_resets() {
@@ -257,17 +284,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_watch_outlives_refusals_errors_and_ends_and_reports_them() {
-        use k8s_openapi::api::core::v1::ConfigMap;
         // 403 and 500 to the first two starts, then the initial events, then a stream that ends
         // at once, again and again.
-        let events = [
-            serde_json::json!({"type": "ADDED", "object": {"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "c", "namespace": "ns", "resourceVersion": "5"}}}),
-            serde_json::json!({"type": "BOOKMARK", "object": {"apiVersion": "v1",
-                "kind": "ConfigMap", "metadata": {"resourceVersion": "6",
-                "annotations": {"k8s.io/initial-events-end": "true"}}}}),
-        ];
-        let lines: String = events.iter().map(|e| format!("{e}\n")).collect();
+        let lines = initial_events();
         let (client, seen) = crate::kubernetes::mock_api::client(move |n, _, _| match n {
             0 => crate::kubernetes::mock_api::status(
                 403,
@@ -277,10 +296,7 @@ mod tests {
             2 => (200, lines.clone()),
             _ => (200, String::new()),
         });
-        let health = Health::default();
-        let api: Api<ConfigMap> = Api::all(client);
-        let config = watcher::Config::default().streaming_lists();
-        let watch = resilient_watch(api, config, "configmaps", health.clone());
+        let (health, watch) = watch_configmaps(client);
         let mut watch = std::pin::pin!(watch);
         let mut received = Vec::new();
         while received.len() < 3 {
@@ -305,24 +321,12 @@ mod tests {
         );
     }
 
-    use std::time::Instant;
-
-    use crate::kubernetes::health::ACCESS_GRACE;
-
     /// An apiserver just restarted refuses for a moment (its authorizer has not loaded the
     /// bindings yet). A watch that then resumes quietly delivers nothing until an object
     /// changes, so the refusal must not stay on `/healthz` until one does.
     #[tokio::test]
     async fn a_refusal_is_forgotten_once_the_watch_runs_again_even_with_nothing_new() {
-        use k8s_openapi::api::core::v1::ConfigMap;
-        let events = [
-            serde_json::json!({"type": "ADDED", "object": {"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "c", "namespace": "ns", "resourceVersion": "5"}}}),
-            serde_json::json!({"type": "BOOKMARK", "object": {"apiVersion": "v1",
-                "kind": "ConfigMap", "metadata": {"resourceVersion": "6",
-                "annotations": {"k8s.io/initial-events-end": "true"}}}}),
-        ];
-        let lines: String = events.iter().map(|e| format!("{e}\n")).collect();
+        let lines = initial_events();
         // The first list, then a refused resumption, then: a list when one is asked for, and
         // a resumed watch that has nothing to say and ends.
         let (client, seen) = crate::kubernetes::mock_api::client(move |n, _, uri| match n {
@@ -331,10 +335,7 @@ mod tests {
             _ if uri.contains("sendInitialEvents=true") => (200, lines.clone()),
             _ => (200, String::new()),
         });
-        let health = Health::default();
-        let api: Api<ConfigMap> = Api::all(client);
-        let config = watcher::Config::default().streaming_lists();
-        let watch = resilient_watch(api, config, "configmaps", health.clone());
+        let (health, watch) = watch_configmaps(client);
         let mut watch = std::pin::pin!(watch);
         // Until the watch has run well past the refusal: nothing new may come at all.
         while crate::kubernetes::mock_api::seen(&seen) < 4 {
