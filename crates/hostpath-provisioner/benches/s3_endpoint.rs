@@ -13,7 +13,7 @@ use hostpath_provisioner::{BucketStore, Quota};
 use tokio::io::AsyncWriteExt;
 
 mod support;
-use support::{client, cpu_seconds};
+use support::{client, cpu_seconds, median};
 
 const SMALL: usize = 4 << 10;
 const SMALL_COUNT: usize = 500;
@@ -99,11 +99,6 @@ async fn put_rate(s3: &Client, bucket: &str, prefix: &str, clients: usize, count
         task.await.unwrap();
     }
     count as f64 / started.elapsed().as_secs_f64()
-}
-
-fn median(mut rates: Vec<f64>) -> f64 {
-    rates.sort_by(f64::total_cmp);
-    rates[rates.len() / 2]
 }
 
 /// The same PUTs into a bucket without quotas and into one where both the bucket and the

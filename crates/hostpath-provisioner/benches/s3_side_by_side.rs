@@ -22,7 +22,7 @@ use hostpath_provisioner::BucketStore;
 use tokio::io::AsyncWriteExt;
 
 mod support;
-use support::{client, cpu_seconds};
+use support::{client, cpu_seconds, median};
 
 const SMALL: usize = 4 << 10;
 const SMALL_COUNT: usize = 800;
@@ -230,10 +230,6 @@ async fn run_load(server: &Running, source: &Path, load: Load, round: usize) -> 
 
 /// The median and range of one load's figures over the rounds.
 fn cell(figures: &[Figure]) -> String {
-    let median = |mut values: Vec<f64>| {
-        values.sort_by(f64::total_cmp);
-        values[values.len() / 2]
-    };
     let rates: Vec<f64> = figures.iter().map(|f| f.rate).collect();
     let (low, high) = rates.iter().fold((f64::MAX, 0f64), |(l, h), r| (l.min(*r), h.max(*r)));
     let cpu = median(figures.iter().map(|f| f.cpu_per_gib).collect());
@@ -309,7 +305,9 @@ async fn main() {
         }
         println!("round {} of {ROUNDS} done", round + 1);
     }
-    drop(servers.iter_mut().map(|(_, server)| server.take()).collect::<Vec<_>>());
+    for (_, server) in &mut servers {
+        drop(server.take());
+    }
 
     let mut out = format!(
         "\nSide by side on this machine ({} cores, release build): the same aws-sdk-s3 client \

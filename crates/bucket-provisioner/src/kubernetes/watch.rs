@@ -78,9 +78,10 @@ fn refused(error: &watcher::Error) -> Option<String> {
 }
 
 /// Watches `api` with `config`, restarting from a fresh list when the resourceVersion went stale
-/// or the apiserver refused the watch, backing off briefly after errors, and reporting each outcome to `health` under `name`. Errors
-/// are reported (a refusal that lasts fails `/healthz`) and logged once a minute while they
-/// repeat, then dropped: the stream never ends and only ever yields events.
+/// or the apiserver refused the watch, backing off briefly after errors, and reporting each
+/// outcome to `health` under `name`. Errors are reported (a refusal that lasts fails `/healthz`)
+/// and logged once a minute while they repeat, then dropped: the stream never ends and only
+/// ever yields events.
 pub fn resilient_watch<K>(
     api: Api<K>,
     config: watcher::Config,
@@ -95,18 +96,17 @@ where
         let start = start.clone();
         async move {
             let item = inner.next().await?;
-            if let Err(error) = &item
-                && is_stale(error)
-            {
-                tracing::info!(watch = name, "resourceVersion is gone; listing again");
-                inner = start();
-            } else if let Err(error) = &item
-                && refused(error).is_some()
-            {
-                // Listed again rather than resumed: a resumed watch says nothing until an object
-                // changes, so the end of the refusal would not be seen (a restarted apiserver
-                // refuses for a moment, until its authorizer has loaded the bindings).
-                inner = start();
+            if let Err(error) = &item {
+                if is_stale(error) {
+                    tracing::info!(watch = name, "resourceVersion is gone; listing again");
+                    inner = start();
+                } else if refused(error).is_some() {
+                    // Listed again rather than resumed: a resumed watch says nothing until an
+                    // object changes, so the end of the refusal would not be seen (a restarted
+                    // apiserver refuses for a moment, until its authorizer has loaded the
+                    // bindings).
+                    inner = start();
+                }
             }
             Some((item, inner))
         }

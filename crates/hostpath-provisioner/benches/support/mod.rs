@@ -20,6 +20,12 @@ pub fn client(port: u16, key: &str, secret: &str) -> Client {
     Client::from_conf(config)
 }
 
+/// The median of `values` (the upper one of an even count).
+pub fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
 /// CPU seconds (user + system, all threads) of process `pid` so far.
 pub fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();

@@ -59,9 +59,14 @@ pub(super) const TEMP_DIR: &str = "tmp";
 /// CPU per PUT with one directory than with 64).
 pub(super) const TEMP_SHARDS: u8 = 64;
 
+/// Temporary directory number `shard`.
+fn temp_shard(state_dir: &Path, shard: u8) -> PathBuf {
+    state_dir.join(TEMP_DIR).join(format!("{shard:02x}"))
+}
+
 /// The temporary directories, for the store to make when it opens.
 pub(super) fn temp_shards(state_dir: &Path) -> impl Iterator<Item = PathBuf> + '_ {
-    (0..TEMP_SHARDS).map(|shard| state_dir.join(TEMP_DIR).join(format!("{shard:02x}")))
+    (0..TEMP_SHARDS).map(|shard| temp_shard(state_dir, shard))
 }
 
 /// Where a received body waits until it is put in place.
@@ -94,8 +99,7 @@ impl BucketStore {
     /// A fresh path for a temporary file, in a directory picked at random.
     fn temp_path(&self) -> PathBuf {
         let shard = rand::random::<u8>() % TEMP_SHARDS;
-        let dir = self.inner.state_dir().join(TEMP_DIR).join(format!("{shard:02x}"));
-        dir.join(random_hex(16))
+        temp_shard(&self.inner.state_dir(), shard).join(random_hex(16))
     }
 
     /// A new empty file in `.provisioner/tmp`, on the same file system as the buckets so that

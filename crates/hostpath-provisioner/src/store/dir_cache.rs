@@ -83,8 +83,7 @@ pub(super) fn settle_window(probe_dir: &Path) -> Duration {
         return SETTLED_COARSE;
     }
     let tick = rustix::time::clock_getres(rustix::time::ClockId::RealtimeCoarse);
-    let tick = Duration::new(u64::try_from(tick.tv_sec).unwrap_or(1), 0)
-        + Duration::from_nanos(u64::try_from(tick.tv_nsec).unwrap_or(0));
+    let tick = Duration::try_from(tick).unwrap_or(SETTLED_COARSE);
     (tick * 2).clamp(SETTLED_FINE_MIN, SETTLED_COARSE)
 }
 

@@ -193,8 +193,8 @@ impl BucketStore {
         E: Display,
     {
         // In memory while it is small; then a temporary file behind a bounded write buffer.
-        let expected = check.length.and_then(|n| usize::try_from(n).ok());
-        let mut memory = Vec::with_capacity(expected.unwrap_or(0).min(IN_MEMORY));
+        let declared = check.length.and_then(|n| usize::try_from(n).ok());
+        let mut memory = Vec::with_capacity(declared.unwrap_or(0).min(IN_MEMORY));
         let mut spool: Option<(TempFile, BufWriter<tokio::fs::File>)> = None;
         let mut hash = Md5::new();
         let mut extra = check.checksum.as_ref().map(|c| Hasher::new(c.algorithm));
