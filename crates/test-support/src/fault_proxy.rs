@@ -2,6 +2,8 @@
 //! of request at a time (a Lease request, a list, a watch, a get, a patch, a create…) it answers
 //! an error status of its choosing, resets the connection, or never answers at all; open watch
 //! streams are cut when watches are targeted, so that they meet the fault when they come back.
+//! It can also hold back the end of the streaming lists of one resource for a while, as a busy
+//! apiserver may, so that what a program does between a list's objects and its end is seen.
 //!
 //! The program talks plain HTTP to the proxy (its kubeconfig names `http://127.0.0.1:PORT`) and
 //! its own credentials pass through unchanged, so RBAC still sees the program's identity.
@@ -11,6 +13,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use anyhow::Result;
 use bytes::Bytes;
@@ -128,6 +131,8 @@ struct Faults {
     by_kind: BTreeMap<RequestKind, Fault>,
     /// How many requests each kind had, faulty or not.
     seen: BTreeMap<RequestKind, u64>,
+    /// The resource whose streaming lists end late, and how late.
+    late_list_end: Option<(String, Duration)>,
 }
 
 /// A running proxy; stops when dropped.
@@ -179,7 +184,13 @@ impl FaultProxy {
         }
     }
 
-    /// Honest for every kind of request.
+    /// Holds back the bookmark that ends each streaming list (`k8s.io/initial-events-end`) of
+    /// `resource` (its plural name) by `delay` from now on; the list's objects pass at once.
+    pub fn delay_list_ends(&self, resource: &str, delay: Duration) {
+        self.faults.lock().unwrap().late_list_end = Some((resource.to_owned(), delay));
+    }
+
+    /// Honest for every kind of request (a list end's delay stays).
     pub fn honest(&self) {
         self.faults.lock().unwrap().by_kind.clear();
     }
@@ -217,10 +228,13 @@ impl Proxy {
         let (parts, body) = request.into_parts();
         let kind =
             RequestKind::of(&parts.method, parts.uri.path(), parts.uri.query().unwrap_or(""));
-        let fault = {
+        let (fault, list_end_delay) = {
             let mut faults = self.faults.lock().unwrap();
             *faults.seen.entry(kind).or_default() += 1;
-            faults.by_kind.get(&kind).copied()
+            let late = faults.late_list_end.as_ref().filter(|(resource, _)| {
+                kind == RequestKind::Watch && parts.uri.path().split('/').any(|s| s == resource)
+            });
+            (faults.by_kind.get(&kind).copied(), late.map(|(_, delay)| *delay))
         };
         match fault {
             Some(Fault::Status(code)) => return Ok(status(code)),
@@ -234,16 +248,46 @@ impl Proxy {
         let response = self.upstream.send(request).await.map_err(|e| e.to_string())?;
         let (parts, body) = response.into_parts();
         let cut = (kind == RequestKind::Watch).then(|| self.cut.subscribe());
-        Ok(Response::from_parts(parts, StreamBody::new(frames(body, cut))))
+        let chunks = body.into_data_stream();
+        let chunks = match list_end_delay {
+            Some(delay) => late_list_ends(chunks, delay).boxed(),
+            None => chunks.boxed(),
+        };
+        Ok(Response::from_parts(parts, StreamBody::new(frames(chunks, cut))))
     }
 }
 
-/// The frames of `body` until it ends or fails, or (given `cut`) the watches are cut.
+type Chunks = futures::stream::BoxStream<'static, Result<Bytes, kube::Error>>;
+
+/// `chunks`, the one that completes a list's end bookmark passed on only after `delay`.
+fn late_list_ends(
+    chunks: impl futures::Stream<Item = Result<Bytes, kube::Error>> + Send + 'static,
+    delay: Duration,
+) -> impl futures::Stream<Item = Result<Bytes, kube::Error>> + Send + 'static {
+    const END: &[u8] = b"k8s.io/initial-events-end";
+    // The end of the previous chunk, too short to hold the whole marker: it may be split.
+    let mut tail = Vec::new();
+    chunks.then(move |chunk| {
+        let ends_list = chunk.as_ref().is_ok_and(|bytes| {
+            tail.extend_from_slice(bytes);
+            let found = tail.windows(END.len()).any(|w| w == END);
+            tail.drain(..tail.len().saturating_sub(END.len() - 1));
+            found
+        });
+        async move {
+            if ends_list {
+                tokio::time::sleep(delay).await;
+            }
+            chunk
+        }
+    })
+}
+
+/// The frames of `chunks` until they end or fail, or (given `cut`) the watches are cut.
 fn frames(
-    body: Body,
+    chunks: Chunks,
     cut: Option<watch::Receiver<u64>>,
 ) -> futures::stream::BoxStream<'static, Result<Frame<Bytes>, Infallible>> {
-    let chunks = body.into_data_stream();
     futures::stream::unfold((chunks, cut), |(mut chunks, mut cut)| async move {
         let cut_now = async {
             match &mut cut {

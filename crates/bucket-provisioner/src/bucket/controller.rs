@@ -13,7 +13,6 @@ use std::fmt::Debug;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::Api;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{EventType, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -35,10 +34,11 @@ use crate::kubernetes::events::Events;
 use crate::kubernetes::failure::{self, Failure, Operation, Retry};
 use crate::kubernetes::finalizer;
 use crate::kubernetes::health::{Health, Pulse, Retirement, refusal};
+use crate::kubernetes::list_progress::{ListProgress, applied_since_list, touched_since_list};
 use crate::kubernetes::log_limit::SharedThrottle;
 use crate::kubernetes::telemetry::Metrics;
 use crate::kubernetes::watch::{
-    ListProgress, ShortBackoff, cached_watch, compact_watch, summarized_watch, watch_configs,
+    ShortBackoff, cached_watch, compact_watch, summarized_watch, watch_configs,
 };
 
 /// How long one step of a background pass (one ObjectBucket swept or reported, a backend call
@@ -101,7 +101,8 @@ pub async fn run_controller<P: Provisioner>(
     // Claims arrive packed (`CachedClaim` decodes itself that way): nothing left to trim.
     let (claim_store, claim_events) =
         cached_watch(&client, &all, "claims", &health, |_| {}, &progress, 0);
-    let claim_events = claim_events.applied_objects();
+    // A list's claims are looked at once every cache holds the list (see `list_progress`).
+    let claim_events = applied_since_list(claim_events);
 
     // One watch of our ObjectBuckets feeds both the controller (a bucket deleted or changed by
     // hand wakes its claim, deletions included) and the sweep (a bucket whose claim went without
@@ -116,7 +117,7 @@ pub async fn run_controller<P: Provisioner>(
         (&progress, 1),
         move |event| cache.apply(event),
     );
-    let bucket_watch = bucket_watch.touched_objects();
+    let bucket_watch = touched_since_list(bucket_watch);
     let (touched_tx, touched) = tokio::sync::mpsc::channel::<ObjectBucket>(1024);
     let drive_buckets = tokio::spawn(async move {
         futures::pin_mut!(bucket_watch);
@@ -178,12 +179,13 @@ pub async fn run_controller<P: Provisioner>(
     let usage = tokio::spawn(usage);
     let by_class = claim_store.clone();
     let controller = Controller::for_stream(claim_events, claim_store)
-        .owns_stream(secret_events.touched_objects())
-        .owns_stream(config_map_events.touched_objects())
-        .watches_stream(class_events.touched_objects(), move |class| {
+        .owns_stream(touched_since_list(secret_events))
+        .owns_stream(touched_since_list(config_map_events))
+        .watches_stream(touched_since_list(class_events), move |class| {
             claims_of_class(&by_class, &class.name_any())
         })
         .watches_stream(bucket_events, |bucket| claim_of_bucket(&bucket))
+        .reconcile_all_on(progress.look_again())
         .trigger_backoff(ShortBackoff::default())
         .with_config(controller::Config::default().concurrency(config.workers))
         .graceful_shutdown_on(shutdown)

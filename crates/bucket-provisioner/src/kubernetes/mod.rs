@@ -1,7 +1,8 @@
 //! The core both sides stand on. Nothing here knows a backend; the bucket side and the volume
 //! side each build their controller from these parts.
 //!
-//! - [`watch`]: watches that outlive any apiserver failure, their caches' first-list progress.
+//! - [`watch`]: watches that outlive any apiserver failure.
+//! - [`list_progress`]: when the caches hold their lists, and when to look at everything again.
 //! - [`cache`]: what the watches keep, compacted, and the controller's own newer writes.
 //! - [`events`]: Events, published through recorders that do not grow for ever.
 //! - [`failure`], [`backoff`]: what a failure says of itself, and how it is retried.
@@ -17,6 +18,7 @@ pub mod failure;
 pub mod finalizer;
 pub mod health;
 pub mod leader;
+pub mod list_progress;
 pub mod log_limit;
 #[cfg(test)]
 pub(crate) mod mock_api;

@@ -7,7 +7,7 @@
 //! version starts the watch over with a fresh list.
 
 use std::fmt::Debug;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt, TryStreamExt, stream};
@@ -21,6 +21,7 @@ use serde::de::DeserializeOwned;
 
 use crate::kubernetes::cache::summary::{Summaries, Summarized};
 use crate::kubernetes::health::{Health, refusal};
+use crate::kubernetes::list_progress::ListProgress;
 use crate::kubernetes::log_limit::SharedThrottle;
 
 /// Doubling from half a second to two: one client watching a handful of kinds can afford to
@@ -134,36 +135,6 @@ where
             }
         }
     })
-}
-
-/// Which caches hold their first list: told by the events themselves, since a store's own
-/// readiness wakes only one of several waiters and the controller waits on the claims'.
-pub(crate) struct ListProgress {
-    done: Mutex<Vec<bool>>,
-    listed: tokio::sync::watch::Sender<bool>,
-}
-
-impl ListProgress {
-    /// Progress of `caches` caches, none listed yet.
-    pub(crate) fn new(caches: usize) -> (Arc<Self>, tokio::sync::watch::Receiver<bool>) {
-        let (listed, receiver) = tokio::sync::watch::channel(false);
-        (Arc::new(Self { done: Mutex::new(vec![false; caches]), listed }), receiver)
-    }
-
-    /// Marks cache `kind` listed when its watch says its first list is complete.
-    pub(crate) fn marker<K>(
-        self: &Arc<Self>,
-        kind: usize,
-    ) -> impl Fn(&watcher::Result<watcher::Event<K>>) + Send + Sync + 'static {
-        let progress = self.clone();
-        move |event| {
-            if matches!(event, Ok(watcher::Event::InitDone)) {
-                let mut done = progress.done.lock().unwrap_or_else(|e| e.into_inner());
-                done[kind] = true;
-                progress.listed.send_replace(done.iter().all(|d| *d));
-            }
-        }
-    }
 }
 
 /// What every cache may drop: the server's field bookkeeping, the bulk of most objects. Caches

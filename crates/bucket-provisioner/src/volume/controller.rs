@@ -12,7 +12,6 @@ use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{EventType, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -30,9 +29,10 @@ use crate::kubernetes::events::{Events, publish};
 use crate::kubernetes::failure::{self, Failure, Operation};
 use crate::kubernetes::finalizer;
 use crate::kubernetes::health::Health;
+use crate::kubernetes::list_progress::{ListProgress, applied_since_list, touched_since_list};
 use crate::kubernetes::telemetry::Metrics;
 use crate::kubernetes::watch::ShortBackoff;
-use crate::kubernetes::watch::{ListProgress, cached_watch, drop_managed_fields, watch_configs};
+use crate::kubernetes::watch::{cached_watch, drop_managed_fields, watch_configs};
 use crate::volume::error::{VolumeError, backend};
 
 /// The source reconciles report refusals under on [`Health`].
@@ -153,10 +153,11 @@ pub async fn run_volume_controller<P: VolumeProvisioner>(
     );
     let (classes, class_events) =
         cached_watch(&client, &all, "storageclasses", &health, drop_managed_fields, &progress, 2);
+    // A list's objects are looked at once every cache holds the list (see `list_progress`).
     let (claim_events, volume_events, class_events) = (
-        claim_events.applied_objects(),
-        volume_events.applied_objects(),
-        class_events.touched_objects(),
+        applied_since_list(claim_events),
+        applied_since_list(volume_events),
+        touched_since_list(class_events),
     );
 
     let reporter = Reporter { controller: config.provisioner_name.clone(), instance: None };
@@ -178,6 +179,7 @@ pub async fn run_volume_controller<P: VolumeProvisioner>(
     let by_class = claims.clone();
     let claims_done = Controller::for_stream(claim_events, claims)
         .watches_stream(class_events, move |class| claims_of_class(&by_class, &class.name_any()))
+        .reconcile_all_on(progress.look_again())
         .trigger_backoff(ShortBackoff::default())
         .with_config(controller::Config::default().concurrency(workers))
         .graceful_shutdown_on(shutdown.clone())
@@ -188,6 +190,7 @@ pub async fn run_volume_controller<P: VolumeProvisioner>(
             }
         });
     let volumes_done = Controller::for_stream(volume_events, volumes)
+        .reconcile_all_on(progress.look_again())
         .trigger_backoff(ShortBackoff::default())
         .with_config(controller::Config::default().concurrency(workers))
         .graceful_shutdown_on(shutdown.clone())
