@@ -22,7 +22,7 @@ use hostpath_provisioner::BucketStore;
 use tokio::io::AsyncWriteExt;
 
 mod support;
-use support::{client, cpu_seconds, median};
+use support::{client, cpu_times, median};
 
 const SMALL: usize = 4 << 10;
 const SMALL_COUNT: usize = 800;
@@ -35,6 +35,8 @@ struct Figure {
     rate: f64,
     unit: &'static str,
     cpu_per_gib: f64,
+    /// The part of `cpu_per_gib` spent in the server's own code rather than the kernel's.
+    user_per_gib: f64,
 }
 
 /// A server under test, running.
@@ -123,10 +125,12 @@ async fn measured<F: Future<Output = (f64, u64)>>(
     load: F,
 ) -> Figure {
     let pid = server.child.id();
-    let before = cpu_seconds(pid);
+    let (user, system) = cpu_times(pid);
     let (rate, bytes) = load.await;
-    let cpu = cpu_seconds(pid) - before;
-    Figure { rate, unit, cpu_per_gib: cpu / (bytes as f64 / GIB) }
+    let (user_after, system_after) = cpu_times(pid);
+    let gib = bytes as f64 / GIB;
+    let user_per_gib = (user_after - user) / gib;
+    Figure { rate, unit, cpu_per_gib: user_per_gib + (system_after - system) / gib, user_per_gib }
 }
 
 /// `count` 4 KiB PUTs (or GETs of what the PUTs wrote) under `prefix`, from `clients` clients at
@@ -233,8 +237,9 @@ fn cell(figures: &[Figure]) -> String {
     let rates: Vec<f64> = figures.iter().map(|f| f.rate).collect();
     let (low, high) = rates.iter().fold((f64::MAX, 0f64), |(l, h), r| (l.min(*r), h.max(*r)));
     let cpu = median(figures.iter().map(|f| f.cpu_per_gib).collect());
+    let user = median(figures.iter().map(|f| f.user_per_gib).collect());
     let unit = figures[0].unit;
-    format!("{:.0} {unit} ({low:.0}-{high:.0}), {cpu:.2}", median(rates))
+    format!("{:.0} {unit} ({low:.0}-{high:.0}), {cpu:.2} ({user:.2} user)", median(rates))
 }
 
 /// Serves a fresh store in `dir` on a free port until killed, after printing the port and a key.
@@ -313,12 +318,13 @@ async fn main() {
         "\nSide by side on this machine ({} cores, release build): the same aws-sdk-s3 client \
          over loopback and the same loads against each server, {ROUNDS} rounds taking turns; \
          each cell is the median rate (lowest-highest) and the median of the server process's \
-         CPU (utime + stime) in seconds per GiB moved\n",
+         CPU (utime + stime) in seconds per GiB moved, with the median of its user part (the \
+         rest is the kernel's: copies, TCP, and on loopback the receiving side's TCP too, charged to the sender)\n",
         std::thread::available_parallelism().map_or(1, |n| n.get()),
     );
     write!(out, "{:<22}", "load").unwrap();
     for (name, _) in &servers {
-        write!(out, " | {name:<32}").unwrap();
+        write!(out, " | {name:<44}").unwrap();
     }
     out.push('\n');
     for (i, (load, _)) in LOADS.iter().enumerate() {
@@ -328,7 +334,7 @@ async fn main() {
                 true => "not measured".to_owned(),
                 false => cell(&figures[server][i]),
             };
-            write!(out, " | {text:<32}").unwrap();
+            write!(out, " | {text:<44}").unwrap();
         }
         out.push('\n');
     }

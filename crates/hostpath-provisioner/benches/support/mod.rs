@@ -28,13 +28,19 @@ pub fn median(mut values: Vec<f64>) -> f64 {
 
 /// CPU seconds (user + system, all threads) of process `pid` so far.
 pub fn cpu_seconds(pid: u32) -> f64 {
+    let (user, system) = cpu_times(pid);
+    user + system
+}
+
+/// CPU seconds of process `pid` so far (all threads), as user and system time.
+pub fn cpu_times(pid: u32) -> (f64, f64) {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     // The command name may hold spaces: fields are counted after its closing parenthesis.
     let rest = &stat[stat.rfind(')').unwrap() + 2..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
     // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
-    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
-    ticks / clock_ticks()
+    let seconds = |field: &str| field.parse::<f64>().unwrap() / clock_ticks();
+    (seconds(fields[11]), seconds(fields[12]))
 }
 
 fn clock_ticks() -> f64 {
