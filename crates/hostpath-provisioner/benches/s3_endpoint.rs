@@ -13,7 +13,7 @@ use hostpath_provisioner::{BucketStore, Quota};
 use tokio::io::AsyncWriteExt;
 
 mod support;
-use support::{client, cpu_seconds, median};
+use support::{client, cpu_times, median};
 
 const SMALL: usize = 4 << 10;
 const SMALL_COUNT: usize = 500;
@@ -196,11 +196,15 @@ async fn fill(s3: &Client, bucket: &str, range: std::ops::Range<usize>) {
     }
 }
 
-/// Seconds and process CPU seconds of `work`.
+/// Seconds and process CPU seconds (user and system) of `work`.
 async fn timed<T>(work: impl Future<Output = T>) -> (f64, f64, T) {
-    let (cpu, started) = (cpu_seconds(std::process::id()), Instant::now());
+    let cpu = || {
+        let (user, system) = cpu_times(std::process::id());
+        user + system
+    };
+    let (before, started) = (cpu(), Instant::now());
     let value = work.await;
-    (started.elapsed().as_secs_f64(), cpu_seconds(std::process::id()) - cpu, value)
+    (started.elapsed().as_secs_f64(), cpu() - before, value)
 }
 
 /// A whole ListObjectsV2 listing of `bucket`, 1,000 keys a page; how many keys it returned.

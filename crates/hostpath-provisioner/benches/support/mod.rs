@@ -26,12 +26,6 @@ pub fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
-/// CPU seconds (user + system, all threads) of process `pid` so far.
-pub fn cpu_seconds(pid: u32) -> f64 {
-    let (user, system) = cpu_times(pid);
-    user + system
-}
-
 /// CPU seconds of process `pid` so far (all threads), as user and system time.
 pub fn cpu_times(pid: u32) -> (f64, f64) {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
