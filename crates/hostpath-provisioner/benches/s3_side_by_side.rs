@@ -319,7 +319,8 @@ async fn main() {
          over loopback and the same loads against each server, {ROUNDS} rounds taking turns; \
          each cell is the median rate (lowest-highest) and the median of the server process's \
          CPU (utime + stime) in seconds per GiB moved, with the median of its user part (the \
-         rest is the kernel's: copies, TCP, and on loopback the receiving side's TCP too, charged to the sender)\n",
+         rest is the kernel's: copies, TCP, and on loopback the receiving side's TCP too, \
+         charged to the sender)\n",
         std::thread::available_parallelism().map_or(1, |n| n.get()),
     );
     write!(out, "{:<22}", "load").unwrap();
