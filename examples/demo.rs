@@ -84,7 +84,7 @@ async fn demo() -> Result<()> {
         format!("AWS_ACCESS_KEY_ID={OPERATOR_KEY}\nAWS_SECRET_ACCESS_KEY={OPERATOR_SECRET}\n");
     std::fs::write(&operator_file, credentials)?;
     std::fs::set_permissions(&operator_file, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
-    let s3_port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let s3_port = test_support::free_port()?;
     step(&format!(
         "starting hostpath-bucket-provisioner: buckets under {}, S3 on 127.0.0.1:{s3_port}",
         root.path().display()

@@ -251,7 +251,7 @@ async fn a_refused_token_and_an_unreachable_garage_say_what_is_wrong() {
     assert!(message.contains(&format!("{}/wrong-token", s.ns)), "names the Secret: {message}");
     assert!(!message.contains("not-the-admin-token"), "never the token: {message}");
 
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = test_support::free_port().unwrap();
     let nowhere = format!("http://127.0.0.1:{port}");
     let down = s.class(&controller.provisioner, &[("adminEndpoint", &nowhere)], "Delete").await;
     s.claim("waiting", spec(&down, "", &[])).await;

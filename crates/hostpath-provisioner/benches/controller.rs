@@ -32,16 +32,12 @@ const LABEL: &str = "bench-claim";
 /// How long the restarted provisioner is watched for requests.
 const AFTER_RESTART: Duration = Duration::from_secs(60);
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 fn start_provisioner(root: &Path, kubeconfig: &Path, workers: usize, metrics: u16) -> Child {
     Command::new(env!("CARGO_BIN_EXE_hostpath-bucket-provisioner"))
         .arg(format!("--root={}", root.display()))
         .arg(format!("--provisioner-name={PROVISIONER}"))
         .arg("--identity=bench-node")
-        .arg(format!("--s3-listen=127.0.0.1:{}", free_port()))
+        .arg(format!("--s3-listen=127.0.0.1:{}", test_support::free_port().unwrap()))
         .arg("--endpoint-host=127.0.0.1")
         .arg(format!("--kubeconfig={}", kubeconfig.display()))
         .arg(format!("--metrics-address=127.0.0.1:{metrics}"))
@@ -165,7 +161,7 @@ async fn main() {
     let namespaces = namespaces(&client, "bench", NAMESPACES).await;
 
     let root = tempfile::tempdir().unwrap();
-    let metrics = free_port();
+    let metrics = test_support::free_port().unwrap();
     let mut provisioner = start_provisioner(root.path(), &kubeconfig, workers, metrics);
     let seen = Arc::new(Mutex::new(Seen::default()));
     let watch = tokio::spawn(watch_claims(client.clone(), seen.clone()));

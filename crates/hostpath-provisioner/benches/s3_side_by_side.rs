@@ -52,10 +52,6 @@ impl Drop for Running {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 /// Waits until `s3` answers and makes the bucket, for servers that start empty.
 async fn make_bucket(s3: &Client, name: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -85,7 +81,7 @@ async fn start_endpoint(dir: &Path) -> Running {
 }
 
 async fn start_minio(bin: &Path, dir: &Path) -> Running {
-    let (port, console) = (free_port(), free_port());
+    let (port, console) = (test_support::free_port().unwrap(), test_support::free_port().unwrap());
     let child = Command::new(bin)
         .args(["server", "--quiet", "--address"])
         .arg(format!("127.0.0.1:{port}"))
@@ -104,7 +100,7 @@ async fn start_minio(bin: &Path, dir: &Path) -> Running {
 }
 
 async fn start_versitygw(bin: &Path, dir: &Path) -> Running {
-    let port = free_port();
+    let port = test_support::free_port().unwrap();
     let child = Command::new(bin)
         .args(["--quiet", "--access", "benchadmin", "--secret", "bench-secret-key", "--port"])
         .arg(format!("127.0.0.1:{port}"))

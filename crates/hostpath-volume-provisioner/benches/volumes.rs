@@ -108,14 +108,14 @@ impl Drop for BtrfsScratch {
 }
 
 fn start_provisioner(root: &Path, kubeconfig: &Path, workers: usize) -> Child {
-    let metrics = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let metrics = test_support::free_port().unwrap();
     program(env!("CARGO_BIN_EXE_hostpath-volume-provisioner"))
         .arg("--usage-metrics-address=off")
         .arg(format!("--root={}", root.display()))
         .arg(format!("--provisioner-name={PROVISIONER}"))
         .arg(format!("--node-name={NODE}"))
         .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .arg(format!("--metrics-address={metrics}"))
+        .arg(format!("--metrics-address=127.0.0.1:{metrics}"))
         .arg(format!("--workers={workers}"))
         // Without the Lease's renewals, every request counted is about claims.
         .arg("--leader-elect=false")

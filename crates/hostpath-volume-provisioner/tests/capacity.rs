@@ -60,7 +60,8 @@ impl World {
 
     /// [`World::start`] with `extra` arguments.
     fn start_with(&self, root: &Path, crash_at: Option<&str>, extra: &[&str]) -> Process {
-        let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let free =
+            || std::net::SocketAddr::from(([127, 0, 0, 1], test_support::free_port().unwrap()));
         let (metrics, usage) = (free(), free());
         let mut command = program(env!("CARGO_BIN_EXE_hostpath-volume-provisioner"));
         command

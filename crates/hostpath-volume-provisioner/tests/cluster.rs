@@ -57,13 +57,13 @@ impl World {
 
     /// The provisioner process for `node` on `root`, as `deploy/hostpath-volumes/` runs it.
     fn start_in(&self, root: &Path, node: &str, extra: &[&str]) -> Child {
-        let metrics = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let metrics = test_support::free_port().unwrap();
         program(env!("CARGO_BIN_EXE_hostpath-volume-provisioner"))
             .arg(format!("--root={}", root.display()))
             .arg(format!("--provisioner-name={}", self.name))
             .arg(format!("--node-name={node}"))
             .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
-            .arg(format!("--metrics-address={metrics}"))
+            .arg(format!("--metrics-address=127.0.0.1:{metrics}"))
             // Several instances on one machine: usage metrics on a free port each.
             .arg("--usage-metrics-address=127.0.0.1:0")
             .args(

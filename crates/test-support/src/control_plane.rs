@@ -6,7 +6,7 @@
 //! The processes run under a [`Supervised`], so however the test process ends they stop and their
 //! working directory is removed: nothing outlives a suite.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -16,7 +16,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-use crate::Supervised;
+use crate::{Supervised, free_port, free_port_on};
 
 /// Environment variable naming a directory that already holds the three binaries.
 pub const BIN_DIR_ENV: &str = "BUCKET_PROVISIONER_CONTROLPLANE_BIN";
@@ -366,14 +366,6 @@ contexts:
 current-context: test
 "
     )
-}
-
-fn free_port() -> Result<u16> {
-    free_port_on(IpAddr::V4(Ipv4Addr::LOCALHOST))
-}
-
-fn free_port_on(address: IpAddr) -> Result<u16> {
-    Ok(std::net::TcpListener::bind((address, 0))?.local_addr()?.port())
 }
 
 /// Runs `openssl` with the words of `fixed` and then the `(option, path)` pairs (paths may hold

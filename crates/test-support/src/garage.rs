@@ -4,7 +4,7 @@
 //! token; connected and given a layout (replication factor 3) by [`GarageCluster::start`] with
 //! Garage's own CLI, as an operator would. Nodes can be killed and restarted.
 
-use std::net::{Ipv4Addr, TcpListener};
+use std::net::Ipv4Addr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -14,7 +14,7 @@ use anyhow::{Context, Result, bail};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 
-use crate::unique_suffix;
+use crate::{free_port, free_port_on, unique_suffix};
 
 /// The environment variable naming the `garage` binary.
 pub const GARAGE_BIN_ENV: &str = "BUCKET_PROVISIONER_GARAGE_BIN";
@@ -78,21 +78,6 @@ pub struct GarageCluster {
     pub admin_token: String,
 }
 
-/// A port free now and never handed out before in this process: the kernel may give a port
-/// just released again, and two clusters of one test binary (or two nodes of one) must not be
-/// given the same one before either binds it.
-fn free_port() -> Result<u16> {
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?.local_addr()?.port();
-        if !given.contains(&port) {
-            given.push(port);
-            return Ok(port);
-        }
-    }
-}
-
 impl GarageCluster {
     /// Starts `count` nodes with replication factor `count.min(3)`, connects them and applies
     /// a layout giving each 1 GB in a zone of its own; returns once every node says the
@@ -113,7 +98,9 @@ impl GarageCluster {
             let node_dir = dir.path().join(format!("node{i}"));
             std::fs::create_dir_all(node_dir.join("meta"))?;
             std::fs::create_dir_all(node_dir.join("data"))?;
-            let (rpc_port, s3_port, admin_port) = (free_port()?, free_port()?, free_port()?);
+            let rpc_port = free_port()?;
+            let (s3_port, admin_port) =
+                (free_port_on(address.into())?, free_port_on(address.into())?);
             let config = node_dir.join("garage.toml");
             std::fs::write(
                 &config,

@@ -9,6 +9,7 @@ mod fault_proxy;
 pub mod garage;
 mod harness;
 mod manifests;
+mod ports;
 mod supervised;
 pub mod volumes;
 
@@ -38,6 +39,7 @@ pub use harness::Harness;
 pub use manifests::{
     Apply, KUSTOMIZATION, apply_manifests, apply_objects, read_manifest_files, read_manifests,
 };
+pub use ports::{free_port, free_port_on};
 pub use supervised::Supervised;
 
 /// How long helpers wait for the cluster to reach an expected state.

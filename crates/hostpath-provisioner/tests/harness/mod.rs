@@ -53,7 +53,7 @@ impl Provisioner {
         extra: &[&str],
         (filter, log): (&str, Stdio),
     ) -> Provisioner {
-        let metrics_port = free_port();
+        let metrics_port = test_support::free_port().unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_hostpath-bucket-provisioner"))
             .arg(format!("--root={}", root.display()))
             .arg(format!("--provisioner-name={name}"))
@@ -93,10 +93,6 @@ impl Provisioner {
     }
 }
 
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 /// One test's world: its namespace, a bucket root, a provisioner name and an S3 port.
 pub struct Env {
     pub client: Client,
@@ -128,7 +124,7 @@ impl Env {
             ns,
             root: tempfile::tempdir().unwrap(),
             name: format!("hostpath.test/{}", unique_suffix()),
-            port: free_port(),
+            port: test_support::free_port().unwrap(),
             kubeconfig: identity.kubeconfig,
         }
     }
