@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Result;
+use aws_sdk_s3::error::DisplayErrorContext;
 use bucket_api::{ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec};
 use k8s_openapi::api::core::v1::{
     ConfigMap, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service, ServicePort,
@@ -354,8 +355,13 @@ async fn hostpath_provisioner_serves_pods_on_a_node() {
     // Ready is not yet routed: the Service's endpoints and the node's rules follow the new pod a
     // moment later. A consumer starting before would be sent to the old pod's address.
     eventually("the hostpath-s3 Service to route to the new pod", || async {
+        // A new client each time: a connection kept from before would still lead to the old pod.
+        let operator = s3_client(&format!("http://{cluster_ip}:9000"), "operator", &admin_key);
         for _ in 0..3 {
-            operator.list_buckets().send().await.ok()?;
+            if let Err(e) = operator.list_buckets().send().await {
+                println!("hostpath-s3 not yet routed to {restarted}: {}", DisplayErrorContext(&e));
+                return None;
+            }
         }
         Some(())
     })

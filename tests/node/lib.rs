@@ -527,8 +527,13 @@ pub fn pod_processes(program: &str) -> Vec<(u32, u32, BTreeMap<String, String>)>
 
 /// An S3 client for `endpoint` signing with the given keys.
 pub fn s3_client(endpoint: &str, key: &str, secret: &str) -> aws_sdk_s3::Client {
+    // A request sent to a pod that is gone fails rather than waits for TCP to give up.
+    let timeouts = aws_sdk_s3::config::timeout::TimeoutConfig::builder()
+        .operation_attempt_timeout(Duration::from_secs(10))
+        .build();
     let config = aws_sdk_s3::Config::builder()
         .behavior_version_latest()
+        .timeout_config(timeouts)
         .region(aws_sdk_s3::config::Region::new("us-east-1"))
         .endpoint_url(endpoint)
         .force_path_style(true)
