@@ -355,7 +355,9 @@ async fn hostpath_provisioner_serves_pods_on_a_node() {
     // Ready is not yet routed: the Service's endpoints and the node's rules follow the new pod a
     // moment later. A consumer starting before would be sent to the old pod's address.
     eventually("the hostpath-s3 Service to route to the new pod", || async {
-        // A new client each time: a connection kept from before would still lead to the old pod.
+        // A new client each time: a kept connection goes on to wherever the node's rules sent it
+        // when it opened (the old pod, or, while the Service had no endpoint, out of the node to
+        // whatever answers there; CI met a 404 from such a server).
         let operator = s3_client(&format!("http://{cluster_ip}:9000"), "operator", &admin_key);
         for _ in 0..3 {
             if let Err(e) = operator.list_buckets().send().await {
