@@ -7,7 +7,8 @@
 //! whose binary is not given is left out, and the table says so.
 //!
 //! The endpoint runs as this program started again with `--serve-endpoint DIR`, so that its CPU
-//! time is its own and not the client's.
+//! time is its own and not the client's. `--only TEXT` runs just the loads whose name holds
+//! TEXT (e.g. `--only "PUT 256"`), for a quick look at one of them.
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write as _};
@@ -255,14 +256,16 @@ async fn serve_endpoint(dir: PathBuf) {
 #[tokio::main]
 async fn main() {
     let mut args = std::env::args().skip(1);
-    let mut append = None;
+    let (mut append, mut only) = (None, String::new());
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--serve-endpoint" => return serve_endpoint(args.next().unwrap().into()).await,
             "--append" => append = args.next(),
+            "--only" => only = args.next().unwrap_or_default(),
             _ => {}
         }
     }
+    let loads: Vec<usize> = (0..LOADS.len()).filter(|i| LOADS[*i].0.contains(&only)).collect();
     let scratch = tempfile::tempdir().unwrap();
     let source = scratch.path().join("large.bin");
     let mut file = tokio::fs::File::create(&source).await.unwrap();
@@ -299,8 +302,8 @@ async fn main() {
         for turn in 0..running.len() {
             let index = running[(round + turn) % running.len()];
             let server = servers[index].1.as_ref().unwrap();
-            for (load, (_, kind)) in LOADS.iter().enumerate() {
-                let figure = run_load(server, &source, *kind, round).await;
+            for &load in &loads {
+                let figure = run_load(server, &source, LOADS[load].1, round).await;
                 figures[index][load].push(figure);
             }
         }
@@ -324,8 +327,8 @@ async fn main() {
         write!(out, " | {name:<44}").unwrap();
     }
     out.push('\n');
-    for (i, (load, _)) in LOADS.iter().enumerate() {
-        write!(out, "{load:<22}").unwrap();
+    for &i in &loads {
+        write!(out, "{:<22}", LOADS[i].0).unwrap();
         for (server, _) in servers.iter().enumerate() {
             let text = match figures[server][i].is_empty() {
                 true => "not measured".to_owned(),

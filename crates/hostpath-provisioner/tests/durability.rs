@@ -81,7 +81,8 @@ async fn an_acknowledged_put_is_synced_all_the_way_to_its_name() {
         .arg(&log)
         .args([
             "-e",
-            "trace=mkdir,mkdirat,rename,renameat,renameat2,fsync,fdatasync,fsetxattr,writev",
+            "trace=mkdir,mkdirat,rename,renameat,renameat2,fsync,fdatasync,fsetxattr,write,writev,\
+             pwrite64,pwritev,pwritev2",
         ])
         .args(["-p", &std::process::id().to_string()])
         .stdout(Stdio::null())
@@ -97,10 +98,12 @@ async fn an_acknowledged_put_is_synced_all_the_way_to_its_name() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    // New directories, one made already, the bucket's own, and a replacement.
-    let keys = ["fresh/deeper/object", "fresh/second", "top-level", "top-level"];
+    // New directories, one made already, the bucket's own, a replacement, and a body large
+    // enough to be written by a thread of its own while it arrives.
+    let keys = ["fresh/deeper/object", "fresh/second", "top-level", "top-level", "large"];
     for key in keys {
-        let body = common::pattern(7, 4096);
+        let size = if key == "large" { 3 << 20 } else { 4096 };
+        let body = common::pattern(7, size);
         s3.put_object().bucket("durable").key(key).body(body.into()).send().await.unwrap();
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -119,6 +122,7 @@ async fn an_acknowledged_put_is_synced_all_the_way_to_its_name() {
         let before = &all[start..answer];
         let mut named = 0;
         let mut made = 0;
+        let mut written = 0;
         for (i, call) in before.iter().enumerate() {
             let under_root = |p: &String| p.starts_with(&root);
             match call.name.as_str() {
@@ -144,6 +148,18 @@ async fn an_acknowledged_put_is_synced_all_the_way_to_its_name() {
                          answer:\n{log}"
                     );
                 }
+                // Every byte written is covered by a sync that comes after it, whichever thread
+                // wrote it.
+                "write" | "pwrite64" | "writev" | "pwritev" | "pwritev2"
+                    if call.paths.first().is_some_and(under_root) =>
+                {
+                    written += 1;
+                    let file = &call.paths[0];
+                    assert!(
+                        synced(&before[i..], file),
+                        "{file} written after its last sync before the answer:\n{log}"
+                    );
+                }
                 // Metadata attached to a file is synced by the file's own sync.
                 "fsetxattr" => {
                     let file = &call.paths[0];
@@ -156,6 +172,7 @@ async fn an_acknowledged_put_is_synced_all_the_way_to_its_name() {
             }
         }
         assert!(named >= 1, "the data was renamed into place:\n{log}");
+        assert!(written >= 1, "the data was written:\n{log}");
         let syncs = before.iter().filter(|c| is_sync(c)).count();
         // Each directory made costs the sync of its name in its parent; beyond those, the data
         // (with its metadata) and its name in its directory.
@@ -164,8 +181,12 @@ async fn an_acknowledged_put_is_synced_all_the_way_to_its_name() {
         start = answer + 1;
     }
     eprintln!("fsyncs per PUT of {keys:?}: {syncs_per_put:?}");
-    let object = server.store.bucket_path("durable").unwrap().join("fresh/deeper/object");
-    assert_eq!(std::fs::read(object).unwrap(), common::pattern(7, 4096));
+    let bucket = server.store.bucket_path("durable").unwrap();
+    assert_eq!(
+        std::fs::read(bucket.join("fresh/deeper/object")).unwrap(),
+        common::pattern(7, 4096)
+    );
+    assert!(std::fs::read(bucket.join("large")).unwrap() == common::pattern(7, 3 << 20));
     // What was synced with the data is the object's metadata: its ETag is the body's MD5.
     let head = s3.head_object().bucket("durable").key("top-level").send().await.unwrap();
     let md5 = format!("\"{}\"", hex::encode(md5::Md5::digest(common::pattern(7, 4096))));

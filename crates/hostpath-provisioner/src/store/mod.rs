@@ -39,6 +39,7 @@
 //! reading, writing or deleting through one is refused.
 
 mod attached;
+mod body_writer;
 mod checksum;
 mod commit;
 mod dir_cache;

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use md5::{Digest, Md5};
-use tokio::io::{AsyncWriteExt, BufWriter};
 
 use super::attached::DataFile;
+use super::body_writer::{BodyHashes, BodyWriter};
 use super::checksum::{self, Checksum, ChecksumCheck, ChecksumType, ExpectedChecksum, Hasher};
 use super::commit::{IN_MEMORY, Spooled, TempFile, remove_if_exists};
 use super::durable::{create_dir_durably, settle_dir};
@@ -23,6 +23,14 @@ use super::{BucketStore, KeyPath, StoreError, parse_key};
 
 /// Chunk size for copies done by the store itself: bounds memory per request.
 pub(super) const COPY_BUF: usize = 1 << 20;
+
+/// Where a PUT's body is while it arrives.
+enum Receiving {
+    /// Small so far: in memory, hashed here.
+    Memory(Vec<u8>, Box<BodyHashes>),
+    /// Past [`IN_MEMORY`]: in a temporary file, hashed and written by its writer's thread.
+    Spilled(TempFile, BodyWriter),
+}
 
 impl BucketStore {
     /// The bucket's data directory, which must exist as a real directory.
@@ -192,57 +200,59 @@ impl BucketStore {
         S: Stream<Item = Result<Bytes, E>> + Send + Unpin,
         E: Display,
     {
-        // In memory while it is small; then a temporary file behind a bounded write buffer.
+        // In memory while it is small; then a temporary file, written by a thread of its own.
         let declared = check.length.and_then(|n| usize::try_from(n).ok());
-        let mut memory = Vec::with_capacity(declared.unwrap_or(0).min(IN_MEMORY));
-        let mut spool: Option<(TempFile, BufWriter<tokio::fs::File>)> = None;
-        let mut hash = Md5::new();
-        let mut extra = check.checksum.as_ref().map(|c| Hasher::new(c.algorithm));
+        let memory = Vec::with_capacity(declared.unwrap_or(0).min(IN_MEMORY));
+        let extra = check.checksum.as_ref().map(|c| Hasher::new(c.algorithm));
+        let mut state = Receiving::Memory(memory, Box::new(BodyHashes { md5: Md5::new(), extra }));
         let mut size = 0u64;
         while let Some(chunk) = body.next().await {
             let chunk = chunk.map_err(|e| StoreError::Body(e.to_string()))?;
-            hash.update(&chunk);
-            if let Some(extra) = &mut extra {
-                extra.update(&chunk);
-            }
             size += chunk.len() as u64;
             if let Some(expected) = check.length
                 && size > expected
             {
                 return Err(StoreError::IncompleteBody { expected, actual: size });
             }
-            match &mut spool {
-                Some((_, out)) => out.write_all(&chunk).await?,
-                None if memory.len() + chunk.len() <= IN_MEMORY => memory.extend_from_slice(&chunk),
-                None => {
-                    let (temp, file) = self.blocking(|store| store.temp_file()).await?;
-                    let file = tokio::fs::File::from_std(file);
-                    let mut out = BufWriter::with_capacity(IN_MEMORY, file);
-                    out.write_all(&std::mem::take(&mut memory)).await?;
-                    out.write_all(&chunk).await?;
-                    spool = Some((temp, out));
+            state = match state {
+                Receiving::Spilled(temp, mut writer) => {
+                    writer.push(chunk).await?;
+                    Receiving::Spilled(temp, writer)
                 }
-            }
+                Receiving::Memory(mut memory, mut hashes)
+                    if memory.len() + chunk.len() <= IN_MEMORY =>
+                {
+                    hashes.update(&chunk);
+                    memory.extend_from_slice(&chunk);
+                    Receiving::Memory(memory, hashes)
+                }
+                Receiving::Memory(memory, hashes) => {
+                    let (temp, file) = self.blocking(|store| store.temp_file()).await?;
+                    let mut writer = BodyWriter::start(file, *hashes, memory);
+                    writer.push(chunk).await?;
+                    Receiving::Spilled(temp, writer)
+                }
+            };
         }
         if let Some(expected) = check.length
             && size != expected
         {
             return Err(StoreError::IncompleteBody { expected, actual: size });
         }
-        let md5: [u8; 16] = hash.finalize().into();
+        let (body, hashes) = match state {
+            Receiving::Memory(memory, hashes) => (Spooled::Memory(memory), *hashes),
+            Receiving::Spilled(temp, writer) => {
+                let (file, hashes) = writer.finish().await?;
+                (Spooled::File(temp, file), hashes)
+            }
+        };
+        let md5: [u8; 16] = hashes.md5.finalize().into();
         if check.md5.is_some_and(|sent| sent != md5) {
             return Err(StoreError::BadDigest);
         }
-        let checksum = match (check.checksum, extra) {
+        let checksum = match (check.checksum, hashes.extra) {
             (Some(wanted), Some(extra)) => Some(verify(wanted, extra.finalize())?),
             _ => None,
-        };
-        let body = match spool {
-            Some((temp, mut out)) => {
-                out.flush().await?;
-                Spooled::File(temp, out.into_inner().into_std().await)
-            }
-            None => Spooled::Memory(memory),
         };
         Ok(Received { body, md5, size, checksum })
     }
