@@ -849,3 +849,67 @@ async fn multipart_abort_and_small_parts() {
 
     server.stop().await;
 }
+
+/// Large bodies go from their files to the socket in the kernel; what arrives must be the
+/// object's bytes exactly, whole or in ranges, one after another on a kept connection, between
+/// small ones, and side by side on several.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_gets_arrive_exactly_in_every_shape() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(tmp.path()).await;
+    let key = server.bucket_with_key("large", "obc-large").await;
+    let s3 = server.client(&key);
+    let sizes = [1 << 20, (1 << 20) + 1, 7 * (1 << 20) + 12_345];
+    for (i, size) in sizes.iter().enumerate() {
+        let data = pattern(i as u64 + 40, *size);
+        s3.put_object()
+            .bucket("large")
+            .key(format!("o{i}"))
+            .body(data.into())
+            .send()
+            .await
+            .unwrap();
+    }
+    s3.put_object()
+        .bucket("large")
+        .key("small")
+        .body(b"small".to_vec().into())
+        .send()
+        .await
+        .unwrap();
+
+    // One after another (the client keeps its connection), with a small one in between.
+    for round in 0..2 {
+        for (i, size) in sizes.iter().enumerate() {
+            let got = body(&s3, "large", &format!("o{i}")).await;
+            assert!(got == pattern(i as u64 + 40, *size), "o{i} round {round}: wrong bytes");
+            assert_eq!(body(&s3, "large", "small").await, b"small");
+        }
+    }
+    // Ranges, including ones below the size sent from the file.
+    let data = pattern(42, sizes[2]);
+    let len = data.len();
+    for (range, expected) in [
+        ("bytes=0-1048575".to_string(), &data[..1 << 20]),
+        ("bytes=5-3000000".to_string(), &data[5..3_000_001]),
+        ("bytes=-2000000".to_string(), &data[len - 2_000_000..]),
+        (format!("bytes={}-", len - 10), &data[len - 10..]),
+        ("bytes=100-199".to_string(), &data[100..200]),
+    ] {
+        let out = s3.get_object().bucket("large").key("o2").range(&range).send().await.unwrap();
+        let got = out.body.collect().await.unwrap().into_bytes();
+        assert!(got == expected, "{range}: {} bytes, {} expected", got.len(), expected.len());
+    }
+    // Side by side, each on a connection of its own.
+    let gets = (0..4).map(|n| {
+        let s3 = server.client(&key);
+        async move { (n, body(&s3, "large", &format!("o{}", n % 3)).await) }
+    });
+    for (n, got) in futures::future::join_all(gets).await {
+        assert!(got == pattern(n % 3 + 40, sizes[n as usize % 3]), "parallel GET {n}");
+    }
+    // A HEAD of a large object sends no body, and the connection goes on serving.
+    let head = s3.head_object().bucket("large").key("o2").send().await.unwrap();
+    assert_eq!(head.content_length(), Some(sizes[2] as i64));
+    assert!(body(&s3, "large", "o1").await == pattern(41, sizes[1]));
+}

@@ -18,6 +18,7 @@ use s3s::{Body, HttpError, HttpResponse, S3Error, S3ErrorCode, s3_error};
 use subtle::ConstantTimeEq;
 
 use super::spool;
+use super::zero_copy::FileSends;
 use crate::store::BucketStore;
 
 /// Largest difference between a signed request's time and ours that S3 accepts.
@@ -38,6 +39,8 @@ pub struct Endpoint {
     s3: S3Service,
     store: Arc<BucketStore>,
     answers: Option<Metrics>,
+    /// The connection this copy serves, for bodies sent from their files (HTTP/1 only).
+    sends: Option<Arc<FileSends>>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -48,7 +51,7 @@ impl std::fmt::Debug for Endpoint {
 
 impl Endpoint {
     pub(super) fn new(s3: S3Service, store: Arc<BucketStore>) -> Self {
-        Self { s3, store, answers: None }
+        Self { s3, store, answers: None, sends: None }
     }
 
     /// Counts every answer by status class in `metrics`
@@ -138,6 +141,13 @@ fn sign_v2(secret: &str, string_to_sign: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
 }
 
+impl Endpoint {
+    /// This endpoint for one connection: its large GET bodies are sent from their files.
+    pub(super) fn on_connection(&self, sends: Arc<FileSends>) -> Self {
+        Self { sends: Some(sends), ..self.clone() }
+    }
+}
+
 impl hyper::service::Service<Request<hyper::body::Incoming>> for Endpoint {
     type Response = HttpResponse;
     type Error = HttpError;
@@ -145,8 +155,15 @@ impl hyper::service::Service<Request<hyper::body::Incoming>> for Endpoint {
 
     fn call(&self, req: Request<hyper::body::Incoming>) -> Self::Future {
         let this = self.clone();
+        let mut req = req.map(Body::from);
+        // HTTP/2 frames a body's bytes itself: only HTTP/1 passes them to the socket as they are.
+        if let Some(sends) = &self.sends
+            && req.version() <= http::Version::HTTP_11
+        {
+            req.extensions_mut().insert(sends.clone());
+        }
         Box::pin(async move {
-            let answer = this.call(req.map(Body::from)).await;
+            let answer = this.call(req).await;
             if let (Some(metrics), Ok(response)) = (&this.answers, &answer) {
                 metrics.s3_response(response.status().as_u16());
             }

@@ -6,7 +6,8 @@
 //! CreateBucket or DeleteBucket; the operator key (see [`crate::admin`]) on everything. Bodies
 //! are streamed between the socket and the files in both directions; no object is ever held
 //! whole in memory (a PUT sent without a length is first written to an unnamed scratch file,
-//! see `spool`).
+//! see `spool`). A large GET's body goes from its file to the socket in the kernel (`sendfile`,
+//! see `zero_copy`).
 //!
 //! The jobs, a file each: `server` (the HTTP server and the service it runs), `auth` (keys and
 //! who may do what), `convert` (between `s3s`'s types and the store's), `handlers` (the
@@ -25,6 +26,7 @@ mod handlers;
 mod rules;
 mod server;
 mod spool;
+mod zero_copy;
 
 pub use auth::{BucketAccess, KeyAuth};
 pub use front::{Endpoint, MAX_CLOCK_SKEW, MAX_PRESIGNED_EXPIRY_SECS, RequestId};

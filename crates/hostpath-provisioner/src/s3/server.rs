@@ -12,6 +12,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use s3s::service::S3ServiceBuilder;
 use tokio::net::TcpListener;
 
+use super::zero_copy::{FileSends, SendfileStream};
 use super::{BucketAccess, Endpoint, HostPathS3, KeyAuth};
 use crate::store::BucketStore;
 
@@ -56,7 +57,10 @@ pub async fn serve_endpoint(
                 if let Err(e) = stream.set_nodelay(true) {
                     tracing::debug!(%peer, error = %e, "could not disable Nagle's algorithm");
                 }
-                let conn = builder.serve_connection(TokioIo::new(stream), service.clone());
+                let sends = Arc::new(FileSends::default());
+                let stream = SendfileStream::new(stream, sends.clone());
+                let service = service.on_connection(sends);
+                let conn = builder.serve_connection(TokioIo::new(stream), service);
                 let conn = graceful.watch(conn.into_owned());
                 tokio::spawn(async move {
                     if let Err(e) = conn.await {

@@ -1,5 +1,7 @@
 //! Object operations: writing, reading, describing, deleting and copying one object.
 
+use std::sync::Arc;
+
 use s3s::dto::*;
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result, s3_error};
 
@@ -7,6 +9,7 @@ use super::HostPathS3;
 use crate::s3::body::ObjectBody;
 use crate::s3::convert::*;
 use crate::s3::rules;
+use crate::s3::zero_copy::{FileSends, MIN_ZERO_COPY, ZeroCopyBody};
 use crate::store::{Checksum, ChecksumType, ObjectInfo};
 
 impl HostPathS3 {
@@ -56,6 +59,7 @@ impl HostPathS3 {
         req: S3Request<GetObjectInput>,
     ) -> S3Result<S3Response<GetObjectOutput>> {
         let input = req.input;
+        let connection = req.extensions.get::<Arc<FileSends>>().cloned();
         let (info, file) =
             self.store.open_object(&input.bucket, &input.key).await.map_err(s3_err)?;
         rules::ReadConditions {
@@ -67,7 +71,12 @@ impl HostPathS3 {
         .check_read(&info)?;
         let served = served_part(&info, input.range.as_ref(), input.part_number)?;
         let (start, end) = (served.start, served.end);
-        let body = file.map(|file| StreamingBlob::new(ObjectBody::new(file, start..end)));
+        let body = file.map(|file| match connection {
+            Some(sends) if end - start >= MIN_ZERO_COPY => {
+                StreamingBlob::new(ZeroCopyBody::new(file, start, end, sends))
+            }
+            _ => StreamingBlob::new(ObjectBody::new(file, start..end)),
+        });
         let content_range = served
             .partial
             .then(|| format!("bytes {start}-{}/{}", end.saturating_sub(1), info.size));
