@@ -310,7 +310,8 @@ async fn a_pod_is_held_to_its_loop_volume_and_writes_more_once_it_grew() -> Resu
 }
 
 /// Unmounts (lazily) every mount beneath a directory, then the directory's own, when dropped,
-/// however the test ends.
+/// however the test ends; then unseals the volumes' mount points (immutable while nothing is
+/// mounted on them), which would otherwise keep the directory, and the images in it, on disk.
 struct UnmountBeneath(PathBuf);
 
 impl Drop for UnmountBeneath {
@@ -323,5 +324,10 @@ impl Drop for UnmountBeneath {
             }
         }
         let _ = run("umount", &["-l".as_ref(), self.0.as_os_str()]);
+        for entry in std::fs::read_dir(&self.0).into_iter().flatten().flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                let _ = run("chattr", &["-i".as_ref(), entry.path().as_os_str()]);
+            }
+        }
     }
 }
