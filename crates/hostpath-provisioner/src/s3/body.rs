@@ -1,5 +1,6 @@
-//! Object bodies sent to clients: large positioned reads on the blocking pool, one read ahead
-//! of the socket, rather than many small reads that each hop between threads.
+//! Object bodies read into the process (those `zero_copy` does not send from the file: small
+//! ones, and any over HTTP/2): large positioned reads on the blocking pool, one read ahead of the
+//! socket, rather than many small reads that each hop between threads.
 
 use std::fs::File;
 use std::io;

@@ -60,6 +60,11 @@ impl Endpoint {
         Self { answers: Some(metrics), ..self }
     }
 
+    /// This endpoint for one connection: its large GET bodies are sent from their files.
+    pub(super) fn on_connection(&self, sends: Arc<FileSends>) -> Self {
+        Self { sends: Some(sends), ..self.clone() }
+    }
+
     /// Serves one request; the body type is whatever `s3s` accepts.
     pub async fn call(&self, mut req: Request<Body>) -> Result<HttpResponse, HttpError> {
         let id = new_request_id();
@@ -139,13 +144,6 @@ fn sign_v2(secret: &str, string_to_sign: &str) -> String {
     };
     mac.update(string_to_sign.as_bytes());
     base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
-}
-
-impl Endpoint {
-    /// This endpoint for one connection: its large GET bodies are sent from their files.
-    pub(super) fn on_connection(&self, sends: Arc<FileSends>) -> Self {
-        Self { sends: Some(sends), ..self.clone() }
-    }
 }
 
 impl hyper::service::Service<Request<hyper::body::Incoming>> for Endpoint {

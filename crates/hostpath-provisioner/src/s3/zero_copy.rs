@@ -10,11 +10,11 @@
 //! This relies on hyper passing the body's chunks to `poll_write_vectored` as they are, which it
 //! does for HTTP/1 on a socket that writes vectors (its queue strategy), and on it writing every
 //! chunk it takes from a body in the order taken (it drops one only when the connection is
-//! closing, and the connection's ranges go with it). Should a placeholder
-//! ever be copied instead (a future hyper, or HTTP/2, which frames the data), the copy would be
-//! sent as the object's bytes. That must fail loudly: the placeholder is one random 64-byte block
-//! repeated, and while placeholders are pending, a plain write that holds the block closes the
-//! connection instead of sending it. The client then sees a body cut short, never wrong bytes.
+//! closing, and the connection's ranges go with it). Should a placeholder ever be copied instead
+//! (a future hyper, or HTTP/2, which frames the data), the copy would be sent as the object's
+//! bytes. That must fail loudly: the placeholder is one random 64-byte block repeated, and while
+//! placeholders are pending, a plain write that holds the block closes the connection instead of
+//! sending it. The client then sees a body cut short, never wrong bytes.
 
 use std::collections::VecDeque;
 use std::fs::File;
