@@ -5,9 +5,10 @@ mod harness;
 
 use std::collections::BTreeMap;
 
-use bucket_api::{AccessMode, ClaimPhase, ObjectBucketClaimSpec};
+use bucket_api::{AccessMode, ClaimPhase, ObjectBucket, ObjectBucketClaimSpec};
 use harness::*;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 use test_support::eventually;
@@ -96,4 +97,44 @@ async fn a_write_only_claim_writes_and_is_widened_through_update() {
         .await;
     let claim = tenant.claims.get("shipper").await.unwrap();
     assert_eq!(claim.status.unwrap().access_mode, Some(AccessMode::ReadWrite));
+}
+
+#[tokio::test]
+async fn a_claim_held_to_a_narrowed_class_shows_the_mode_its_key_has() {
+    let env = Env::new("hp-narrow").await;
+    let _provisioner = env.start("node-a");
+    let class = env.class(&[], "Delete").await;
+    let tenant = env.scoped_tenant("hp-narrow-t").await;
+    let claim = ObjectBucketClaimSpec {
+        generate_bucket_name: Some("wide".into()),
+        ..spec(&class, &[("accessMode", "ReadWrite")])
+    };
+    tenant.create("wide", claim).await;
+    tenant.wait("wide", ClaimPhase::Bound, "Bound").await;
+    let (s3, bucket) = tenant.s3_for("wide").await;
+    put(&s3, &bucket, "before", b"written").await.unwrap();
+
+    // The operator narrows the class (parameters are immutable: replaced under its name).
+    let classes: Api<StorageClass> = Api::all(env.client.clone());
+    let mut narrowed = classes.get(&class).await.unwrap();
+    classes.delete(&class, &Default::default()).await.unwrap();
+    eventually("the class to be gone", || async {
+        classes.get_opt(&class).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    narrowed.metadata = ObjectMeta { name: Some(class.clone()), ..Default::default() };
+    narrowed.parameters = Some(BTreeMap::from([("limitAccessMode".into(), "ReadOnly".into())]));
+    classes.create(&PostParams::default(), &narrowed).await.unwrap();
+
+    let claim = tenant.wait("wide", ClaimPhase::Failed, "ExceedsClassLimit").await;
+    let ob_name = claim.spec.object_bucket_name.clone().unwrap();
+    let ob: ObjectBucket = Api::all(env.client.clone()).get(&ob_name).await.unwrap();
+    assert_eq!(bucket_provisioner::access_mode_of(&ob), AccessMode::ReadOnly);
+    assert_eq!(put(&s3, &bucket, "after", b"refused").await.unwrap_err(), "AccessDenied");
+    assert_eq!(get(&s3, &bucket, "before").await.unwrap(), b"written");
+    assert_eq!(
+        claim.status.unwrap().access_mode,
+        Some(AccessMode::ReadOnly),
+        "the status says the mode the key has"
+    );
 }

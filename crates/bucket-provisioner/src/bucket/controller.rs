@@ -23,6 +23,7 @@ use bucket_api::contract::annotations;
 use crate::Provisioner;
 use crate::bucket::context::Context;
 use crate::bucket::error::Error;
+use crate::bucket::observe::observe;
 use crate::bucket::status::{ClaimState, set_claim_status};
 use crate::bucket::sweep::{count_phases, sweep};
 use crate::bucket::{cleanup, provision};
@@ -361,8 +362,12 @@ async fn report<P>(
         Api::namespaced(ctx.client.clone(), &claim.namespace().unwrap_or_default());
     // Status goes on the newest version: earlier phases of this reconcile may have changed it.
     let Some(latest) = ctx.caches.claim(claim) else { return Ok(Action::await_change()) };
-    // A failure changes nothing in force: the mode a bound claim had stays shown.
-    let access_mode = latest.status.as_ref().and_then(|s| s.access_mode);
+    // The mode in force is the one the claim's key has, as its ObjectBucket records it: a class
+    // narrowed under a bound claim is applied before the claim fails for asking more.
+    let access_mode = match observe(&latest, ctx).bound {
+        Some(bound) => Some(crate::access_mode_of(&bound)),
+        None => latest.status.as_ref().and_then(|s| s.access_mode),
+    };
     let credentials = latest.status.as_ref().and_then(|s| s.credentials.clone());
     let state = ClaimState { phase, ready: false, reason, message, access_mode, credentials };
     if let Some(written) = set_claim_status(&api, &latest, &state).await? {
