@@ -353,9 +353,15 @@ async fn foreign_secret_is_never_overwritten() {
     let secret = s.secrets.get("taken").await.unwrap();
     assert_eq!(secret.data.unwrap().keys().collect::<Vec<_>>(), ["password"]);
     // The controller caches only its own Secrets, so it learns of a foreign one when writing:
-    // the bucket is made once, and while the Secret stays in the way the backend is not asked
-    // again, however often the claim is re-checked.
+    // the bucket is made once, then taken back with everything written for the claim, and while
+    // the Secret stays in the way the backend is not asked again, however often the claim is
+    // re-checked.
     assert_eq!(s.backend.calls(Op::Provision), 1);
+    assert_eq!(s.backend.calls(Op::Delete), 1, "what was made for the refused claim is deleted");
+    assert_eq!(s.backend.buckets(), Default::default(), "the refused claim holds no bucket");
+    let ob = s.buckets.get_opt(&object_bucket_name(&s.ns, "taken")).await.unwrap();
+    assert!(ob.is_none(), "no ObjectBucket records a bucket for the refused claim: {ob:?}");
+    assert!(s.config_maps.get_opt("taken").await.unwrap().is_none(), "nor a ConfigMap");
     let rechecks = controller.reconciles() + 2;
     eventually("the claim to be re-checked", || async {
         (controller.reconciles() >= rechecks).then_some(())

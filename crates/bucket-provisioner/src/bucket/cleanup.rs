@@ -329,7 +329,8 @@ async fn release<P>(
     remove_bucket_finalizer(buckets, record, ctx).await
 }
 
-async fn delete_object_bucket<P>(
+/// Lets the ObjectBucket go: our finalizer off, then deleted.
+pub(crate) async fn delete_object_bucket<P>(
     buckets: &Api<ObjectBucket>,
     record: &ObjectBucket,
     ctx: &Context<P>,

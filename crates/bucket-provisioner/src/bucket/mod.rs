@@ -7,7 +7,8 @@
 //! - `sweep`, [`usage`]: the loops beside the controller: orphaned ObjectBuckets and
 //!   what bound buckets hold.
 //! - [`objects`], [`naming`], `ownership`: what is written, under which names, and the
-//!   checks that keep the controller off what is not its claim's.
+//!   checks that keep the controller off what is not its claim's; `withdraw`: what a claim
+//!   refused for a Secret or ConfigMap not its own gives back.
 //! - [`limits`], [`quantity`]: what a StorageClass lets its claims ask for (quotas, access
 //!   modes), and how quota values read.
 //! - [`rotation`]: a bound claim's key replaced by a new one, on demand or on a schedule;
@@ -35,3 +36,4 @@ pub mod sharing;
 pub mod status;
 pub(crate) mod sweep;
 pub mod usage;
+pub(crate) mod withdraw;

@@ -29,14 +29,30 @@ use crate::bucket::plan::{
 };
 use crate::bucket::rotation;
 use crate::bucket::sharing;
+use crate::bucket::withdraw::withdraw;
 use crate::kubernetes::cache::key;
 use crate::{BackendError, BucketOptions, ProvisionedBucket, Provisioner};
 
 /// How often one reconcile generates a new name after the backend says a generated one is taken.
 const NAME_ATTEMPTS: usize = 3;
 
-/// Brings a live claim (finalizer already in place) to Bound.
+/// Brings a live claim (finalizer already in place) to Bound. One refused because a Secret or
+/// ConfigMap of its name is not its own holds nothing issued for it (see
+/// [`crate::bucket::withdraw`]).
 pub async fn apply<P: Provisioner>(
+    claim: Arc<ObjectBucketClaim>,
+    ctx: &Context<P>,
+) -> Result<Action, Error> {
+    match bind(claim.clone(), ctx).await {
+        Err(refused @ (Error::ForeignSecret(_) | Error::ForeignConfigMap(_))) => {
+            withdraw(&claim, ctx).await?;
+            Err(refused)
+        }
+        other => other,
+    }
+}
+
+async fn bind<P: Provisioner>(
     claim: Arc<ObjectBucketClaim>,
     ctx: &Context<P>,
 ) -> Result<Action, Error> {
@@ -281,11 +297,12 @@ async fn write_results<P: Provisioner>(
         }
     };
     let bucket = ctx.caches.buckets.wrote(bucket);
-    // The rest depends on the record only, not on each other: written side by side.
+    // The rest depends on the record only, not on each other: written side by side, and both
+    // to the end, so that a refusal of one finds the other written (or not) for sure.
     let secret = objects::secret(claim, &ctx.name, &provisioned.credentials);
     let config_map =
         objects::config_map(claim, &ctx.name, &provisioned.endpoint, &plan.bucket_name);
-    tokio::try_join!(
+    let (secret, config_map) = tokio::join!(
         ensure_owned(
             &observed.secrets,
             &ctx.caches.secrets,
@@ -300,7 +317,8 @@ async fn write_results<P: Provisioner>(
             &observed.uid,
             Error::ForeignConfigMap,
         ),
-    )?;
+    );
+    secret.and(config_map)?;
     Ok(bucket)
 }
 

@@ -15,6 +15,7 @@
 //! | `additionalConfig` (or its StorageClass's limits) changed | — | [`Provisioner::update`] |
 //! | deleted, bucket created for it, policy `Delete` | — | [`Provisioner::delete`] |
 //! | deleted, otherwise | — | [`Provisioner::revoke`] |
+//! | refused, never Bound, for a Secret or ConfigMap of its name not its own | — | `delete` or `revoke`, as if deleted |
 //! | bound, every usage interval | — | [`Provisioner::usage`] (optional) |
 //! | rotation asked for, or due by the StorageClass's `rotationPeriod` | — | [`Provisioner::rotate`] (optional) |
 //! | the previous key's overlap window is over | — | [`Provisioner::retire_key`] (optional) |

@@ -35,8 +35,9 @@ impl Versioned for Summary {
         self.resource_version
     }
 
-    /// The library never deletes Secrets or ConfigMaps (the garbage collector does), so their
-    /// summaries need no UID to tell a deleted object from a new one of the same name.
+    /// The library deletes a Secret or ConfigMap only to take back what it wrote for a refused
+    /// claim, and writes none under that name until the claim is tried again (which records
+    /// its write), so summaries need no UID to tell a deleted object from a new one.
     fn object_uid(&self) -> Option<&str> {
         None
     }
@@ -168,6 +169,11 @@ impl<K: Summarized> Summaries<K> {
         self.writes.wrote_as(key_of(object.meta()), object.summary())
     }
 
+    /// Remembers that `namespace/name` was just deleted by us.
+    pub(crate) fn deleted(&self, namespace: &str, name: &str) {
+        self.writes.deleted_as((namespace.to_owned(), name.to_owned()));
+    }
+
     /// How many objects the cache holds.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
@@ -267,5 +273,23 @@ mod tests {
 
         summaries.apply(&watcher::Event::Delete(secret("a", "11", "c", "AK3")));
         assert_eq!(summaries.len(), 0);
+    }
+
+    #[test]
+    fn our_deletion_hides_the_object_whether_or_not_the_watch_saw_it() {
+        let summaries = Summaries::<Secret>::default();
+        // Written and deleted before the watch delivered either.
+        summaries.wrote(&secret("a", "5", "c", "AK1"));
+        summaries.deleted("ns", "a");
+        assert!(summaries.get("ns", "a").is_none());
+        // Seen by the watch, deleted by us, and the watch not caught up yet.
+        summaries.apply(&watcher::Event::Apply(secret("b", "6", "c", "AK1")));
+        summaries.deleted("ns", "b");
+        assert!(summaries.get("ns", "b").is_none());
+        summaries.apply(&watcher::Event::Delete(secret("b", "7", "c", "AK1")));
+        assert!(summaries.get("ns", "b").is_none());
+        // Written again afterwards: ours again.
+        summaries.wrote(&secret("b", "8", "c", "AK2"));
+        assert!(summaries.get("ns", "b").unwrap().same_data(&secret("b", "8", "c", "AK2")));
     }
 }

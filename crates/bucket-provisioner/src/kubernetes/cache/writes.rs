@@ -90,6 +90,12 @@ impl<V: Versioned> Writes<V> {
         value
     }
 
+    /// Remembers that the object under `key` was just deleted, for kinds whose cached copies
+    /// keep no UID: until the watch drops it, any copy under `key` is the deleted one.
+    pub(crate) fn deleted_as(&self, key: Key) {
+        self.remember(key, Written::Deleted(None));
+    }
+
     fn remember(&self, key: Key, what: Written<V>) {
         let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
