@@ -212,7 +212,7 @@ async fn part_numbers_past_the_parts_are_invalid_part_number() {
             .send()
             .await
             .unwrap_err();
-        assert_eq!((code(&err).as_str(), status(&err)), ("InvalidPartNumber", Some(400)));
+        assert_eq!((code(&err).as_str(), status(&err)), ("InvalidPartNumber", Some(416)));
         let err = s3
             .head_object()
             .bucket("parts")
@@ -221,7 +221,7 @@ async fn part_numbers_past_the_parts_are_invalid_part_number() {
             .send()
             .await
             .unwrap_err();
-        assert_eq!(status(&err), Some(400));
+        assert_eq!(status(&err), Some(416));
     }
 
     let upload = s3.create_multipart_upload().bucket("parts").key("multi").send().await.unwrap();
@@ -254,7 +254,7 @@ async fn part_numbers_past_the_parts_are_invalid_part_number() {
     let second = s3.get_object().bucket("parts").key("multi").part_number(2).send().await.unwrap();
     assert_eq!(second.content_length(), Some(100));
     let err = s3.get_object().bucket("parts").key("multi").part_number(3).send().await.unwrap_err();
-    assert_eq!((code(&err).as_str(), status(&err)), ("InvalidPartNumber", Some(400)));
+    assert_eq!((code(&err).as_str(), status(&err)), ("InvalidPartNumber", Some(416)));
 }
 
 #[tokio::test]
