@@ -1,6 +1,7 @@
 //! Listings paged while keys come and go: every key present for the whole of a paged listing
-//! appears in it exactly once, in byte order, whatever is written or deleted between and during
-//! its pages, for ListObjects (V1), ListObjectsV2 and ListObjectVersions alike.
+//! appears in it exactly once (or the common prefix it rolls up into, once), in byte order,
+//! whatever is written or deleted between and during its pages, for ListObjects (V1),
+//! ListObjectsV2 and ListObjectVersions alike.
 
 mod common;
 
@@ -34,33 +35,45 @@ struct Cursor {
     version_id: Option<String>,
 }
 
-/// A listed key and the size listed with it.
-type Listed = (String, Option<i64>);
-
-/// One page after `cursor`: its keys, and whether more follow (the cursor then moves on).
-/// Every object here holds its own key's text, so each listed size must be its key's length:
-/// a listing answers what a read finds.
-async fn page(
-    s3: &Client,
-    bucket: &str,
+/// How a client lists: API and pagination style, page size and delimiter.
+#[derive(Clone, Copy, Debug)]
+struct Listing {
     style: Style,
     size: i32,
-    cursor: &mut Cursor,
-) -> (Vec<String>, bool) {
+    delimiter: Option<&'static str>,
+}
+
+/// One page of a listing.
+struct Page {
+    /// Keys, in the order listed.
+    keys: Vec<String>,
+    /// Keys and common prefixes together, sorted.
+    entries: Vec<String>,
+    truncated: bool,
+}
+
+/// One page after `cursor` (which then moves on). Every object here holds its own key's
+/// text, so each listed size must be its key's length: a listing answers what a read finds.
+async fn page(s3: &Client, bucket: &str, listing: Listing, cursor: &mut Cursor) -> Page {
+    let Listing { style, size, delimiter } = listing;
     let marker = cursor.marker.clone();
-    let (listed, truncated, next): (Vec<Listed>, bool, Option<String>) = match style {
+    let delimiter = delimiter.map(str::to_owned);
+    let (listed, prefixes, truncated, next) = match style {
         Style::V1 => {
             let out = s3
                 .list_objects()
                 .bucket(bucket)
                 .set_marker(marker)
+                .set_delimiter(delimiter)
                 .max_keys(size)
                 .send()
                 .await
                 .unwrap();
-            let listed =
+            let listed: Vec<_> =
                 out.contents().iter().map(|o| (o.key().unwrap().to_owned(), o.size())).collect();
-            (listed, out.is_truncated().unwrap_or(false), out.next_marker().map(str::to_owned))
+            let prefixes = out.common_prefixes().iter().map(|p| p.prefix().unwrap().to_owned());
+            let next = out.next_marker().map(str::to_owned);
+            (listed, prefixes.collect(), out.is_truncated().unwrap_or(false), next)
         }
         Style::V2 | Style::V2StartAfter => {
             let by_token = matches!(style, Style::V2);
@@ -69,18 +82,21 @@ async fn page(
                 .bucket(bucket)
                 .set_continuation_token(marker.clone().filter(|_| by_token))
                 .set_start_after(marker.filter(|_| !by_token))
+                .set_delimiter(delimiter)
                 .max_keys(size)
                 .send()
                 .await
                 .unwrap();
             let listed: Vec<_> =
                 out.contents().iter().map(|o| (o.key().unwrap().to_owned(), o.size())).collect();
+            let prefixes: Vec<String> =
+                out.common_prefixes().iter().map(|p| p.prefix().unwrap().to_owned()).collect();
             let next = if by_token {
                 out.next_continuation_token().map(str::to_owned)
             } else {
-                listed.last().map(|(key, _)| key.clone())
+                listed.iter().map(|(key, _)| key).chain(&prefixes).max().cloned()
             };
-            (listed, out.is_truncated().unwrap_or(false), next)
+            (listed, prefixes, out.is_truncated().unwrap_or(false), next)
         }
         Style::Versions => {
             let out = s3
@@ -88,14 +104,17 @@ async fn page(
                 .bucket(bucket)
                 .set_key_marker(marker)
                 .set_version_id_marker(cursor.version_id.clone())
+                .set_delimiter(delimiter)
                 .max_keys(size)
                 .send()
                 .await
                 .unwrap();
             cursor.version_id = out.next_version_id_marker().map(str::to_owned);
-            let listed =
+            let listed: Vec<_> =
                 out.versions().iter().map(|v| (v.key().unwrap().to_owned(), v.size())).collect();
-            (listed, out.is_truncated().unwrap_or(false), out.next_key_marker().map(str::to_owned))
+            let prefixes = out.common_prefixes().iter().map(|p| p.prefix().unwrap().to_owned());
+            let next = out.next_key_marker().map(str::to_owned);
+            (listed, prefixes.collect(), out.is_truncated().unwrap_or(false), next)
         }
     };
     if truncated {
@@ -104,7 +123,10 @@ async fn page(
     for (key, size) in &listed {
         assert_eq!(*size, Some(key.len() as i64), "{style:?}: the size listed for {key:?}");
     }
-    (listed.into_iter().map(|(key, _)| key).collect(), truncated)
+    let keys: Vec<String> = listed.into_iter().map(|(key, _)| key).collect();
+    let mut entries: Vec<String> = keys.iter().cloned().chain(prefixes).collect();
+    entries.sort();
+    Page { keys, entries, truncated }
 }
 
 /// Stores each key with its own text as its body, as s3-tests does (so a key ending in `/` is
@@ -163,13 +185,14 @@ async fn clean_up_page_by_page(style: Style) {
     // A read finds `0/` with its bytes; a listing must find it too.
     let head = s3.head_object().bucket("special").key("0/").send().await.unwrap();
     assert_eq!(head.content_length(), Some(2));
+    let listing = Listing { style, size: 128, delimiter: None };
     let (mut listed, mut cursor) = (Vec::new(), Cursor::default());
     loop {
-        let (page, truncated) = page(&s3, "special", style, 128, &mut cursor).await;
-        check_order(&listed, &page, &context);
-        delete_all(&s3, "special", &page).await;
-        listed.extend(page);
-        if !truncated {
+        let page = page(&s3, "special", listing, &mut cursor).await;
+        check_order(&listed, &page.keys, &context);
+        delete_all(&s3, "special", &page.keys).await;
+        listed.extend(page.keys);
+        if !page.truncated {
             break;
         }
     }
@@ -215,15 +238,20 @@ fn change_strategy() -> impl Strategy<Value = Change> {
     prop_oneof![key_strategy().prop_map(Change::Put), key_strategy().prop_map(Change::Delete)]
 }
 
-/// A listing of `stable` keys (kept for its whole run), paged `size` at a time, while other
-/// keys are put and deleted between and during its pages; with `delete_listed`, each page is
-/// deleted before the next is asked, as a cleanup does.
+/// What `key` is listed as under `delimiter`: itself, or the common prefix it rolls up into.
+fn entry_of(key: &str, delimiter: Option<&str>) -> String {
+    let at = delimiter.and_then(|d| key.find(d).map(|at| at + d.len()));
+    key[..at.unwrap_or(key.len())].to_owned()
+}
+
+/// A listing of `stable` keys (kept for its whole run) while other keys are put and deleted
+/// between and during its pages; with `delete_listed`, each page's keys are deleted before
+/// the next page is asked, as a cleanup does.
 async fn page_through_churn(
-    style: Style,
+    listing: Listing,
     stable: &BTreeSet<String>,
     others: &[String],
     changes: &[Vec<Change>],
-    size: i32,
     delete_listed: bool,
 ) -> Result<(), TestCaseError> {
     let tmp = tempfile::tempdir().unwrap();
@@ -235,44 +263,44 @@ async fn page_through_churn(
     let others: Vec<String> = others.iter().filter(|k| !stable.contains(*k)).cloned().collect();
     put_all(&s3, "churn", &others).await;
 
-    let context = format!("{style:?} size {size} delete_listed {delete_listed}");
+    let context = format!("{listing:?} delete_listed {delete_listed}");
     let (mut listed, mut cursor) = (Vec::<String>::new(), Cursor::default());
     for round in 0..10_000 {
-        // Another client's changes, some made while the page is read.
+        // Another client's changes to other keys, made while the page is read.
         let batch = changes.get(round % changes.len().max(1)).cloned().unwrap_or_default();
-        let (puts, deletes): (Vec<_>, Vec<_>) = batch
-            .into_iter()
-            .filter(|c| match c {
-                Change::Put(k) | Change::Delete(k) => !stable.contains(k),
-            })
-            .partition(|c| matches!(c, Change::Put(_)));
-        let key_of = |c: Change| match c {
-            Change::Put(k) | Change::Delete(k) => k,
-        };
-        let puts: Vec<String> = puts.into_iter().map(key_of).collect();
-        let deletes: Vec<String> = deletes.into_iter().map(key_of).collect();
+        let (mut puts, mut deletes) = (Vec::new(), Vec::new());
+        for change in batch {
+            match change {
+                Change::Put(k) if !stable.contains(&k) => puts.push(k),
+                Change::Delete(k) if !stable.contains(&k) => deletes.push(k),
+                _ => {}
+            }
+        }
         let churn = async {
             put_all(&s3, "churn", &puts).await;
             for key in &deletes {
                 s3.delete_object().bucket("churn").key(key).send().await.unwrap();
             }
         };
-        let ((page, truncated), ()) =
-            tokio::join!(page(&s3, "churn", style, size, &mut cursor), churn);
-        for key in &page {
+        let (page, ()) = tokio::join!(page(&s3, "churn", listing, &mut cursor), churn);
+        for entry in &page.entries {
             prop_assert!(
-                listed.last().is_none_or(|l| l < key),
-                "{context}: {key:?} listed after {:?}",
+                listed.last().is_none_or(|l| l < entry),
+                "{context}: {entry:?} listed after {:?}",
                 listed.last()
             );
+            listed.push(entry.clone());
         }
         if delete_listed {
-            delete_all(&s3, "churn", &page).await;
+            delete_all(&s3, "churn", &page.keys).await;
         }
-        listed.extend(page);
-        if !truncated {
+        if !page.truncated {
             let listed: BTreeSet<&String> = listed.iter().collect();
-            let missed: Vec<_> = stable.iter().filter(|k| !listed.contains(k)).collect();
+            let missed: BTreeSet<String> = stable
+                .iter()
+                .map(|k| entry_of(k, listing.delimiter))
+                .filter(|entry| !listed.contains(entry))
+                .collect();
             prop_assert!(missed.is_empty(), "{context}: never listed: {missed:?}");
             return Ok(());
         }
@@ -294,6 +322,7 @@ proptest! {
         changes in proptest::collection::vec(proptest::collection::vec(change_strategy(), 0..4), 1..6),
         size in 1i32..8,
         style in proptest::sample::select(STYLES.to_vec()),
+        delimiter in proptest::option::of(Just("/")),
         delete_listed in any::<bool>(),
     ) {
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -301,6 +330,7 @@ proptest! {
             .enable_all()
             .build()
             .unwrap();
-        runtime.block_on(page_through_churn(style, &stable, &others, &changes, size, delete_listed))?;
+        let listing = Listing { style, size, delimiter };
+        runtime.block_on(page_through_churn(listing, &stable, &others, &changes, delete_listed))?;
     }
 }
