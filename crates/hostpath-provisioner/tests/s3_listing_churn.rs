@@ -234,8 +234,11 @@ enum Change {
     Delete(String),
 }
 
-fn change_strategy() -> impl Strategy<Value = Change> {
-    prop_oneof![key_strategy().prop_map(Change::Put), key_strategy().prop_map(Change::Delete)]
+/// What another client changes while one page is read: a few puts and deletes.
+fn batch_strategy() -> impl Strategy<Value = Vec<Change>> {
+    let change =
+        prop_oneof![key_strategy().prop_map(Change::Put), key_strategy().prop_map(Change::Delete)];
+    proptest::collection::vec(change, 0..4)
 }
 
 /// What `key` is listed as under `delimiter`: itself, or the common prefix it rolls up into.
@@ -319,7 +322,7 @@ proptest! {
     fn every_key_present_throughout_is_listed_once_in_order_whatever_changes(
         stable in proptest::collection::btree_set(key_strategy(), 1..30),
         others in proptest::collection::vec(key_strategy(), 0..15),
-        changes in proptest::collection::vec(proptest::collection::vec(change_strategy(), 0..4), 1..6),
+        changes in proptest::collection::vec(batch_strategy(), 1..6),
         size in 1i32..8,
         style in proptest::sample::select(STYLES.to_vec()),
         delimiter in proptest::option::of(Just("/")),

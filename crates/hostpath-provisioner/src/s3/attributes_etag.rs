@@ -47,7 +47,44 @@ fn unquoted(body: &[u8]) -> Option<Bytes> {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    proptest! {
+        #[test]
+        fn any_body_is_answered_without_panic(
+            body in proptest::collection::vec(any::<u8>(), 0..64),
+        ) {
+            if let Some(out) = unquoted(&body) {
+                prop_assert_eq!(out.len(), body.len() - 2);
+            }
+        }
+
+        #[test]
+        fn the_etag_comes_out_as_it_went_in_wherever_it_sits(
+            before in "[^<]{0,16}",
+            value in "[0-9a-f]{0,32}(-[0-9]{1,5})?",
+            after in "[ -~]{0,16}",
+        ) {
+            let body = format!("{before}<ETag>\"{value}\"</ETag>{after}");
+            let out = unquoted(body.as_bytes()).unwrap();
+            let expected = format!("{before}<ETag>{value}</ETag>{after}");
+            prop_assert_eq!(&out[..], expected.as_bytes());
+        }
+
+        #[test]
+        fn any_query_is_read_without_panic(query in "[ -~]{0,40}") {
+            // Whatever a URI may carry; the rest cannot reach the endpoint.
+            let uri = format!("/b/k?{query}");
+            if let Ok(req) = Request::builder().method(Method::GET).uri(uri).body(Body::empty()) {
+                let expected = req.uri().query().is_some_and(|q| {
+                    q.split('&').any(|pair| pair == "attributes" || pair.starts_with("attributes="))
+                });
+                prop_assert_eq!(is_get_object_attributes(&req), expected);
+            }
+        }
+    }
 
     #[test]
     fn only_the_etag_loses_its_quotes() {
