@@ -219,6 +219,44 @@ async fn a_cleanup_deleting_each_page_by_token_or_start_after_lists_every_key() 
     clean_up_page_by_page(Style::V2StartAfter).await;
 }
 
+/// A directory large enough that its sorted entries are kept between pages: keys written and
+/// deleted in it between pages (each after the kept entries have settled) must neither hide a
+/// key kept throughout nor list one twice.
+#[tokio::test]
+async fn a_large_directory_changing_between_pages_lists_every_key_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(tmp.path()).await;
+    let key = server.bucket_with_key("large", "obc-l").await;
+    let s3 = server.client(&key);
+    let stable: Vec<String> = (0..1500).map(|i| format!("d/{:05}", i * 2)).collect();
+    put_all(&s3, "large", &stable).await;
+    for style in STYLES {
+        let listing = Listing { style, size: 100, delimiter: None };
+        let (mut listed, mut cursor) = (Vec::<String>::new(), Cursor::default());
+        for round in 0.. {
+            // Settled: the next page reads the directory from the kept entries, if unchanged.
+            tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+            let page = page(&s3, "large", listing, &mut cursor).await;
+            check_order(&listed, &page.keys, &format!("{style:?}"));
+            listed.extend(page.keys);
+            if !page.truncated {
+                break;
+            }
+            // Odd keys around the resume point and far from it come and go.
+            let last: usize = listed.last().unwrap()[2..].parse().unwrap();
+            let near = [last.saturating_sub(1), last + 1, last + 3, (last + 1501) % 3000 | 1];
+            let near: Vec<String> = near.iter().map(|i| format!("d/{:05}", i | 1)).collect();
+            if round % 2 == 0 {
+                put_all(&s3, "large", &near).await;
+            } else {
+                delete_all(&s3, "large", &near).await;
+            }
+        }
+        let kept: Vec<&String> = listed.iter().filter(|k| stable.contains(k)).collect();
+        assert_eq!(kept.len(), stable.len(), "{style:?}: every key kept throughout, once");
+    }
+}
+
 /// Keys from characters that sort around `/` (`#`, `+`, `-`, `.` before it; `0`, `9`, `a`
 /// after), so that a directory walk and byte order differ, keys are prefixes of others and
 /// hold empty or dot segments.
