@@ -844,7 +844,7 @@ async fn get_object_by_part_number() {
 
     let err = s3.get_object().bucket("parts").key("big").part_number(4).send().await.unwrap_err();
     assert_eq!(code(&err), "InvalidPartNumber");
-    assert_eq!(status(&err), Some(400));
+    assert_eq!(status(&err), Some(416));
     let err = s3
         .get_object()
         .bucket("parts")

@@ -131,6 +131,69 @@ async fn object_attributes_include_the_object_size() {
     }
 }
 
+/// GetObjectAttributes answers the ETag without quotes (everywhere else it is quoted), as S3
+/// does; s3-tests compare it with the PUT's ETag stripped of its quotes.
+#[tokio::test]
+async fn object_attributes_answer_the_etag_unquoted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(tmp.path()).await;
+    let key = server.bucket_with_key("etags", "obc-e").await;
+    let s3 = server.client(&key);
+    let attributes = |k: &'static str| {
+        s3.get_object_attributes()
+            .bucket("etags")
+            .key(k)
+            .object_attributes(ObjectAttributes::Etag)
+            .object_attributes(ObjectAttributes::ObjectParts)
+            .object_attributes(ObjectAttributes::Checksum)
+            .send()
+    };
+
+    let put = s3.put_object().bucket("etags").key("simple").body(pattern(1, 10).into());
+    let simple = put.send().await.unwrap().e_tag().unwrap().to_owned();
+    let put = s3.put_object().bucket("etags").key("summed").body(pattern(2, 1024).into());
+    let put = put.checksum_algorithm(aws_sdk_s3::types::ChecksumAlgorithm::Sha256);
+    let summed = put.send().await.unwrap().e_tag().unwrap().to_owned();
+
+    let upload = s3.create_multipart_upload().bucket("etags").key("multi").send().await.unwrap();
+    let id = upload.upload_id().unwrap();
+    let mut parts = Vec::new();
+    for number in 1..=2 {
+        let size = if number == 1 { 5 * 1024 * 1024 } else { 100 };
+        let part = s3
+            .upload_part()
+            .bucket("etags")
+            .key("multi")
+            .upload_id(id)
+            .part_number(number)
+            .body(pattern(number as u64, size).into())
+            .send()
+            .await
+            .unwrap();
+        parts.push(
+            CompletedPart::builder().part_number(number).e_tag(part.e_tag().unwrap()).build(),
+        );
+    }
+    let done = s3
+        .complete_multipart_upload()
+        .bucket("etags")
+        .key("multi")
+        .upload_id(id)
+        .multipart_upload(CompletedMultipartUpload::builder().set_parts(Some(parts)).build())
+        .send()
+        .await
+        .unwrap();
+    let multi = done.e_tag().unwrap().to_owned();
+
+    for (k, etag) in [("simple", simple), ("summed", summed), ("multi", multi)] {
+        assert!(etag.starts_with('"') && etag.ends_with('"'), "{k}: PUT answers {etag}");
+        let attrs = attributes(k).await.unwrap();
+        assert_eq!(attrs.e_tag(), Some(etag.trim_matches('"')), "{k}");
+        let head = s3.head_object().bucket("etags").key(k).send().await.unwrap();
+        assert_eq!(head.e_tag(), Some(etag.as_str()), "{k}: elsewhere the ETag stays quoted");
+    }
+}
+
 #[tokio::test]
 async fn part_numbers_past_the_parts_are_invalid_part_number() {
     let tmp = tempfile::tempdir().unwrap();
@@ -149,7 +212,7 @@ async fn part_numbers_past_the_parts_are_invalid_part_number() {
             .send()
             .await
             .unwrap_err();
-        assert_eq!((code(&err).as_str(), status(&err)), ("InvalidPartNumber", Some(400)));
+        assert_eq!((code(&err).as_str(), status(&err)), ("InvalidPartNumber", Some(416)));
         let err = s3
             .head_object()
             .bucket("parts")
@@ -158,7 +221,7 @@ async fn part_numbers_past_the_parts_are_invalid_part_number() {
             .send()
             .await
             .unwrap_err();
-        assert_eq!(status(&err), Some(400));
+        assert_eq!(status(&err), Some(416));
     }
 
     let upload = s3.create_multipart_upload().bucket("parts").key("multi").send().await.unwrap();
@@ -191,7 +254,7 @@ async fn part_numbers_past_the_parts_are_invalid_part_number() {
     let second = s3.get_object().bucket("parts").key("multi").part_number(2).send().await.unwrap();
     assert_eq!(second.content_length(), Some(100));
     let err = s3.get_object().bucket("parts").key("multi").part_number(3).send().await.unwrap_err();
-    assert_eq!((code(&err).as_str(), status(&err)), ("InvalidPartNumber", Some(400)));
+    assert_eq!((code(&err).as_str(), status(&err)), ("InvalidPartNumber", Some(416)));
 }
 
 #[tokio::test]

@@ -17,8 +17,8 @@ use s3s::service::S3Service;
 use s3s::{Body, HttpError, HttpResponse, S3Error, S3ErrorCode, s3_error};
 use subtle::ConstantTimeEq;
 
-use super::spool;
 use super::zero_copy::FileSends;
+use super::{attributes_etag, spool};
 use crate::store::BucketStore;
 
 /// Largest difference between a signed request's time and ours that S3 accepts.
@@ -86,7 +86,11 @@ impl Endpoint {
             };
         }
         req.extensions_mut().insert(RequestId(id.clone()));
-        let response = self.s3.call(req).await?;
+        let attributes = attributes_etag::is_get_object_attributes(&req);
+        let mut response = self.s3.call(req).await?;
+        if attributes {
+            response = attributes_etag::unquote_etag(response);
+        }
         Ok(with_request_id(response, &id))
     }
 }

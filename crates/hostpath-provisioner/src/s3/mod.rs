@@ -14,10 +14,12 @@
 //! operations, a file per family: buckets, ACLs, listings, objects, multipart uploads).
 //!
 //! In front of `s3s`, [`Endpoint`] adds request ids and the request-time rules `s3s` leaves
-//! out (SigV2 clock skew, the one-week limit of presigned URLs, SigV2 bucket-level resources);
+//! out (SigV2 clock skew, the one-week limit of presigned URLs, SigV2 bucket-level resources),
+//! and unquotes GetObjectAttributes' ETag (`attributes_etag`);
 //! the `rules` module holds what sits between the wire and the store: checksums the client
 //! sent, preconditions, the private-only ACLs and the refusal of server-side encryption.
 
+mod attributes_etag;
 mod auth;
 mod body;
 mod convert;

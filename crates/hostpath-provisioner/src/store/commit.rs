@@ -201,7 +201,8 @@ impl BucketStore {
         moved: &mut bool,
     ) -> Result<(), StoreError> {
         let Some(target) = placed.target else {
-            return self.write_side(bucket, meta, temp, moved);
+            self.write_side(bucket, meta, temp, moved)?;
+            return self.drop_folder_marker(bucket, key, dir);
         };
         if !placed.attached {
             self.write_meta(bucket, meta)?;
@@ -238,6 +239,20 @@ impl BucketStore {
             remove_if_exists(&self.meta_path(bucket, key))?;
         }
         self.remove_side(bucket, key)?;
+        Ok(())
+    }
+
+    /// Takes the folder marker of `key` (a key ending in '/') out of the way of the bytes just
+    /// written beside the bucket, which reads would otherwise never reach: its metadata goes,
+    /// and its directory too unless other keys run through it.
+    fn drop_folder_marker(&self, bucket: &str, key: &str, dir: &Path) -> Result<(), StoreError> {
+        let Ok(path) = parse_key(key) else { return Ok(()) };
+        if !path.dir_marker {
+            return Ok(());
+        }
+        let Ok((marker, _)) = self.resolve_existing(dir, key, &path) else { return Ok(()) };
+        remove_if_exists(&self.meta_path(bucket, key))?;
+        self.prune_empty(bucket, dir, &marker);
         Ok(())
     }
 
@@ -373,5 +388,62 @@ pub(super) fn remove_if_exists(path: &Path) -> io::Result<()> {
     match fs::remove_file(path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use super::super::{Creator, ListQuery, ObjectAttrs, PutCheck};
+    use super::*;
+
+    async fn put(store: &BucketStore, key: &str, data: &'static [u8]) {
+        let body = futures::stream::iter([Ok::<_, io::Error>(bytes::Bytes::from_static(data))]);
+        let (attrs, check) = (ObjectAttrs::default(), PutCheck::default());
+        store.put_object("b-1", key, attrs, body, check, &Writer::Operator).await.unwrap();
+    }
+
+    async fn read(store: &BucketStore, key: &str) -> Result<(u64, Vec<u8>), StoreError> {
+        let (info, file) = store.open_object("b-1", key).await?;
+        let mut data = Vec::new();
+        if let Some(mut file) = file {
+            file.read_to_end(&mut data)?;
+        }
+        Ok((info.size, data))
+    }
+
+    #[tokio::test]
+    async fn bytes_written_over_a_folder_marker_replace_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = BucketStore::open(tmp.path().to_owned(), "id").unwrap();
+        let creator = Creator { user_id: "obc-1", delete_with_claim: true };
+        store.create_bucket("b-1", creator).await.unwrap();
+        for below in [None, Some("d/x")] {
+            if let Some(key) = below {
+                put(&store, key, b"x").await;
+            }
+            put(&store, "d/", b"").await;
+            assert_eq!(read(&store, "d/").await.unwrap(), (0, Vec::new()));
+            put(&store, "d/", b"bytes").await;
+            assert_eq!(read(&store, "d/").await.unwrap(), (5, b"bytes".to_vec()), "{below:?}");
+            let all = ListQuery { max_keys: 10, ..ListQuery::default() };
+            let page = store.list_objects("b-1", all).await.unwrap();
+            let listed: Vec<_> = page.objects.iter().map(|o| (o.key.as_str(), o.size)).collect();
+            let mut expected = vec![("d/", 5)];
+            expected.extend(below.map(|key| (key, 1)));
+            assert_eq!(listed, expected, "{below:?}");
+            let (bucket, _) = store.usage("b-1", None).unwrap();
+            assert_eq!(bucket.bytes, 5 + below.map_or(0, |_| 1), "{below:?}");
+
+            store.delete_object("b-1", "d/").await.unwrap();
+            assert!(matches!(read(&store, "d/").await, Err(StoreError::NoSuchKey(_))));
+            if let Some(key) = below {
+                store.delete_object("b-1", key).await.unwrap();
+            }
+            let (bucket, _) = store.usage("b-1", None).unwrap();
+            assert_eq!((bucket.objects, bucket.bytes), (0, 0), "{below:?}");
+            assert!(!store.bucket_dir("b-1").unwrap().join("d").exists(), "{below:?}");
+        }
     }
 }

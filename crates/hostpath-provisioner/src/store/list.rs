@@ -55,21 +55,26 @@ impl Item {
     }
 }
 
-/// The directory walk and the side objects, merged in key order. Where a key is in both (a
-/// crash between writing one and removing the other), the plain file wins.
-struct Merged<'a> {
+/// The directory walk and the side objects, merged in key order. Where a key is in both, the
+/// listing answers as a read does: the plain file wins (a crash between writing one and
+/// removing the other), and so does a directory, but only where it is a folder marker. A
+/// directory that is only the prefix of other keys is no object, and must not hide the side
+/// object of the same key (`0/` with content, beside `0/1000`).
+struct Merged<'a, F> {
     walker: Walker<'a>,
     /// The walker's next item, taken ahead to compare with the side's.
     pending: Option<Item>,
     side: std::vec::IntoIter<ObjectInfo>,
     next_side: Option<ObjectInfo>,
+    /// Whether the directory of a key ending in '/' is a folder marker.
+    is_marker: F,
 }
 
-impl<'a> Merged<'a> {
-    fn new(walker: Walker<'a>, side: Vec<ObjectInfo>) -> Self {
+impl<'a, F: Fn(&str) -> bool> Merged<'a, F> {
+    fn new(walker: Walker<'a>, side: Vec<ObjectInfo>, is_marker: F) -> Self {
         let mut side = side.into_iter();
         let next_side = side.next();
-        Self { walker, pending: None, side, next_side }
+        Self { walker, pending: None, side, next_side, is_marker }
     }
 
     fn next_item(&mut self) -> io::Result<Option<Item>> {
@@ -79,15 +84,21 @@ impl<'a> Merged<'a> {
         let take_side = match (&self.pending, &self.next_side) {
             (_, None) => false,
             (None, Some(_)) => true,
-            (Some(plain), Some(side)) => {
-                if plain.key() == side.key.as_str() {
-                    // The plain file shadows a leftover side copy.
+            (Some(plain), Some(side)) if plain.key() == side.key.as_str() => {
+                let plain_wins = match plain {
+                    Item::Marker(key, _) => (self.is_marker)(key),
+                    _ => true,
+                };
+                if plain_wins {
+                    // The plain copy shadows a leftover side copy.
                     self.next_side = self.side.next();
-                    false
                 } else {
-                    side.key.as_str() < plain.key()
+                    // Only the directory's own entry goes: the walk has entered it already.
+                    self.pending = None;
                 }
+                !plain_wins
             }
+            (Some(plain), Some(side)) => side.key.as_str() < plain.key(),
         };
         if take_side {
             let side = self.next_side.take().map(Item::Side);
@@ -249,7 +260,9 @@ impl BucketStore {
         let after = query.after.clone().unwrap_or_default();
         let delimiter = query.delimiter.as_deref().filter(|d| !d.is_empty());
         let side = self.side_objects(bucket, &query.prefix, &after)?;
-        let mut walker = Merged::new(Walker::new(dir, query, &self.inner.dir_cache)?, side);
+        let walk = Walker::new(dir, query, &self.inner.dir_cache)?;
+        let mut walker =
+            Merged::new(walk, side, |key: &str| self.read_meta(bucket, key, None).is_some());
         let mut count = 0;
         while let Some(item) = walker.next_item()? {
             let key = item.key().to_owned();
@@ -302,6 +315,10 @@ mod tests {
 
     async fn put(store: &BucketStore, key: &str) {
         let data = if key.ends_with('/') { String::new() } else { key.to_owned() };
+        put_bytes(store, key, data).await;
+    }
+
+    async fn put_bytes(store: &BucketStore, key: &str, data: String) {
         let body = futures::stream::iter([Ok::<_, io::Error>(bytes::Bytes::from(data))]);
         store
             .put_object(
@@ -412,5 +429,35 @@ mod tests {
             after = page.next_after;
         }
         assert_eq!(seen, ["a-c", "a/", "a0", "b", "dir/"]);
+    }
+
+    #[tokio::test]
+    async fn a_key_ending_in_slash_with_bytes_is_listed_beside_the_keys_below_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = BucketStore::open(tmp.path().to_owned(), "id").unwrap();
+        let creator = super::super::Creator { user_id: "obc-1", delete_with_claim: true };
+        store.create_bucket("b-1", creator).await.unwrap();
+        // Kept beside the bucket, while its directory holds the keys below it.
+        put_bytes(&store, "0/", "0/".to_owned()).await;
+        for key in ["0/1000", "0/1001", "1999#", "empty/", "empty/x"] {
+            put(&store, key).await;
+        }
+        let expected = ["0/", "0/1000", "0/1001", "1999#", "empty/", "empty/x"];
+        let all = ListQuery { max_keys: 1000, ..ListQuery::default() };
+        let page = store.list_objects("b-1", all).await.unwrap();
+        assert_eq!(keys(&page), expected);
+        assert_eq!(page.objects[0].size, 2, "the object's bytes, not its directory");
+        let mut seen = Vec::new();
+        let mut after = None;
+        loop {
+            let query = ListQuery { after: after.clone(), max_keys: 1, ..ListQuery::default() };
+            let page = store.list_objects("b-1", query).await.unwrap();
+            seen.extend(page.objects.iter().map(|o| o.key.clone()));
+            if !page.is_truncated {
+                break;
+            }
+            after = page.next_after;
+        }
+        assert_eq!(seen, expected);
     }
 }

@@ -366,12 +366,13 @@ fn served_part(info: &ObjectInfo, range: Option<&Range>, part: Option<i32>) -> S
             Ok(Served { start: r.start, end: r.end, partial: true })
         }
         (None, Some(number)) => {
+            // S3's answer to a part past the last (ceph/s3-tests expect RGW's 400 InvalidPart).
             let not_satisfiable = || {
                 let mut e = S3Error::with_message(
                     S3ErrorCode::Custom("InvalidPartNumber".into()),
                     "The requested partnumber is not satisfiable",
                 );
-                e.set_status_code(http::StatusCode::BAD_REQUEST);
+                e.set_status_code(http::StatusCode::RANGE_NOT_SATISFIABLE);
                 e
             };
             let index = usize::try_from(number).ok().and_then(|n| n.checked_sub(1));
