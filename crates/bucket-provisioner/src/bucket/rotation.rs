@@ -10,13 +10,17 @@
 //!
 //! | step | recorded | then |
 //! |---|---|---|
-//! | idle | the last request taken up, when the Secret's key was issued | a request or the period starts a rotation |
-//! | `Issuing` | the key in the Secret, which is kept | [`Provisioner::rotate`] removes any other key of the claim and issues one |
-//! | `Issued` | the new key's id and digest (never its secret) | the Secret is written; a Secret without the new key after a crash means its secret was lost, and `Issuing` is repeated |
+//! | idle | the last request honoured, when the Secret's key was issued | a request or the period starts a rotation |
+//! | `Issuing` | the key in the Secret, which is kept, and the request taken up | [`Provisioner::rotate`] removes any other key of the claim and issues one |
+//! | `Issued` | the new key's id and digest (never its secret); the request as honoured | the Secret is written; a Secret without the new key after a crash means its secret was lost, and `Issuing` is repeated |
 //! | `Overlap` | the new key's digest as the Secret's, when the previous key stops working | at that time [`Provisioner::retire_key`] removes the previous key |
 //!
 //! Every time the library acts on comes from this record and the controller's clock, never from
 //! the claim: its tenant can write anything there.
+//!
+//! A backend that refuses to rotate (permanently: [`crate::ROTATION_NOT_SUPPORTED`] by default)
+//! fails the claim and the request is dropped, not honoured: removing the annotation, or setting
+//! it back to the value last honoured, asks nothing and the claim is bound again as it was.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -250,7 +254,7 @@ pub(crate) async fn advance<P: Provisioner>(
                     return Ok((bound, None));
                 };
                 let record = RotationRecord {
-                    handled: request,
+                    pending: Some(request),
                     step: Step::Issuing,
                     previous_key_id: Some(keep.clone()),
                     ..record
@@ -273,8 +277,12 @@ pub(crate) async fn advance<P: Provisioner>(
                     }
                 };
                 let digest = objects::credentials_digest(&credentials);
+                // A record written before requests were kept pending holds it as `handled`.
+                let handled = record.pending.clone().unwrap_or_else(|| record.handled.clone());
                 let record = RotationRecord {
                     step: Step::Issued,
+                    handled,
+                    pending: None,
                     new_key_id: Some(credentials.access_key_id.clone()),
                     new_digest: Some(digest),
                     ..record
@@ -401,8 +409,9 @@ async fn record_step<P>(
     Ok((*ctx.caches.buckets.wrote(updated)).clone())
 }
 
-/// A backend that cannot rotate: the request counts as taken up and the period starts again, so
-/// that nothing is tried again until the claim or its class changes; the previous key stays.
+/// A backend that cannot rotate: the request is dropped (the last one honoured stays recorded) and
+/// the period starts again, so that nothing is tried again until the claim's request or its
+/// class changes; the previous key stays.
 async fn refused<P>(
     claim: &ObjectBucketClaim,
     bound: &ObjectBucket,
@@ -414,6 +423,7 @@ async fn refused<P>(
     if source.is_permanent() {
         let record = RotationRecord {
             step: Step::Idle,
+            pending: None,
             created_at: Some(Timestamp::now()),
             previous_key_id: None,
             ..record
