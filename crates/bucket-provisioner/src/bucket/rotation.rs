@@ -21,6 +21,9 @@
 //! A backend that refuses to rotate (permanently: [`crate::ROTATION_NOT_SUPPORTED`] by default)
 //! fails the claim and the request is dropped, not honoured: removing the annotation, or setting
 //! it back to the value last honoured, asks nothing and the claim is bound again as it was.
+//!
+//! Each step has a crash point (see [`crate::kubernetes::crash_point`]): tests stop the process
+//! right after every one of them.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -43,6 +46,7 @@ use crate::bucket::ownership::{CredentialsCheck, check_credentials, ensure_owned
 use crate::bucket::rotation_record::{RotationRecord, Step, requested};
 use crate::kubernetes::cache::key;
 use crate::kubernetes::cache::summary::Summary;
+use crate::kubernetes::crash_point::crash_point;
 use crate::{BackendError, Provisioner};
 
 /// How long the previous key works after a rotation when the StorageClass does not say.
@@ -260,6 +264,7 @@ pub(crate) async fn advance<P: Provisioner>(
                     ..record
                 };
                 bound = record_step(&bound, &record, None, observed, ctx).await?;
+                crash_point("rotation:issuing");
                 let message = format!(
                     "issuing a new key for bucket {:?}; the current key {keep} keeps working \
                      until the new one is in the Secret and {} more have passed",
@@ -276,6 +281,7 @@ pub(crate) async fn advance<P: Provisioner>(
                         return Err(refused(claim, &bound, record, source, observed, ctx).await);
                     }
                 };
+                crash_point("rotation:key-issued");
                 let digest = objects::credentials_digest(&credentials);
                 // A record written before requests were kept pending holds it as `handled`.
                 let handled = record.pending.clone().unwrap_or_else(|| record.handled.clone());
@@ -288,6 +294,7 @@ pub(crate) async fn advance<P: Provisioner>(
                     ..record
                 };
                 bound = record_step(&bound, &record, None, observed, ctx).await?;
+                crash_point("rotation:issued");
                 let secret = objects::secret(claim, &ctx.name, &credentials);
                 ensure_owned(
                     &observed.secrets,
@@ -297,6 +304,7 @@ pub(crate) async fn advance<P: Provisioner>(
                     Error::ForeignSecret,
                 )
                 .await?;
+                crash_point("rotation:secret-written");
                 issued = Some(credentials);
             }
             Next::CheckIssued => {
@@ -328,6 +336,7 @@ pub(crate) async fn advance<P: Provisioner>(
                     ..record
                 };
                 bound = record_step(&bound, &record, digest.as_deref(), observed, ctx).await?;
+                crash_point("rotation:overlap");
                 let message = format!(
                     "the Secret holds the new key {new_key}; the previous key {previous} works \
                      until {expires}"
@@ -343,6 +352,7 @@ pub(crate) async fn advance<P: Provisioner>(
                         .await
                         .map_err(|source| backend_error(&bound, source))?;
                 }
+                crash_point("rotation:key-retired");
                 let record = RotationRecord {
                     step: Step::Idle,
                     previous_key_id: None,
