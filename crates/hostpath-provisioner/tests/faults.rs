@@ -9,10 +9,12 @@
 //! may: a relist after a fault then delivers its claims a while before the cache may hold them,
 //! and after the other kinds' relists.
 //!
-//! The kinds are those the provisioner sends: Lease reads and writes, watches, and the patches,
-//! creates and deletes of its reconciles. It never lists (its watches list by streaming) and
-//! reads single objects only to confirm an orphan, so faults on those would meet nothing; the
-//! first test checks that no list request is ever made.
+//! The kinds are those the provisioner sends: Lease reads and writes, watches, the patches,
+//! creates and deletes of its reconciles, and the reads (GET) and replacements (PUT) of single
+//! objects. Every round also asks for a new key for one claim, since a rotation reads the
+//! claim's Secret and replaces it; that claim must have its new key once the proxy is honest
+//! again. The provisioner never lists (its watches list by streaming); the first test checks
+//! that no list request is ever made.
 
 mod harness;
 
@@ -20,7 +22,8 @@ use std::time::{Duration, Instant};
 
 use bucket_api::ClaimPhase;
 use harness::*;
-use kube::api::DeleteParams;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use serde_json::json;
 use test_support::{
     ControlPlane, DEPLOY_NAMESPACE, Deployed, Fault, FaultProxy, RequestKind, deployed_identity,
 };
@@ -51,6 +54,9 @@ async fn each_fault_for(kinds: &[RequestKind]) -> FaultProxy {
     let mut previous = "claim-0".to_owned();
     env.claim(&previous, &class, None).await;
     env.wait(&previous, ClaimPhase::Bound, "Bound").await;
+    let rotating_class = env.class(&[("rotationOverlap", "1s")], "Delete").await;
+    env.claim("rotating", &rotating_class, None).await;
+    env.wait("rotating", ClaimPhase::Bound, "Bound").await;
     if kinds.contains(&RequestKind::Watch) {
         proxy.delay_list_ends("objectbucketclaims", LATE_LIST_END);
     }
@@ -59,10 +65,18 @@ async fn each_fault_for(kinds: &[RequestKind]) -> FaultProxy {
     {
         let seen = proxy.seen(kind);
         proxy.inject(kind, Some(fault));
-        // Work for the provisioner while the fault lasts: a claim to bind, one to delete.
+        // Work for the provisioner while the fault lasts: a claim to bind, one to delete, a key
+        // to replace.
         let current = format!("claim-{}", round + 1);
         env.claim(&current, &class, None).await;
         env.claims.delete(&previous, &DeleteParams::default()).await.unwrap();
+        let key_before = rotating_key(&env).await;
+        // Whole seconds, as the status has it.
+        let asked_at = jiff::Timestamp::from_second(jiff::Timestamp::now().as_second()).unwrap();
+        let rotate = json!({ "metadata": { "annotations": {
+            "objectbucket.io/rotate-credentials": format!("round-{round}") } } });
+        let patch = Patch::Merge(&rotate);
+        env.claims.patch("rotating", &PatchParams::default(), &patch).await.unwrap();
         tokio::time::sleep(window(kind)).await;
         proxy.honest();
         let met = proxy.seen(kind) - seen;
@@ -75,7 +89,16 @@ async fn each_fault_for(kinds: &[RequestKind]) -> FaultProxy {
             loop {
                 let bound = claims.get_opt(&bound).await.ok().flatten().and_then(|c| c.status);
                 let gone = claims.get_opt(&gone).await.is_ok_and(|c| c.is_none());
-                if gone && bound.and_then(|s| s.phase) == Some(ClaimPhase::Bound) {
+                // A key issued since the request, the previous one retired too (so that the next
+                // round's request starts at once).
+                let credentials = claims.get_opt("rotating").await.ok().flatten();
+                let credentials = credentials.and_then(|c| c.status?.credentials);
+                let rotated = rotating_key(&env).await != key_before
+                    && credentials.is_some_and(|c| {
+                        c.previous_expires_at.is_none()
+                            && c.created_at.is_some_and(|t| t.0 >= asked_at)
+                    });
+                if gone && rotated && bound.and_then(|s| s.phase) == Some(ClaimPhase::Bound) {
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -95,6 +118,12 @@ async fn each_fault_for(kinds: &[RequestKind]) -> FaultProxy {
     proxy
 }
 
+/// The access key id in the Secret of the claim whose key is replaced every round.
+async fn rotating_key(env: &Env) -> Option<Vec<u8>> {
+    let secret = env.home().secret("rotating").await?;
+    Some(secret.data?.get("AWS_ACCESS_KEY_ID")?.0.clone())
+}
+
 #[tokio::test]
 async fn every_fault_on_lease_and_delete_requests_is_outlived() {
     let proxy = each_fault_for(&[RequestKind::Lease, RequestKind::Delete]).await;
@@ -109,4 +138,9 @@ async fn every_fault_on_watch_requests_is_outlived() {
 #[tokio::test]
 async fn every_fault_on_patch_and_create_requests_is_outlived() {
     each_fault_for(&[RequestKind::Patch, RequestKind::Create]).await;
+}
+
+#[tokio::test]
+async fn every_fault_on_get_and_update_requests_is_outlived() {
+    each_fault_for(&[RequestKind::Get, RequestKind::Update]).await;
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use aws_sdk_s3::Client as S3;
 use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaim};
+use bucket_provisioner::kubernetes::crash_point::ROTATION_STEPS;
 use harness::*;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Event;
@@ -183,8 +184,12 @@ async fn rotation_on_a_schedule_replaces_keys_every_period() {
     assert!(stored_keys(&env).len() <= 2);
 }
 
-/// The request the ObjectBucket's rotation record last took up, and its step.
-async fn rotation_record(buckets: &Api<ObjectBucket>, name: &str) -> (String, String) {
+/// The ObjectBucket's rotation record: the request last honoured, the step, and when the
+/// previous key's overlap ends (if it is under way).
+async fn rotation_record(
+    buckets: &Api<ObjectBucket>,
+    name: &str,
+) -> (String, String, Option<Timestamp>) {
     let ob = buckets.get(name).await.unwrap();
     let record: BTreeMap<String, serde_json::Value> = ob
         .metadata
@@ -193,68 +198,87 @@ async fn rotation_record(buckets: &Api<ObjectBucket>, name: &str) -> (String, St
         .and_then(|a| a.get("objectbucket.io/rotation"))
         .and_then(|r| serde_json::from_str(r).ok())
         .unwrap_or_default();
-    let text = |key: &str, default: &str| {
-        record.get(key).and_then(|v| v.as_str()).unwrap_or(default).to_owned()
-    };
-    (text("handled", ""), text("step", "Idle"))
+    let text = |key: &str| record.get(key).and_then(|v| v.as_str()).map(str::to_owned);
+    let expires = text("previousExpiresAt").map(|t| t.parse().unwrap());
+    (text("handled").unwrap_or_default(), text("step").unwrap_or("Idle".into()), expires)
 }
 
-/// SIGKILL as soon as the ObjectBucket records each step of a rotation: the restarted process
-/// finishes it, the claim never holds more than two keys nor is left without a working one.
+/// Each crash point of a rotation, with what it leaves: the step recorded, how many keys the
+/// store holds, and whether the Secret holds the new key yet.
+const CRASHES: [(&str, &str, usize, bool); 6] = [
+    ("rotation:issuing", "Issuing", 1, false),
+    ("rotation:key-issued", "Issuing", 2, false),
+    ("rotation:issued", "Issued", 2, false),
+    ("rotation:secret-written", "Issued", 2, true),
+    ("rotation:overlap", "Overlap", 2, true),
+    ("rotation:key-retired", "Overlap", 1, true),
+];
+
+/// The binary aborted (as a SIGKILL would stop it) exactly after each step of a rotation, by its
+/// crash points: the restarted process finishes the rotation, the Secret's key works as soon as
+/// the endpoint answers, the previous key works until its overlap ends, and once it is retired
+/// the claim holds one key.
 #[tokio::test]
 async fn a_rotation_survives_a_crash_at_every_step() {
+    use std::os::unix::process::ExitStatusExt;
+    let steps: Vec<&str> = CRASHES.iter().map(|(step, ..)| *step).collect();
+    assert_eq!(steps, ROTATION_STEPS, "every crash point of a rotation is tried");
     let env = Env::new("hp-rot-crash").await;
     let mut provisioner = env.start("node-a");
-    let class = env.class(&[("rotationOverlap", "3s")], "Delete").await;
+    let class = env.class(&[("rotationOverlap", "4s")], "Delete").await;
     env.claim("app", &class, None).await;
     env.wait("app", ClaimPhase::Bound, "Bound").await;
     let (s3, bucket) = env.s3_for("app").await;
     put(&s3, &bucket, "probe", b"data").await.unwrap();
     let buckets: Api<ObjectBucket> = Api::all(env.client.clone());
     let ob_name = env.claims.get("app").await.unwrap().spec.object_bucket_name.expect("recorded");
+    let record = || rotation_record(&buckets, &ob_name);
 
-    const STEPS: [&str; 4] = ["Issuing", "Issued", "Overlap", "Idle"];
-    for (round, step) in STEPS[..3].iter().copied().enumerate() {
-        let before = key_id(&env, "app").await;
-        request_rotation(&env, "app", &format!("round-{round}")).await;
-        // Watched as closely as the API allows, then killed at once.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            let (handled, at) = rotation_record(&buckets, &ob_name).await;
-            // The step or any later one: the apiserver is read every few milliseconds, and the
-            // process may be a step further by then.
-            let reached =
-                STEPS.iter().position(|s| *s == at) >= STEPS.iter().position(|s| *s == step);
-            if handled == format!("round-{round}") && reached {
-                break;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "never saw step {step}");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+    for (round, (step, recorded, keys, new_in_secret)) in CRASHES.into_iter().enumerate() {
         provisioner.kill().await;
-        let keys = stored_keys(&env);
-        assert!((1..=2).contains(&keys.len()), "after a crash at {step}: {keys:?}");
-        // The Secret holds a working key whatever the moment (asked once the endpoint, which
-        // is the same process, listens again).
-        let (current, _) = env.s3_for("app").await;
+        let mut crashing = env.start_crashing_at("node-a", step);
+        let (previous, _) = env.s3_for("app").await;
+        let before = key_id(&env, "app").await;
+        let request = format!("round-{round}");
+        request_rotation(&env, "app", &request).await;
+        let Some(status) = crashing.exited(Duration::from_secs(60)).await else {
+            let claim = env.claims.get("app").await.unwrap();
+            panic!("never reached {step}: record {:?}, {:?}", record().await, claim.status);
+        };
+        assert_eq!(status.signal(), Some(6), "aborted at {step}: {status}");
+        let (_, at, recorded_expiry) = record().await;
+        assert_eq!(at, recorded, "the step recorded at {step}");
+        assert_eq!(stored_keys(&env).len(), keys, "keys stored at {step}");
+        assert_eq!(key_id(&env, "app").await != before, new_in_secret, "the Secret at {step}");
+
         provisioner = env.start("node-a");
+        let (current, _) = env.s3_for("app").await;
         let answer = eventually("the endpoint to answer again", || async {
             let answer = get(&current, &bucket, "probe").await;
             (answer != Err("unknown".into())).then_some(answer)
         })
         .await;
-        assert_eq!(answer.unwrap(), b"data", "crash at {step}");
-        rotated_from(&env, "app", &before).await;
+        assert_eq!(answer.unwrap(), b"data", "the Secret's key, after a crash at {step}");
+        // Read with from here on, as a pod not yet restarted does.
+        let (reads, task) = consumer(previous.clone(), bucket.clone());
+        let expires = match recorded_expiry {
+            Some(expires) => expires,
+            None => eventually("the overlap to begin", || async { record().await.2 }).await,
+        };
         eventually(&format!("round {round} to end"), || async {
-            let done = (format!("round-{round}"), "Idle".to_string());
-            (rotation_record(&buckets, &ob_name).await == done).then_some(())
+            let (handled, at, _) = record().await;
+            (handled == request && at == "Idle").then_some(())
         })
         .await;
+        task.abort();
+        if step != "rotation:key-retired" {
+            served_until(&reads, expires, &format!("the previous key, after a crash at {step}"));
+        }
+        rotated_from(&env, "app", &before).await;
         let (current, _) = env.s3_for("app").await;
         assert_eq!(get(&current, &bucket, "probe").await.unwrap(), b"data", "after {step}");
         assert_eq!(stored_keys(&env).len(), 1, "after a crash at {step}, once retired");
-        let old = s3_with(env.port, &before, "unknown");
-        assert_eq!(code(old.list_objects_v2().bucket(&bucket).send().await), "InvalidAccessKeyId");
+        assert_eq!(get(&previous, &bucket, "probe").await, Err("InvalidAccessKeyId".into()));
     }
     drop(provisioner);
 }

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::EventType;
 use kube::{Client, Resource, ResourceExt};
 
+use crate::bucket::rotation_record::requested;
 use crate::kubernetes::backoff::Backoff;
 use crate::kubernetes::cache::Caches;
 use crate::kubernetes::events::{Events, publish};
@@ -34,10 +35,12 @@ pub(crate) struct Context<P> {
     pub(crate) blocked: Mutex<std::collections::HashSet<String>>,
 }
 
-/// What a permanent failure depended on: the claim's spec and its StorageClass.
+/// What a permanent failure depended on: the claim's spec, its rotation request (an annotation,
+/// which leaves the generation as it is) and its StorageClass.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Inputs {
     generation: Option<i64>,
+    rotation_request: Option<String>,
     class_version: Option<String>,
 }
 
@@ -46,6 +49,7 @@ impl<P> Context<P> {
         let class = self.caches.class(&claim.spec.storage_class_name);
         Inputs {
             generation: claim.metadata.generation,
+            rotation_request: requested(claim).map(str::to_owned),
             class_version: class.and_then(|c| c.resource_version()),
         }
     }

@@ -108,7 +108,8 @@
 //! Both are handed the ObjectBucket, not [`BucketOptions`], so that a rotation under way ends even
 //! when the StorageClass is gone. The defaults refuse permanently: a backend without rotation
 //! leaves its claims' keys as they are, and a claim asking for a rotation fails with the reason
-//! [`ROTATION_NOT_SUPPORTED`].
+//! [`ROTATION_NOT_SUPPORTED`] until its request is taken back (removed, or set back to the value
+//! last honoured). Any permanent refusal of `rotate` is handled the same way.
 //!
 //! A complete backend fits in a page: see `examples/memory-backend.rs` in the repository.
 
@@ -220,8 +221,8 @@ fn rotation_not_supported() -> BackendError {
     BackendError::permanent(
         ROTATION_NOT_SUPPORTED,
         "this provisioner cannot rotate credentials; remove the claim's \
-         objectbucket.io/rotate-credentials annotation, or use a StorageClass without \
-         rotationPeriod",
+         objectbucket.io/rotate-credentials annotation (or set it back to its previous value), \
+         or use a StorageClass without rotationPeriod",
     )
 }
 

@@ -10,13 +10,20 @@
 //!
 //! | step | recorded | then |
 //! |---|---|---|
-//! | idle | the last request taken up, when the Secret's key was issued | a request or the period starts a rotation |
-//! | `Issuing` | the key in the Secret, which is kept | [`Provisioner::rotate`] removes any other key of the claim and issues one |
-//! | `Issued` | the new key's id and digest (never its secret) | the Secret is written; a Secret without the new key after a crash means its secret was lost, and `Issuing` is repeated |
+//! | idle | the last request honoured, when the Secret's key was issued | a request or the period starts a rotation |
+//! | `Issuing` | the key in the Secret, which is kept, and the request taken up | [`Provisioner::rotate`] removes any other key of the claim and issues one |
+//! | `Issued` | the new key's id and digest (never its secret); the request as honoured | the Secret is written; a Secret without the new key after a crash means its secret was lost, and `Issuing` is repeated |
 //! | `Overlap` | the new key's digest as the Secret's, when the previous key stops working | at that time [`Provisioner::retire_key`] removes the previous key |
 //!
 //! Every time the library acts on comes from this record and the controller's clock, never from
 //! the claim: its tenant can write anything there.
+//!
+//! A backend that refuses to rotate (permanently: [`crate::ROTATION_NOT_SUPPORTED`] by default)
+//! fails the claim and the request is dropped, not honoured: removing the annotation, or setting
+//! it back to the value last honoured, asks nothing and the claim is bound again as it was.
+//!
+//! Each step has a crash point (see [`crate::kubernetes::crash_point`]): tests stop the process
+//! right after every one of them.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -39,6 +46,7 @@ use crate::bucket::ownership::{CredentialsCheck, check_credentials, ensure_owned
 use crate::bucket::rotation_record::{RotationRecord, Step, requested};
 use crate::kubernetes::cache::key;
 use crate::kubernetes::cache::summary::Summary;
+use crate::kubernetes::crash_point::crash_point;
 use crate::{BackendError, Provisioner};
 
 /// How long the previous key works after a rotation when the StorageClass does not say.
@@ -250,12 +258,13 @@ pub(crate) async fn advance<P: Provisioner>(
                     return Ok((bound, None));
                 };
                 let record = RotationRecord {
-                    handled: request,
+                    pending: Some(request),
                     step: Step::Issuing,
                     previous_key_id: Some(keep.clone()),
                     ..record
                 };
                 bound = record_step(&bound, &record, None, observed, ctx).await?;
+                crash_point("rotation:issuing");
                 let message = format!(
                     "issuing a new key for bucket {:?}; the current key {keep} keeps working \
                      until the new one is in the Secret and {} more have passed",
@@ -272,14 +281,20 @@ pub(crate) async fn advance<P: Provisioner>(
                         return Err(refused(claim, &bound, record, source, observed, ctx).await);
                     }
                 };
+                crash_point("rotation:key-issued");
                 let digest = objects::credentials_digest(&credentials);
+                // A record written before requests were kept pending holds it as `handled`.
+                let handled = record.pending.clone().unwrap_or_else(|| record.handled.clone());
                 let record = RotationRecord {
                     step: Step::Issued,
+                    handled,
+                    pending: None,
                     new_key_id: Some(credentials.access_key_id.clone()),
                     new_digest: Some(digest),
                     ..record
                 };
                 bound = record_step(&bound, &record, None, observed, ctx).await?;
+                crash_point("rotation:issued");
                 let secret = objects::secret(claim, &ctx.name, &credentials);
                 ensure_owned(
                     &observed.secrets,
@@ -289,6 +304,7 @@ pub(crate) async fn advance<P: Provisioner>(
                     Error::ForeignSecret,
                 )
                 .await?;
+                crash_point("rotation:secret-written");
                 issued = Some(credentials);
             }
             Next::CheckIssued => {
@@ -320,6 +336,7 @@ pub(crate) async fn advance<P: Provisioner>(
                     ..record
                 };
                 bound = record_step(&bound, &record, digest.as_deref(), observed, ctx).await?;
+                crash_point("rotation:overlap");
                 let message = format!(
                     "the Secret holds the new key {new_key}; the previous key {previous} works \
                      until {expires}"
@@ -335,6 +352,7 @@ pub(crate) async fn advance<P: Provisioner>(
                         .await
                         .map_err(|source| backend_error(&bound, source))?;
                 }
+                crash_point("rotation:key-retired");
                 let record = RotationRecord {
                     step: Step::Idle,
                     previous_key_id: None,
@@ -401,8 +419,9 @@ async fn record_step<P>(
     Ok((*ctx.caches.buckets.wrote(updated)).clone())
 }
 
-/// A backend that cannot rotate: the request counts as taken up and the period starts again, so
-/// that nothing is tried again until the claim or its class changes; the previous key stays.
+/// A backend that cannot rotate: the request is dropped (the last one honoured stays recorded) and
+/// the period starts again, so that nothing is tried again until the claim's request or its
+/// class changes; the previous key stays.
 async fn refused<P>(
     claim: &ObjectBucketClaim,
     bound: &ObjectBucket,
@@ -414,6 +433,7 @@ async fn refused<P>(
     if source.is_permanent() {
         let record = RotationRecord {
             step: Step::Idle,
+            pending: None,
             created_at: Some(Timestamp::now()),
             previous_key_id: None,
             ..record

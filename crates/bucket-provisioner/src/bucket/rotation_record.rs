@@ -26,9 +26,14 @@ pub(crate) enum Step {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct RotationRecord {
-    /// The last value of the claim's request annotation taken up.
+    /// The last value of the claim's request annotation honoured: its key was issued. A value
+    /// the backend refused is not, so that setting the annotation back to this one asks nothing.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub(crate) handled: String,
+    /// The request being taken up, from `Issuing` until its key is issued (then it is `handled`)
+    /// or the backend refuses it (then it is dropped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) pending: Option<String>,
     #[serde(default)]
     pub(crate) step: Step,
     /// When the Secret's key was issued (none recorded: when the ObjectBucket was created).

@@ -10,9 +10,11 @@
 //! - [`health`], [`telemetry`], [`log_limit`]: `/healthz` from the loops themselves, metrics,
 //!   and logs of repeated failures once a minute.
 //! - [`leader`], [`runtime`]: leader election and the supervision of every loop of a process.
+//! - [`crash_point`]: for tests, the process stopped at a named step.
 
 pub mod backoff;
 pub mod cache;
+pub mod crash_point;
 pub mod events;
 pub mod failure;
 pub mod finalizer;

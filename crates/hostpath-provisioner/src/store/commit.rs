@@ -78,9 +78,9 @@ pub(super) enum Spooled {
     File(TempFile, File),
 }
 
-/// The largest body kept in memory until it is put in place; a larger one goes to a
-/// temporary file through a write buffer of the same size, so that memory per upload stays
-/// bounded whatever the object's size.
+/// The largest body kept in memory until it is put in place; a larger one is written to a
+/// temporary file as it arrives, by a thread of its own (see `body_writer`), so that memory per
+/// upload stays bounded whatever the object's size.
 pub(super) const IN_MEMORY: usize = 256 * 1024;
 
 impl BucketStore {
@@ -170,7 +170,7 @@ impl BucketStore {
         let old = self.existing(bucket, &dir, key)?;
         let change = Change::store(meta.writer.as_deref(), data.len(), old.as_ref());
         let ticket = self.meter(bucket)?.begin(change.and(object.also), actor)?;
-        // Nothing has moved before the renames: an error drops the ticket, and its reservation.
+        // Nothing has moved before the rename: an error drops the ticket, and its reservation.
         let target = self.plain_target(&dir, key)?;
         let mut moved = false;
         let placed = Placed { target, attached };
@@ -187,8 +187,9 @@ impl BucketStore {
         Ok(meta.info(data.modified().unwrap_or(SystemTime::UNIX_EPOCH)))
     }
 
-    /// The renames of [`commit`](Self::commit); `moved` says whether the data reached its
-    /// place.
+    /// The data's rename of [`commit`](Self::commit), preceded by the metadata file's where the
+    /// metadata is not attached (always for an object beside the bucket); `moved` says whether
+    /// the data reached its place.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn move_into_place(
         &self,

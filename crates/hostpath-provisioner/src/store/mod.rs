@@ -16,10 +16,13 @@
 //! ```
 //!
 //! Object data keeps its key as its path, so an operator sees plain files under the bucket
-//! directory. Metadata lives outside the bucket, named by a hash of the key, so that no key can
-//! collide with it. A metadata file records the size and modification time of the data it
-//! describes: data changed behind the store's back (or a crash between the two renames) makes it
-//! stale, and the object is then served with a derived ETag instead of a wrong one.
+//! directory. An object's metadata travels attached to its data file (an extended attribute,
+//! module `attached`), so that one sync and one rename put both in place. Where the file system
+//! cannot hold the attribute, it is a file outside the bucket, named by a hash of the key so that
+//! no key can collide with it, written before the data is renamed into place. Metadata records
+//! the size and modification time of the data it describes: data changed behind the store's back
+//! (or a crash between writing a metadata file and renaming the data) makes it stale, and the
+//! object is then served with a derived ETag instead of a wrong one.
 //!
 //! Every write goes to a file of `tmp/` first (one of 64 directories, so that concurrent writes
 //! do not queue on one directory's lock) and is renamed into place, so readers never see a

@@ -8,6 +8,7 @@ mod scoped;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::time::Duration;
 
 use aws_sdk_s3::Client as S3;
 use aws_sdk_s3::config::{Credentials, Region};
@@ -39,10 +40,9 @@ impl Provisioner {
         kubeconfig: &Path,
         extra: &[&str],
     ) -> Provisioner {
-        let filter = std::env::var("PROVISIONER_LOG").ok();
-        let log = filter.is_some().then(Stdio::inherit).unwrap_or_else(Stdio::null);
-        let filter = filter.unwrap_or_else(|| "warn,kube_client::client::tls=error".into());
-        Self::start_logging(root, name, identity, s3_port, kubeconfig, extra, (&filter, log))
+        let (command, metrics_port) =
+            Self::command(root, name, identity, s3_port, kubeconfig, extra);
+        Self::spawn(command, metrics_port)
     }
 
     /// Starts the binary with `RUST_LOG` set to `filter` and its log written to `log`.
@@ -55,8 +55,28 @@ impl Provisioner {
         extra: &[&str],
         (filter, log): (&str, Stdio),
     ) -> Provisioner {
+        let (mut command, metrics_port) =
+            Self::command(root, name, identity, s3_port, kubeconfig, extra);
+        command.env("RUST_LOG", filter).stdout(log);
+        Self::spawn(command, metrics_port)
+    }
+
+    /// The binary's command line, and the port it serves metrics on. Its log is shown only
+    /// when `PROVISIONER_LOG` (a `RUST_LOG` filter) asks for it.
+    fn command(
+        root: &Path,
+        name: &str,
+        identity: &str,
+        s3_port: u16,
+        kubeconfig: &Path,
+        extra: &[&str],
+    ) -> (Command, u16) {
         let metrics_port = test_support::free_port().unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_hostpath-bucket-provisioner"))
+        let filter = std::env::var("PROVISIONER_LOG").ok();
+        let log = filter.is_some().then(Stdio::inherit).unwrap_or_else(Stdio::null);
+        let filter = filter.unwrap_or_else(|| "warn,kube_client::client::tls=error".into());
+        let mut command = Command::new(env!("CARGO_BIN_EXE_hostpath-bucket-provisioner"));
+        command
             .arg(format!("--root={}", root.display()))
             .arg(format!("--provisioner-name={name}"))
             .arg(format!("--identity={identity}"))
@@ -68,9 +88,12 @@ impl Provisioner {
             .env("RUST_LOG", filter)
             // Logs go to stdout; shown only when asked for, unless the test reads them.
             .stdout(log)
-            .kill_on_drop(true)
-            .spawn()
-            .expect("starting hostpath-bucket-provisioner");
+            .kill_on_drop(true);
+        (command, metrics_port)
+    }
+
+    fn spawn(mut command: Command, metrics_port: u16) -> Provisioner {
+        let child = command.spawn().expect("starting hostpath-bucket-provisioner");
         Provisioner { child, metrics_port }
     }
 
@@ -88,6 +111,12 @@ impl Provisioner {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
         let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
         line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    /// Waits for the process to exit by itself, at most `within`; `None` if it is still running.
+    pub async fn exited(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let status = tokio::time::timeout(within, self.child.wait()).await.ok()?;
+        Some(status.expect("waiting for the process"))
     }
 
     pub async fn kill(mut self) {
@@ -145,6 +174,21 @@ impl Env {
             &self.kubeconfig,
             flags,
         )
+    }
+
+    /// Starts the provisioner (as [`Env::start`] does) set to abort at the crash point `step`
+    /// (see `bucket_provisioner::kubernetes::crash_point`).
+    pub fn start_crashing_at(&self, identity: &str, step: &str) -> Provisioner {
+        let (mut command, metrics_port) = Provisioner::command(
+            self.root.path(),
+            &self.name,
+            identity,
+            self.port,
+            &self.kubeconfig,
+            &["--leader-elect=false"],
+        );
+        command.env(bucket_provisioner::kubernetes::crash_point::CRASH_AT, step);
+        Provisioner::spawn(command, metrics_port)
     }
 
     /// Another tenant: a namespace of its own on the same cluster, for the same provisioner.

@@ -1,0 +1,42 @@
+//! Crash points, for tests only: the process aborts at a named step, so that a test can stop it
+//! exactly there (not merely "about then") and check that a restart finishes the work.
+//!
+//! With `BUCKET_PROVISIONER_CRASH_AT=<step>` in its environment, the process aborts (no
+//! unwinding, no clean-up: as a SIGKILL would stop it) the first time it reaches `<step>`, right
+//! after that step's effect is recorded. Unset or empty, every crash point does nothing; nothing
+//! but tests sets it. The steps of a credential rotation (the bucket side's `rotation`):
+//!
+//! | step | after |
+//! |---|---|
+//! | `rotation:issuing` | `Issuing` is recorded on the ObjectBucket (no new key yet) |
+//! | `rotation:key-issued` | the backend issued the new key (not yet recorded) |
+//! | `rotation:issued` | `Issued` is recorded (the Secret not yet written) |
+//! | `rotation:secret-written` | the Secret holds the new key (`Overlap` not yet recorded) |
+//! | `rotation:overlap` | `Overlap` is recorded |
+//! | `rotation:key-retired` | the backend retired the previous key (the record not yet idle) |
+
+use std::sync::LazyLock;
+
+/// The environment variable naming the step to abort at.
+pub const CRASH_AT: &str = "BUCKET_PROVISIONER_CRASH_AT";
+
+/// Every step a crash point names, in the order a rotation reaches them.
+pub const ROTATION_STEPS: [&str; 6] = [
+    "rotation:issuing",
+    "rotation:key-issued",
+    "rotation:issued",
+    "rotation:secret-written",
+    "rotation:overlap",
+    "rotation:key-retired",
+];
+
+static STEP: LazyLock<Option<String>> =
+    LazyLock::new(|| std::env::var(CRASH_AT).ok().filter(|s| !s.is_empty()));
+
+/// Aborts the process if [`CRASH_AT`] names `step`; does nothing otherwise.
+pub fn crash_point(step: &str) {
+    if STEP.as_deref() == Some(step) {
+        eprintln!("{CRASH_AT}={step}: aborting here, as a test asked");
+        std::process::abort();
+    }
+}
