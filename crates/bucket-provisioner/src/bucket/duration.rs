@@ -188,7 +188,7 @@ mod tests {
         assert_eq!(parse_duration("1s1s"), ms(2000));
         assert_eq!(parse_duration("0.000000001s"), Ok(Duration::from_nanos(1)));
         assert_eq!(parse_duration("0.0000000019s"), Ok(Duration::from_nanos(1)));
-        for zero in ["0", "-0", "+0", "0s", "-0h", "0.0m"] {
+        for zero in ["0", "-0", "+0", "0s", "-0h", "0.0m", ".0ns", "0μs"] {
             assert_eq!(parse_duration(zero), Ok(Duration::ZERO), "{zero:?}");
         }
     }

@@ -610,4 +610,27 @@ mod tests {
         assert_eq!(wait_for(Some(at("2025-12-31T00:00:00Z")), now), Some(Duration::from_secs(1)));
         assert_eq!(wait_for(Some(at("2026-03-01T00:00:00Z")), now), Some(LONGEST_WAIT));
     }
+
+    proptest::proptest! {
+        /// The request token is opaque: any value but the one taken up (or none) starts a
+        /// rotation, and the record keeps the token as it was, through its annotation.
+        #[test]
+        fn only_a_new_request_token_starts_a_rotation(
+            handled in proptest::prelude::any::<String>(),
+            asked in proptest::prop_oneof![proptest::prelude::any::<String>(), "[ab]{0,2}"],
+        ) {
+            let record = RotationRecord { handled: handled.clone(), ..Default::default() };
+            let ob = bucket("2026-01-01T00:00:00Z", Some(&record));
+            proptest::prop_assert_eq!(RotationRecord::of(&ob), Some(record.clone()));
+            let mut claim = ObjectBucketClaim::new("c", Default::default());
+            claim.metadata.annotations =
+                Some([(annotations::ROTATE_CREDENTIALS.to_owned(), asked.clone())].into());
+            let expected = match asked.is_empty() || asked == handled {
+                true => Next::Wait(None),
+                false => Next::Start(asked.clone()),
+            };
+            let now = at("2026-02-01T00:00:00Z");
+            proptest::prop_assert_eq!(next(&record, &ob, requested(&claim), None, now), expected);
+        }
+    }
 }
