@@ -40,9 +40,9 @@ pub struct ControllerArgs {
     /// Address of the /metrics, /healthz and /readyz endpoints.
     #[arg(long, env = "METRICS_ADDRESS", default_value = "0.0.0.0:8080")]
     pub metrics_address: SocketAddr,
-    /// How many claims are reconciled concurrently (1 to 65535).
+    /// How many claims are reconciled concurrently (1 to 256).
     #[arg(long, env = "WORKERS", default_value_t = 4,
-        value_parser = value_parser!(u16).range(1..))]
+        value_parser = value_parser!(u16).range(1..=256))]
     pub workers: u16,
     /// Elect a leader through a Lease so that only one replica acts.
     #[arg(long, env = "LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
@@ -596,7 +596,8 @@ mod tests {
             ("--usage-interval-seconds", "86401", "1..=86400"),
             ("--api-timeout-seconds", "0", "1..=3600"),
             ("--api-timeout-seconds", "18446744073709551615", "1..=3600"),
-            ("--workers", "0", "1..=65535"),
+            ("--workers", "0", "1..=256"),
+            ("--workers", "257", "1..=256"),
         ] {
             let refused = parse(&[flag, value]).unwrap_err();
             assert!(refused.contains(flag) && refused.contains(range), "{flag} {value}: {refused}");
@@ -605,12 +606,12 @@ mod tests {
             "--leader-lease-seconds=3600",
             "--usage-interval-seconds=86400",
             "--api-timeout-seconds=3600",
-            "--workers=65535",
+            "--workers=256",
         ])
         .unwrap();
         assert_eq!(
             (longest.leader_lease_seconds, longest.usage_interval_seconds, longest.workers),
-            (3600, 86400, 65535)
+            (3600, 86400, 256)
         );
     }
 
