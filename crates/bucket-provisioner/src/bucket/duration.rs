@@ -2,8 +2,9 @@
 //! `metav1.Duration` fields. A duration is an optional sign and one or more decimal numbers,
 //! each with a unit: `720h`, `1.5h`, `2h45m30.5s`, `300ms`, `.5s`; the units are `ns`, `us`
 //! (or `µs`, `μs`), `ms`, `s`, `m` and `h`; `0` alone needs no unit. No spaces. Fractions are
-//! kept to the nanosecond (rounded down), and the total must fit Go's 2⁶³−1 nanoseconds
-//! ([`LONGEST`], about 292 years).
+//! kept to the nanosecond, rounded down exactly (Go rounds them through floating point, which
+//! may differ by a nanosecond), and the total must fit Go's 2⁶³−1 nanoseconds ([`LONGEST`],
+//! about 292 years).
 
 use std::fmt;
 use std::time::Duration;
