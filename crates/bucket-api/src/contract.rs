@@ -76,11 +76,12 @@ pub mod class_limits {
 /// StorageClass parameters the controller reads and never passes to backends: when a claim's
 /// credentials are replaced by new ones.
 pub mod class_rotation {
-    /// How long a claim's key lives before a new one replaces it, e.g. `720h` (Go duration
-    /// units `h`, `m`, `s`). Unset: keys are replaced only on demand.
+    /// How long a claim's key lives before a new one replaces it, e.g. `720h` or `1.5h` (a Go
+    /// duration, at most `876000h`). Unset: keys are replaced only on demand.
     pub const ROTATION_PERIOD: &str = "rotationPeriod";
     /// How long the previous key keeps working once a new one is in the Secret, e.g. `1h` (the
-    /// default): time for pods reading the Secret through `envFrom` to restart.
+    /// default; a Go duration, at most `876000h`): time for pods reading the Secret through
+    /// `envFrom` to restart.
     pub const ROTATION_OVERLAP: &str = "rotationOverlap";
     /// Both of them.
     pub const ALL: [&str; 2] = [ROTATION_PERIOD, ROTATION_OVERLAP];

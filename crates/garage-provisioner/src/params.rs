@@ -161,4 +161,62 @@ mod tests {
         bad.insert(ADMIN_ENDPOINT.into(), "garage:3903".into());
         assert!(Settings::from_parameters(&bad).is_err());
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// Values close to what the parameters take, and any text.
+        fn value() -> impl Strategy<Value = String> {
+            prop_oneof![
+                any::<String>(),
+                "(https?|ftp)://(u@)?[a-zA-Z0-9.-]{0,10}(:[0-9]{0,6})?(/x)?",
+                "[ a-zA-Z0-9_.-]{0,12}",
+            ]
+        }
+
+        fn parameters() -> impl Strategy<Value = BTreeMap<String, String>> {
+            let key = prop_oneof![
+                Just(ADMIN_ENDPOINT.to_string()),
+                Just(ENDPOINT.to_string()),
+                Just(REGION.to_string()),
+                Just(SECRET_NAME.to_string()),
+                Just(SECRET_NAMESPACE.to_string()),
+                any::<String>(),
+            ];
+            prop::collection::btree_map(key, value(), 0..7)
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(2000))]
+
+            /// A class's parameters and the ObjectBucket's copy of them read alike, and the copy
+            /// reads back as the settings it was made from.
+            #[test]
+            fn parameters_and_their_copy_read_alike(parameters in parameters()) {
+                let known = parameters.keys().all(|k| PARAMETERS.contains(&k.as_str()));
+                let read = Settings::from_parameters(&parameters).ok();
+                if known {
+                    prop_assert_eq!(&read, &Settings::from_state(&parameters).ok());
+                }
+                if let Some(settings) = read {
+                    let again = Settings::from_state(&settings.to_state()).ok();
+                    prop_assert_eq!(again, Some(settings));
+                }
+            }
+
+            #[test]
+            fn complete_parameters_with_any_values_are_judged(
+                values in prop::collection::vec(value(), 5),
+            ) {
+                let parameters: BTreeMap<String, String> =
+                    PARAMETERS.iter().map(|k| k.to_string()).zip(values).collect();
+                if let Ok(settings) = Settings::from_parameters(&parameters) {
+                    let again = Settings::from_state(&settings.to_state()).ok();
+                    prop_assert_eq!(again, Some(settings));
+                }
+            }
+        }
+    }
 }

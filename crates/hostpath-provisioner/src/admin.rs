@@ -314,4 +314,61 @@ mod tests {
         let shown = format!("{creds:?}");
         assert!(shown.contains("operator") && !shown.contains("do-not-print-me"), "{shown}");
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        fn file(text: &str) -> Result<AdminCredentials, String> {
+            let tmp = tempfile::tempdir().unwrap();
+            AdminCredentials::from_file(write(tmp.path(), text, 0o600)).map_err(|e| e.to_string())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(500))]
+
+            /// A key pair reads the same from a file (plain or quoted) as from a Secret.
+            #[test]
+            fn a_file_and_a_secret_with_one_key_read_alike(
+                id in prop_oneof!["[A-Za-z0-9._-]{0,20}", any::<String>()],
+                secret in prop_oneof!["[!-~]{0,20}", any::<String>()],
+            ) {
+                // A line break cannot be written inside a value of a file of lines.
+                prop_assume!(!id.contains(['\n', '\r']) && !secret.contains(['\n', '\r']));
+                let entries = [
+                    (ACCESS_KEY_ID_ENTRY, id.as_str()),
+                    (SECRET_ACCESS_KEY_ENTRY, secret.as_str()),
+                ];
+                let from_secret = AdminCredentials::from_entries("Secret", entries).ok();
+                if let Some(read) = &from_secret {
+                    let quoted = format!(
+                        "{ACCESS_KEY_ID_ENTRY}=\"{id}\"\n{SECRET_ACCESS_KEY_ENTRY}=\"{secret}\"\n"
+                    );
+                    let from_file = file(&quoted);
+                    prop_assert_eq!(from_file.as_ref(), Ok(read));
+                    if unquote(read.secret_access_key()) == read.secret_access_key() {
+                        let plain = format!(
+                            "{ACCESS_KEY_ID_ENTRY}={id}\n{SECRET_ACCESS_KEY_ENTRY}={secret}\n"
+                        );
+                        let from_file = file(&plain);
+                        prop_assert_eq!(from_file.as_ref(), Ok(read));
+                    }
+                }
+            }
+
+            #[test]
+            fn any_file_is_judged(
+                text in prop_oneof![
+                    any::<String>(),
+                    concat!(
+                        "((export )?(AWS_ACCESS_KEY_ID|AWS_SECRET_ACCESS_KEY|#|X) ?= ?",
+                        "[\"']?[!-~]{0,12}[\"']?\r?\n){0,4}"
+                    ),
+                ],
+            ) {
+                let _ = file(&text);
+            }
+        }
+    }
 }

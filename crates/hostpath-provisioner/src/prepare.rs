@@ -29,8 +29,13 @@ impl FromStr for Owner {
         let (uid, gid) = text
             .split_once(':')
             .ok_or_else(|| format!("{text:?} is not UID:GID (numbers, e.g. 65532:65532)"))?;
-        let number = |part: &str, what: &str| {
-            part.parse::<u32>().map_err(|_| format!("{what} {part:?} in {text:?} is not a number"))
+        let number = |part: &str, what: &str| match part.parse::<u32>() {
+            // chown(2) reads this id as "leave it unchanged": the root would stay root's.
+            Ok(u32::MAX) => Err(format!(
+                "{what} {part:?} in {text:?} is the id chown reads as \"unchanged\"; use another"
+            )),
+            Ok(id) => Ok(id),
+            Err(_) => Err(format!("{what} {part:?} in {text:?} is not a number")),
         };
         Ok(Owner { uid: number(uid, "user id")?, gid: number(gid, "group id")? })
     }
@@ -69,6 +74,15 @@ mod tests {
     }
 
     #[test]
+    fn the_id_chown_reads_as_unchanged_is_refused() {
+        for text in ["4294967295:0", "0:4294967295"] {
+            let refused = text.parse::<Owner>().unwrap_err();
+            assert!(refused.contains("unchanged"), "{text}: {refused}");
+        }
+        assert_eq!("4294967294:0".parse(), Ok(Owner { uid: u32::MAX - 1, gid: 0 }));
+    }
+
+    #[test]
     fn the_root_is_created_with_mode_0700_and_the_owner_given() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("buckets/root");
@@ -96,5 +110,22 @@ mod tests {
         std::fs::write(&file, b"").unwrap();
         let owner = Owner { uid: 0, gid: 0 };
         assert!(prepare_root(&file.join("root"), owner).is_err());
+    }
+
+    proptest::proptest! {
+        /// `--prepare-root-for` takes any text without a panic, and what it accepts prints back
+        /// as the same owner.
+        #[test]
+        fn any_owner_text_is_judged_and_reads_back(
+            text in proptest::prop_oneof![
+                proptest::prelude::any::<String>(),
+                "[+-]?(429496729[0-9]|[0-9]{0,11}):?[+-]?(429496729[0-9]|[0-9]{0,11}):?",
+            ],
+        ) {
+            if let Ok(owner) = text.parse::<Owner>() {
+                proptest::prop_assert!(owner.uid != u32::MAX && owner.gid != u32::MAX);
+                proptest::prop_assert_eq!(owner.to_string().parse::<Owner>(), Ok(owner));
+            }
+        }
     }
 }

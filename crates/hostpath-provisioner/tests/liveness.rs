@@ -2,7 +2,8 @@
 //! `deploy/hostpath/`), through apiserver restarts and RBAC taken away: with leader election on
 //! and off it keeps (or takes back) the lease, watches again, and binds and deletes claims made
 //! after recovery promptly, without a restart, while /healthz tells the truth. Each test has a
-//! control plane of its own, since it stops that apiserver or changes its RBAC.
+//! control plane of its own, since it stops that apiserver or changes its RBAC. Flags out of
+//! their range stop it at start.
 
 mod harness;
 
@@ -164,4 +165,24 @@ async fn rbac_taken_away_fails_healthz_and_given_back_heals_without_a_restart() 
     eprintln!("healed {:?} after the RBAC came back", given.elapsed());
     assert!(provisioner.is_running());
     assert_eq!(provisioner.pid(), pid, "healed without a restart");
+}
+
+/// A duration flag no Duration can hold stops the process at start with a message naming the
+/// flag and its range, before anything is contacted: never a panic once leading.
+#[test]
+fn a_flag_out_of_its_range_is_refused_at_start() {
+    for (flag, value, range) in [
+        ("--leader-lease-seconds", "18446744073709551615", "2..=3600"),
+        ("--usage-interval-seconds", "18446744073709551615", "1..=86400"),
+        ("--api-timeout-seconds", "0", "1..=3600"),
+    ] {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_hostpath-bucket-provisioner"))
+            .args([flag, value, "--kubeconfig=/nonexistent"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{flag} {value}: {stderr}");
+        assert!(stderr.contains(flag) && stderr.contains(range), "{flag} {value}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
 }

@@ -13,7 +13,8 @@ use bucket_provisioner::kubernetes::crash_point::ROTATION_STEPS;
 use harness::*;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Event;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use test_support::eventually;
 
@@ -281,4 +282,61 @@ async fn a_rotation_survives_a_crash_at_every_step() {
         assert_eq!(get(&previous, &bucket, "probe").await, Err("InvalidAccessKeyId".into()));
     }
     drop(provisioner);
+}
+
+/// Makes StorageClass `name` again with `pairs` as its parameters (they cannot be edited).
+async fn replace_class(env: &Env, name: &str, pairs: &[(&str, &str)]) {
+    let classes: Api<StorageClass> = Api::all(env.client.clone());
+    let mut class = classes.get(name).await.unwrap();
+    classes.delete(name, &DeleteParams::default()).await.unwrap();
+    eventually(&format!("class {name} to be gone"), || async {
+        classes.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    class.metadata = kube::api::ObjectMeta { name: Some(name.into()), ..Default::default() };
+    class.parameters = Some(test_support::parameters(pairs).collect());
+    classes.create(&PostParams::default(), &class).await.unwrap();
+}
+
+/// An overlap too long to count from now is refused as the class's error, naming the limit:
+/// never counted as no overlap, with the previous key retired at once.
+#[tokio::test]
+async fn an_overlap_too_long_to_count_is_refused_and_the_key_kept() {
+    let env = Env::new("hp-rot-long").await;
+    let _provisioner = env.start("node-a");
+    let class = env.class(&[("rotationOverlap", "1h")], "Delete").await;
+    env.claim("app", &class, None).await;
+    env.wait("app", ClaimPhase::Bound, "Bound").await;
+    let (s3, bucket) = env.s3_for("app").await;
+    put(&s3, &bucket, "probe", b"data").await.unwrap();
+    let before = key_id(&env, "app").await;
+
+    replace_class(&env, &class, &[("rotationOverlap", "99999999h")]).await;
+    request_rotation(&env, "app", "2026-11-27T10:00:00Z").await;
+    let claim = eventually("the claim to fail or its key to change", || async {
+        let claim = env.claims.get("app").await.ok()?;
+        let failed = test_support::ready(&claim).is_some_and(|c| c.reason != "Bound");
+        (failed || key_id(&env, "app").await != before).then_some(claim)
+    })
+    .await;
+    let ready = test_support::ready(&claim).cloned();
+    assert_eq!(key_id(&env, "app").await, before, "the key was replaced; ready: {ready:?}");
+    let ready = ready.unwrap();
+    assert_eq!(claim.status.unwrap().phase, Some(ClaimPhase::Failed));
+    assert_eq!(ready.reason, "InvalidStorageClass");
+    assert!(
+        ready.message.contains("rotationOverlap") && ready.message.contains("876000h (100 years)"),
+        "{}",
+        ready.message
+    );
+    // Nothing was issued nor retired: the one key still works, a while later too.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(key_id(&env, "app").await, before);
+    assert_eq!(stored_keys(&env).len(), 1, "only the key in the Secret");
+    assert_eq!(get(&s3, &bucket, "probe").await.unwrap(), b"data");
+    let reasons = reasons(&env, "app").await;
+    assert!(reasons.iter().any(|r| r == "InvalidStorageClass"), "{reasons:?}");
+    for step in ["RotatingCredentials", "CredentialsRotated", "PreviousKeyRetired"] {
+        assert!(!reasons.iter().any(|r| r == step), "a {step} Event: {reasons:?}");
+    }
 }

@@ -394,3 +394,54 @@ fn names(options: &VolumeOptions) -> Names<'_> {
         name: options.claim.metadata.name.as_deref().unwrap_or_default(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn options(parameters: BTreeMap<String, String>) -> VolumeOptions {
+        VolumeOptions {
+            pv_name: "pvc-1".into(),
+            claim: Default::default(),
+            storage_class_name: "class".into(),
+            parameters,
+            reclaim_policy: "Delete".into(),
+            capacity: None,
+            selected_node: None,
+        }
+    }
+
+    fn value() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<String>(),
+            "[+-]?[0-7]{0,6}",
+            "[+-]?(4294967295|[0-9]{0,10}):[+-]?(4294967295|[0-9]{0,10})",
+            "(auto|directory|loop|ext4|xfs|\\{pvName\\}|\\{namespace\\}/\\{name\\})",
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Whatever a class sets is judged without a panic, and what is accepted is a mode
+        /// chmod takes and ids chown changes.
+        #[test]
+        fn any_class_parameters_are_judged(
+            given in prop::collection::btree_map(
+                prop_oneof![prop::sample::select(PARAMETERS.to_vec()).prop_map(String::from),
+                    any::<String>()],
+                value(),
+                0..6,
+            ),
+        ) {
+            if let Ok(read) = parameters(&options(given)) {
+                prop_assert!(read.ownership.mode <= 0o7777);
+                if let Some((uid, gid)) = read.ownership.owner {
+                    prop_assert!(uid != u32::MAX && gid != u32::MAX);
+                }
+            }
+        }
+    }
+}

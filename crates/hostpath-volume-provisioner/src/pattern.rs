@@ -151,4 +151,67 @@ mod tests {
         let dotted = Names { pv_name: "pvc-1", namespace: "..", name: "x" };
         assert!(expand("{namespace}/{name}", dotted).is_err());
     }
+
+    mod properties {
+        use std::path::Component;
+
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// Patterns made of the pieces patterns are made of.
+        fn pattern() -> impl Strategy<Value = String> {
+            let atom = prop_oneof![
+                Just("{pvName}"),
+                Just("{namespace}"),
+                Just("{name}"),
+                Just("x"),
+                Just("-"),
+                Just("."),
+                Just("{"),
+                Just("}"),
+                Just("/"),
+                Just("{uid}"),
+            ];
+            prop::collection::vec(atom, 1..8).prop_map(|atoms| atoms.concat())
+        }
+
+        /// Names as the apiserver allows them, from a small alphabet so that they meet.
+        const NAME: &str = "[ab]([ab.-]{0,2}[ab])?";
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(3000))]
+
+            #[test]
+            fn any_pattern_and_names_give_a_path_inside_the_root_or_an_error(
+                pattern in prop_oneof![any::<String>(), pattern()],
+                namespace in prop_oneof![any::<String>(), NAME],
+                name in prop_oneof![any::<String>(), NAME],
+            ) {
+                let names = Names { pv_name: "pvc-1", namespace: &namespace, name: &name };
+                if let Ok(path) = expand(&pattern, names) {
+                    prop_assert!(path.components().count() > 0);
+                    for component in path.components() {
+                        let Component::Normal(part) = component else {
+                            return Err(TestCaseError::fail(format!("{path:?}")));
+                        };
+                        prop_assert!(!part.to_string_lossy().starts_with('.'), "{:?}", path);
+                    }
+                }
+            }
+
+            #[test]
+            fn two_claims_never_get_one_directory(
+                pattern in pattern(),
+                (ns_a, name_a, ns_b, name_b) in (NAME, NAME, NAME, NAME),
+            ) {
+                prop_assume!((&ns_a, &name_a) != (&ns_b, &name_b));
+                let a = Names { pv_name: "pvc-1", namespace: &ns_a, name: &name_a };
+                let b = Names { pv_name: "pvc-2", namespace: &ns_b, name: &name_b };
+                if let (Ok(path_a), Ok(path_b)) = (expand(&pattern, a), expand(&pattern, b)) {
+                    prop_assert_ne!(path_a, path_b, "{}", pattern);
+                }
+            }
+        }
+    }
 }

@@ -537,4 +537,89 @@ mod tests {
             assert!(text.contains(says), "{says}: {text}");
         }
     }
+
+    mod properties {
+        use proptest::prelude::*;
+        use serde_json::{Map, Value};
+
+        use super::*;
+
+        /// Field names policies and lifecycle rules use, and a stranger.
+        const FIELDS: [&str; 24] = [
+            "Version",
+            "Statement",
+            "Effect",
+            "Principal",
+            "AWS",
+            "Action",
+            "Resource",
+            "Condition",
+            "NotAction",
+            "Rules",
+            "ID",
+            "Status",
+            "Filter",
+            "Prefix",
+            "Expiration",
+            "Days",
+            "Date",
+            "ObjectSizeGreaterThan",
+            "NoncurrentVersionExpiration",
+            "NoncurrentDays",
+            "AbortIncompleteMultipartUpload",
+            "DaysAfterInitiation",
+            "Transitions",
+            "StorageClass",
+        ];
+
+        /// JSON made of those fields and values near the ones they take.
+        fn json() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::from),
+                any::<i64>().prop_map(Value::from),
+                any::<f64>().prop_map(Value::from),
+                prop_oneof![
+                    Just("Allow".to_string()),
+                    Just("Enabled".to_string()),
+                    Just("*".to_string()),
+                    Just("s3:GetObject".to_string()),
+                    Just("arn:aws:s3:::b/*".to_string()),
+                    concat!(
+                        "[0-9]{1,5}-[0-9]{1,2}-[0-9]{1,2}",
+                        "T[0-9]{1,2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{0,12})?Z?"
+                    ),
+                    any::<String>(),
+                ]
+                .prop_map(Value::from),
+            ];
+            leaf.prop_recursive(4, 48, 6, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+                    prop::collection::vec((prop::sample::select(FIELDS.to_vec()), inner), 0..6)
+                        .prop_map(|fields| {
+                            let map: Map<String, Value> =
+                                fields.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+                            Value::Object(map)
+                        }),
+                ]
+            })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(3000))]
+
+            /// Whatever a tenant writes in either key is judged, never a panic.
+            #[test]
+            fn any_policy_or_lifecycle_is_judged(
+                text in prop_oneof![json().prop_map(|v| v.to_string()), any::<String>()],
+                key in prop::sample::select(ACCEPTED.to_vec()),
+            ) {
+                let parsed = ClaimConfig::parse(&config(&[(key, &text)]), "b", "aws");
+                if let Err(error) = parsed {
+                    prop_assert!(error.is_permanent());
+                }
+            }
+        }
+    }
 }

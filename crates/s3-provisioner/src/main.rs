@@ -15,8 +15,9 @@ struct Args {
     #[arg(long, env = "PROVISIONER_NAME", default_value = DEFAULT_PROVISIONER_NAME)]
     provisioner_name: String,
     /// How often one S3 or IAM request is attempted (throttling, 5xx and network errors are
-    /// retried with backoff) before the claim's reconcile is retried later.
-    #[arg(long, env = "AWS_MAX_ATTEMPTS", default_value_t = 4)]
+    /// retried with backoff) before the claim's reconcile is retried later (1 to 20).
+    #[arg(long, env = "AWS_MAX_ATTEMPTS", default_value_t = 4,
+        value_parser = clap::value_parser!(u32).range(1..=20))]
     aws_max_attempts: u32,
     #[command(flatten)]
     controller: ControllerArgs,

@@ -293,4 +293,50 @@ mod tests {
         .unwrap();
         assert!(!ok.create_bucket_user);
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// Values close to what the parameters take, and any text.
+        fn value() -> impl Strategy<Value = String> {
+            prop_oneof![
+                any::<String>(),
+                "(https?|ftp)://(u@)?[a-zA-Z0-9.-]{0,10}(:[0-9]{0,6})?(/x)?",
+                "[ a-zA-Z0-9_.-]{0,12}",
+                "(TRUE|true|False|false|yes)",
+                "( ?(arn:aws:iam::[0-9]{3}:user/x|\\*|x),?){0,3}",
+            ]
+        }
+
+        fn parameters() -> impl Strategy<Value = BTreeMap<String, String>> {
+            let key = prop_oneof![
+                prop::sample::select(PARAMETERS.to_vec()).prop_map(str::to_string),
+                any::<String>(),
+            ];
+            prop::collection::btree_map(key, value(), 0..9)
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(2000))]
+
+            /// A class's parameters and the ObjectBucket's copy of them read alike, and the copy
+            /// reads back as the settings it was made from (but for the principals, which only
+            /// matter while the bucket is configured, never to its cleanup).
+            #[test]
+            fn parameters_and_their_copy_read_alike(parameters in parameters()) {
+                let known = parameters.keys().all(|k| PARAMETERS.contains(&k.as_str()));
+                let read = Settings::from_parameters(&parameters).ok();
+                if known {
+                    prop_assert_eq!(&read, &Settings::from_state(&parameters).ok());
+                }
+                if let Some(settings) = read {
+                    let again = Settings::from_state(&settings.to_state());
+                    let expected = Settings { policy_principals: Vec::new(), ..settings };
+                    prop_assert_eq!(again.ok(), Some(expected));
+                }
+            }
+        }
+    }
 }

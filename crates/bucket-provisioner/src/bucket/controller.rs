@@ -45,6 +45,8 @@ use crate::kubernetes::watch::{
 /// How long one step of a background pass (one ObjectBucket swept or reported, a backend call
 /// included) may take before the loop counts as stuck.
 const STEP_SILENCE: Duration = Duration::from_secs(300);
+/// The longest usage interval the report loop keeps to; a longer one is taken as this.
+pub const LONGEST_USAGE_INTERVAL: Duration = Duration::from_secs(24 * 3600);
 /// The source reconciles report refusals under on [`Health`].
 const RECONCILES: &str = "reconciles";
 
@@ -60,7 +62,8 @@ pub struct ControllerConfig {
     /// Longest retry delay, also used to re-check claims blocked by another object.
     pub backoff_max: Duration,
     /// How often bound buckets' usage is asked of the backend, published as metrics and, when
-    /// it changed, recorded on their ObjectBuckets (see [`crate::bucket::usage`]).
+    /// it changed, recorded on their ObjectBuckets (see [`crate::bucket::usage`]); kept between
+    /// a second and [`LONGEST_USAGE_INTERVAL`].
     pub usage_interval: Duration,
 }
 
@@ -76,6 +79,13 @@ impl ControllerConfig {
             usage_interval: Duration::from_secs(60),
         }
     }
+}
+
+/// The usage interval the report loop keeps to: `config`'s, between a second (a zero period
+/// would be a panic of the timer) and [`LONGEST_USAGE_INTERVAL`] (so that no deadline counted
+/// from it overflows).
+fn usage_interval(config: &ControllerConfig) -> Duration {
+    config.usage_interval.clamp(Duration::from_secs(1), LONGEST_USAGE_INTERVAL)
 }
 
 /// Watch caches hold what the controller needs of each object and nothing more: the fields
@@ -169,14 +179,14 @@ pub async fn run_controller<P: Provisioner>(
     let pulses = [
         health.pulse("claim phases", Duration::from_secs(60)),
         health.pulse("orphan sweep", STEP_SILENCE),
-        health.pulse("usage report", config.usage_interval + STEP_SILENCE),
+        health.pulse("usage report", usage_interval(&config).saturating_add(STEP_SILENCE)),
     ];
     let retirements = pulses.each_ref().map(Pulse::retirement);
     let [phases, sweeping, reporting] = pulses;
     let phases = tokio::spawn(count_phases(claim_store.clone(), context.clone(), phases));
     let sweep = tokio::spawn(sweep(context.clone(), sweeping));
     let usage =
-        crate::bucket::usage::report_usage(context.clone(), config.usage_interval, reporting);
+        crate::bucket::usage::report_usage(context.clone(), usage_interval(&config), reporting);
     let usage = tokio::spawn(usage);
     let by_class = claim_store.clone();
     let controller = Controller::for_stream(claim_events, claim_store)
@@ -392,4 +402,18 @@ fn error_policy<P>(claim: Arc<CachedClaim>, error: &Error, ctx: Arc<Context<P>>)
         ctx.health.denied(RECONCILES, &what);
     }
     ctx.backoff.after(Retry::Api, &key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn any_usage_interval_is_kept_between_a_second_and_a_day() {
+        let with =
+            |usage_interval| ControllerConfig { usage_interval, ..ControllerConfig::new("p") };
+        assert_eq!(usage_interval(&with(Duration::from_secs(60))), Duration::from_secs(60));
+        assert_eq!(usage_interval(&with(Duration::ZERO)), Duration::from_secs(1));
+        assert_eq!(usage_interval(&with(Duration::MAX)), LONGEST_USAGE_INTERVAL);
+    }
 }

@@ -11,13 +11,15 @@
 //!   refused for a Secret or ConfigMap not its own gives back.
 //! - [`limits`], [`quantity`]: what a StorageClass lets its claims ask for (quotas, access
 //!   modes), and how quota values read.
-//! - [`rotation`]: a bound claim's key replaced by a new one, on demand or on a schedule;
+//! - [`rotation`]: a bound claim's key replaced by a new one, on demand or on a schedule
+//!   after [`duration`]s written as Kubernetes writes them;
 //!   [`sharing`]: a claim granted a key on the bucket of another claim of its namespace.
 
 pub(crate) mod bound;
 pub(crate) mod cleanup;
 pub(crate) mod context;
 pub mod controller;
+pub mod duration;
 pub mod error;
 pub mod limits;
 pub mod naming;

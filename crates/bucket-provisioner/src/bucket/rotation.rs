@@ -39,11 +39,12 @@ use kube::runtime::events::EventType;
 use serde_json::json;
 
 use crate::bucket::context::Context;
+use crate::bucket::duration::{DurationError, format_duration, parse_duration};
 use crate::bucket::error::{Error, Operation};
 use crate::bucket::objects;
 use crate::bucket::observe::{Observed, bound_bucket_name};
 use crate::bucket::ownership::{CredentialsCheck, check_credentials, ensure_owned};
-use crate::bucket::rotation_record::{RotationRecord, Step, requested};
+use crate::bucket::rotation_record::{RotationRecord, Step, is_taken, recorded_token, requested};
 use crate::kubernetes::cache::key;
 use crate::kubernetes::cache::summary::Summary;
 use crate::kubernetes::crash_point::crash_point;
@@ -51,6 +52,11 @@ use crate::{BackendError, Provisioner};
 
 /// How long the previous key works after a rotation when the StorageClass does not say.
 pub const DEFAULT_OVERLAP: Duration = Duration::from_secs(3600);
+
+/// The longest `rotationPeriod` or `rotationOverlap` a class may ask for: 100 years of 365
+/// days, so that a deadline counted from any time this side of year 9000 can be written.
+pub const LONGEST_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+const LONGEST_DURATION_TEXT: &str = "876000h (100 years)";
 
 /// The longest a reconcile waits for a rotation deadline before looking again: a far deadline
 /// is recomputed from the record anyway, and a day costs nothing.
@@ -73,14 +79,19 @@ impl Default for RotationPolicy {
 
 impl RotationPolicy {
     /// Reads (and removes) the rotation parameters from a StorageClass's parameters, so that
-    /// backends never see them.
+    /// backends never see them. Each is a [duration](crate::bucket::duration) longer than 0
+    /// and at most [`LONGEST_DURATION`].
     pub fn take(parameters: &mut BTreeMap<String, String>) -> Result<Self, String> {
         let mut read = |name: &str| match parameters.remove(name) {
             None => Ok(None),
             Some(value) => match parse_duration(&value) {
-                Ok(d) if !d.is_zero() => Ok(Some(d)),
-                Ok(_) => Err(format!("parameter {name} must be longer than 0")),
-                Err(e) => Err(format!("parameter {name} {value:?}: {e}")),
+                Ok(d) if d.is_zero() => Err(format!("parameter {name} must be longer than 0")),
+                Ok(d) if d <= LONGEST_DURATION => Ok(Some(d)),
+                Ok(_) | Err(DurationError::TooLong) => Err(format!(
+                    "parameter {name} {value:?} is longer than the longest supported, \
+                     {LONGEST_DURATION_TEXT}"
+                )),
+                Err(e) => Err(format!("parameter {name} {value:?} {e}")),
             },
         };
         let period = read(ROTATION_PERIOD)?;
@@ -89,39 +100,12 @@ impl RotationPolicy {
     }
 }
 
-/// A duration the way Kubernetes writes them: numbers with units `h`, `m` or `s`, such as
-/// `720h`, `1h30m` or `90s`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let invalid = || "is not a duration such as 720h, 1h30m or 90s".to_string();
-    let mut total: u64 = 0;
-    let mut number = String::new();
-    for c in text.trim().chars() {
-        if c.is_ascii_digit() {
-            number.push(c);
-            continue;
-        }
-        let unit = match c {
-            'h' => 3600,
-            'm' => 60,
-            's' => 1,
-            _ => return Err(invalid()),
-        };
-        let value: u64 = number.parse().map_err(|_| invalid())?;
-        total = value.checked_mul(unit).and_then(|v| total.checked_add(v)).ok_or_else(invalid)?;
-        number.clear();
-    }
-    if !number.is_empty() || text.trim().is_empty() {
-        return Err(invalid());
-    }
-    Ok(Duration::from_secs(total))
-}
-
 /// What is next for a claim's rotation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Next {
     /// Nothing now; look again at this time, if any.
     Wait(Option<Timestamp>),
-    /// Begin a rotation, taking up this request (empty: the schedule's).
+    /// Begin a rotation, taking up this request as recorded (empty: the schedule's).
     Start(String),
     /// Issue the new key.
     Issue,
@@ -159,9 +143,9 @@ pub(crate) fn next(
         Step::Idle => {}
     }
     if let Some(requested) = requested
-        && requested != record.handled
+        && !is_taken(&record.handled, requested)
     {
-        return Next::Start(requested.to_owned());
+        return Next::Start(recorded_token(requested));
     }
     let due = period.and_then(|period| {
         let created = created_at(record, bucket)?;
@@ -269,7 +253,7 @@ pub(crate) async fn advance<P: Provisioner>(
                     "issuing a new key for bucket {:?}; the current key {keep} keeps working \
                      until the new one is in the Secret and {} more have passed",
                     bound_bucket_name(&bound),
-                    friendly(policy.overlap)
+                    format_duration(policy.overlap)
                 );
                 event(claim, "RotatingCredentials", &message, ctx).await;
             }
@@ -321,9 +305,15 @@ pub(crate) async fn advance<P: Provisioner>(
                     bound = record_step(&bound, &record, None, observed, ctx).await?;
                     continue;
                 }
-                let expires = now
-                    .checked_add(SignedDuration::try_from(policy.overlap).unwrap_or_default())
-                    .unwrap_or(now);
+                // An overlap that cannot be counted is the class's error, never a shorter one.
+                let expires =
+                    overlap_end(now, policy.overlap).ok_or_else(|| Error::InvalidStorageClass {
+                        class: claim.spec.storage_class_name.clone(),
+                        message: format!(
+                            "parameter {ROTATION_OVERLAP} {} cannot be counted from {now}",
+                            format_duration(policy.overlap)
+                        ),
+                    })?;
                 let digest = record.new_digest.clone();
                 let new_key = record.new_key_id.clone().unwrap_or_default();
                 let previous = record.previous_key_id.clone().unwrap_or_default();
@@ -458,10 +448,9 @@ async fn event<P>(claim: &ObjectBucketClaim, reason: &str, message: &str, ctx: &
     ctx.event(claim, EventType::Normal, reason, message, Operation::Rotate).await;
 }
 
-/// `1h0m0s`-style text of a duration, for messages.
-fn friendly(duration: Duration) -> String {
-    let secs = duration.as_secs();
-    format!("{}h{}m{}s", secs / 3600, secs / 60 % 60, secs % 60)
+/// When an overlap of `overlap` from `now` ends; `None` when that time cannot be written.
+fn overlap_end(now: Timestamp, overlap: Duration) -> Option<Timestamp> {
+    now.checked_add(SignedDuration::try_from(overlap).ok()?).ok()
 }
 
 #[cfg(test)]
@@ -484,14 +473,49 @@ mod tests {
 
     const HOUR: Duration = Duration::from_secs(3600);
 
+    fn policy(pairs: &[(&str, &str)]) -> Result<RotationPolicy, String> {
+        let mut parameters = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        RotationPolicy::take(&mut parameters)
+    }
+
     #[test]
-    fn durations_read_like_kubernetes_ones() {
-        assert_eq!(parse_duration("720h"), Ok(720 * HOUR));
-        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
-        for wrong in ["", "10", "1d", "h", "-1h", "1.5h", "99999999999999999999h"] {
-            assert!(parse_duration(wrong).is_err(), "{wrong:?}");
+    fn rotation_durations_read_like_kubernetes_ones() {
+        let overlap = |value| policy(&[("rotationOverlap", value)]).map(|p| p.overlap);
+        assert_eq!(overlap("1.5h"), Ok(HOUR + HOUR / 2));
+        assert_eq!(overlap("300ms"), Ok(Duration::from_millis(300)));
+        assert_eq!(overlap("2h45m30.5s"), Ok(Duration::from_millis(9_930_500)));
+        let negative = overlap("-1h").unwrap_err();
+        assert!(
+            negative.contains("rotationOverlap") && negative.contains("negative"),
+            "{negative}"
+        );
+        assert!(overlap("-0s").unwrap_err().contains("longer than 0"));
+    }
+
+    #[test]
+    fn rotation_durations_beyond_a_hundred_years_are_refused_naming_the_limit() {
+        let longest = policy(&[("rotationPeriod", "876000h"), ("rotationOverlap", "876000h")]);
+        let both = RotationPolicy { period: Some(LONGEST_DURATION), overlap: LONGEST_DURATION };
+        assert_eq!(longest, Ok(both));
+        for name in ["rotationPeriod", "rotationOverlap"] {
+            for long in ["876000h0.000000001s", "876001h", "99999999h", "9999999999999999999999h"] {
+                let refused = policy(&[(name, long)]).unwrap_err();
+                assert!(
+                    refused.contains(name) && refused.contains("876000h (100 years)"),
+                    "{name} {long}: {refused}"
+                );
+            }
         }
+    }
+
+    #[test]
+    fn an_overlap_is_counted_in_full_or_not_at_all() {
+        let now = at("2026-01-01T00:00:00Z");
+        assert_eq!(overlap_end(now, HOUR), Some(at("2026-01-01T01:00:00Z")));
+        let far = overlap_end(now, LONGEST_DURATION).unwrap();
+        assert_eq!(now.duration_until(far), SignedDuration::try_from(LONGEST_DURATION).unwrap());
+        assert_eq!(overlap_end(Timestamp::MAX, Duration::from_nanos(1)), None);
+        assert_eq!(overlap_end(now, Duration::MAX), None);
     }
 
     #[test]
@@ -605,5 +629,62 @@ mod tests {
         assert_eq!(wait_for(Some(at("2026-01-01T00:00:10Z")), now), Some(Duration::from_secs(11)));
         assert_eq!(wait_for(Some(at("2025-12-31T00:00:00Z")), now), Some(Duration::from_secs(1)));
         assert_eq!(wait_for(Some(at("2026-03-01T00:00:00Z")), now), Some(LONGEST_WAIT));
+    }
+
+    #[test]
+    fn a_request_token_of_any_size_is_recorded_in_a_few_bytes() {
+        // JSON writes each of these in six bytes: raw, 60 000 of them overflow the 256 KiB an
+        // ObjectBucket's annotations may hold, and the claim could never bind.
+        let token = "\u{1}".repeat(60_000);
+        let mut claim = ObjectBucketClaim::new("c", Default::default());
+        claim.metadata.annotations =
+            Some([(annotations::ROTATE_CREDENTIALS.to_owned(), token.clone())].into());
+        let json = RotationRecord::initial(&claim).unwrap();
+        assert!(json.len() < 200, "{} bytes", json.len());
+        let record: RotationRecord = serde_json::from_str(&json).unwrap();
+        let ob = bucket("2026-01-01T00:00:00Z", Some(&record));
+        let now = at("2026-02-01T00:00:00Z");
+        assert_eq!(next(&record, &ob, Some(token.as_str()), None, now), Next::Wait(None));
+        let other = format!("{token}x");
+        assert_eq!(
+            next(&record, &ob, Some(other.as_str()), None, now),
+            Next::Start(recorded_token(&other))
+        );
+    }
+
+    proptest::proptest! {
+        /// The request token is opaque: any value but the one taken up (or none) starts a
+        /// rotation; what is recorded is small, reads back through the annotation, and counts
+        /// as that token taken up.
+        #[test]
+        fn only_a_new_request_token_starts_a_rotation(
+            handled in proptest::prop_oneof![proptest::prelude::any::<String>(), "[ab]{0,2}"],
+            asked in proptest::prop_oneof![
+                proptest::prelude::any::<String>(),
+                "[ab]{0,2}",
+                "[ -~]{120,140}",
+            ],
+        ) {
+            let record = RotationRecord { handled: handled.clone(), ..Default::default() };
+            let ob = bucket("2026-01-01T00:00:00Z", Some(&record));
+            proptest::prop_assert_eq!(RotationRecord::of(&ob), Some(record.clone()));
+            let mut claim = ObjectBucketClaim::new("c", Default::default());
+            claim.metadata.annotations =
+                Some([(annotations::ROTATE_CREDENTIALS.to_owned(), asked.clone())].into());
+            let now = at("2026-02-01T00:00:00Z");
+            let taken = next(&record, &ob, requested(&claim), None, now);
+            if asked.is_empty() || asked == handled {
+                proptest::prop_assert_eq!(taken, Next::Wait(None));
+                return Ok(());
+            }
+            let recorded = recorded_token(&asked);
+            proptest::prop_assert!(recorded.len() <= 128 || recorded.len() == 71, "{}", recorded);
+            proptest::prop_assert_eq!(taken, Next::Start(recorded.clone()));
+            let after = RotationRecord { handled: recorded, ..Default::default() };
+            let ob = bucket("2026-01-01T00:00:00Z", Some(&after));
+            let read_back = RotationRecord::of(&ob).unwrap();
+            let again = next(&read_back, &ob, Some(asked.as_str()), None, now);
+            proptest::prop_assert_eq!(again, Next::Wait(None));
+        }
     }
 }

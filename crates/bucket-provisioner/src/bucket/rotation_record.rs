@@ -7,6 +7,12 @@ use bucket_api::{ObjectBucket, ObjectBucketClaim};
 use jiff::Timestamp;
 use kube::ResourceExt;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The longest request token recorded as it is; a longer one is recorded as its digest, so that
+/// the record stays small whatever the tenant writes (the ObjectBucket's annotations, like the
+/// claim's, hold at most 256 KiB, and JSON writes a control character in six bytes).
+const LONGEST_RECORDED_TOKEN: usize = 128;
 
 /// Where a rotation stands.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,8 +32,9 @@ pub(crate) enum Step {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct RotationRecord {
-    /// The last value of the claim's request annotation honoured: its key was issued. A value
-    /// the backend refused is not, so that setting the annotation back to this one asks nothing.
+    /// The last value of the claim's request annotation honoured (its key was issued), as
+    /// [`recorded_token`] writes it. A value the backend refused is not, so that setting the
+    /// annotation back to this one asks nothing.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub(crate) handled: String,
     /// The request being taken up, from `Issuing` until its key is issued (then it is `handled`)
@@ -65,7 +72,7 @@ impl RotationRecord {
     /// that claims without rotation record nothing.
     pub(crate) fn initial(claim: &ObjectBucketClaim) -> Option<String> {
         let requested = requested(claim)?;
-        let record = Self { handled: requested.to_owned(), ..Default::default() };
+        let record = Self { handled: recorded_token(requested), ..Default::default() };
         Some(record.to_json())
     }
 
@@ -81,4 +88,22 @@ pub(crate) fn requested(claim: &ObjectBucketClaim) -> Option<&str> {
         .get(annotations::ROTATE_CREDENTIALS)
         .map(String::as_str)
         .filter(|v| !v.is_empty())
+}
+
+/// How a request token is recorded as taken up: as it is when short and printable, else as
+/// `sha256:<hex>` of it.
+pub(crate) fn recorded_token(token: &str) -> String {
+    let plain =
+        token.len() <= LONGEST_RECORDED_TOKEN && token.bytes().all(|b| (b' '..=b'~').contains(&b));
+    if plain {
+        return token.to_owned();
+    }
+    let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+    format!("sha256:{}", hex::encode(digest))
+}
+
+/// Whether `handled`, a record's, is `token` taken up (records written before tokens were ever
+/// digested hold them as they were).
+pub(crate) fn is_taken(handled: &str, token: &str) -> bool {
+    handled == token || handled == recorded_token(token)
 }

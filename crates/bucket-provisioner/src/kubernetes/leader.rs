@@ -30,6 +30,16 @@ use crate::kubernetes::log_limit::Throttle;
 /// The name the election loop beats under on [`Health`].
 pub const ELECTION_LOOP: &str = "leader election";
 
+/// What the election loop may be late by beyond its own timing, before it counts as stuck.
+const SLACK: Duration = Duration::from_secs(5);
+
+/// `start + by`, or, when that is beyond what the clock counts, a time so far ahead that it
+/// never comes (about 30 years, as tokio's own far future).
+fn after(start: Instant, by: Duration) -> Instant {
+    const FAR: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
+    start.checked_add(by).or_else(|| start.checked_add(FAR)).unwrap_or(start)
+}
+
 /// Where the Lease lives, who we are, and how the timing of the election works.
 #[derive(Clone, Debug)]
 pub struct LeaseConfig {
@@ -86,7 +96,12 @@ impl LeaderElector {
     /// The longest the election loop stays silent while it works: one attempt bounded by the
     /// lease duration, one pause, and slack.
     fn max_silence(&self) -> Duration {
-        self.config.lease_duration * 2 + self.config.retry_interval + Duration::from_secs(5)
+        let config = &self.config;
+        config
+            .lease_duration
+            .saturating_mul(2)
+            .saturating_add(config.retry_interval)
+            .saturating_add(SLACK)
     }
 
     /// Waits until this identity holds the lease (creating the Lease if absent, taking it over when
@@ -120,7 +135,7 @@ impl LeaderElector {
                         transitions,
                         "acquired leadership"
                     );
-                    let deadline = attempt_started + self.term();
+                    let deadline = after(attempt_started, self.term());
                     return LeaderGuard::start(self.clone(), deadline, pulse);
                 }
                 Ok(Attempt::HeldBy(holder)) => {
@@ -282,7 +297,7 @@ impl LeaderElector {
     ) {
         let config = &self.config;
         let mut failures = Throttle::default();
-        let mut next_renewal = Instant::now() + config.renew_interval;
+        let mut next_renewal = after(Instant::now(), config.renew_interval);
         let reason = loop {
             tokio::select! {
                 biased;
@@ -303,13 +318,13 @@ impl LeaderElector {
                 Ok(Ok(Renewal::Renewed)) => {
                     debug!(lease = %config.name, "renewed the lease");
                     self.answered(&mut failures);
-                    deadline = attempt_started + self.term();
-                    next_renewal = attempt_started + config.renew_interval;
+                    deadline = after(attempt_started, self.term());
+                    next_renewal = after(attempt_started, config.renew_interval);
                 }
                 Ok(Ok(Renewal::Lost(reason))) => break reason,
                 Ok(Err(err)) => {
                     self.failed("renewing the lease failed", &Failure::Api(err), &mut failures);
-                    next_renewal = Instant::now() + config.retry_interval;
+                    next_renewal = after(Instant::now(), config.retry_interval);
                 }
                 Err(_) => break "the lease could not be renewed within its duration".to_owned(),
             }
@@ -615,6 +630,22 @@ mod tests {
         let problem = health.check_at(later).unwrap_err();
         assert!(problem.contains("cannot get resource \"leases\""), "{problem}");
         campaign.abort();
+    }
+
+    #[tokio::test]
+    async fn a_lease_longer_than_the_clock_counts_leads_without_overflowing() {
+        let (client, _) = crate::kubernetes::mock_api::client(|_, method, _| match method {
+            "GET" => crate::kubernetes::mock_api::status(404, "leases \"l\" not found"),
+            _ => (201, lease_json(ME)),
+        });
+        let mut campaign = elector(client, &Health::default());
+        campaign.config.lease_duration = Duration::MAX;
+        campaign.config.renew_interval = Duration::MAX;
+        assert_eq!(campaign.max_silence(), Duration::MAX);
+        let guard = tokio::time::timeout(Duration::from_secs(10), campaign.acquire())
+            .await
+            .expect("the campaign ends with leadership");
+        assert!(!guard.is_lost());
     }
 
     #[test]

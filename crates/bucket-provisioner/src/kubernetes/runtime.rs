@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::time::Duration;
 
+use clap::value_parser;
 use futures::FutureExt;
 use kube::Client;
 use kube::client::ClientBuilder;
@@ -39,8 +40,9 @@ pub struct ControllerArgs {
     /// Address of the /metrics, /healthz and /readyz endpoints.
     #[arg(long, env = "METRICS_ADDRESS", default_value = "0.0.0.0:8080")]
     pub metrics_address: SocketAddr,
-    /// How many claims are reconciled concurrently.
-    #[arg(long, env = "WORKERS", default_value_t = 4)]
+    /// How many claims are reconciled concurrently (1 to 256).
+    #[arg(long, env = "WORKERS", default_value_t = 4,
+        value_parser = value_parser!(u16).range(1..=256))]
     pub workers: u16,
     /// Elect a leader through a Lease so that only one replica acts.
     #[arg(long, env = "LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
@@ -54,21 +56,30 @@ pub struct ControllerArgs {
     /// This replica's identity in the election (default: $POD_NAME, else the host name).
     #[arg(long, env = "POD_NAME")]
     pub leader_identity: Option<String>,
-    /// Seconds a leader's lease stays valid without renewal.
-    #[arg(long, env = "LEADER_LEASE_SECONDS", default_value_t = 15)]
+    /// Seconds a leader's lease stays valid without renewal (2 to 3600).
+    #[arg(long, env = "LEADER_LEASE_SECONDS", default_value_t = 15,
+        value_parser = seconds(2, 3600))]
     pub leader_lease_seconds: u64,
     /// Seconds between reports of bound buckets' usage (metrics, and ObjectBucket status where
-    /// it changed), for backends that report it.
-    #[arg(long, env = "USAGE_INTERVAL_SECONDS", default_value_t = 60)]
+    /// it changed), for backends that report it (1 to 86400).
+    #[arg(long, env = "USAGE_INTERVAL_SECONDS", default_value_t = 60,
+        value_parser = seconds(1, 86400))]
     pub usage_interval_seconds: u64,
     /// How log lines are written: `text`, or `json` (one object per line).
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
     /// Seconds the apiserver has to start answering a request (a watch: to start streaming)
     /// before it is abandoned and retried: a request the apiserver never answers must not
-    /// hold a loop for ever.
-    #[arg(long, env = "API_TIMEOUT_SECONDS", default_value_t = 5)]
+    /// hold a loop for ever (1 to 3600).
+    #[arg(long, env = "API_TIMEOUT_SECONDS", default_value_t = 5,
+        value_parser = seconds(1, 3600))]
     pub api_timeout_seconds: u64,
+}
+
+/// A flag of whole seconds from `least` to `most`: clap refuses anything else, naming the range,
+/// so that no sum or product of them overflows a [`Duration`].
+fn seconds(least: u64, most: u64) -> clap::builder::RangedU64ValueParser {
+    value_parser!(u64).range(least..=most)
 }
 
 /// Why a provisioner process stopped with an error.
@@ -557,6 +568,51 @@ mod tests {
         };
         let ended = term(controller, halt, &pulse, None, async {}).await;
         assert_eq!(ended, TermEnd::Stopped);
+    }
+
+    #[derive(clap::Parser)]
+    struct Flags {
+        #[command(flatten)]
+        controller: ControllerArgs,
+    }
+
+    fn parse(flags: &[&str]) -> Result<ControllerArgs, String> {
+        use clap::Parser;
+        let argv = std::iter::once("provisioner").chain(flags.iter().copied());
+        Flags::try_parse_from(argv).map(|f| f.controller).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn flags_out_of_their_range_are_refused_naming_it() {
+        let refused = parse(&["--leader-lease-seconds", "18446744073709551615"]).unwrap_err();
+        assert!(
+            refused.contains("--leader-lease-seconds") && refused.contains("2..=3600"),
+            "{refused}"
+        );
+        for (flag, value, range) in [
+            ("--leader-lease-seconds", "1", "2..=3600"),
+            ("--leader-lease-seconds", "3601", "2..=3600"),
+            ("--usage-interval-seconds", "0", "1..=86400"),
+            ("--usage-interval-seconds", "86401", "1..=86400"),
+            ("--api-timeout-seconds", "0", "1..=3600"),
+            ("--api-timeout-seconds", "18446744073709551615", "1..=3600"),
+            ("--workers", "0", "1..=256"),
+            ("--workers", "257", "1..=256"),
+        ] {
+            let refused = parse(&[flag, value]).unwrap_err();
+            assert!(refused.contains(flag) && refused.contains(range), "{flag} {value}: {refused}");
+        }
+        let longest = parse(&[
+            "--leader-lease-seconds=3600",
+            "--usage-interval-seconds=86400",
+            "--api-timeout-seconds=3600",
+            "--workers=256",
+        ])
+        .unwrap();
+        assert_eq!(
+            (longest.leader_lease_seconds, longest.usage_interval_seconds, longest.workers),
+            (3600, 86400, 256)
+        );
     }
 
     /// Flags for a process whose apiserver never answers (nothing listens on port 1).
