@@ -37,6 +37,7 @@ use crate::kubernetes::health::{Health, Pulse, Retirement, refusal};
 use crate::kubernetes::list_progress::{ListProgress, applied_since_list, touched_since_list};
 use crate::kubernetes::log_limit::SharedThrottle;
 use crate::kubernetes::telemetry::Metrics;
+use crate::kubernetes::waiting::{Waiting, probe_interval, retries};
 use crate::kubernetes::watch::{
     ShortBackoff, cached_watch, compact_watch, summarized_watch, watch_configs,
 };
@@ -142,6 +143,9 @@ pub async fn run_controller<P: Provisioner>(
     let (classes, class_events) =
         cached_watch(&client, &all, "storageclasses", &health, slim, &progress, 4);
 
+    let probe = probe_interval(config.backoff_initial, config.backoff_max);
+    let (waiting, woken) = Waiting::new(probe, config.backoff_max * 2);
+    let waiting = Arc::new(waiting);
     let reporter = Reporter { controller: config.provisioner_name.clone(), instance: None };
     let context = Arc::new(Context {
         events: Events::new(client.clone(), reporter),
@@ -163,6 +167,7 @@ pub async fn run_controller<P: Provisioner>(
         api_failing: SharedThrottle::default(),
         parked: Mutex::default(),
         blocked: Mutex::default(),
+        waiting: waiting.clone(),
     });
 
     let pulses = [
@@ -186,6 +191,7 @@ pub async fn run_controller<P: Provisioner>(
         })
         .watches_stream(bucket_events, |bucket| claim_of_bucket(&bucket))
         .reconcile_all_on(progress.look_again())
+        .reconcile_on(retries(waiting, woken))
         .trigger_backoff(ShortBackoff::default())
         .with_config(controller::Config::default().concurrency(config.workers))
         .graceful_shutdown_on(shutdown)
@@ -288,6 +294,7 @@ async fn reconcile<P: Provisioner>(
     match result {
         Ok(action) => {
             ctx.backoff.reset(&key);
+            ctx.backend_answered(&key);
             ctx.health.permitted(RECONCILES);
             if ctx.api_failing.reset() {
                 tracing::info!("reconciles reach the Kubernetes API again");
@@ -371,7 +378,7 @@ async fn report<P>(
     if error.retry() == Retry::OnChange && !deleting {
         ctx.park(key, &latest);
     }
-    Ok(ctx.backoff.after(error.retry(), key))
+    Ok(ctx.retry_after(&latest, &error, key))
 }
 
 /// Reached only when reporting itself failed (the API is unreachable): retry with backoff.
