@@ -82,13 +82,11 @@ async fn new_claims_bind_while_the_first_admin_endpoint_named_is_down() {
     s.delete_and_wait("after-0").await;
 }
 
-/// A claim's bucket is deleted through the nodes its StorageClass names now, the node it was
-/// created through being gone for good; a class naming another Garage cluster, which holds a
-/// bucket of the same name recorded for the same claim, deletes nothing there.
+/// A claim's bucket is deleted through the node its StorageClass names now, the node it was
+/// created through being gone for good.
 #[tokio::test]
-async fn deletion_reaches_the_bucket_through_the_class_as_it_is_now() {
+async fn deletion_reaches_the_bucket_through_the_node_its_class_names_now() {
     let mut s = setup("garage-moved").await;
-    let other = GarageCluster::start(1).await.expect("a second Garage cluster");
     let controller = Harness::start(s.backend(), Deployed::Garage);
     let class = s.class(&controller.provisioner, &[], "Delete").await;
     let bucket = format!("moved-{}", unique_suffix());
@@ -96,10 +94,31 @@ async fn deletion_reaches_the_bucket_through_the_class_as_it_is_now() {
     let claim = s.wait_for("moved", ClaimPhase::Bound, "Bound").await;
     let user = user_id_for_claim(&claim.uid().unwrap());
     let (s3, _) = s.consumer("moved").await;
-    write_read_list(&s3, &bucket, "a.txt", b"data").await;
+    write_read_list(&s3, &bucket, "a.txt", b"emptied through the node named now").await;
 
-    // The other cluster knows the provisioner and holds a bucket of that name, recorded as
-    // made by this very claim: only its identity tells it apart.
+    s.garage.kill(0).await;
+    replace_class(&s, &class, &controller.provisioner, s.parameters(1)).await;
+    s.delete_and_wait("moved").await;
+    let node1 = s.settings(1);
+    let store = Store { admin: s.admin(&node1.admin, &node1.token_secret) };
+    assert!(store.bucket(&bucket).await.unwrap().is_none(), "the bucket is deleted");
+    assert!(!key_exists(&store, &claim_key_id(&user)).await, "and the claim's key");
+}
+
+/// A class naming another Garage cluster, which knows the provisioner and holds a bucket of the
+/// same name recorded as made by the same claim, deletes nothing there: the claim waits, saying
+/// so, until the class names a node of the bucket's own cluster.
+#[tokio::test]
+async fn a_class_naming_another_cluster_deletes_nothing_there() {
+    let mut s = setup("garage-elsewhere").await;
+    let other = GarageCluster::start(1).await.expect("a second Garage cluster");
+    let controller = Harness::start(s.backend(), Deployed::Garage);
+    let class = s.class(&controller.provisioner, &[], "Delete").await;
+    let bucket = format!("mine-{}", unique_suffix());
+    s.claim("mine", spec(&class, &bucket, &[])).await;
+    let claim = s.wait_for("mine", ClaimPhase::Bound, "Bound").await;
+    let user = user_id_for_claim(&claim.uid().unwrap());
+
     s.token_secret("other-admin", &other.admin_token).await;
     let elsewhere = BTreeMap::from([
         ("adminEndpoint".to_string(), other.nodes[0].admin_url()),
@@ -123,12 +142,12 @@ async fn deletion_reaches_the_bucket_through_the_class_as_it_is_now() {
         .unwrap();
     assert!(matches!(made, Created::Mine(_)), "{made:?}");
 
-    // The node the claim was made through is gone for good; the class names the other cluster.
+    // The node the claim was made through is gone; the class names the other cluster.
     s.garage.kill(0).await;
     replace_class(&s, &class, &controller.provisioner, elsewhere).await;
-    s.claims.delete("moved", &DeleteParams::default()).await.unwrap();
+    s.claims.delete("mine", &DeleteParams::default()).await.unwrap();
     let message = eventually("the claim to say its cluster is not reached", || async {
-        let claim = s.claims.get_opt("moved").await.ok()??;
+        let claim = s.claims.get_opt("mine").await.ok()??;
         let message = ready(&claim)?.message.clone();
         message.contains("is not reached").then_some(message)
     })
@@ -139,10 +158,9 @@ async fn deletion_reaches_the_bucket_through_the_class_as_it_is_now() {
 
     // The class names a surviving node of the bucket's own cluster: the deletion completes.
     replace_class(&s, &class, &controller.provisioner, s.parameters(1)).await;
-    s.wait_gone("moved").await;
+    s.wait_gone("mine").await;
     let node1 = s.settings(1);
     let store = Store { admin: s.admin(&node1.admin, &node1.token_secret) };
     assert!(store.bucket(&bucket).await.unwrap().is_none(), "the bucket is deleted");
-    assert!(!key_exists(&store, &claim_key_id(&user)).await, "and the claim's key");
     assert!(other_store.bucket(&bucket).await.unwrap().is_some(), "still nothing elsewhere");
 }
