@@ -21,15 +21,15 @@ use futures::Stream;
 use futures::stream::{self, StreamExt};
 use tokio::sync::mpsc;
 
-/// How often a group whose objects all wait long is probed: a few backoff steps, at most
-/// [`PROBE_MAX`].
+/// How often a group whose objects all wait long is probed: [`PROBE`], or the first backoff
+/// delay when that is longer; never more often than objects are retried anyway (the backoff
+/// cap), where probes would gain nothing.
 pub(crate) fn probe_interval(backoff_initial: Duration, backoff_max: Duration) -> Duration {
-    backoff_initial.saturating_mul(4).min(backoff_max).min(PROBE_MAX)
+    backoff_initial.max(PROBE).min(backoff_max)
 }
 
-/// The longest a group waits between probes: how long objects may wait after their backend
-/// answers again.
-pub(crate) const PROBE_MAX: Duration = Duration::from_secs(4);
+/// How long objects may wait after their backend answers again, with the default backoff.
+pub(crate) const PROBE: Duration = Duration::from_secs(4);
 
 struct Entry<R> {
     group: String,
@@ -208,10 +208,10 @@ mod tests {
     }
 
     #[test]
-    fn the_probe_interval_is_a_few_backoff_steps_and_short() {
+    fn the_probe_interval_is_short_and_never_below_what_backoff_does_anyway() {
         let secs = Duration::from_secs;
-        assert_eq!(probe_interval(Duration::from_millis(100), secs(2)).as_millis(), 400);
-        assert_eq!(probe_interval(secs(1), secs(300)), PROBE_MAX);
-        assert_eq!(probe_interval(secs(1), secs(2)), secs(2));
+        assert_eq!(probe_interval(secs(1), secs(300)), PROBE);
+        assert_eq!(probe_interval(secs(10), secs(300)), secs(10));
+        assert_eq!(probe_interval(Duration::from_millis(100), secs(2)), secs(2));
     }
 }
