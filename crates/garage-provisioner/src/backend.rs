@@ -15,7 +15,7 @@ use bucket_provisioner::{
 mod target;
 
 use crate::admin::{Admin, AdminHttp};
-use crate::api::{BucketInfo, Permissions};
+use crate::api::{BucketInfo, ClusterHealth, Permissions};
 use crate::cluster::{AdminToken, ClassParameters};
 use crate::empty::{PassLimits, empty_pass, http_client, s3_client};
 use crate::endpoints::AdminEndpoints;
@@ -374,6 +374,31 @@ impl Provisioner for GarageProvisioner {
         let info = store.set_quotas(&info, quotas).await?;
         self.usage.record(name, &settings, &info);
         Ok(())
+    }
+
+    /// `GetClusterHealth` through the class's admin endpoints: Garage answers, and is not
+    /// short of the nodes it needs to serve. A token or Secret that does not allow asking
+    /// leaves the library to retry a claim instead.
+    async fn probe(
+        &self,
+        parameters: &BTreeMap<String, String>,
+    ) -> Option<Result<(), BackendError>> {
+        let settings = Settings::from_parameters(parameters).ok()?;
+        let token = match self.token(&settings).await {
+            Ok(token) => token,
+            Err(e) if e.is_permanent() => return None,
+            Err(e) => return Some(Err(e)),
+        };
+        let store = store(&self.http, &settings, &token);
+        let health = store.admin.get::<ClusterHealth>("GetClusterHealth", &[]).await;
+        match health {
+            Ok(health) if health.status != "unavailable" => Some(Ok(())),
+            Ok(_) => Some(Err(BackendError::transient("Garage reports its cluster unavailable"))),
+            Err(e) => match store.admin.error("GetClusterHealth", e) {
+                refused if refused.is_permanent() => None,
+                unreachable => Some(Err(unreachable)),
+            },
+        }
     }
 
     fn usage(&self, bucket: &ObjectBucket) -> Option<BucketUsage> {

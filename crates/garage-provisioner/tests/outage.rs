@@ -25,6 +25,8 @@ struct Attempts(Arc<Mutex<HashMap<String, Vec<Attempt>>>>);
 struct Recorded {
     inner: GarageProvisioner,
     attempts: Attempts,
+    /// Whether Garage's own probe is used, or the library left to retry a claim instead.
+    probe: bool,
 }
 
 impl Provisioner for Recorded {
@@ -54,6 +56,16 @@ impl Provisioner for Recorded {
 
     async fn revoke(&self, bucket: &ObjectBucket) -> Result<(), BackendError> {
         self.inner.revoke(bucket).await
+    }
+
+    async fn probe(
+        &self,
+        parameters: &BTreeMap<String, String>,
+    ) -> Option<Result<(), BackendError>> {
+        match self.probe {
+            true => self.inner.probe(parameters).await,
+            false => None,
+        }
     }
 }
 
@@ -95,15 +107,15 @@ async fn forward(port: u16, to: u16) -> tokio::task::JoinHandle<()> {
 
 /// Claims wait on an unreachable Garage long enough for their backoff to reach half a minute
 /// (the controller as deployed: 1 s doubling to 5 min); once Garage answers they all bind well
-/// before backoff alone would have retried any of them.
-#[tokio::test]
-async fn claims_waiting_on_garage_bind_promptly_once_it_answers() {
+/// before backoff alone would have retried any of them, whether Garage is asked (`probe`) or
+/// a waiting claim is retried instead.
+async fn claims_bind_promptly_once_garage_answers(probe: bool) {
     const CLAIMS: usize = 3;
     const BACKOFF_REACHED: usize = 6;
     const MARGIN: Duration = Duration::from_secs(20);
     let s = setup("garage-outage").await;
     let attempts = Attempts::default();
-    let backend = Recorded { inner: s.backend(), attempts: attempts.clone() };
+    let backend = Recorded { inner: s.backend(), attempts: attempts.clone(), probe };
     let provisioner = format!("garage.test.objectbucket.io/{}", unique_suffix());
     let config = ControllerConfig::new(&provisioner);
     let controller = Harness::start_with(backend, config.clone(), Deployed::Garage);
@@ -155,8 +167,18 @@ async fn claims_waiting_on_garage_bind_promptly_once_it_answers() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     eprintln!(
-        "all {CLAIMS} claims bound {:?} after Garage answered again; backoff alone would have \
-         retried the first {allowed:?} after",
+        "all {CLAIMS} claims bound {:?} after Garage answered again (probe: {probe}); backoff \
+         alone would have retried the first {allowed:?} after",
         back.elapsed()
     );
+}
+
+#[tokio::test]
+async fn claims_bind_promptly_once_garage_answers_its_probe() {
+    claims_bind_promptly_once_garage_answers(true).await;
+}
+
+#[tokio::test]
+async fn claims_bind_promptly_once_a_retried_claim_gets_through() {
+    claims_bind_promptly_once_garage_answers(false).await;
 }

@@ -3,7 +3,7 @@
 //! waiting on their backend.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use bucket_api::ObjectBucketClaim;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -40,7 +40,7 @@ pub(crate) struct Context<P> {
     pub(crate) blocked: Mutex<std::collections::HashSet<String>>,
     /// Claims waiting on their backend (grouped by StorageClass), retried promptly once it
     /// answers again.
-    pub(crate) waiting: Arc<Waiting<ObjectRef<CachedClaim>>>,
+    pub(crate) waiting: Waiting<ObjectRef<CachedClaim>>,
 }
 
 /// What a permanent failure depended on: the claim's spec and its StorageClass.

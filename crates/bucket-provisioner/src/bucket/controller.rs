@@ -23,6 +23,7 @@ use bucket_api::contract::annotations;
 use crate::Provisioner;
 use crate::bucket::context::Context;
 use crate::bucket::error::Error;
+use crate::bucket::probe::probe_backends;
 use crate::bucket::status::{ClaimState, set_claim_status};
 use crate::bucket::sweep::{count_phases, sweep};
 use crate::bucket::{cleanup, provision};
@@ -145,7 +146,6 @@ pub async fn run_controller<P: Provisioner>(
 
     let probe = probe_interval(config.backoff_initial, config.backoff_max);
     let (waiting, woken) = Waiting::new(probe, config.backoff_max * 2);
-    let waiting = Arc::new(waiting);
     let reporter = Reporter { controller: config.provisioner_name.clone(), instance: None };
     let context = Arc::new(Context {
         events: Events::new(client.clone(), reporter),
@@ -167,7 +167,7 @@ pub async fn run_controller<P: Provisioner>(
         api_failing: SharedThrottle::default(),
         parked: Mutex::default(),
         blocked: Mutex::default(),
-        waiting: waiting.clone(),
+        waiting,
     });
 
     let pulses = [
@@ -182,6 +182,7 @@ pub async fn run_controller<P: Provisioner>(
     let usage =
         crate::bucket::usage::report_usage(context.clone(), config.usage_interval, reporting);
     let usage = tokio::spawn(usage);
+    let probes = tokio::spawn(probe_backends(context.clone()));
     let by_class = claim_store.clone();
     let controller = Controller::for_stream(claim_events, claim_store)
         .owns_stream(touched_since_list(secret_events))
@@ -191,7 +192,7 @@ pub async fn run_controller<P: Provisioner>(
         })
         .watches_stream(bucket_events, |bucket| claim_of_bucket(&bucket))
         .reconcile_all_on(progress.look_again())
-        .reconcile_on(retries(waiting, woken))
+        .reconcile_on(retries(woken))
         .trigger_backoff(ShortBackoff::default())
         .with_config(controller::Config::default().concurrency(config.workers))
         .graceful_shutdown_on(shutdown)
@@ -203,7 +204,12 @@ pub async fn run_controller<P: Provisioner>(
         });
     // The loops beside the controller never end; one that does (a panic) ends the controller,
     // and with it the process (see `runtime`).
-    let mut side = [("claim phases", phases), ("orphan sweep", sweep), ("usage report", usage)];
+    let mut side = [
+        ("claim phases", phases),
+        ("orphan sweep", sweep),
+        ("usage report", usage),
+        ("backend probes", probes),
+    ];
     let side_ended = futures::future::select_all(side.iter_mut().map(|(name, task)| {
         let name = *name;
         async move { (name, task.await) }.boxed()
