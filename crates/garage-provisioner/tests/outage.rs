@@ -62,10 +62,7 @@ impl Provisioner for Recorded {
         &self,
         parameters: &BTreeMap<String, String>,
     ) -> Option<Result<(), BackendError>> {
-        match self.probe {
-            true => self.inner.probe(parameters).await,
-            false => None,
-        }
+        if self.probe { self.inner.probe(parameters).await } else { None }
     }
 }
 

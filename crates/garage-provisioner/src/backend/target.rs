@@ -46,10 +46,7 @@ impl GarageProvisioner {
         bucket: &ObjectBucket,
     ) -> Result<Target, BackendError> {
         let state = bucket.spec.additional_state.clone().unwrap_or_default();
-        let recorded = match state.is_empty() {
-            true => None,
-            false => Some(Settings::from_state(&state)?),
-        };
+        let recorded = if state.is_empty() { None } else { Some(Settings::from_state(&state)?) };
         let class_name = &bucket.spec.storage_class_name;
         let class = self.class_settings(class_name).await;
         let expected = state.get(STATE_CLUSTER_ID).filter(|id| !id.is_empty());
