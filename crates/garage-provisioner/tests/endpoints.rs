@@ -14,7 +14,7 @@ use garage_provisioner::names::{SERVICE_KEY_NAME, claim_key_id, service_key_id};
 use garage_provisioner::store::{Created, Store};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use test_support::garage::{GARAGE_REGION, GarageCluster};
 use test_support::{Deployed, eventually, ready, unique_suffix};
 
@@ -103,6 +103,34 @@ async fn deletion_reaches_the_bucket_through_the_node_its_class_names_now() {
     let store = Store { admin: s.admin(&node1.admin, &node1.token_secret) };
     assert!(store.bucket(&bucket).await.unwrap().is_none(), "the bucket is deleted");
     assert!(!key_exists(&store, &claim_key_id(&user)).await, "and the claim's key");
+}
+
+/// An ObjectBucket recorded before the cluster's identity was (the admin endpoint alone), whose
+/// node is gone for good: its bucket is deleted through the class's node once that cluster
+/// shows the claim's key.
+#[tokio::test]
+async fn an_object_bucket_without_a_cluster_identity_is_cleaned_up_through_the_class() {
+    let mut s = setup("garage-legacy").await;
+    let controller = Harness::start(s.backend(), Deployed::Garage);
+    let class = s.class(&controller.provisioner, &[], "Delete").await;
+    let bucket = format!("legacy-{}", unique_suffix());
+    s.claim("legacy", spec(&class, &bucket, &[])).await;
+    let claim = s.wait_for("legacy", ClaimPhase::Bound, "Bound").await;
+    let object_bucket = claim.spec.object_bucket_name.clone().unwrap();
+    let state = |ob: &bucket_api::ObjectBucket| ob.spec.additional_state.clone().unwrap();
+    let recorded = state(&s.buckets.get(&object_bucket).await.unwrap());
+    assert!(recorded.contains_key("clusterId"), "the identity is recorded: {recorded:?}");
+    let remove = serde_json::json!({"spec": {"additionalState": {"clusterId": null}}});
+    s.buckets.patch(&object_bucket, &PatchParams::default(), &Patch::Merge(&remove)).await.unwrap();
+    let legacy = state(&s.buckets.get(&object_bucket).await.unwrap());
+    assert!(!legacy.contains_key("clusterId") && legacy.contains_key("adminEndpoint"));
+
+    s.garage.kill(0).await;
+    replace_class(&s, &class, &controller.provisioner, s.parameters(1)).await;
+    s.delete_and_wait("legacy").await;
+    let node1 = s.settings(1);
+    let store = Store { admin: s.admin(&node1.admin, &node1.token_secret) };
+    assert!(store.bucket(&bucket).await.unwrap().is_none(), "the bucket is deleted");
 }
 
 /// A class naming another Garage cluster, which knows the provisioner and holds a bucket of the
