@@ -1,8 +1,10 @@
-//! A client of Garage's admin API v2: JSON over HTTP with the admin token as bearer token, and
-//! the translation of every failure into a permanent or transient backend error.
+//! A client of Garage's admin API v2: JSON over HTTP with the admin token as bearer token, sent
+//! to whichever of a cluster's admin endpoints answers, and the translation of every failure
+//! into a permanent or transient backend error.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bucket_provisioner::BackendError;
@@ -16,16 +18,22 @@ use hyper_util::rt::TokioExecutor;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::endpoints::AdminEndpoints;
 use crate::params::{SecretRef, ServiceUrl, TOKEN_KEY};
 
 /// How long one admin request may take before Garage counts as unreachable.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long connecting to one admin endpoint may take before the next one is tried: a node
+/// that is gone must not hold up every call for the whole request timeout.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// The HTTP(S) client every admin API call of the process shares, with a count of the calls.
+/// The HTTP(S) client every admin API call of the process shares, with a count of the calls
+/// and, for each list of endpoints, the one that answered last.
 #[derive(Clone)]
 pub struct AdminHttp {
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     calls: Arc<AtomicU64>,
+    answered: Arc<Mutex<HashMap<AdminEndpoints, ServiceUrl>>>,
 }
 
 impl AdminHttp {
@@ -41,14 +49,34 @@ impl AdminHttp {
                     .with_no_client_auth(),
             ),
         };
-        let connector = builder.https_or_http().enable_http1().build();
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        let connector = builder.https_or_http().enable_http1().wrap_connector(http);
         let client = Client::builder(TokioExecutor::new()).build(connector);
-        Self { client, calls: Arc::new(AtomicU64::new(0)) }
+        Self { client, calls: Arc::new(AtomicU64::new(0)), answered: Arc::default() }
     }
 
     /// Admin API requests sent so far (successful or not).
     pub fn calls(&self) -> u64 {
         self.calls.load(Ordering::Relaxed)
+    }
+
+    /// `endpoints` in the order to try them: the one that answered last first, then the
+    /// others as listed.
+    fn order<'a>(&self, endpoints: &'a AdminEndpoints) -> Vec<&'a ServiceUrl> {
+        let answered = self.answered.lock().unwrap_or_else(|e| e.into_inner());
+        let last = answered.get(endpoints);
+        let mut urls: Vec<&ServiceUrl> = endpoints.urls().iter().collect();
+        urls.sort_by_key(|url| Some(*url) != last);
+        urls
+    }
+
+    fn remember(&self, endpoints: &AdminEndpoints, url: &ServiceUrl) {
+        let mut answered = self.answered.lock().unwrap_or_else(|e| e.into_inner());
+        if answered.get(endpoints) != Some(url) {
+            answered.insert(endpoints.clone(), url.clone());
+        }
     }
 }
 
@@ -91,6 +119,16 @@ impl AdminError {
         matches!(self, AdminError::Refused { status: 400, .. })
     }
 
+    /// Whether another node may do better: this one did not answer, or answered that it cannot
+    /// serve now (5xx, 429: say, cut off from the others).
+    fn try_another(&self) -> bool {
+        match self {
+            AdminError::Unreachable(_) => true,
+            AdminError::Refused { status, .. } => *status >= 500 || *status == 429,
+            AdminError::Unexpected(_) => false,
+        }
+    }
+
     /// The backend error for this failure of `action`, done with the token from `secret`.
     /// Unreachable and server-side failures (5xx: a quorum not reached while nodes are down,
     /// say) are transient; a refused token is permanent and names the Secret; every other
@@ -98,23 +136,21 @@ impl AdminError {
     pub fn into_backend(
         self,
         action: &str,
-        admin: &ServiceUrl,
+        admin: &AdminEndpoints,
         secret: &SecretRef,
     ) -> BackendError {
         match self {
             AdminError::Unreachable(why) => BackendError::transient(format!(
-                "{action}: Garage's admin API at {} is unreachable ({why}); retrying",
-                admin.url()
+                "{action}: Garage's admin API at {admin} is unreachable ({why}); retrying"
             )),
             AdminError::Refused { status, code, message } if status == 401 || status == 403 => {
                 BackendError::permanent(
                     "GarageTokenRefused",
                     format!(
-                        "{action}: Garage at {} refused the admin token in Secret {secret} (key \
-                         {TOKEN_KEY}): {code}: {message}; put the cluster's admin token there \
-                         (its [admin] admin_token, or a token scoped to the bucket and key \
-                         calls), then edit the claim to retry",
-                        admin.url()
+                        "{action}: Garage at {admin} refused the admin token in Secret {secret} \
+                         (key {TOKEN_KEY}): {code}: {message}; put the cluster's admin token \
+                         there (its [admin] admin_token, or a token scoped to the bucket and key \
+                         calls), then edit the claim to retry"
                     ),
                 )
             }
@@ -137,21 +173,20 @@ impl AdminError {
             AdminError::Unexpected(why) => BackendError::permanent(
                 "GarageUnexpectedAnswer",
                 format!(
-                    "{action}: Garage at {} answered in a form this provisioner does not read \
-                     ({why}); it speaks the admin API v2 of Garage 2.x",
-                    admin.url()
+                    "{action}: Garage at {admin} answered in a form this provisioner does not \
+                     read ({why}); it speaks the admin API v2 of Garage 2.x"
                 ),
             ),
         }
     }
 }
 
-/// One admin endpoint with one token.
+/// One Garage cluster's admin endpoints with one token.
 pub struct Admin<'a> {
     /// The shared client.
     pub http: &'a AdminHttp,
-    /// The admin API.
-    pub url: &'a ServiceUrl,
+    /// The admin API, on one node or several.
+    pub endpoints: &'a AdminEndpoints,
     /// The admin token.
     pub token: &'a str,
     /// The Secret it came from, for messages.
@@ -180,9 +215,12 @@ impl Admin<'_> {
 
     /// The backend error for `error` of `action`.
     pub fn error(&self, action: &str, error: AdminError) -> BackendError {
-        error.into_backend(action, self.url, self.secret)
+        error.into_backend(action, self.endpoints, self.secret)
     }
 
+    /// Sends the request to the endpoint that answered last, then to the others in turn while
+    /// one does not answer or cannot serve. Garage's operations are all safe to repeat (the
+    /// library repeats them too), so one cut off on a node that went away is sent again.
     async fn send<B: Serialize, T: DeserializeOwned>(
         &self,
         method: Method,
@@ -190,23 +228,51 @@ impl Admin<'_> {
         query: &[(&str, &str)],
         body: Option<&B>,
     ) -> Result<T, AdminError> {
-        let mut uri = format!("{}/v2/{operation}", self.url.url());
+        let mut path = format!("/v2/{operation}");
         for (i, (name, value)) in query.iter().enumerate() {
-            uri.push(if i == 0 { '?' } else { '&' });
-            uri.push_str(&format!("{name}={}", encode(value)));
+            path.push(if i == 0 { '?' } else { '&' });
+            path.push_str(&format!("{name}={}", encode(value)));
         }
         let body = match body {
-            Some(body) => {
-                serde_json::to_vec(body).map_err(|e| AdminError::Unexpected(e.to_string()))?
-            }
-            None => Vec::new(),
+            Some(body) => Bytes::from(
+                serde_json::to_vec(body).map_err(|e| AdminError::Unexpected(e.to_string()))?,
+            ),
+            None => Bytes::new(),
         };
+        let mut unreachable = Vec::new();
+        let mut refused = None;
+        for url in self.http.order(self.endpoints) {
+            match self.send_to(url, &method, operation, &path, body.clone()).await {
+                Err(error) if error.try_another() => match error {
+                    AdminError::Unreachable(why) => {
+                        unreachable.push(format!("{}: {why}", url.url()))
+                    }
+                    other => refused = Some(other),
+                },
+                answer => {
+                    self.http.remember(self.endpoints, url);
+                    return answer;
+                }
+            }
+        }
+        Err(refused.unwrap_or_else(|| AdminError::Unreachable(unreachable.join("; "))))
+    }
+
+    async fn send_to<T: DeserializeOwned>(
+        &self,
+        url: &ServiceUrl,
+        method: &Method,
+        operation: &str,
+        path: &str,
+        body: Bytes,
+    ) -> Result<T, AdminError> {
+        let uri = format!("{}{path}", url.url());
         let request = Request::builder()
-            .method(method)
+            .method(method.clone())
             .uri(&uri)
             .header(header::AUTHORIZATION, format!("Bearer {}", self.token))
             .header(header::CONTENT_TYPE, "application/json")
-            .body(Full::new(Bytes::from(body)))
+            .body(Full::new(body))
             .map_err(|e| AdminError::Unexpected(format!("building the request: {e}")))?;
         self.http.calls.fetch_add(1, Ordering::Relaxed);
         let exchange = async {
@@ -299,8 +365,8 @@ fn encode(value: &str) -> String {
 mod tests {
     use super::*;
 
-    fn url() -> ServiceUrl {
-        ServiceUrl { scheme: "http".into(), host: "garage".into(), port: 3903 }
+    fn url() -> AdminEndpoints {
+        AdminEndpoints::one(ServiceUrl { scheme: "http".into(), host: "garage".into(), port: 3903 })
     }
 
     fn secret() -> SecretRef {
@@ -348,6 +414,22 @@ mod tests {
         assert_eq!(refusal(StatusCode::NOT_FOUND, body).code(), Some("NoSuchBucket"));
         let html = refusal(StatusCode::BAD_GATEWAY, b"<html>bad gateway</html>");
         assert_eq!(html.code(), Some("Http502"));
+    }
+
+    #[test]
+    fn the_endpoint_that_answered_last_is_tried_first() {
+        let endpoints = AdminEndpoints::parse("http://a:1,http://b:2,http://c:3").unwrap();
+        let http = AdminHttp::new();
+        let hosts = |http: &AdminHttp| -> Vec<String> {
+            http.order(&endpoints).iter().map(|u| u.host.clone()).collect()
+        };
+        assert_eq!(hosts(&http), ["a", "b", "c"]);
+        http.remember(&endpoints, &endpoints.urls()[1]);
+        assert_eq!(hosts(&http), ["b", "a", "c"]);
+        assert!(AdminError::Unreachable("refused".into()).try_another());
+        assert!(refused(503, "ServiceUnavailable").try_another());
+        assert!(!refused(404, "NoSuchBucket").try_another());
+        assert!(!refused(403, "AccessDenied").try_another());
     }
 
     #[test]

@@ -249,6 +249,14 @@ pub struct KeyListItem {
     pub name: String,
 }
 
+/// `GetClusterHealth`, the field used.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterHealth {
+    /// `healthy`, `degraded` (nodes down, still serving) or `unavailable`.
+    pub status: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,12 +12,16 @@ use bucket_provisioner::{
     access_mode_of, user_id_of,
 };
 
+mod target;
+
 use crate::admin::{Admin, AdminHttp};
-use crate::api::{BucketInfo, Permissions};
+use crate::api::{BucketInfo, ClusterHealth, Permissions};
 use crate::cluster::{AdminToken, ClassParameters};
 use crate::empty::{PassLimits, empty_pass, http_client, s3_client};
+use crate::endpoints::AdminEndpoints;
+use crate::identity::{STATE_CLUSTER_ID, cluster_id};
 use crate::names::{SERVICE_KEY_NAME, claim_key_id, ownership_alias, service_key_id};
-use crate::params::{ServiceUrl, Settings};
+use crate::params::Settings;
 use crate::quota;
 use crate::store::{Created, Store, creator};
 use crate::usage::UsageCache;
@@ -39,8 +43,8 @@ pub struct GarageProvisioner {
     seen: Mutex<HashMap<String, BTreeMap<String, String>>>,
     http: AdminHttp,
     s3_http: SharedHttpClient,
-    /// The provisioner's own key on each Garage cluster (by admin endpoint), once known.
-    service_keys: Mutex<HashMap<ServiceUrl, Credentials>>,
+    /// The provisioner's own key on each Garage cluster (by admin endpoints), once known.
+    service_keys: Mutex<HashMap<AdminEndpoints, Credentials>>,
     service_key_lock: tokio::sync::Mutex<()>,
     usage: UsageCache,
     pass: PassLimits,
@@ -148,34 +152,6 @@ impl GarageProvisioner {
         })
     }
 
-    /// The settings a cleanup works with: the ObjectBucket's recorded state; failing that, the
-    /// parameters of its StorageClass as last seen, or as it is now.
-    async fn cleanup_settings(&self, bucket: &ObjectBucket) -> Result<Settings, BackendError> {
-        let state = bucket.spec.additional_state.clone().unwrap_or_default();
-        if !state.is_empty() {
-            return Settings::from_state(&state);
-        }
-        let class = &bucket.spec.storage_class_name;
-        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner()).get(class).cloned();
-        let parameters = match (seen, &self.classes) {
-            (Some(parameters), _) => Some(parameters),
-            (None, Some(classes)) => classes.class_parameters(class).await?,
-            (None, None) => None,
-        };
-        match parameters {
-            Some(parameters) => Settings::from_parameters(&parameters),
-            None => Err(BackendError::permanent(
-                "BucketSettingsUnknown",
-                format!(
-                    "nothing records which Garage cluster holds bucket {:?} (its StorageClass \
-                     {class:?} is gone); remove the bucket and key {:?} by hand if they exist",
-                    bucket_name(bucket),
-                    user_id_of(bucket).map(|u| claim_key_id(&u)).unwrap_or_default()
-                ),
-            )),
-        }
-    }
-
     /// Deletes the claim's key (what both `delete` and `revoke` start with).
     async fn remove_key(
         &self,
@@ -231,7 +207,8 @@ fn bucket_name(bucket: &ObjectBucket) -> String {
 }
 
 fn store<'a>(http: &'a AdminHttp, settings: &'a Settings, token: &'a str) -> Store<'a> {
-    Store { admin: Admin { http, url: &settings.admin, token, secret: &settings.token_secret } }
+    let admin = Admin { http, endpoints: &settings.admin, token, secret: &settings.token_secret };
+    Store { admin }
 }
 
 impl Provisioner for GarageProvisioner {
@@ -266,6 +243,7 @@ impl Provisioner for GarageProvisioner {
         let bucket = store.set_quotas(&bucket, quotas).await?;
         let mut provisioned = self.access(&store, &settings, options, &bucket).await?;
         provisioned.additional_state.insert(STATE_BUCKET_ID.into(), bucket.id.clone());
+        provisioned.additional_state.insert(STATE_CLUSTER_ID.into(), cluster_id(&service));
         self.usage.record(name, &settings, &bucket);
         Ok(provisioned)
     }
@@ -285,17 +263,20 @@ impl Provisioner for GarageProvisioner {
                 format!(
                     "bucket {name:?} (StorageClass bucketName) does not exist in Garage at {}; \
                      create it, or name an existing one",
-                    settings.admin.url()
+                    settings.admin
                 ),
             ));
         };
-        self.access(&store, &settings, options, &bucket).await
+        let service = self.service_key(&store, &settings).await?;
+        let mut granted = self.access(&store, &settings, options, &bucket).await?;
+        granted.additional_state.insert(STATE_CLUSTER_ID.into(), cluster_id(&service));
+        Ok(granted)
     }
 
     async fn delete(&self, bucket: &ObjectBucket) -> Result<Removed, BackendError> {
-        let settings = self.cleanup_settings(bucket).await?;
-        let token = self.cleanup_token(&settings).await?;
-        let store = store(&self.http, &settings, &token);
+        let target = self.cleanup_target(bucket).await?;
+        let (settings, token) = (&target.settings, &target.token);
+        let store = store(&self.http, settings, token);
         // First the claim's key: its consumers stop writing into what is being emptied.
         self.remove_key(&store, bucket).await?;
         let name = bucket_name(bucket);
@@ -303,7 +284,10 @@ impl Provisioner for GarageProvisioner {
             return Ok(Removed::Bucket); // no bucket was ever chosen, so none was created
         }
         let Some(user_id) = user_id_of(bucket) else { return Ok(Removed::AccessOnly) };
-        let service = self.service_key(&store, &settings).await?;
+        let service = match target.service.clone() {
+            Some(service) => service,
+            None => self.service_key(&store, settings).await?,
+        };
         let Some(info) = store.bucket(&name).await? else {
             self.usage.forget(&name);
             // Made but never named (the process stopped between the two steps of creating it):
@@ -327,7 +311,7 @@ impl Provisioner for GarageProvisioner {
                 && left.global_aliases.is_empty()
                 && creator(&left, &service.access_key_id).is_none_or(|(c, _)| c == user_id)
             {
-                self.empty_and_delete(&store, &settings, &left, &service).await?;
+                self.empty_and_delete(&store, settings, &left, &service).await?;
             }
             return Ok(Removed::Bucket);
         };
@@ -336,15 +320,14 @@ impl Provisioner for GarageProvisioner {
             Some((creator, ReclaimPolicy::Delete)) if creator == user_id => {}
             _ => return Ok(Removed::AccessOnly),
         }
-        self.empty_and_delete(&store, &settings, &info, &service).await?;
+        self.empty_and_delete(&store, settings, &info, &service).await?;
         Ok(Removed::Bucket)
     }
 
     async fn revoke(&self, bucket: &ObjectBucket) -> Result<(), BackendError> {
-        let settings = self.cleanup_settings(bucket).await?;
-        let token = self.cleanup_token(&settings).await?;
+        let target = self.cleanup_target(bucket).await?;
         self.usage.forget(&bucket_name(bucket));
-        self.remove_key(&store(&self.http, &settings, &token), bucket).await
+        self.remove_key(&store(&self.http, &target.settings, &target.token), bucket).await
     }
 
     /// Applies a changed access mode to the claim's key, and changed `maxObjects` / `maxSize` to
@@ -391,6 +374,31 @@ impl Provisioner for GarageProvisioner {
         let info = store.set_quotas(&info, quotas).await?;
         self.usage.record(name, &settings, &info);
         Ok(())
+    }
+
+    /// `GetClusterHealth` through the class's admin endpoints: Garage answers, and is not
+    /// short of the nodes it needs to serve. A token or Secret that does not allow asking
+    /// leaves the library to retry a claim instead.
+    async fn probe(
+        &self,
+        parameters: &BTreeMap<String, String>,
+    ) -> Option<Result<(), BackendError>> {
+        let settings = Settings::from_parameters(parameters).ok()?;
+        let token = match self.token(&settings).await {
+            Ok(token) => token,
+            Err(e) if e.is_permanent() => return None,
+            Err(e) => return Some(Err(e)),
+        };
+        let store = store(&self.http, &settings, &token);
+        let health = store.admin.get::<ClusterHealth>("GetClusterHealth", &[]).await;
+        match health {
+            Ok(health) if health.status != "unavailable" => Some(Ok(())),
+            Ok(_) => Some(Err(BackendError::transient("Garage reports its cluster unavailable"))),
+            Err(e) => match store.admin.error("GetClusterHealth", e) {
+                refused if refused.is_permanent() => None,
+                unreachable => Some(Err(unreachable)),
+            },
+        }
     }
 
     fn usage(&self, bucket: &ObjectBucket) -> Option<BucketUsage> {

@@ -19,11 +19,17 @@
 //! and no tenant ever holds. A bucket without that record for a claim is never deleted for it,
 //! never has its quotas changed by it, and is never handed to a claim as its own.
 //!
+//! # Which cluster
+//!
+//! Each ObjectBucket records the identity of the Garage cluster holding its bucket (see
+//! [`identity`]); deletion reaches that cluster through the StorageClass's endpoints as they are
+//! then, and acts only where the identity matches.
+//!
 //! # StorageClass parameters
 //!
 //! | parameter | meaning |
 //! |---|---|
-//! | `adminEndpoint` | URL of Garage's admin API (required) |
+//! | `adminEndpoint` | URL of Garage's admin API, or the URLs of several nodes' separated by commas, tried in turn (required; see [`endpoints`]) |
 //! | `endpoint` | URL of Garage's S3 API as pods reach it (required): the claim's ConfigMap |
 //! | `region` | Garage's `s3_region` (default `garage`) |
 //! | `secretName`, `secretNamespace` | Secret with the admin token under `GARAGE_ADMIN_TOKEN` (required) |
@@ -39,6 +45,8 @@ pub mod api;
 pub mod backend;
 pub mod cluster;
 pub mod empty;
+pub mod endpoints;
+pub mod identity;
 pub mod names;
 pub mod params;
 pub mod quota;

@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 
 use bucket_provisioner::{BackendError, Endpoint};
 
-/// URL of Garage's admin API (its `[admin] api_bind_addr`), e.g. `http://garage:3903`.
+use crate::endpoints::AdminEndpoints;
+
+/// URL of Garage's admin API (its `[admin] api_bind_addr`), e.g. `http://garage:3903`, or the
+/// URLs of several nodes' admin APIs separated by commas (see [`AdminEndpoints`]).
 pub const ADMIN_ENDPOINT: &str = "adminEndpoint";
 /// URL of Garage's S3 API as consumers reach it, e.g. `http://garage:3900`.
 pub const ENDPOINT: &str = "endpoint";
@@ -30,8 +33,8 @@ pub use bucket_provisioner::bucket::remote::{SecretRef, ServiceUrl};
 /// Everything one StorageClass asks of this backend.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Settings {
-    /// Garage's admin API.
-    pub admin: ServiceUrl,
+    /// Garage's admin API, on one node or several.
+    pub admin: AdminEndpoints,
     /// Garage's S3 API, as consumers (and the provisioner, to empty buckets) reach it.
     pub endpoint: ServiceUrl,
     /// Garage's S3 region.
@@ -72,8 +75,7 @@ impl Settings {
                 ))
             })
         };
-        let admin =
-            ServiceUrl::parse(ADMIN_ENDPOINT, required(ADMIN_ENDPOINT)?, "http://garage:3903")?;
+        let admin = AdminEndpoints::parse(required(ADMIN_ENDPOINT)?)?;
         let endpoint = ServiceUrl::parse(ENDPOINT, required(ENDPOINT)?, "http://garage:3900")?;
         let token_secret = SecretRef {
             name: required(SECRET_NAME)?.into(),
@@ -92,7 +94,7 @@ impl Settings {
     /// only where the token lives).
     pub fn to_state(&self) -> BTreeMap<String, String> {
         BTreeMap::from([
-            (ADMIN_ENDPOINT.into(), self.admin.url()),
+            (ADMIN_ENDPOINT.into(), self.admin.to_string()),
             (ENDPOINT.into(), self.endpoint.url()),
             (REGION.into(), self.region.clone()),
             (SECRET_NAME.into(), self.token_secret.name.clone()),
@@ -114,6 +116,8 @@ impl Settings {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -216,6 +220,28 @@ mod tests {
                     let again = Settings::from_state(&settings.to_state()).ok();
                     prop_assert_eq!(again, Some(settings));
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn several_admin_endpoints_round_trip_through_state() {
+        let mut several = complete();
+        several.insert(ADMIN_ENDPOINT.into(), "http://g0:3903, http://g1:3903".into());
+        let settings = Settings::from_parameters(&several).unwrap();
+        assert_eq!(settings.admin.urls().len(), 2);
+        assert_eq!(Settings::from_state(&settings.to_state()).unwrap(), settings);
+    }
+
+    proptest! {
+        #[test]
+        fn any_parameter_values_are_read_or_refused_and_read_the_same_from_state(
+            values in proptest::collection::vec(".{0,40}", PARAMETERS.len()),
+        ) {
+            let parameters: BTreeMap<String, String> =
+                PARAMETERS.iter().map(|k| k.to_string()).zip(values).collect();
+            if let Ok(settings) = Settings::from_parameters(&parameters) {
+                prop_assert_eq!(Settings::from_state(&settings.to_state()).unwrap(), settings);
             }
         }
     }

@@ -285,6 +285,15 @@ impl Store<'_> {
         }
     }
 
+    /// Whether key `id` exists.
+    pub async fn key_exists(&self, id: &str) -> Result<bool, BackendError> {
+        match self.admin.get::<KeyInfo>("GetKeyInfo", &[("id", id)]).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.code() == Some("NoSuchAccessKey") => Ok(false),
+            Err(e) => Err(self.admin.error(&format!("GetKeyInfo {id}"), e)),
+        }
+    }
+
     /// Deletes key `id`; a key already gone is done.
     pub async fn delete_key(&self, id: &str) -> Result<(), BackendError> {
         match self.admin.post::<(), serde_json::Value>("DeleteKey", &[("id", id)], None).await {

@@ -36,6 +36,17 @@ impl Harness {
         config.backoff_initial = Duration::from_millis(100);
         config.backoff_max = Duration::from_secs(2);
         config.usage_interval = Duration::from_millis(300);
+        Self::start_with(backend, config, deployed)
+    }
+
+    /// Starts a controller for `backend` configured as `config` says (the deployed defaults of
+    /// [`ControllerConfig::new`], say), acting as `deployed`.
+    pub fn start_with<P: Provisioner>(
+        backend: P,
+        config: ControllerConfig,
+        deployed: Deployed,
+    ) -> Harness {
+        let provisioner = config.provisioner_name.clone();
         let metrics = Metrics::new();
         let (stop, stopped) = oneshot::channel::<()>();
         let controller_metrics = metrics.clone();
@@ -50,7 +61,7 @@ impl Harness {
             run_controller(client, backend, config, controller_metrics, Health::default(), stop)
                 .await;
         });
-        Harness { provisioner: provisioner.into(), metrics, stop: Some(stop), task }
+        Harness { provisioner, metrics, stop: Some(stop), task }
     }
 
     /// Kills the controller wherever it is, as a crash would.

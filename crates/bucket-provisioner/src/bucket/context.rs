@@ -1,22 +1,28 @@
 //! What every reconcile of the bucket controller shares: the client, the backend, the caches,
-//! Events, metrics, health, backoff, and the claims parked on a permanent failure.
+//! Events, metrics, health, backoff, the claims parked on a permanent failure and those
+//! waiting on their backend.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use bucket_api::ObjectBucketClaim;
 use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource, ResourceExt};
 
+use crate::bucket::error::Error;
 use crate::bucket::rotation_record::requested;
 use crate::kubernetes::backoff::Backoff;
 use crate::kubernetes::cache::Caches;
+use crate::kubernetes::cache::claims::CachedClaim;
 use crate::kubernetes::events::{Events, publish};
-use crate::kubernetes::failure::Operation;
+use crate::kubernetes::failure::{Failure, Operation};
 use crate::kubernetes::health::Health;
 use crate::kubernetes::log_limit::SharedThrottle;
 use crate::kubernetes::telemetry::Metrics;
+use crate::kubernetes::waiting::Waiting;
 
 /// Shared state of all reconciles.
 pub(crate) struct Context<P> {
@@ -33,6 +39,9 @@ pub(crate) struct Context<P> {
     pub(crate) parked: Mutex<HashMap<String, Inputs>>,
     /// Claims whose Secret or ConfigMap name was found taken by an object not theirs.
     pub(crate) blocked: Mutex<std::collections::HashSet<String>>,
+    /// Claims waiting on their backend (grouped by StorageClass), retried promptly once it
+    /// answers again.
+    pub(crate) waiting: Waiting<ObjectRef<CachedClaim>>,
 }
 
 /// What a permanent failure depended on: the claim's spec, its rotation request (an annotation,
@@ -81,6 +90,38 @@ impl<P> Context<P> {
             Some(true) => set.insert(key.to_owned()),
             Some(false) => set.remove(key),
             None => set.contains(key),
+        }
+    }
+
+    /// The retry of `claim` (`key`) after `error`. A transient failure of the backend notes the
+    /// claim as waiting on its StorageClass's backend; any other answer of the backend is an
+    /// answer, and retries the claims that wait on the same one.
+    pub(crate) fn retry_after(
+        &self,
+        claim: &ObjectBucketClaim,
+        error: &Error,
+        key: &str,
+    ) -> Action {
+        let delay = self.backoff.delay(error.retry(), key);
+        match (error, delay) {
+            (Error::Backend { source, .. }, Some(delay)) if !source.is_permanent() => {
+                let target = ObjectRef::new(&claim.name_any())
+                    .within(&claim.namespace().unwrap_or_default());
+                self.waiting.failed(key, &claim.spec.storage_class_name, target, delay);
+            }
+            (Error::Backend { .. }, _) => self.backend_answered(key),
+            _ => self.waiting.left(key),
+        }
+        delay.map_or_else(Action::await_change, Action::requeue)
+    }
+
+    /// `key`'s reconcile got an answer from its backend: if it was waiting on it, so are others
+    /// perhaps, and they are retried now.
+    pub(crate) fn backend_answered(&self, key: &str) {
+        let woken = self.waiting.answered(key);
+        if woken > 0 {
+            tracing::info!(claim = %key, woken,
+                "the backend answered again; retrying the claims that waited on it");
         }
     }
 

@@ -24,6 +24,7 @@ use crate::Provisioner;
 use crate::bucket::context::Context;
 use crate::bucket::error::Error;
 use crate::bucket::observe::observe;
+use crate::bucket::probe::probe_backends;
 use crate::bucket::status::{ClaimState, set_claim_status};
 use crate::bucket::sweep::{count_phases, sweep};
 use crate::bucket::{cleanup, provision};
@@ -38,6 +39,7 @@ use crate::kubernetes::health::{Health, Pulse, Retirement, refusal};
 use crate::kubernetes::list_progress::{ListProgress, applied_since_list, touched_since_list};
 use crate::kubernetes::log_limit::SharedThrottle;
 use crate::kubernetes::telemetry::Metrics;
+use crate::kubernetes::waiting::{Waiting, probe_interval, retries};
 use crate::kubernetes::watch::{
     ShortBackoff, cached_watch, compact_watch, summarized_watch, watch_configs,
 };
@@ -153,6 +155,8 @@ pub async fn run_controller<P: Provisioner>(
     let (classes, class_events) =
         cached_watch(&client, &all, "storageclasses", &health, slim, &progress, 4);
 
+    let probe = probe_interval(config.backoff_initial, config.backoff_max);
+    let (waiting, woken) = Waiting::new(probe, config.backoff_max * 2);
     let reporter = Reporter { controller: config.provisioner_name.clone(), instance: None };
     let context = Arc::new(Context {
         events: Events::new(client.clone(), reporter),
@@ -174,6 +178,7 @@ pub async fn run_controller<P: Provisioner>(
         api_failing: SharedThrottle::default(),
         parked: Mutex::default(),
         blocked: Mutex::default(),
+        waiting,
     });
 
     let pulses = [
@@ -188,6 +193,7 @@ pub async fn run_controller<P: Provisioner>(
     let usage =
         crate::bucket::usage::report_usage(context.clone(), usage_interval(&config), reporting);
     let usage = tokio::spawn(usage);
+    let probes = tokio::spawn(probe_backends(context.clone()));
     let by_class = claim_store.clone();
     let controller = Controller::for_stream(claim_events, claim_store)
         .owns_stream(touched_since_list(secret_events))
@@ -197,6 +203,7 @@ pub async fn run_controller<P: Provisioner>(
         })
         .watches_stream(bucket_events, |bucket| claim_of_bucket(&bucket))
         .reconcile_all_on(progress.look_again())
+        .reconcile_on(retries(woken))
         .trigger_backoff(ShortBackoff::default())
         .with_config(controller::Config::default().concurrency(config.workers))
         .graceful_shutdown_on(shutdown)
@@ -208,7 +215,12 @@ pub async fn run_controller<P: Provisioner>(
         });
     // The loops beside the controller never end; one that does (a panic) ends the controller,
     // and with it the process (see `runtime`).
-    let mut side = [("claim phases", phases), ("orphan sweep", sweep), ("usage report", usage)];
+    let mut side = [
+        ("claim phases", phases),
+        ("orphan sweep", sweep),
+        ("usage report", usage),
+        ("backend probes", probes),
+    ];
     let side_ended = futures::future::select_all(side.iter_mut().map(|(name, task)| {
         let name = *name;
         async move { (name, task.await) }.boxed()
@@ -299,6 +311,7 @@ async fn reconcile<P: Provisioner>(
     match result {
         Ok(action) => {
             ctx.backoff.reset(&key);
+            ctx.backend_answered(&key);
             ctx.health.permitted(RECONCILES);
             if ctx.api_failing.reset() {
                 tracing::info!("reconciles reach the Kubernetes API again");
@@ -386,7 +399,7 @@ async fn report<P>(
     if error.retry() == Retry::OnChange && !deleting {
         ctx.park(key, &latest);
     }
-    Ok(ctx.backoff.after(error.retry(), key))
+    Ok(ctx.retry_after(&latest, &error, key))
 }
 
 /// Reached only when reporting itself failed (the API is unreachable): retry with backoff.

@@ -4,8 +4,8 @@
 //! - [`controller`]: the controller that drives a backend for every claim of its StorageClasses;
 //!   one claim goes observe (`observe`) → decide (`plan`) → act (`provision`, `bound`,
 //!   `cleanup`) → report ([`status`], [`error`]).
-//! - `sweep`, [`usage`]: the loops beside the controller: orphaned ObjectBuckets and
-//!   what bound buckets hold.
+//! - `sweep`, [`usage`], `probe`: the loops beside the controller: orphaned ObjectBuckets,
+//!   what bound buckets hold, and whether backends claims wait on answer again.
 //! - [`objects`], [`naming`], `ownership`: what is written, under which names, and the
 //!   checks that keep the controller off what is not its claim's; `withdraw`: what a claim
 //!   refused for a Secret or ConfigMap not its own gives back.
@@ -27,6 +27,7 @@ pub mod objects;
 pub(crate) mod observe;
 pub(crate) mod ownership;
 pub(crate) mod plan;
+pub(crate) mod probe;
 pub(crate) mod provision;
 pub mod provisioner;
 pub mod quantity;

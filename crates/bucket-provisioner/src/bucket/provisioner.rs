@@ -17,6 +17,7 @@
 //! | deleted, otherwise | — | [`Provisioner::revoke`] |
 //! | refused, never Bound, for a Secret or ConfigMap of its name not its own | — | `delete` or `revoke`, as if deleted |
 //! | bound, every usage interval | — | [`Provisioner::usage`] (optional) |
+//! | claims of a class waiting long after a transient failure, every few seconds | — | [`Provisioner::probe`] (optional) |
 //! | rotation asked for, or due by the StorageClass's `rotationPeriod` | — | [`Provisioner::rotate`] (optional) |
 //! | the previous key's overlap window is over | — | [`Provisioner::retire_key`] (optional) |
 //!
@@ -376,6 +377,20 @@ pub trait Provisioner: Send + Sync + 'static {
         async { Err(rotation_not_supported()) }
     }
 
+    /// Whether the store a StorageClass's `parameters` (as [`BucketOptions::parameters`] holds
+    /// them) name answers now: `Some(Ok(()))` when it does, `Some(Err(_))` when it does not,
+    /// `None` (the default) when the backend cannot tell without acting for a claim. Asked every
+    /// few seconds, for each StorageClass whose claims all wait long after a transient failure,
+    /// so that they are retried as soon as the store answers again: it must be cheap and change
+    /// nothing. For a backend answering `None`, one of the waiting claims is retried instead.
+    fn probe(
+        &self,
+        parameters: &BTreeMap<String, String>,
+    ) -> impl Future<Output = Option<Result<(), BackendError>>> + Send {
+        let _ = parameters;
+        async { None }
+    }
+
     /// What the bound bucket of this ObjectBucket holds now, or `None` when the backend does not
     /// know (the default). Called for every bound ObjectBucket once per usage interval (see
     /// [`crate::ControllerConfig::usage_interval`]), so it must answer from memory, never from a
@@ -469,6 +484,13 @@ impl<P: Provisioner> Provisioner for std::sync::Arc<P> {
         access_key_id: &str,
     ) -> impl Future<Output = Result<(), BackendError>> + Send {
         (**self).retire_key(bucket, access_key_id)
+    }
+
+    fn probe(
+        &self,
+        parameters: &BTreeMap<String, String>,
+    ) -> impl Future<Output = Option<Result<(), BackendError>>> + Send {
+        (**self).probe(parameters)
     }
 
     fn usage(&self, bucket: &ObjectBucket) -> Option<BucketUsage> {

@@ -36,11 +36,17 @@ impl Backoff {
 
     /// What the controller does after `key` failed in a way that asks for `retry`.
     pub(crate) fn after(&self, retry: Retry, key: &str) -> Action {
+        self.delay(retry, key).map_or_else(Action::await_change, Action::requeue)
+    }
+
+    /// How long `key` waits after it failed in a way that asks for `retry`; `None`: until it
+    /// changes.
+    pub(crate) fn delay(&self, retry: Retry, key: &str) -> Option<Duration> {
         match retry {
-            Retry::Backoff => Action::requeue(self.next(key)),
-            Retry::Api => Action::requeue(self.next(key).min(API_RETRY_MAX)),
-            Retry::Slowly => Action::requeue(self.max),
-            Retry::OnChange => Action::await_change(),
+            Retry::Backoff => Some(self.next(key)),
+            Retry::Api => Some(self.next(key).min(API_RETRY_MAX)),
+            Retry::Slowly => Some(self.max),
+            Retry::OnChange => None,
         }
     }
 

@@ -172,13 +172,13 @@ impl Setup {
         s3_client(&self.settings(node), keys, &http_client())
     }
 
-    /// An admin client of `url` with the cluster's token.
+    /// An admin client of `endpoints` with the cluster's token.
     pub fn admin<'a>(
         &'a self,
-        url: &'a garage_provisioner::params::ServiceUrl,
+        endpoints: &'a garage_provisioner::endpoints::AdminEndpoints,
         secret: &'a SecretRef,
     ) -> Admin<'a> {
-        Admin { http: &self.http, url, token: &self.garage.admin_token, secret }
+        Admin { http: &self.http, endpoints, token: &self.garage.admin_token, secret }
     }
 
     /// `GetBucketInfo` of the bucket named `name` on node 0, if it exists.
