@@ -244,7 +244,7 @@ async fn a_large_directory_changing_between_pages_lists_every_key_once() {
             }
             // Odd keys around the resume point and far from it come and go.
             let last: usize = listed.last().unwrap()[2..].parse().unwrap();
-            let near = [last.saturating_sub(1), last + 1, last + 3, (last + 1501) % 3000 | 1];
+            let near = [last.saturating_sub(1), last + 1, last + 3, ((last + 1501) % 3000) | 1];
             let near: Vec<String> = near.iter().map(|i| format!("d/{:05}", i | 1)).collect();
             if round % 2 == 0 {
                 put_all(&s3, "large", &near).await;
