@@ -13,8 +13,8 @@
 
 use std::collections::BTreeMap;
 
+use bucket_api::quantity;
 use bucket_provisioner::BackendError;
-use bucket_provisioner::bucket::quantity;
 
 use crate::store::Quota;
 
@@ -86,9 +86,9 @@ fn parse_count(key: &str, value: &str) -> Result<u64, BackendError> {
     })
 }
 
-/// A size in bytes written as a Kubernetes quantity (see [`quantity::parse_size`]).
+/// A size in bytes written as a Kubernetes quantity (see [`quantity::parse_bytes`]).
 pub fn parse_size(key: &str, value: &str) -> Result<u64, BackendError> {
-    quantity::parse_size(value).map_err(|why| {
+    quantity::parse_bytes(value).map_err(|why| {
         BackendError::invalid_parameter(format!(
             "additionalConfig {key} {value:?} {why}; write a size such as \"2G\" (10^9 bytes), \
              \"2Gi\" (2^30 bytes) or \"500M\""
@@ -134,6 +134,19 @@ mod tests {
             assert!(error.contains(why), "{text}: {error}");
             assert!(error.contains("maxSize") && error.contains("2Gi"), "{error}");
         }
+    }
+
+    #[test]
+    fn a_fraction_too_long_for_any_integer_is_refused_not_a_panic() {
+        // 128 digits once made the scale 10^128, which wraps a u128 to 0 (39 and more overflow).
+        let mut fractions = vec![format!("0.{}1", "0".repeat(127))];
+        fractions.extend((38..=130).map(|n| format!("1.{}", "1".repeat(n))));
+        for text in fractions {
+            let error = parse_size(MAX_SIZE, &text).unwrap_err().to_string();
+            assert!(error.contains("not a whole number of bytes"), "{text}: {error}");
+        }
+        let config = config(&[(MAX_SIZE, &format!("0.{}1", "0".repeat(127)))]);
+        assert!(ClaimQuotas::parse(&config).unwrap_err().to_string().contains("maxSize"));
     }
 
     #[test]

@@ -161,8 +161,8 @@ fn parameters(options: &VolumeOptions) -> Result<Parameters, BackendError> {
 fn requested_bytes(capacity: Option<&Quantity>) -> Result<Option<u64>, BackendError> {
     match capacity {
         None => Ok(None),
-        Some(q) => quantity_bytes(q).map(Some).ok_or_else(|| {
-            BackendError::permanent("InvalidCapacity", format!("capacity {:?} is not a size", q.0))
+        Some(q) => quantity_bytes(q).map(Some).map_err(|why| {
+            BackendError::permanent("InvalidCapacity", format!("capacity {:?} {why}", q.0))
         }),
     }
 }
