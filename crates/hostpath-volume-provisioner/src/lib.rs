@@ -176,6 +176,7 @@ fn backend_error(e: StoreError) -> BackendError {
         StoreError::CannotGrow(_) => "ExpansionNotPermitted",
         StoreError::PathTaken { .. } | StoreError::Unrecorded(_) => "PathTaken",
         StoreError::NotADirectory(_) => "PathNotADirectory",
+        StoreError::NoLastSegment { .. } => "BadRecord",
         StoreError::NotOurs { .. } => "NotOurs",
     };
     BackendError::permanent(reason, e.to_string())
