@@ -5,7 +5,8 @@
 //! - [`list_progress`]: when the caches hold their lists, and when to look at everything again.
 //! - [`cache`]: what the watches keep, compacted, and the controller's own newer writes.
 //! - [`events`]: Events, published through recorders that do not grow for ever.
-//! - [`failure`], [`backoff`]: what a failure says of itself, and how it is retried.
+//! - [`failure`], [`backoff`]: what a failure says of itself, and how it is retried;
+//!   `unwind`: a panic in the work on one object fails that object, not the process.
 //! - [`finalizer`]: the one guarded way finalizers are added and removed.
 //! - [`health`], [`telemetry`], [`log_limit`]: `/healthz` from the loops themselves, metrics,
 //!   and logs of repeated failures once a minute.
@@ -24,4 +25,5 @@ pub mod log_limit;
 pub(crate) mod mock_api;
 pub mod runtime;
 pub mod telemetry;
+pub(crate) mod unwind;
 pub mod watch;

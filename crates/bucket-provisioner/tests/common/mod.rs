@@ -49,6 +49,8 @@ pub enum Fault {
     HangBefore,
     /// Do the work, then hang before answering (a crash right after the backend acted).
     HangAfter,
+    /// Panic, as a defect of the backend would.
+    Panic,
 }
 
 /// The backend's own record of a bucket.
@@ -182,6 +184,7 @@ impl MemoryBackend {
             Some(Fault::Transient) => {
                 Err(BackendError::transient(format!("injected transient {op:?} failure")))
             }
+            Some(Fault::Panic) => panic!("injected {op:?} panic: a defect of the backend"),
             Some(Fault::HangBefore) => {
                 self.hang.notified().await;
                 Ok(None)
