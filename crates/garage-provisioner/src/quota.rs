@@ -137,4 +137,30 @@ mod tests {
         assert!(error.to_string().contains("not a whole number"), "{error}");
         assert!(shared_bucket("b").to_string().contains("did not create"));
     }
+
+    /// Quantity-shaped text with the near misses that once overflowed.
+    const NEAR_MISS: &str = "[ +-]{0,2}[0-9]{0,45}\\.?[0-9]{0,140}\
+        (|k|M|G|Ki|Gi|Ei|m|[eE][+-]?[0-9]{1,12}|GB|i| )";
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn quotas_read_as_every_other_caller_reads_them(
+            any in proptest::prelude::any::<String>(),
+            near in NEAR_MISS,
+        ) {
+            for text in [any, near] {
+                let bytes = quantity::parse_bytes(&text);
+                let read = parse(&config(&[(MAX_SIZE, &text)]));
+                proptest::prop_assert_eq!(read.as_ref().ok().and_then(|q| q.max_size), bytes.ok());
+                if let (Err(read), Err(why)) = (read, bytes) {
+                    proptest::prop_assert!(read.to_string().contains(&why.to_string()));
+                }
+                let counted = parse(&config(&[(MAX_OBJECTS, &text)])).ok();
+                let count = quantity::parse_count(&text).ok();
+                proptest::prop_assert_eq!(counted.and_then(|q| q.max_objects), count);
+            }
+        }
+    }
 }

@@ -177,4 +177,31 @@ mod tests {
         let error = ClaimQuotas::parse(&config(&[(MAX_OBJECTS, "10k")])).unwrap_err();
         assert!(error.to_string().contains("maxObjects \"10k\" is not a whole number"), "{error}");
     }
+
+    /// Quantity-shaped text with the near misses that once overflowed.
+    const NEAR_MISS: &str = "[ +-]{0,2}[0-9]{0,45}\\.?[0-9]{0,140}\
+        (|k|M|G|Ki|Gi|Ei|m|[eE][+-]?[0-9]{1,12}|GB|i| )";
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn quotas_read_as_every_other_caller_reads_them(
+            any in proptest::prelude::any::<String>(),
+            near in NEAR_MISS,
+        ) {
+            for text in [any, near] {
+                let bytes = quantity::parse_bytes(&text);
+                let read = ClaimQuotas::parse(&config(&[(MAX_SIZE, &text), (BUCKET_MAX_SIZE, &text)]));
+                let sizes = read.as_ref().ok().map(|q| (q.claim.max_bytes, q.bucket.max_bytes));
+                proptest::prop_assert_eq!(sizes, bytes.ok().map(|b| (Some(b), Some(b))));
+                if let (Err(read), Err(why)) = (read, bytes) {
+                    proptest::prop_assert!(read.to_string().contains(&why.to_string()));
+                }
+                let counted = ClaimQuotas::parse(&config(&[(MAX_OBJECTS, &text)])).ok();
+                let count = quantity::parse_count(&text).ok();
+                proptest::prop_assert_eq!(counted.and_then(|q| q.claim.max_objects), count);
+            }
+        }
+    }
 }
