@@ -76,6 +76,8 @@ struct State {
     faults: BTreeMap<Op, (Fault, usize)>,
     /// What buckets hold, as `usage` reports it; buckets not here report nothing.
     usage: BTreeMap<String, BucketUsage>,
+    /// Buckets whose `usage` panics, as a defect of the backend would.
+    usage_panics: BTreeSet<String>,
 }
 
 /// An in-memory backend with fault injection. Clones share state.
@@ -146,6 +148,11 @@ impl MemoryBackend {
     /// Makes `usage` report that `bucket` holds `usage`.
     pub fn set_usage(&self, bucket: &str, usage: BucketUsage) {
         self.state().usage.insert(bucket.into(), usage);
+    }
+
+    /// Makes `usage` panic for `bucket`.
+    pub fn panic_on_usage(&self, bucket: &str) {
+        self.state().usage_panics.insert(bucket.into());
     }
 
     /// The `additionalConfig` of every `update` call.
@@ -334,7 +341,11 @@ impl Provisioner for MemoryBackend {
     }
 
     fn usage(&self, bucket: &ObjectBucket) -> Option<BucketUsage> {
-        self.state().usage.get(&bucket_name(bucket)).cloned()
+        let name = bucket_name(bucket);
+        // Not while holding the state's lock, which would poison it for every other call.
+        let panics = self.state().usage_panics.contains(&name);
+        assert!(!panics, "injected usage panic on bucket {name}");
+        self.state().usage.get(&name).cloned()
     }
 }
 
