@@ -189,7 +189,8 @@ impl Digits {
             if length.saturating_add(power) > count(U64_DIGITS) {
                 return Err(QuantityError::TooLarge);
             }
-            let ten_to = 10u128.checked_pow(u32::try_from(power).map_err(|_| too_large())?);
+            let ten_to =
+                10u128.checked_pow(u32::try_from(power).map_err(|_| QuantityError::TooLarge)?);
             let value = ten_to
                 .and_then(|t| self.whole()?.checked_mul(t))
                 .and_then(|v| v.checked_mul(1 << scale.binary));
@@ -201,6 +202,8 @@ impl Digits {
         if divisions > u64::from(scale.binary) {
             return Err(QuantityError::NotWholeBytes);
         }
+        // Divided by at most 5^60, more digits than these still leave over 20: too large,
+        // whole or not, and not worth dividing.
         if self.significant.len() > U64_DIGITS + LARGEST_DIVISOR_DIGITS {
             return Err(QuantityError::TooLarge);
         }
@@ -208,7 +211,7 @@ impl Digits {
             self.divide_by_five()?;
         }
         // `divisions` <= `binary`, which is at most 60.
-        let shift = scale.binary - u32::try_from(divisions).map_err(|_| too_large())?;
+        let shift = scale.binary - u32::try_from(divisions).map_err(|_| QuantityError::TooLarge)?;
         let value = self.whole().and_then(|v| v.checked_mul(1 << shift));
         value.and_then(|v| u64::try_from(v).ok()).ok_or(QuantityError::TooLarge)
     }
@@ -237,10 +240,6 @@ impl Digits {
 /// A length as a signed count; no text is anywhere near `i64::MAX` long.
 fn count(length: usize) -> i64 {
     i64::try_from(length).unwrap_or(i64::MAX)
-}
-
-fn too_large() -> QuantityError {
-    QuantityError::TooLarge
 }
 
 #[cfg(test)]
