@@ -10,6 +10,7 @@ pub mod contract;
 mod crd;
 mod object_bucket;
 mod object_bucket_claim;
+pub mod quantity;
 
 pub use access::AccessMode;
 pub use crd::{CrdFile, crd_files};

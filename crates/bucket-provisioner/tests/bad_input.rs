@@ -209,3 +209,29 @@ async fn a_bound_claim_cannot_move_to_another_bucket_or_class() {
     claims.patch("rename", &params, &Patch::Merge(&revert)).await.unwrap();
     wait_for(&claims, "rename", ClaimPhase::Bound, "Bound").await;
 }
+
+/// A backend that panics on one claim fails that claim (Failed, InternalError, an Event naming
+/// the panic) and the controller goes on: another claim binds, and the failed one binds once
+/// it is changed.
+#[tokio::test]
+async fn a_panic_on_one_claim_fails_that_claim_and_the_controller_goes_on() {
+    let client = client_with_crds().await;
+    let ns = test_namespace(&client, "bad-panic").await;
+    let claims: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), &ns);
+    let backend = MemoryBackend::default();
+    backend.inject(Op::Provision, Fault::Panic, 1);
+    let controller = Harness::start(backend.clone(), Deployed::HostPath);
+    let class = storage_class(&client, &controller.provisioner, &[], None).await;
+
+    create_claim(&claims, "boom", named(&class, "boom-bucket")).await;
+    let failed = wait_for(&claims, "boom", ClaimPhase::Failed, "InternalError").await;
+    let message = &ready(&failed).unwrap().message;
+    assert!(message.contains("injected Provision panic"), "{message}");
+    wait_event(&client, &ns, "boom", "InternalError").await;
+
+    create_claim(&claims, "next", named(&class, "next-bucket")).await;
+    wait_for(&claims, "next", ClaimPhase::Bound, "Bound").await;
+    let change = json!({ "spec": { "additionalConfig": { "maxObjects": "10" } } });
+    claims.patch("boom", &PatchParams::default(), &Patch::Merge(&change)).await.unwrap();
+    wait_for(&claims, "boom", ClaimPhase::Bound, "Bound").await;
+}

@@ -546,6 +546,33 @@ async fn usage_is_recorded_on_the_object_bucket_when_it_changes() {
     .await;
 }
 
+/// A backend whose `usage` panics on one bucket leaves the others reported, and the controller
+/// serving claims.
+#[tokio::test]
+async fn a_usage_that_panics_on_one_bucket_leaves_the_others_reported() {
+    let s = setup("ctl-usage-panic").await;
+    s.backend.panic_on_usage("broken");
+    let (controller, class) = s.bound_claim("a-broken", "broken", None).await;
+    create_claim(&s.claims, "b-measured", named_spec(&class, "measured")).await;
+    wait_for(&s.claims, "b-measured", ClaimPhase::Bound, "Bound").await;
+    let usage = bucket_api::BucketUsage { objects: 1, bytes: 10, ..Default::default() };
+    s.backend.set_usage("measured", usage.clone());
+    let ob_name = object_bucket_name(&s.ns, "b-measured");
+    eventually("the usage of the other bucket on its ObjectBucket", || async {
+        let ob = s.buckets.get(&ob_name).await.ok()?;
+        (ob.status?.usage? == usage).then_some(())
+    })
+    .await;
+    // The same pass may read the other bucket first.
+    let errors = "bucket_provisioner_reconcile_errors_total{reason=\"InternalError\"}";
+    eventually("the panic counted", || async {
+        controller.metrics.encode().contains(errors).then_some(())
+    })
+    .await;
+    create_claim(&s.claims, "c-after", named_spec(&class, "after")).await;
+    wait_for(&s.claims, "c-after", ClaimPhase::Bound, "Bound").await;
+}
+
 #[tokio::test]
 async fn claims_of_other_provisioners_are_left_alone() {
     let s = setup("ctl-other").await;

@@ -57,6 +57,9 @@ impl VolumeProvisioner for Memory {
     }
 
     async fn provision(&self, options: &VolumeOptions) -> Result<ProvisionedVolume, BackendError> {
+        if options.parameters.get("speed").is_some_and(|s| s == "panic") {
+            panic!("a defect of the backend at speed panic");
+        }
         self.started.lock().unwrap().insert(options.pv_name.clone());
         let _permit = self.gate.acquire().await.unwrap();
         self.assets.lock().unwrap().insert(options.pv_name.clone());
@@ -235,4 +238,18 @@ async fn a_backend_that_cannot_expand_marks_a_grown_claim_infeasible() {
     let pv_name = format!("pvc-{}", created.uid().unwrap());
     let pv = Api::<PersistentVolume>::all(world.client.clone()).get(&pv_name).await.unwrap();
     assert_eq!(pv.spec.unwrap().capacity.unwrap()["storage"].0, "1Gi");
+}
+
+/// A backend that panics on one claim fails that claim (an InternalError Event naming the
+/// panic) and the controller goes on with the next.
+#[tokio::test]
+async fn a_panic_on_one_claim_fails_that_claim_and_the_controller_goes_on() {
+    let world = world("volumes-panic").await;
+    let broken = world.class("Delete", &[("speed", "panic")]).await;
+    world.claim("boom", &broken).await;
+    let note = volumes::wait_event(&world.client, &world.ns, "boom", "InternalError").await;
+    assert!(note.contains("a defect of the backend at speed panic"), "{note}");
+    let class = world.class("Delete", &[]).await;
+    world.claim("next", &class).await;
+    world.bound("next").await;
 }

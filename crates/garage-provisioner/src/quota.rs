@@ -4,7 +4,7 @@
 //! | key | value | on Garage |
 //! |---|---|---|
 //! | `maxObjects` | a whole number, `"1000"` | the bucket's `maxObjects` quota |
-//! | `maxSize` | a Kubernetes quantity: `"2G"`, `"2Gi"`, `"500M"`, `"1073741824"` | the bucket's `maxSize` quota |
+//! | `maxSize` | a Kubernetes quantity: `"2G"`, `"2Gi"`, `"500M"`, `"1073741824"` (see [`bucket_api::quantity`]) | the bucket's `maxSize` quota |
 //!
 //! Garage keeps quotas per bucket, not per key. A claim that created its bucket is the only
 //! holder of a key to it unless a StorageClass shares the bucket (`bucketName`), so there the
@@ -16,6 +16,7 @@
 
 use std::collections::BTreeMap;
 
+use bucket_api::quantity;
 use bucket_provisioner::BackendError;
 
 use crate::api::Quotas;
@@ -75,62 +76,20 @@ pub fn shared_bucket(bucket: &str) -> BackendError {
 }
 
 fn parse_count(value: &str) -> Result<u64, BackendError> {
-    value.trim().parse::<u64>().map_err(|_| {
-        BackendError::invalid_parameter(format!(
-            "additionalConfig {MAX_OBJECTS} {value:?} is not a whole number of objects such as \
-             \"1000\""
-        ))
+    quantity::parse_count(value).map_err(|why| {
+        BackendError::invalid_parameter(format!("additionalConfig {MAX_OBJECTS} {value:?} {why}"))
     })
 }
 
 /// A size in bytes written as a Kubernetes quantity: `2G` (2·10⁹), `2Gi` (2·2³⁰), `1.5Ti`,
-/// `1e9`, or plain bytes; it must come to whole bytes.
+/// `1e9`, or plain bytes, read as every other backend reads it ([`quantity::parse_bytes`]).
 pub fn parse_size(value: &str) -> Result<u64, BackendError> {
-    let invalid = |why: &str| {
+    quantity::parse_bytes(value).map_err(|why| {
         BackendError::invalid_parameter(format!(
             "additionalConfig {MAX_SIZE} {value:?} {why}; write a size such as \"2G\" (10^9 \
              bytes), \"2Gi\" (2^30 bytes) or \"500M\""
         ))
-    };
-    let text = value.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len());
-    let (number, suffix) = text.split_at(split);
-    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-    if (whole.is_empty() && fraction.is_empty()) || fraction.contains('.') {
-        return Err(invalid("is not a quantity"));
-    }
-    let mantissa: u128 =
-        format!("{whole}{fraction}").parse().map_err(|_| invalid("is too large"))?;
-    let scale = 10u128
-        .checked_pow(u32::try_from(fraction.len()).map_err(|_| invalid("is too long"))?)
-        .ok_or_else(|| invalid("is too long"))?;
-    let decimal = |power: u32| 10u128.pow(power);
-    let multiplier: u128 = match suffix {
-        "" => 1,
-        "k" => decimal(3),
-        "M" => decimal(6),
-        "G" => decimal(9),
-        "T" => decimal(12),
-        "P" => decimal(15),
-        "E" => decimal(18),
-        "Ki" => 1 << 10,
-        "Mi" => 1 << 20,
-        "Gi" => 1 << 30,
-        "Ti" => 1 << 40,
-        "Pi" => 1 << 50,
-        "Ei" => 1 << 60,
-        "m" => return Err(invalid("is in thousandths of a byte (m means milli)")),
-        exponent if exponent.starts_with(['e', 'E']) => {
-            let power: u32 = exponent[1..].parse().map_err(|_| invalid("has a bad exponent"))?;
-            10u128.checked_pow(power).ok_or_else(|| invalid("is too large"))?
-        }
-        _ => return Err(invalid("has an unknown unit")),
-    };
-    let bytes = mantissa.checked_mul(multiplier).ok_or_else(|| invalid("is too large"))?;
-    if bytes % scale != 0 {
-        return Err(invalid("is not a whole number of bytes"));
-    }
-    u64::try_from(bytes / scale).map_err(|_| invalid("is too large"))
+    })
 }
 
 #[cfg(test)]
@@ -155,6 +114,19 @@ mod tests {
     }
 
     #[test]
+    fn sizes_read_as_the_other_backends_read_them() {
+        // The hostPath backend, the StorageClass limits and volume requests read these alike.
+        for (text, bytes) in [("+1G", 1_000_000_000), (".5Ki", 512), ("20e-1", 2), ("-0", 0)] {
+            assert_eq!(parse_size(text).ok(), Some(bytes), "{text}");
+        }
+        for zeros in [37, 38, 39, 127, 200] {
+            let text = format!("0.{}1", "0".repeat(zeros));
+            let error = parse_size(&text).unwrap_err().to_string();
+            assert!(error.contains("not a whole number of bytes"), "{text}: {error}");
+        }
+    }
+
+    #[test]
     fn what_garage_cannot_honour_is_refused_with_the_reason() {
         let error = parse(&config(&[("bucketMaxSize", "1G"), ("bucketPolicy", "{}")])).unwrap_err();
         let text = error.to_string();
@@ -164,5 +136,31 @@ mod tests {
         let error = parse(&config(&[(MAX_OBJECTS, "10k")])).unwrap_err();
         assert!(error.to_string().contains("not a whole number"), "{error}");
         assert!(shared_bucket("b").to_string().contains("did not create"));
+    }
+
+    /// Quantity-shaped text with the near misses that once overflowed.
+    const NEAR_MISS: &str = "[ +-]{0,2}[0-9]{0,45}\\.?[0-9]{0,140}\
+        (|k|M|G|Ki|Gi|Ei|m|[eE][+-]?[0-9]{1,12}|GB|i| )";
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn quotas_read_as_every_other_caller_reads_them(
+            any in proptest::prelude::any::<String>(),
+            near in NEAR_MISS,
+        ) {
+            for text in [any, near] {
+                let bytes = quantity::parse_bytes(&text);
+                let read = parse(&config(&[(MAX_SIZE, &text)]));
+                proptest::prop_assert_eq!(read.as_ref().ok().and_then(|q| q.max_size), bytes.ok());
+                if let (Err(read), Err(why)) = (read, bytes) {
+                    proptest::prop_assert!(read.to_string().contains(&why.to_string()));
+                }
+                let counted = parse(&config(&[(MAX_OBJECTS, &text)])).ok();
+                let count = quantity::parse_count(&text).ok();
+                proptest::prop_assert_eq!(counted.and_then(|q| q.max_objects), count);
+            }
+        }
     }
 }

@@ -13,8 +13,8 @@
 
 use std::collections::BTreeMap;
 
+use bucket_api::quantity;
 use bucket_provisioner::BackendError;
-use bucket_provisioner::bucket::quantity;
 
 use crate::store::Quota;
 
@@ -86,9 +86,9 @@ fn parse_count(key: &str, value: &str) -> Result<u64, BackendError> {
     })
 }
 
-/// A size in bytes written as a Kubernetes quantity (see [`quantity::parse_size`]).
+/// A size in bytes written as a Kubernetes quantity (see [`quantity::parse_bytes`]).
 pub fn parse_size(key: &str, value: &str) -> Result<u64, BackendError> {
-    quantity::parse_size(value).map_err(|why| {
+    quantity::parse_bytes(value).map_err(|why| {
         BackendError::invalid_parameter(format!(
             "additionalConfig {key} {value:?} {why}; write a size such as \"2G\" (10^9 bytes), \
              \"2Gi\" (2^30 bytes) or \"500M\""
@@ -137,6 +137,19 @@ mod tests {
     }
 
     #[test]
+    fn a_fraction_too_long_for_any_integer_is_refused_not_a_panic() {
+        // 128 digits once made the scale 10^128, which wraps a u128 to 0 (39 and more overflow).
+        let mut fractions = vec![format!("0.{}1", "0".repeat(127))];
+        fractions.extend((38..=130).map(|n| format!("1.{}", "1".repeat(n))));
+        for text in fractions {
+            let error = parse_size(MAX_SIZE, &text).unwrap_err().to_string();
+            assert!(error.contains("not a whole number of bytes"), "{text}: {error}");
+        }
+        let config = config(&[(MAX_SIZE, &format!("0.{}1", "0".repeat(127)))]);
+        assert!(ClaimQuotas::parse(&config).unwrap_err().to_string().contains("maxSize"));
+    }
+
+    #[test]
     fn rook_and_noobaa_claims_parse() {
         let rook = ClaimQuotas::parse(&config(&[
             (MAX_OBJECTS, "1000"),
@@ -163,5 +176,32 @@ mod tests {
         assert!(message.ends_with("accepts maxObjects, maxSize, bucketMaxObjects, bucketMaxSize"));
         let error = ClaimQuotas::parse(&config(&[(MAX_OBJECTS, "10k")])).unwrap_err();
         assert!(error.to_string().contains("maxObjects \"10k\" is not a whole number"), "{error}");
+    }
+
+    /// Quantity-shaped text with the near misses that once overflowed.
+    const NEAR_MISS: &str = "[ +-]{0,2}[0-9]{0,45}\\.?[0-9]{0,140}\
+        (|k|M|G|Ki|Gi|Ei|m|[eE][+-]?[0-9]{1,12}|GB|i| )";
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn quotas_read_as_every_other_caller_reads_them(
+            any in proptest::prelude::any::<String>(),
+            near in NEAR_MISS,
+        ) {
+            for text in [any, near] {
+                let bytes = quantity::parse_bytes(&text);
+                let read = ClaimQuotas::parse(&config(&[(MAX_SIZE, &text), (BUCKET_MAX_SIZE, &text)]));
+                let sizes = read.as_ref().ok().map(|q| (q.claim.max_bytes, q.bucket.max_bytes));
+                proptest::prop_assert_eq!(sizes, bytes.ok().map(|b| (Some(b), Some(b))));
+                if let (Err(read), Err(why)) = (read, bytes) {
+                    proptest::prop_assert!(read.to_string().contains(&why.to_string()));
+                }
+                let counted = ClaimQuotas::parse(&config(&[(MAX_OBJECTS, &text)])).ok();
+                let count = quantity::parse_count(&text).ok();
+                proptest::prop_assert_eq!(counted.and_then(|q| q.claim.max_objects), count);
+            }
+        }
     }
 }

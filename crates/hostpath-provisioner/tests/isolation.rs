@@ -335,3 +335,50 @@ async fn a_claim_cannot_block_another_namespace_through_the_object_bucket_name()
     let (s3, bucket) = blocked.s3_for("d").await;
     put(&s3, &bucket, "mine", b"too").await.unwrap();
 }
+
+/// A size no integer holds (a fraction of 128 digits once made its scale 10^128, which wraps a
+/// u128 to 0) ends the reconcile of its own claim in a clear refusal, read by the backend's
+/// quotas and by its class's limits alike; the process stays up, as deployed with leader
+/// election on, and another tenant's claim made afterwards binds.
+#[tokio::test]
+async fn an_unreadable_size_fails_its_own_claim_and_the_provisioner_serves_the_next_tenant() {
+    let env = Env::new("iso-size").await;
+    let lease_namespace = format!("--leader-election-namespace={}", test_support::DEPLOY_NAMESPACE);
+    let mut provisioner = env.start_with("node-a", &["--leader-elect=true", &lease_namespace]);
+    let class = env.class(&[], "Delete").await;
+    let limited = env.class(&[("limitMaxSize", "1Gi")], "Delete").await;
+    let attacker = env.tenant("iso-size-a").await;
+    let tiny = format!("0.{}1", "0".repeat(127));
+    for (name, class) in [("tiny", &class), ("tiny-limited", &limited)] {
+        let spec = ObjectBucketClaimSpec {
+            additional_config: Some(BTreeMap::from([("maxSize".into(), tiny.clone())])),
+            ..generated(class, name)
+        };
+        attacker.create(name, spec).await;
+    }
+
+    let neighbour = env.tenant("iso-size-b").await;
+    neighbour.create("after", generated(&class, "after")).await;
+    neighbour.wait("after", ClaimPhase::Bound, "Bound").await;
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(env.client.clone(), &attacker.ns);
+    for name in ["tiny", "tiny-limited"] {
+        let failed = attacker.wait(name, ClaimPhase::Failed, "InvalidParameters").await;
+        let message = &test_support::ready(&failed).unwrap().message;
+        assert!(message.contains("maxSize") && message.contains("not a whole number of bytes"));
+        eventually(&format!("an InvalidParameters Event on {name}"), || async {
+            let listed = events.list(&Default::default()).await.ok()?;
+            listed
+                .items
+                .iter()
+                .any(|e| {
+                    e.involved_object.name.as_deref() == Some(name)
+                        && e.reason.as_deref() == Some("InvalidParameters")
+                        && e.message.as_deref().is_some_and(|m| m.contains("maxSize"))
+                })
+                .then_some(())
+        })
+        .await;
+    }
+    assert!(provisioner.is_running(), "one tenant's claim must not end the process");
+}

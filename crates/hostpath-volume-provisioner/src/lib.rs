@@ -161,8 +161,8 @@ fn parameters(options: &VolumeOptions) -> Result<Parameters, BackendError> {
 fn requested_bytes(capacity: Option<&Quantity>) -> Result<Option<u64>, BackendError> {
     match capacity {
         None => Ok(None),
-        Some(q) => quantity_bytes(q).map(Some).ok_or_else(|| {
-            BackendError::permanent("InvalidCapacity", format!("capacity {:?} is not a size", q.0))
+        Some(q) => quantity_bytes(q).map(Some).map_err(|why| {
+            BackendError::permanent("InvalidCapacity", format!("capacity {:?} {why}", q.0))
         }),
     }
 }
@@ -176,6 +176,7 @@ fn backend_error(e: StoreError) -> BackendError {
         StoreError::CannotGrow(_) => "ExpansionNotPermitted",
         StoreError::PathTaken { .. } | StoreError::Unrecorded(_) => "PathTaken",
         StoreError::NotADirectory(_) => "PathNotADirectory",
+        StoreError::NoLastSegment { .. } => "BadRecord",
         StoreError::NotOurs { .. } => "NotOurs",
     };
     BackendError::permanent(reason, e.to_string())

@@ -75,6 +75,17 @@ pub enum StoreError {
         "{0:?} has a symbolic link (or something else that is not a directory) on its way; nothing is made or removed through it"
     )]
     NotADirectory(PathBuf),
+    /// A record names a path without a last segment (the root, `..`): nothing to remove.
+    #[error(
+        "the record of volume {volume} names {path:?}, which has no last segment to remove; the \
+         record is left as it is"
+    )]
+    NoLastSegment {
+        /// The PV.
+        volume: String,
+        /// The path recorded.
+        path: PathBuf,
+    },
     /// A filesystem program (btrfs, mkfs, mount, ...) failed.
     #[error(transparent)]
     Tool(#[from] ToolError),
@@ -356,10 +367,14 @@ impl VolumeStore {
                 ours: self.identity.clone(),
             });
         }
+        // A record is a file anyone with the node's root can edit: one naming the root itself
+        // (or `..`) is refused before anything is removed.
+        let Some(name) = record.path.file_name() else {
+            return Err(StoreError::NoLastSegment { volume: volume.to_owned(), path: record.path });
+        };
         crate::backing::remove(self, volume, &record)?;
         let root = self.open_root()?;
         let parent_path = record.path.parent().unwrap_or(Path::new(""));
-        let name = record.path.file_name().expect("recorded paths have a last segment");
         let parent = if parent_path.as_os_str().is_empty() {
             Some(root.try_clone().map_err(io("opening the root again"))?)
         } else {
@@ -503,6 +518,30 @@ mod tests {
             Err(StoreError::NotOurs { .. })
         ));
         assert!(root.path().join("pvc-1").is_dir());
+    }
+
+    #[test]
+    fn a_record_whose_path_has_no_last_segment_is_refused_and_kept() {
+        let root = tempfile::tempdir().unwrap();
+        let volumes = store(root.path(), "node-a");
+        volumes.make("pvc-kept", Path::new("kept"), "kept", OPEN, DIR, None).unwrap();
+        for (volume, path) in [("pvc-a", ""), ("pvc-b", ".."), ("pvc-c", "/"), ("pvc-d", "kept/..")]
+        {
+            let record = format!(r#"{{"path":"{path}","identity":"node-a","claim":"ns/c"}}"#);
+            std::fs::write(root.path().join(RECORDS).join(format!("{volume}.json")), record)
+                .unwrap();
+        }
+        let reopened = store(root.path(), "node-a");
+        for volume in ["pvc-a", "pvc-b", "pvc-c", "pvc-d"] {
+            let error = reopened.remove(volume).unwrap_err().to_string();
+            assert!(error.contains("no last segment"), "{volume}: {error}");
+            assert!(
+                reopened.record(volume).is_some(),
+                "{volume}: the record stays to be looked at"
+            );
+        }
+        assert!(root.path().join("kept").is_dir(), "nothing else is removed");
+        reopened.remove("pvc-kept").unwrap();
     }
 
     #[test]

@@ -39,6 +39,7 @@ use crate::kubernetes::health::{Health, Pulse, Retirement, refusal};
 use crate::kubernetes::list_progress::{ListProgress, applied_since_list, touched_since_list};
 use crate::kubernetes::log_limit::SharedThrottle;
 use crate::kubernetes::telemetry::Metrics;
+use crate::kubernetes::unwind::caught;
 use crate::kubernetes::waiting::{Waiting, probe_interval, retries};
 use crate::kubernetes::watch::{
     ShortBackoff, cached_watch, compact_watch, summarized_watch, watch_configs,
@@ -156,7 +157,7 @@ pub async fn run_controller<P: Provisioner>(
         cached_watch(&client, &all, "storageclasses", &health, slim, &progress, 4);
 
     let probe = probe_interval(config.backoff_initial, config.backoff_max);
-    let (waiting, woken) = Waiting::new(probe, config.backoff_max * 2);
+    let (waiting, woken) = Waiting::new(probe, config.backoff_max.saturating_mul(2));
     let reporter = Reporter { controller: config.provisioner_name.clone(), instance: None };
     let context = Arc::new(Context {
         events: Events::new(client.clone(), reporter),
@@ -275,7 +276,16 @@ fn ownership<P>(claim: &ObjectBucketClaim, ctx: &Context<P>) -> Ownership {
     }
 }
 
+/// One claim's reconcile; a panic that escapes even its report comes back as
+/// [`Error::Panicked`] for [`error_policy`], so the controller goes on with the others.
 async fn reconcile<P: Provisioner>(
+    cached: Arc<CachedClaim>,
+    ctx: Arc<Context<P>>,
+) -> Result<Action, Error> {
+    caught(reconcile_claim(cached, ctx)).await.unwrap_or_else(|panic| Err(Error::Panicked(panic)))
+}
+
+async fn reconcile_claim<P: Provisioner>(
     cached: Arc<CachedClaim>,
     ctx: Arc<Context<P>>,
 ) -> Result<Action, Error> {
@@ -306,7 +316,7 @@ async fn reconcile<P: Provisioner>(
             Err(Error::StorageClassNotFound(claim.spec.storage_class_name.clone()))
         }
         Ownership::Ours if ctx.is_parked(&key, &claim) => return Ok(Action::await_change()),
-        Ownership::Ours => run_with_finalizer(claim.clone(), &ctx).await,
+        Ownership::Ours => run_guarded(claim.clone(), &ctx).await,
     };
     match result {
         Ok(action) => {
@@ -320,6 +330,19 @@ async fn reconcile<P: Provisioner>(
         }
         Err(error) => report(&claim, error, &ctx, &key).await,
     }
+}
+
+/// [`run_with_finalizer`], with a panic inside it failing this claim alone: reported like any
+/// other permanent failure (`Failed`, condition, Event, log line, metric).
+async fn run_guarded<P: Provisioner>(
+    claim: Arc<ObjectBucketClaim>,
+    ctx: &Context<P>,
+) -> Result<Action, Error> {
+    let key = key(&*claim);
+    caught(run_with_finalizer(claim, ctx)).await.unwrap_or_else(|panic| {
+        tracing::error!(claim = %key, panic = %panic, "the reconcile of a claim panicked");
+        Err(Error::Panicked(panic))
+    })
 }
 
 /// A live claim is brought to Bound (its finalizer goes on with the first record of intent); a
@@ -405,6 +428,11 @@ async fn report<P>(
 /// Reached only when reporting itself failed (the API is unreachable): retry with backoff.
 fn error_policy<P>(claim: Arc<CachedClaim>, error: &Error, ctx: Arc<Context<P>>) -> Action {
     let key = key(&*claim);
+    if let Error::Panicked(panic) = error {
+        ctx.metrics.error(error.reason());
+        tracing::error!(claim = %key, panic = %panic, "reporting a failed reconcile panicked");
+        return ctx.backoff.after(Retry::Slowly, &key);
+    }
     if let Some(held_back) = ctx.api_failing.allow() {
         tracing::warn!(claim = %key, error = %error, repeats_since_last_report = held_back,
             "could not report a failed reconcile");

@@ -121,6 +121,13 @@ pub enum Error {
     /// The Kubernetes API failed.
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    /// The work on this claim hit a defect of the provisioner (it panicked); only this claim
+    /// failed, and it is tried again when it changes.
+    #[error(
+        "the provisioner failed on this claim with an internal error ({0}); other claims are \
+         not affected. Change the claim to try again, and report the error"
+    )]
+    Panicked(String),
 }
 
 /// Shown after a cleanup failure, so nobody is left with a claim stuck for ever.
@@ -148,6 +155,7 @@ impl Failure for Error {
             Self::Backend { source: BackendError::Permanent { reason, .. }, .. } => reason,
             Self::Backend { operation, .. } => operation.failed_reason(),
             Self::Kube(_) => "KubernetesApiError",
+            Self::Panicked(_) => "InternalError",
         }
     }
 

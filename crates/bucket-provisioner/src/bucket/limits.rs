@@ -21,8 +21,9 @@ use bucket_api::contract::{
     CLAIM_ACCESS_MODE, CLAIM_MAX_OBJECTS, CLAIM_MAX_SIZE, CLAIM_SHARE_FROM,
 };
 
+use bucket_api::quantity::{parse_bytes, parse_count};
+
 use crate::bucket::error::Error;
-use crate::bucket::quantity::{parse_count, parse_size};
 
 /// A quota value as written and as a number.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,8 +45,13 @@ struct QuotaLimit {
     size: bool,
 }
 
-fn parse(size: bool, text: &str) -> Result<u64, &'static str> {
-    if size { parse_size(text) } else { parse_count(text) }
+/// The value of a quota key, or why it is not one (to follow the value in a message).
+fn parse(size: bool, text: &str) -> Result<u64, String> {
+    if size {
+        parse_bytes(text).map_err(|why| why.to_string())
+    } else {
+        parse_count(text).map_err(|why| why.to_string())
+    }
 }
 
 impl QuotaLimit {
@@ -316,6 +322,20 @@ mod tests {
         let any = [("limitAccessMode", "ReadWrite")];
         assert_eq!(apply(&any, &[("accessMode", "WriteOnly")]).access_mode, WriteOnly);
         assert_eq!(apply(&[], &[]).access_mode, ReadWrite);
+    }
+
+    #[test]
+    fn a_fraction_too_long_for_any_integer_is_an_error_not_a_panic() {
+        let tiny = format!("0.{}1", "0".repeat(127));
+        let limited = limits(&[("limitMaxSize", "1G")]);
+        let error = limited.apply(Some(&map(&[("maxSize", &tiny)]))).unwrap_err();
+        assert!(error.to_string().contains("not a whole number of bytes"), "{error}");
+        for digits in [39, 40, 128] {
+            let text = format!("1.{}", "3".repeat(digits));
+            let mut parameters = map(&[("limitMaxSize", &text)]);
+            let error = ClassLimits::take(&mut parameters).unwrap_err();
+            assert!(error.contains("not a whole number of bytes"), "{error}");
+        }
     }
 
     #[test]

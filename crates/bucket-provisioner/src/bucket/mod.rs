@@ -9,8 +9,8 @@
 //! - [`objects`], [`naming`], `ownership`: what is written, under which names, and the
 //!   checks that keep the controller off what is not its claim's; `withdraw`: what a claim
 //!   refused for a Secret or ConfigMap not its own gives back.
-//! - [`limits`], [`quantity`]: what a StorageClass lets its claims ask for (quotas, access
-//!   modes), and how quota values read.
+//! - [`limits`]: what a StorageClass lets its claims ask for (quotas, access modes); quota
+//!   values read as [`bucket_api::quantity`] says.
 //! - [`rotation`]: a bound claim's key replaced by a new one, on demand or on a schedule
 //!   after [`duration`]s written as Kubernetes writes them;
 //!   [`sharing`]: a claim granted a key on the bucket of another claim of its namespace.
@@ -30,7 +30,6 @@ pub(crate) mod plan;
 pub(crate) mod probe;
 pub(crate) mod provision;
 pub mod provisioner;
-pub mod quantity;
 pub mod remote;
 pub mod rotation;
 pub(crate) mod rotation_record;

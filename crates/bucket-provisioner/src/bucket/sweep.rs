@@ -13,10 +13,12 @@ use kube::{Resource, ResourceExt};
 use crate::Provisioner;
 use crate::bucket::cleanup;
 use crate::bucket::context::Context;
+use crate::bucket::error::Error;
 use crate::kubernetes::cache::claims::CachedClaim;
 use crate::kubernetes::failure::Failure;
 use crate::kubernetes::health::Pulse;
 use crate::kubernetes::log_limit::Throttle;
+use crate::kubernetes::unwind::caught;
 
 /// How often ObjectBuckets are checked for claims that went without their cleanup.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(10);
@@ -52,7 +54,11 @@ pub(crate) async fn sweep<P: Provisioner>(ctx: Arc<Context<P>>, pulse: Pulse) {
             // The caches may lag: only the apiserver decides that the claim is gone and the
             // bucket still waits for its cleanup.
             match orphaned(&ctx, &bucket, namespace, name, uid).await {
-                Ok(Some(bucket)) => match cleanup::sweep_orphan(&bucket, &ctx).await {
+                // A panic cleaning up one bucket fails that bucket, not the sweep.
+                Ok(Some(bucket)) => match caught(cleanup::sweep_orphan(&bucket, &ctx))
+                    .await
+                    .unwrap_or_else(|panic| Err(Error::Panicked(panic)))
+                {
                     Ok(()) => cleanups_failing.reset(),
                     Err(error) => {
                         ctx.metrics.error(error.reason());

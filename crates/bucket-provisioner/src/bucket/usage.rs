@@ -24,6 +24,7 @@ use crate::bucket::observe::bound_bucket_name;
 use crate::bucket::status::set_bucket_usage;
 use crate::kubernetes::health::Pulse;
 use crate::kubernetes::log_limit::Throttle;
+use crate::kubernetes::unwind::caught_now;
 
 /// Most `status.usage` writes per second, whatever the number of buckets.
 pub const WRITES_PER_SECOND: u32 = 10;
@@ -52,7 +53,17 @@ pub(crate) async fn report_usage<P: Provisioner>(
             if !is_bound_here(&bucket, &ctx.name) {
                 continue;
             }
-            let Some(usage) = ctx.provisioner.usage(&bucket) else { continue };
+            // A backend that panics on one bucket leaves the others reported.
+            let usage = match caught_now(|| ctx.provisioner.usage(&bucket)) {
+                Ok(Some(usage)) => usage,
+                Ok(None) => continue,
+                Err(panic) => {
+                    ctx.metrics.error("InternalError");
+                    tracing::error!(object_bucket = %bucket.name_any(), panic = %panic,
+                        "reading a bucket's usage panicked; the other buckets are still read");
+                    continue;
+                }
+            };
             let name = bound_bucket_name(&bucket).to_owned();
             ctx.metrics.set_bucket_usage(&name, &usage);
             reported.insert(name);

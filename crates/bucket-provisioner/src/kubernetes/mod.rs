@@ -6,7 +6,8 @@
 //! - [`cache`]: what the watches keep, compacted, and the controller's own newer writes.
 //! - [`events`]: Events, published through recorders that do not grow for ever.
 //! - [`failure`], [`backoff`]: what a failure says of itself, and how it is retried;
-//!   `waiting`: objects waiting on their backend, retried promptly once it answers again.
+//!   `waiting`: objects waiting on their backend, retried promptly once it answers again;
+//!   `unwind`: a panic in the work on one object fails that object, not the process.
 //! - [`finalizer`]: the one guarded way finalizers are added and removed.
 //! - [`health`], [`telemetry`], [`log_limit`]: `/healthz` from the loops themselves, metrics,
 //!   and logs of repeated failures once a minute.
@@ -27,5 +28,6 @@ pub mod log_limit;
 pub(crate) mod mock_api;
 pub mod runtime;
 pub mod telemetry;
+pub(crate) mod unwind;
 pub(crate) mod waiting;
 pub mod watch;

@@ -29,6 +29,7 @@ use crate::kubernetes::health::{Health, Pulse};
 use crate::kubernetes::leader::{LeaderElector, LeaderGuard, LeaseConfig};
 use crate::kubernetes::log_limit::Throttle;
 use crate::kubernetes::telemetry::{Metrics, serve};
+use crate::kubernetes::unwind::panic_message;
 
 /// Flags shared by every provisioner binary.
 #[derive(clap::Args, Clone, Debug)]
@@ -349,17 +350,11 @@ fn supervise(
 ) {
     loops.spawn(async move {
         let outcome = std::panic::AssertUnwindSafe(task).catch_unwind().await;
-        (name, outcome.unwrap_or_else(|panic| Err(panic_message(panic.as_ref()))))
+        let panicked = |panic: Box<dyn std::any::Any + Send>| {
+            Err(format!("panicked: {}", panic_message(panic.as_ref())))
+        };
+        (name, outcome.unwrap_or_else(panicked))
     });
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    let text = panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(no message)".to_owned());
-    format!("panicked: {text}")
 }
 
 /// Term after term of leadership (or one term without election) until the process stops.

@@ -31,6 +31,7 @@ use crate::kubernetes::finalizer;
 use crate::kubernetes::health::Health;
 use crate::kubernetes::list_progress::{ListProgress, applied_since_list, touched_since_list};
 use crate::kubernetes::telemetry::Metrics;
+use crate::kubernetes::unwind::caught;
 use crate::kubernetes::watch::ShortBackoff;
 use crate::kubernetes::watch::{cached_watch, drop_managed_fields, watch_configs};
 use crate::volume::error::{VolumeError, backend};
@@ -223,19 +224,31 @@ fn claims_of_class(
         .collect()
 }
 
+/// One claim's reconcile; a panic inside it fails this claim alone (Event, log line, metric).
 async fn reconcile_claim<P: VolumeProvisioner>(
     claim: Arc<PersistentVolumeClaim>,
     ctx: Arc<Context<P>>,
 ) -> Result<Action, Infallible> {
+    let (subject, key) = (claim.object_ref(&()), key(&*claim));
+    match caught(claim_step(claim, ctx.clone())).await {
+        Ok(action) => Ok(action),
+        Err(panic) => Ok(ctx.report(&subject, &key, VolumeError::Panicked(panic)).await),
+    }
+}
+
+async fn claim_step<P: VolumeProvisioner>(
+    claim: Arc<PersistentVolumeClaim>,
+    ctx: Arc<Context<P>>,
+) -> Action {
     ctx.metrics.reconcile();
     if !awaits_volume(&claim, &ctx.config.provisioner_name) {
         // Before the caches hold their first list, a missing PV proves nothing.
         ctx.until_listed().await;
         let name = &ctx.config.provisioner_name;
         if let Some(wanted) = expansion::wanted(&claim, &ctx.volumes, name, ctx.node()) {
-            return Ok(ctx.resizer().expand(&claim, wanted).await);
+            return ctx.resizer().expand(&claim, wanted).await;
         }
-        return Ok(Action::await_change());
+        return Action::await_change();
     }
     ctx.until_listed().await;
     let key = key(&*claim);
@@ -243,9 +256,9 @@ async fn reconcile_claim<P: VolumeProvisioner>(
         Ok(action) => {
             ctx.backoff.reset(&key);
             ctx.health.permitted(RECONCILES);
-            Ok(action)
+            action
         }
-        Err(error) => Ok(ctx.report(&claim.object_ref(&()), &key, error).await),
+        Err(error) => ctx.report(&claim.object_ref(&()), &key, error).await,
     }
 }
 
@@ -317,29 +330,41 @@ async fn provision<P: VolumeProvisioner>(
     Ok(Action::await_change())
 }
 
+/// One volume's reconcile; a panic inside it fails this volume alone (Event, log line, metric).
 async fn reconcile_volume<P: VolumeProvisioner>(
     cached: Arc<PersistentVolume>,
     ctx: Arc<Context<P>>,
 ) -> Result<Action, Infallible> {
+    let (subject, name) = (cached.object_ref(&()), cached.name_any());
+    match caught(volume_step(cached, ctx.clone())).await {
+        Ok(action) => Ok(action),
+        Err(panic) => Ok(ctx.report(&subject, &name, VolumeError::Panicked(panic)).await),
+    }
+}
+
+async fn volume_step<P: VolumeProvisioner>(
+    cached: Arc<PersistentVolume>,
+    ctx: Arc<Context<P>>,
+) -> Action {
     ctx.metrics.reconcile();
     let name = cached.name_any();
     // Our own writes win over a cache that has not seen them yet.
-    let Some(pv) = ctx.volumes.get("", &name) else { return Ok(Action::await_change()) };
+    let Some(pv) = ctx.volumes.get("", &name) else { return Action::await_change() };
     if !is_ours(&pv, &ctx.config.provisioner_name, ctx.node()) {
-        return Ok(Action::await_change());
+        return Action::await_change();
     }
     let fate = fate(&pv);
     if fate == Fate::Keep {
-        return Ok(Action::await_change());
+        return Action::await_change();
     }
     ctx.until_listed().await;
     match retire(&pv, fate, &ctx).await {
         Ok(action) => {
             ctx.backoff.reset(&name);
             ctx.health.permitted(RECONCILES);
-            Ok(action)
+            action
         }
-        Err(error) => Ok(ctx.report(&pv.object_ref(&()), &name, error).await),
+        Err(error) => ctx.report(&pv.object_ref(&()), &name, error).await,
     }
 }
 

@@ -22,6 +22,13 @@ pub(crate) enum VolumeError {
     /// The Kubernetes API failed.
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    /// The work on this object hit a defect of the provisioner (it panicked); only this object
+    /// failed, and it is tried again when it changes.
+    #[error(
+        "the provisioner failed on this object with an internal error ({0}); other objects are \
+         not affected. Change it to try again, and report the error"
+    )]
+    Panicked(String),
 }
 
 impl Failure for VolumeError {
@@ -31,6 +38,7 @@ impl Failure for VolumeError {
             Self::Backend { source: BackendError::Permanent { reason, .. }, .. } => reason,
             Self::Backend { operation, .. } => operation.failed_reason(),
             Self::Kube(_) => "KubernetesApiError",
+            Self::Panicked(_) => "InternalError",
         }
     }
 
@@ -38,6 +46,7 @@ impl Failure for VolumeError {
         match self {
             Self::Backend { source, .. } if source.is_permanent() => Retry::OnChange,
             Self::Kube(_) => Retry::Api,
+            Self::Panicked(_) => Retry::OnChange,
             _ => Retry::Backoff,
         }
     }

@@ -22,6 +22,7 @@
 
 use std::collections::BTreeMap;
 
+use bucket_api::quantity::{QuantityError, parse_bytes};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -45,50 +46,15 @@ const IN_PROGRESS: &str = "ControllerResizeInProgress";
 /// `status.allocatedResourceStatuses.storage` once the resizer refused the size for good.
 const INFEASIBLE: &str = "ControllerResizeInfeasible";
 
-/// The bytes a quantity stands for (`64Mi`, `1G`, `1.5Gi`, `100`); `None` if it is malformed,
-/// negative or beyond `u64`. Fractions of a byte round up.
-pub fn quantity_bytes(quantity: &Quantity) -> Option<u64> {
-    let text = quantity.0.trim();
-    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
-    let (number, suffix) = text.split_at(split);
-    let (multiplier, exponent): (u128, i32) = match suffix {
-        "" => (1, 0),
-        "Ki" => (1 << 10, 0),
-        "Mi" => (1 << 20, 0),
-        "Gi" => (1 << 30, 0),
-        "Ti" => (1 << 40, 0),
-        "Pi" => (1 << 50, 0),
-        "Ei" => (1 << 60, 0),
-        "m" => (1, -3),
-        "k" => (1, 3),
-        "M" => (1, 6),
-        "G" => (1, 9),
-        "T" => (1, 12),
-        "P" => (1, 15),
-        "E" => (1, 18),
-        other => {
-            let exponent = other.strip_prefix(['e', 'E'])?.parse::<i32>().ok()?;
-            (1, exponent)
-        }
-    };
-    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-    if whole.is_empty() && fraction.is_empty() {
-        return None;
-    }
-    // digits × 10^(exponent − fraction digits) × multiplier, rounded up.
-    let digits: u128 = format!("{whole}{fraction}").parse().ok()?;
-    let scale = exponent - i32::try_from(fraction.len()).ok()?;
-    let value = if scale >= 0 {
-        digits.checked_mul(10u128.checked_pow(scale.unsigned_abs())?)?.checked_mul(multiplier)?
-    } else {
-        let divisor = 10u128.checked_pow(scale.unsigned_abs())?;
-        digits.checked_mul(multiplier)?.div_ceil(divisor)
-    };
-    u64::try_from(value).ok()
+/// The bytes a quantity stands for (`64Mi`, `1G`, `1.5Gi`, `100`), read as quotas are
+/// ([`bucket_api::quantity::parse_bytes`]): a fraction of a byte, a negative size or one
+/// beyond `u64` is an error saying so.
+pub fn quantity_bytes(quantity: &Quantity) -> Result<u64, QuantityError> {
+    parse_bytes(&quantity.0)
 }
 
 fn storage(resources: Option<&BTreeMap<String, Quantity>>) -> Option<u64> {
-    resources.and_then(|r| r.get("storage")).and_then(quantity_bytes)
+    resources.and_then(|r| r.get("storage")).and_then(|q| quantity_bytes(q).ok())
 }
 
 /// What one claim asks of its volume.
@@ -122,7 +88,7 @@ pub(super) fn wanted(
     }
     let spec = claim.spec.as_ref()?;
     let request = spec.resources.as_ref()?.requests.as_ref()?.get("storage")?.clone();
-    let requested = quantity_bytes(&request)?;
+    let requested = quantity_bytes(&request).ok()?;
     if requested <= storage(status.capacity.as_ref()).unwrap_or(0) {
         return None;
     }
@@ -303,18 +269,26 @@ mod tests {
 
     #[test]
     fn quantities_are_read_as_kubernetes_writes_them() {
-        let bytes = |s: &str| quantity_bytes(&Quantity(s.into()));
+        let bytes = |s: &str| quantity_bytes(&Quantity(s.into())).ok();
         assert_eq!(bytes("64Mi"), Some(64 << 20));
         assert_eq!(bytes("1Gi"), Some(1 << 30));
         assert_eq!(bytes("1.5Gi"), Some(3 << 29));
         assert_eq!(bytes("2G"), Some(2_000_000_000));
         assert_eq!(bytes("100"), Some(100));
         assert_eq!(bytes("1e3"), Some(1000));
-        assert_eq!(bytes("1500m"), Some(2), "fractions of a byte round up");
         assert_eq!(bytes("20Ei"), None, "beyond u64");
         assert_eq!(bytes("-1"), None);
         assert_eq!(bytes("lots"), None);
         assert_eq!(bytes(""), None);
+    }
+
+    #[test]
+    fn volume_sizes_read_as_quotas_do() {
+        let bytes = |s: &str| quantity_bytes(&Quantity(s.into())).ok();
+        assert_eq!(bytes("+1G"), Some(1_000_000_000), "a sign is part of the grammar");
+        assert_eq!(bytes("1e+3"), Some(1000));
+        assert_eq!(bytes("1500m"), None, "a fraction of a byte is refused, as in quotas");
+        assert_eq!(bytes(&format!("0.{}1", "0".repeat(127))), None);
     }
 
     fn claim_with(status: serde_json::Value) -> PersistentVolumeClaim {

@@ -49,6 +49,8 @@ pub enum Fault {
     HangBefore,
     /// Do the work, then hang before answering (a crash right after the backend acted).
     HangAfter,
+    /// Panic, as a defect of the backend would.
+    Panic,
 }
 
 /// The backend's own record of a bucket.
@@ -74,6 +76,8 @@ struct State {
     faults: BTreeMap<Op, (Fault, usize)>,
     /// What buckets hold, as `usage` reports it; buckets not here report nothing.
     usage: BTreeMap<String, BucketUsage>,
+    /// Buckets whose `usage` panics, as a defect of the backend would.
+    usage_panics: BTreeSet<String>,
 }
 
 /// An in-memory backend with fault injection. Clones share state.
@@ -146,6 +150,11 @@ impl MemoryBackend {
         self.state().usage.insert(bucket.into(), usage);
     }
 
+    /// Makes `usage` panic for `bucket`.
+    pub fn panic_on_usage(&self, bucket: &str) {
+        self.state().usage_panics.insert(bucket.into());
+    }
+
     /// The `additionalConfig` of every `update` call.
     pub fn updates(&self) -> Vec<BTreeMap<String, String>> {
         self.state().updates.clone()
@@ -182,6 +191,7 @@ impl MemoryBackend {
             Some(Fault::Transient) => {
                 Err(BackendError::transient(format!("injected transient {op:?} failure")))
             }
+            Some(Fault::Panic) => panic!("injected {op:?} panic: a defect of the backend"),
             Some(Fault::HangBefore) => {
                 self.hang.notified().await;
                 Ok(None)
@@ -331,7 +341,11 @@ impl Provisioner for MemoryBackend {
     }
 
     fn usage(&self, bucket: &ObjectBucket) -> Option<BucketUsage> {
-        self.state().usage.get(&bucket_name(bucket)).cloned()
+        let name = bucket_name(bucket);
+        // Not while holding the state's lock, which would poison it for every other call.
+        let panics = self.state().usage_panics.contains(&name);
+        assert!(!panics, "injected usage panic on bucket {name}");
+        self.state().usage.get(&name).cloned()
     }
 }
 
