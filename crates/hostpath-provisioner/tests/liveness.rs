@@ -176,8 +176,11 @@ fn a_flag_out_of_its_range_is_refused_at_start() {
         ("--usage-interval-seconds", "18446744073709551615", "1..=86400"),
         ("--api-timeout-seconds", "0", "1..=3600"),
     ] {
+        // A root of its own: a binary that took the value would open its root before failing.
+        let root = tempfile::tempdir().unwrap();
+        let root_flag = format!("--root={}", root.path().display());
         let output = std::process::Command::new(env!("CARGO_BIN_EXE_hostpath-bucket-provisioner"))
-            .args([flag, value, "--kubeconfig=/nonexistent"])
+            .args([flag, value, "--kubeconfig=/nonexistent", &root_flag])
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
