@@ -1,5 +1,5 @@
 //! The [`Provisioner`] for hostPath buckets: directories in a [`BucketStore`], reached through
-//! the S3 endpoint of [`crate::s3`] with one access key per claim.
+//! the S3 endpoint of [`s3_endpoint::s3`] with one access key per claim.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -9,9 +9,9 @@ use bucket_provisioner::{
     BackendError, BucketOptions, Credentials, Endpoint, ProvisionedBucket, Provisioner, Removed,
     user_id_of,
 };
+use s3_endpoint::{AccessKey, BucketStore, Creator, StoreError};
 
 use crate::quota::{BUCKET_MAX_OBJECTS, BUCKET_MAX_SIZE, ClaimQuotas, MAX_OBJECTS, MAX_SIZE};
-use crate::store::{AccessKey, BucketStore, Creator, StoreError};
 
 /// Key in an ObjectBucket's `additionalState` holding the identity that provisioned it.
 pub const STATE_IDENTITY: &str = "identity";
@@ -19,7 +19,7 @@ pub const STATE_IDENTITY: &str = "identity";
 /// the claim reference is gone.
 pub const STATE_USER_ID: &str = "userId";
 
-/// Where pods reach the S3 endpoint that [`crate::s3::serve`] runs.
+/// Where pods reach the S3 endpoint that [`s3_endpoint::s3::serve`] runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostPathConfig {
     /// Host name (or address) pods connect to, e.g. the endpoint Service's DNS name.

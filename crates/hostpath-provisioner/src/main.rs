@@ -12,8 +12,8 @@ use bucket_provisioner::runtime::{
 use clap::Parser;
 use futures::FutureExt;
 use hostpath_provisioner::admin_secret::{ADMIN_SECRET_WATCH, follow_admin_secret};
-use hostpath_provisioner::s3::{serve_endpoint, service};
 use hostpath_provisioner::{AdminCredentials, BucketStore, HostPathConfig, HostPathProvisioner};
+use s3_endpoint::s3::{serve_endpoint, service};
 
 /// Object buckets as directories on this node, with an S3 endpoint and per-claim keys.
 #[derive(Parser, Debug)]

@@ -1,6 +1,8 @@
 //! The Provisioner contract: retry-safe provision and grant, revoke, ownership-checked delete,
 //! and the credentials it returns working against the S3 endpoint.
 
+// The endpoint's own test server and clients, shared rather than copied.
+#[path = "../../s3-endpoint/tests/common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;

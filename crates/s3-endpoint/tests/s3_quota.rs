@@ -9,7 +9,7 @@ use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
 use common::{Server, client_for, pattern};
-use hostpath_provisioner::{AdminCredentials, Quota};
+use s3_endpoint::{AdminCredentials, Quota};
 
 const USER: &str = "obc-quota-user";
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::{Credentials, Region};
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
-use hostpath_provisioner::{AccessKey, AdminCredentials, BucketStore, Creator};
+use s3_endpoint::{AccessKey, AdminCredentials, BucketStore, Creator};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -31,7 +31,7 @@ impl Server {
         let shutdown = async move {
             let _ = stopped.await;
         };
-        let task = tokio::spawn(hostpath_provisioner::serve(listener, store.clone(), shutdown));
+        let task = tokio::spawn(s3_endpoint::serve(listener, store.clone(), shutdown));
         Server { addr, store, stop: Some(stop), task: Some(task) }
     }
 

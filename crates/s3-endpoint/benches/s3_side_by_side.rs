@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_s3::Client;
 use aws_sdk_s3::primitives::ByteStream;
-use hostpath_provisioner::BucketStore;
+use s3_endpoint::BucketStore;
 use tokio::io::AsyncWriteExt;
 
 mod support;
@@ -242,7 +242,7 @@ fn cell(figures: &[Figure]) -> String {
 /// Serves a fresh store in `dir` on a free port until killed, after printing the port and a key.
 async fn serve_endpoint(dir: PathBuf) {
     let store = Arc::new(BucketStore::open(dir, "bench").unwrap());
-    let creator = hostpath_provisioner::Creator { user_id: "bench", delete_with_claim: true };
+    let creator = s3_endpoint::Creator { user_id: "bench", delete_with_claim: true };
     store.create_bucket(BUCKET, creator).await.unwrap();
     let key = store.issue_key("bench-user", BUCKET).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -250,7 +250,7 @@ async fn serve_endpoint(dir: PathBuf) {
     let mut stdout = std::io::stdout();
     writeln!(stdout, "{port} {} {}", key.access_key_id, key.secret_access_key).unwrap();
     stdout.flush().unwrap();
-    hostpath_provisioner::serve(listener, store, std::future::pending()).await;
+    s3_endpoint::serve(listener, store, std::future::pending()).await;
 }
 
 #[tokio::main]

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_s3::Client;
 use aws_sdk_s3::primitives::ByteStream;
-use hostpath_provisioner::{BucketStore, Quota};
+use s3_endpoint::{BucketStore, Quota};
 use tokio::io::AsyncWriteExt;
 
 mod support;
@@ -293,25 +293,25 @@ async fn main() {
     }
     let scratch = tempfile::tempdir().unwrap();
     let store = Arc::new(BucketStore::open(scratch.path().join("root"), "bench").unwrap());
-    let creator = hostpath_provisioner::Creator { user_id: "bench", delete_with_claim: true };
+    let creator = s3_endpoint::Creator { user_id: "bench", delete_with_claim: true };
     store.create_bucket("bench", creator).await.unwrap();
     let key = store.issue_key("bench-user", "bench").await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let mut quota_clients = Vec::new();
     for (bucket, user) in [("bench-free", "bench-free-user"), ("bench-quota", "bench-quota-user")] {
-        let creator = hostpath_provisioner::Creator { user_id: user, delete_with_claim: true };
+        let creator = s3_endpoint::Creator { user_id: user, delete_with_claim: true };
         store.create_bucket(bucket, creator).await.unwrap();
         let key = store.issue_key(user, bucket).await.unwrap();
         quota_clients.push(client(port, &key.access_key_id, &key.secret_access_key));
     }
-    let creator = hostpath_provisioner::Creator { user_id: "bench-user", delete_with_claim: true };
+    let creator = s3_endpoint::Creator { user_id: "bench-user", delete_with_claim: true };
     store.create_bucket("bench-list", creator).await.unwrap();
     let list_key = store.issue_key("bench-user", "bench-list").await.unwrap();
     let never_reached = Quota { max_objects: Some(1 << 40), max_bytes: Some(1 << 50) };
     store.set_bucket_quota("bench-quota", "bench-quota-user", never_reached).await.unwrap();
     store.set_user_quota("bench-quota-user", "bench-quota", never_reached).await.unwrap();
-    tokio::spawn(hostpath_provisioner::serve(listener, store, std::future::pending()));
+    tokio::spawn(s3_endpoint::serve(listener, store, std::future::pending()));
     let s3 = client(port, &key.access_key_id, &key.secret_access_key);
     let list_client = client(port, &list_key.access_key_id, &list_key.secret_access_key);
 

@@ -12,7 +12,7 @@ use common::{RawResponse, Server, http_date, raw_request, sign_v2, sign_v4, stat
 /// A SigV2 header-signed GET of `/bucket/key` with the given date headers.
 async fn sig_v2_get(
     server: &Server,
-    key: &hostpath_provisioner::AccessKey,
+    key: &s3_endpoint::AccessKey,
     path: &str,
     date: Option<&str>,
     amz_date: Option<&str>,
@@ -114,7 +114,7 @@ async fn sig_v2_requests_outside_the_clock_skew_are_refused() {
 /// `x-amz-date`), as SigV4 allows; signed by hand since SDKs always send `x-amz-date`.
 async fn sig_v4_get_with_date_only(
     server: &Server,
-    key: &hostpath_provisioner::AccessKey,
+    key: &s3_endpoint::AccessKey,
     path: &str,
     at: SystemTime,
 ) -> RawResponse {
@@ -185,7 +185,7 @@ async fn sig_v4_time_may_come_from_the_date_header() {
 /// SDK's own one-week ceiling so that longer lifetimes can be sent.
 fn presign_v4(
     server: &Server,
-    key: &hostpath_provisioner::AccessKey,
+    key: &s3_endpoint::AccessKey,
     path: &str,
     signed_at: SystemTime,
     expires_in: Duration,
@@ -481,7 +481,7 @@ async fn checksums_are_verified_kept_and_returned() {
 /// do) whose trailer carries `trailer_value` for `x-amz-checksum-crc32`.
 async fn put_with_trailer(
     server: &Server,
-    key: &hostpath_provisioner::AccessKey,
+    key: &s3_endpoint::AccessKey,
     path: &str,
     data: &[u8],
     trailer_value: &str,
@@ -1725,7 +1725,7 @@ async fn keys_that_are_both_an_object_and_a_prefix() {
 
     // The operator cannot delete a bucket that still holds such objects.
     server.store.set_admin(Some(
-        hostpath_provisioner::AdminCredentials::new("operator", "operator-secret").unwrap(),
+        s3_endpoint::AdminCredentials::new("operator", "operator-secret").unwrap(),
     ));
     let admin = common::client_for(server.addr, "operator", "operator-secret");
     admin.create_bucket().bucket("static").send().await.unwrap();

@@ -9,7 +9,7 @@ use aws_sdk_s3::types::{
     ObjectAttributes,
 };
 use common::{Server, client_in_region, code, pattern, send_verbatim, sign_v4, status};
-use hostpath_provisioner::AccessKey;
+use s3_endpoint::AccessKey;
 
 const ADMIN_ID: &str = "OPERATORCONFORM1";
 const ADMIN_SECRET: &str = "operator-secret-conformance-01";
