@@ -23,7 +23,7 @@ use s3_endpoint::BucketStore;
 use tokio::io::AsyncWriteExt;
 
 mod support;
-use support::{client, cpu_times, median};
+use support::{client, cpu_times, free_port, median};
 
 const SMALL: usize = 4 << 10;
 const SMALL_COUNT: usize = 800;
@@ -82,7 +82,7 @@ async fn start_endpoint(dir: &Path) -> Running {
 }
 
 async fn start_minio(bin: &Path, dir: &Path) -> Running {
-    let (port, console) = (test_support::free_port().unwrap(), test_support::free_port().unwrap());
+    let (port, console) = (free_port(), free_port());
     let child = Command::new(bin)
         .args(["server", "--quiet", "--address"])
         .arg(format!("127.0.0.1:{port}"))
@@ -101,7 +101,7 @@ async fn start_minio(bin: &Path, dir: &Path) -> Running {
 }
 
 async fn start_versitygw(bin: &Path, dir: &Path) -> Running {
-    let port = test_support::free_port().unwrap();
+    let port = free_port();
     let child = Command::new(bin)
         .args(["--quiet", "--access", "benchadmin", "--secret", "bench-secret-key", "--port"])
         .arg(format!("127.0.0.1:{port}"))

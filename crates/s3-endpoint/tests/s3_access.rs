@@ -12,8 +12,8 @@ use aws_sdk_s3::types::{
     CompletedMultipartUpload, CompletedPart, Delete, ObjectAttributes, ObjectCannedAcl,
     ObjectIdentifier,
 };
-use bucket_api::AccessMode;
 use common::Server;
+use s3_endpoint::store::KeyMode;
 
 const BUCKET: &str = "shared";
 const SEED: &str = "seed.txt";
@@ -176,12 +176,12 @@ async fn each_access_mode_allows_exactly_its_operations() {
     owner.put_object().bucket(BUCKET).key(SEED).body(seed).send().await.unwrap();
 
     let mut keys = Vec::new();
-    for (user, mode) in [("reader", AccessMode::ReadOnly), ("writer", AccessMode::WriteOnly)] {
+    for (user, mode) in [("reader", KeyMode::ReadOnly), ("writer", KeyMode::WriteOnly)] {
         let key = server.store.issue_key(user, BUCKET).await.unwrap();
         server.store.set_key_mode(user, BUCKET, mode).await.unwrap();
         keys.push((mode, server.client(&key)));
     }
-    keys.push((AccessMode::ReadWrite, owner.clone()));
+    keys.push((KeyMode::ReadWrite, owner.clone()));
 
     const LOOKUPS: [&str; 4] = ["HeadBucket", "GetBucketLocation", "ListBuckets", "ListParts"];
     const READS: [&str; 10] = [
@@ -212,13 +212,13 @@ async fn each_access_mode_allows_exactly_its_operations() {
         let copies = ["CopyObject", "UploadPartCopy"];
         for (op, allowed) in &seen {
             let expected = match mode {
-                AccessMode::ReadWrite => true,
+                KeyMode::ReadWrite => true,
                 _ if LOOKUPS.contains(op) => true,
                 _ if DELETES.contains(op) => false,
                 // Copies read their source and write their target: only full access does both.
                 _ if copies.contains(op) => false,
-                AccessMode::ReadOnly => READS.contains(op),
-                AccessMode::WriteOnly => WRITES.contains(op),
+                KeyMode::ReadOnly => READS.contains(op),
+                KeyMode::WriteOnly => WRITES.contains(op),
             };
             assert_eq!(*allowed, expected, "{mode} {op}");
         }
@@ -236,12 +236,12 @@ async fn a_changed_mode_holds_from_the_next_request() {
     let client = server.client(&key);
     let put = || client.put_object().bucket(BUCKET).key("k").body(ByteStream::from_static(b"v"));
     assert!(outcome("PutObject", put().send().await));
-    server.store.set_key_mode("tenant", BUCKET, AccessMode::ReadOnly).await.unwrap();
+    server.store.set_key_mode("tenant", BUCKET, KeyMode::ReadOnly).await.unwrap();
     assert!(!outcome("PutObject", put().send().await));
     let got = client.get_object().bucket(BUCKET).key("k").send().await;
     assert!(outcome("GetObject", got));
     // The mode is in the key's record: it survives a restart of the endpoint.
     server.stop().await;
     let server = Server::start(dir.path()).await;
-    assert_eq!(server.store.lookup_key(&key.access_key_id).unwrap().mode, AccessMode::ReadOnly);
+    assert_eq!(server.store.lookup_key(&key.access_key_id).unwrap().mode, KeyMode::ReadOnly);
 }

@@ -1,5 +1,7 @@
-//! What the endpoint benchmarks share: the client they drive servers with, and the CPU time
-//! of a process.
+//! What the endpoint benchmarks share: the client they drive servers with, the CPU time of a
+//! process, and free ports for the servers they start.
+
+#![allow(dead_code)] // each bench uses its own subset
 
 use std::process::Command;
 use std::sync::OnceLock;
@@ -18,6 +20,12 @@ pub fn client(port: u16, key: &str, secret: &str) -> Client {
         .force_path_style(true)
         .build();
     Client::from_conf(config)
+}
+
+/// A port of the loopback free at the time of asking, for a server started next.
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
 }
 
 /// The median of `values` (the upper one of an even count).

@@ -15,14 +15,13 @@
 
 use std::sync::Arc;
 
-use bucket_api::AccessMode;
 use s3s::access::{S3Access, S3AccessContext};
 use s3s::auth::{Credentials, S3Auth, SecretKey};
 use s3s::dto::*;
 use s3s::{S3Error, S3Request, S3Result, s3_error};
 
 use super::rules;
-use crate::store::BucketStore;
+use crate::store::{BucketStore, KeyMode};
 
 /// Looks up secrets of access keys in the store.
 #[derive(Debug, Clone)]
@@ -93,12 +92,12 @@ impl Needs {
         }
     }
 
-    fn allowed(self, mode: AccessMode) -> bool {
+    fn allowed(self, mode: KeyMode) -> bool {
         match self {
             Self::Lookup => true,
             Self::Read => mode.reads(),
             Self::Write => mode.writes(),
-            Self::All => mode == AccessMode::ReadWrite,
+            Self::All => mode == KeyMode::ReadWrite,
         }
     }
 }

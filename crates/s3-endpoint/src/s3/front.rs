@@ -8,7 +8,6 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use bucket_provisioner::kubernetes::telemetry::Metrics;
 use bytes::{Bytes, BytesMut};
 use futures::future::BoxFuture;
 use http::header::{AUTHORIZATION, CONTENT_LENGTH, DATE, HeaderValue};
@@ -17,6 +16,7 @@ use s3s::service::S3Service;
 use s3s::{Body, HttpError, HttpResponse, S3Error, S3ErrorCode, s3_error};
 use subtle::ConstantTimeEq;
 
+use super::metrics::EndpointMetrics;
 use super::zero_copy::FileSends;
 use super::{attributes_etag, spool};
 use crate::store::BucketStore;
@@ -38,7 +38,7 @@ pub struct RequestId(pub String);
 pub struct Endpoint {
     s3: S3Service,
     store: Arc<BucketStore>,
-    answers: Option<Metrics>,
+    answers: Option<EndpointMetrics>,
     /// The connection this copy serves, for bodies sent from their files (HTTP/1 only).
     sends: Option<Arc<FileSends>>,
 }
@@ -56,7 +56,7 @@ impl Endpoint {
 
     /// Counts every answer by status class in `metrics`
     /// (`bucket_provisioner_s3_responses_total`), for the endpoint's error-rate alert.
-    pub fn counting_answers(self, metrics: Metrics) -> Self {
+    pub fn counting_answers(self, metrics: EndpointMetrics) -> Self {
         Self { answers: Some(metrics), ..self }
     }
 
@@ -167,7 +167,7 @@ impl hyper::service::Service<Request<hyper::body::Incoming>> for Endpoint {
         Box::pin(async move {
             let answer = this.call(req).await;
             if let (Some(metrics), Ok(response)) = (&this.answers, &answer) {
-                metrics.s3_response(response.status().as_u16());
+                metrics.answered(response.status().as_u16());
             }
             answer
         })

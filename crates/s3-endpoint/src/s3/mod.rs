@@ -11,7 +11,8 @@
 //!
 //! The jobs, a file each: `server` (the HTTP server and the service it runs), `auth` (keys and
 //! who may do what), `convert` (between `s3s`'s types and the store's), `handlers` (the
-//! operations, a file per family: buckets, ACLs, listings, objects, multipart uploads).
+//! operations, a file per family: buckets, ACLs, listings, objects, multipart uploads),
+//! `metrics` (answers by status class, registered by the binary into the registry it serves).
 //!
 //! In front of `s3s`, [`Endpoint`] adds request ids and the request-time rules `s3s` leaves
 //! out (SigV2 clock skew, the one-week limit of presigned URLs, SigV2 bucket-level resources),
@@ -25,6 +26,7 @@ mod body;
 mod convert;
 mod front;
 mod handlers;
+mod metrics;
 mod rules;
 mod server;
 mod spool;
@@ -33,6 +35,7 @@ mod zero_copy;
 pub use auth::{BucketAccess, KeyAuth};
 pub use front::{Endpoint, MAX_CLOCK_SKEW, MAX_PRESIGNED_EXPIRY_SECS, RequestId};
 pub use handlers::HostPathS3;
+pub use metrics::EndpointMetrics;
 pub use server::{serve, serve_endpoint, service};
 
 /// The error code of a write refused by a quota.

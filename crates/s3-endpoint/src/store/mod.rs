@@ -49,6 +49,7 @@ mod dir_cache;
 mod dir_sync;
 mod durable;
 mod error;
+mod key_mode;
 mod list;
 mod multipart;
 mod names;
@@ -69,6 +70,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 pub use checksum::{Checksum, ChecksumAlgorithm, ChecksumCheck, ChecksumType, ExpectedChecksum};
 pub use error::StoreError;
+pub use key_mode::KeyMode;
 pub use list::{ListPage, ListQuery};
 pub use multipart::{CompleteRequest, CompletedPartSpec, PartInfo, UploadInfo};
 pub use names::{KeyPath, MAX_KEY_LEN, parse_key, validate_bucket_name, validate_key};

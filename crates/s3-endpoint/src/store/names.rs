@@ -8,13 +8,62 @@ pub const MAX_KEY_LEN: usize = 1024;
 /// Longest file name most Linux file systems accept, in bytes.
 const MAX_SEGMENT_LEN: usize = 255;
 
-/// Checks `name` against the S3 general-purpose bucket naming rules (the library's, so that a
-/// claim and the endpoint never disagree).
+/// Longest bucket name S3 accepts.
+pub const MAX_BUCKET_NAME_LEN: usize = 63;
+
+/// Names S3 reserves for its own kinds of bucket.
+const RESERVED_PREFIXES: [&str; 3] = ["xn--", "sthree-", "amzn-s3-demo-"];
+const RESERVED_SUFFIXES: [&str; 5] = ["-s3alias", "--ol-s3", "--x-s3", "--table-s3", ".mrap"];
+
+/// Checks `name` against the S3 general-purpose bucket naming rules, saying which rule it
+/// breaks. The bucket provisioner checks claims' names by the same rules, so that a name it
+/// accepts is one the endpoint accepts.
 ///
 /// Bucket names become directory names, so these rules also keep them to one safe path segment.
 pub fn validate_bucket_name(name: &str) -> Result<(), StoreError> {
-    bucket_provisioner::bucket::naming::validate_bucket_name(name)
-        .map_err(StoreError::InvalidBucketName)
+    bucket_name_problem(name).map_or(Ok(()), |problem| Err(StoreError::InvalidBucketName(problem)))
+}
+
+fn bucket_name_problem(name: &str) -> Option<String> {
+    let len = name.len();
+    if !(3..=MAX_BUCKET_NAME_LEN).contains(&len) {
+        return Some(format!("bucket name {name:?} must be 3 to 63 characters long, not {len}"));
+    }
+    if let Some(c) = name.chars().find(|c| !matches!(c, 'a'..='z' | '0'..='9' | '.' | '-')) {
+        return Some(format!(
+            "bucket name {name:?} may only hold lowercase letters, digits, '.' and '-', not {c:?}"
+        ));
+    }
+    // Only ASCII is left: the first and last bytes are the first and last characters.
+    let bytes = name.as_bytes();
+    if !bytes[0].is_ascii_alphanumeric() || !bytes[len - 1].is_ascii_alphanumeric() {
+        return Some(format!("bucket name {name:?} must start and end with a letter or digit"));
+    }
+    if name.contains("..") {
+        return Some(format!("bucket name {name:?} must not contain two adjacent periods"));
+    }
+    if looks_like_ipv4(name) {
+        return Some(format!("bucket name {name:?} must not be formatted as an IP address"));
+    }
+    if let Some(prefix) = RESERVED_PREFIXES.iter().find(|p| name.starts_with(*p)) {
+        return Some(format!("bucket name {name:?} must not start with the reserved {prefix:?}"));
+    }
+    if let Some(suffix) = RESERVED_SUFFIXES.iter().find(|s| name.ends_with(*s)) {
+        return Some(format!("bucket name {name:?} must not end with the reserved {suffix:?}"));
+    }
+    None
+}
+
+/// Four dot-separated runs of digits, a real address or not (`999.168.1.1`): S3 refuses both.
+fn looks_like_ipv4(name: &str) -> bool {
+    let mut groups = 0;
+    for group in name.split('.') {
+        if group.is_empty() || !group.bytes().all(|b| b.is_ascii_digit()) {
+            return false;
+        }
+        groups += 1;
+    }
+    groups == 4
 }
 
 /// Checks that `key` is one S3 accepts: 1 to 1024 bytes, no NUL. Whether it can also be a
@@ -103,6 +152,19 @@ mod tests {
             "ab\0",
         ] {
             assert!(validate_bucket_name(bad).is_err(), "{bad:?}");
+        }
+        let err = validate_bucket_name("amzn-s3-demo-x").unwrap_err().to_string();
+        assert!(err.contains("reserved \"amzn-s3-demo-\""), "{err}");
+    }
+
+    proptest::proptest! {
+        /// Any text gets an answer, never a panic, and a name it accepts is one safe path
+        /// segment.
+        #[test]
+        fn any_bucket_name_is_answered(name in "\\PC{0,70}|[a-z0-9.-]{0,70}") {
+            if validate_bucket_name(&name).is_ok() {
+                proptest::prop_assert!(parse_key(&name).is_ok_and(|k| k.segments == [&*name]));
+            }
         }
     }
 

@@ -10,9 +10,8 @@ use md5::{Digest, Md5};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
-use bucket_api::AccessMode;
-
 use super::durable::{file_change, persist_all, read_all};
+use super::key_mode::KeyMode;
 use super::{BucketStore, Inner, KEYS_DIR, Quota, RECORDS_DIR, StoreError};
 
 /// What the store knows about a bucket it created.
@@ -68,7 +67,7 @@ pub struct AccessKey {
     /// What the key may do in its buckets; absent (in records written before modes existed,
     /// and for every key with all access) means `ReadWrite`.
     #[serde(default, skip_serializing_if = "is_read_write")]
-    pub mode: AccessMode,
+    pub mode: KeyMode,
     /// How many rotations before this key was issued for its claim (0: its first key). The
     /// claim's current key is its key with the highest generation.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -79,8 +78,8 @@ fn is_zero(generation: &u32) -> bool {
     *generation == 0
 }
 
-fn is_read_write(mode: &AccessMode) -> bool {
-    *mode == AccessMode::ReadWrite
+fn is_read_write(mode: &KeyMode) -> bool {
+    *mode == KeyMode::ReadWrite
 }
 
 impl std::fmt::Debug for AccessKey {
@@ -215,7 +214,7 @@ impl BucketStore {
         &self,
         user_id: &str,
         bucket: &str,
-        mode: AccessMode,
+        mode: KeyMode,
     ) -> Result<(), StoreError> {
         let (user_id, bucket) = (user_id.to_owned(), bucket.to_owned());
         self.blocking(move |store| {
@@ -383,7 +382,7 @@ pub(super) fn issue_in(tx: &mut Tx<'_>, user_id: &str, bucket: &str) -> AccessKe
         buckets: vec![bucket.to_owned()],
         user_id: user_id.to_owned(),
         quota: Quota::default(),
-        mode: AccessMode::ReadWrite,
+        mode: KeyMode::ReadWrite,
         generation: 0,
     };
     tx.put_key(key.clone());
