@@ -13,8 +13,8 @@ use std::io;
 use std::path::Path;
 
 use rustix::io::Errno;
-
-use super::object_meta::MetaFile;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 /// The attribute's name: in the `user` namespace, which the file's owner may write.
 const NAME: &str = "user.bucket-provisioner.meta";
@@ -34,7 +34,7 @@ pub(super) enum DataFile<'a> {
 
 /// Attaches `meta` to the (unsynced) data file `file`. `Ok(false)` when the file system cannot
 /// hold it, so that it goes to a metadata file instead.
-pub(super) fn attach(file: &File, meta: &MetaFile) -> io::Result<bool> {
+pub(super) fn attach(file: &File, meta: &impl Serialize) -> io::Result<bool> {
     let bytes = serde_json::to_vec(meta).map_err(io::Error::other)?;
     match rustix::fs::fsetxattr(file, NAME, &bytes, rustix::fs::XattrFlags::empty()) {
         Ok(()) => Ok(true),
@@ -45,16 +45,11 @@ pub(super) fn attach(file: &File, meta: &MetaFile) -> io::Result<bool> {
     }
 }
 
-/// The metadata attached to the data file of `key`, if it has some and it still describes
-/// `data` (the file's current status): a file rewritten in place by hand, or renamed to
-/// another key, has none.
-pub(super) fn attached(at: DataFile<'_>, key: &str, data: &std::fs::Metadata) -> Option<MetaFile> {
-    let bytes = read(at)?;
-    let meta: MetaFile = serde_json::from_slice(&bytes).ok()?;
-    (meta.key == key
-        && meta.size == data.len()
-        && meta.mtime_ns == super::object_meta::mtime_ns(data))
-    .then_some(meta)
+/// The metadata attached to a data file, if it has some that reads as `T`. Whether it still
+/// describes the file (not rewritten by hand, nor renamed to another key) is for the caller
+/// to tell.
+pub(super) fn attached<T: DeserializeOwned>(at: DataFile<'_>) -> Option<T> {
+    serde_json::from_slice(&read(at)?).ok()
 }
 
 fn read(at: DataFile<'_>) -> Option<Vec<u8>> {
@@ -169,7 +164,7 @@ mod tests {
         // disk, could leave: a file that describes the same size and time but another object.
         let path = store.bucket_dir("b-1").unwrap().join("k");
         let data = fs::symlink_metadata(&path).unwrap();
-        let mut stale = attached(DataFile::Path(&path), "k", &data).unwrap();
+        let mut stale = store.object_meta("b-1", "k", DataFile::Path(&path), &data).unwrap();
         stale.etag = "0".repeat(32);
         stale.attrs = ObjectAttrs::default();
         store.write_meta("b-1", &stale).unwrap();

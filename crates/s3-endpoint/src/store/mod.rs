@@ -59,7 +59,10 @@ mod operator;
 mod parts;
 mod records;
 mod side;
+mod temp;
+mod upload_file;
 mod usage;
+mod usage_change;
 
 use std::collections::HashMap;
 use std::fs;
@@ -72,14 +75,16 @@ pub use checksum::{Checksum, ChecksumAlgorithm, ChecksumCheck, ChecksumType, Exp
 pub use error::StoreError;
 pub use key_mode::KeyMode;
 pub use list::{ListPage, ListQuery};
-pub use multipart::{CompleteRequest, CompletedPartSpec, PartInfo, UploadInfo};
+pub use multipart::{CompleteRequest, CompletedPartSpec, UploadInfo};
 pub use names::{KeyPath, MAX_KEY_LEN, parse_key, validate_bucket_name, validate_key};
 pub use object_meta::{
     CopySourceCheck, ObjectAttrs, ObjectInfo, PutCheck, WriteCondition, etag_matches,
 };
 pub use operator::OPERATOR_OWNER;
+pub use parts::PartInfo;
 pub use records::{AccessKey, BucketRecord, Creator};
-pub use usage::{Quota, SETTLE_INTERVAL, Usage, Writer};
+pub use usage::SETTLE_INTERVAL;
+pub use usage_change::{Quota, Usage, Writer};
 
 use crate::admin::AdminCredentials;
 use durable::{ensure_real_dir, make_bucket_dir, remove_tree, unix_now};
@@ -159,8 +164,7 @@ impl BucketStore {
         let root = fs::canonicalize(&root)?;
         fs::create_dir_all(root.join(BUCKETS_DIR))?;
         let state_dir = root.join(STATE_DIR);
-        for dir in
-            ["", "meta", "uploads", commit::TEMP_DIR, RECORDS_DIR, KEYS_DIR, usage::USAGE_DIR]
+        for dir in ["", "meta", "uploads", temp::TEMP_DIR, RECORDS_DIR, KEYS_DIR, usage::USAGE_DIR]
         {
             let dir = state_dir.join(dir);
             match fs::DirBuilder::new().mode(0o700).create(&dir) {
@@ -173,11 +177,11 @@ impl BucketStore {
         // The state directory holds secrets: tighten it even if someone loosened it.
         fs::set_permissions(&state_dir, fs::Permissions::from_mode(0o700))?;
         // Leftovers of writes interrupted by a crash; nothing references them.
-        for entry in fs::read_dir(state_dir.join(commit::TEMP_DIR))? {
+        for entry in fs::read_dir(state_dir.join(temp::TEMP_DIR))? {
             let path = entry?.path();
             let _ = fs::remove_file(&path).or_else(|_| fs::remove_dir_all(&path));
         }
-        for shard in commit::temp_shards(&state_dir) {
+        for shard in temp::temp_shards(&state_dir) {
             fs::DirBuilder::new().mode(0o700).create(&shard)?;
         }
         let state = load_state(&state_dir)?;
@@ -193,7 +197,7 @@ impl BucketStore {
                 upload_locks: stripes(),
                 meters: RwLock::default(),
                 dir_cache: dir_cache::DirCache::new(dir_cache::settle_window(
-                    &state_dir.join(commit::TEMP_DIR),
+                    &state_dir.join(temp::TEMP_DIR),
                 )),
                 dir_syncs: dir_sync::DirSyncs::default(),
             }),

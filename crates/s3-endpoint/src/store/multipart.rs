@@ -2,26 +2,26 @@
 //! concatenated on completion.
 
 use std::fmt::Display;
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, Read, Seek, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use futures::Stream;
 use md5::{Digest, Md5};
-use serde::{Deserialize, Serialize};
 
 use super::attached::DataFile;
 use super::checksum::{self, Checksum, ChecksumAlgorithm, ChecksumType, Hasher};
-use super::commit::Spooled;
 use super::durable::{
     create_dir_all_durably, entries_of, random_hex, remove_tree, unix_now, write_atomic,
 };
 use super::object_meta::{CopySourceCheck, NewObject, Received};
 use super::objects::COPY_BUF;
-use super::parts::{checked_part_number, part_bytes, part_file_name, read_parts};
-use super::usage::{Change, Writer};
+use super::parts::{PartInfo, checked_part_number, part_bytes, part_file_name, read_parts};
+use super::temp::Spooled;
+use super::upload_file::{UPLOAD_FILE, UploadFile, read_upload_file};
+use super::usage_change::{Change, Writer};
 use super::{
     BucketStore, ChecksumCheck, ExpectedChecksum, ObjectAttrs, ObjectInfo, PutCheck, StoreError,
     WriteCondition, validate_key,
@@ -29,26 +29,6 @@ use super::{
 
 /// S3's smallest part size, for every part but the last.
 pub const MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
-/// S3's highest part number.
-pub const MAX_PART_NUMBER: i32 = 10_000;
-
-pub(super) const UPLOAD_FILE: &str = "upload.json";
-
-/// A part received for a multipart upload.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PartInfo {
-    /// 1 to 10000.
-    pub part_number: u32,
-    /// Hex MD5 of the part, without quotes.
-    pub etag: String,
-    /// Size in bytes.
-    pub size: u64,
-    /// When it was received.
-    pub last_modified: SystemTime,
-    /// Its additional checksum, when one was sent or the upload has an algorithm.
-    pub checksum: Option<Checksum>,
-}
-
 /// A multipart upload in progress, as ListMultipartUploads shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UploadInfo {
@@ -84,20 +64,6 @@ pub struct CompleteRequest {
     pub checksum: Option<(ChecksumAlgorithm, String)>,
     /// Only complete if this holds for the object currently at the key.
     pub condition: Option<WriteCondition>,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub(super) struct UploadFile {
-    key: String,
-    attrs: ObjectAttrs,
-    initiated_unix: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    checksum_algorithm: Option<ChecksumAlgorithm>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    checksum_type: Option<ChecksumType>,
-    /// The claim user that started it: its parts, and the object they make, count for it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) writer: Option<String>,
 }
 
 impl BucketStore {
@@ -510,15 +476,6 @@ impl BucketStore {
 
 fn is_upload_id(id: &str) -> bool {
     id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
-fn read_upload_file(dir: &Path) -> Result<Option<UploadFile>, StoreError> {
-    let bytes = match fs::read(dir.join(UPLOAD_FILE)) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
-    Ok(serde_json::from_slice(&bytes).ok())
 }
 
 fn upload_info(upload_id: String, upload: UploadFile) -> UploadInfo {

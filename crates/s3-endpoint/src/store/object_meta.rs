@@ -14,9 +14,9 @@ use serde::{Deserialize, Serialize};
 
 use super::attached::{DataFile, attached};
 use super::checksum::{Checksum, ChecksumCheck};
-use super::commit::Spooled;
 use super::durable::{create_dir_all_durably, write_atomic};
-use super::usage::Change;
+use super::temp::Spooled;
+use super::usage_change::Change;
 use super::{BucketStore, StoreError};
 
 /// What a client sets on an object besides its bytes: the standard headers it is served with
@@ -163,6 +163,13 @@ pub(super) struct MetaFile {
 }
 
 impl MetaFile {
+    /// Whether this is the metadata of `key` and, given the status of its data file, still
+    /// describes it: a file rewritten in place by hand, or renamed to another key, has none.
+    fn describes(&self, key: &str, data: Option<&fs::Metadata>) -> bool {
+        self.key == key
+            && data.is_none_or(|data| self.size == data.len() && self.mtime_ns == mtime_ns(data))
+    }
+
     pub(super) fn info(self, last_modified: SystemTime) -> ObjectInfo {
         ObjectInfo {
             key: self.key,
@@ -232,7 +239,8 @@ impl BucketStore {
         at: DataFile<'_>,
         data: &fs::Metadata,
     ) -> Option<MetaFile> {
-        attached(at, key, data).or_else(|| self.read_meta(bucket, key, Some(data)))
+        let fresh = attached::<MetaFile>(at).filter(|meta| meta.describes(key, Some(data)));
+        fresh.or_else(|| self.read_meta(bucket, key, Some(data)))
     }
 
     /// Reads the metadata file of `key`, if present and still describing `data`.
@@ -244,13 +252,7 @@ impl BucketStore {
     ) -> Option<MetaFile> {
         let bytes = fs::read(self.meta_path(bucket, key)).ok()?;
         let meta: MetaFile = serde_json::from_slice(&bytes).ok()?;
-        if meta.key != key {
-            return None;
-        }
-        match data {
-            Some(data) if meta.size != data.len() || meta.mtime_ns != mtime_ns(data) => None,
-            _ => Some(meta),
-        }
+        meta.describes(key, data).then_some(meta)
     }
 
     pub(super) fn write_meta(&self, bucket: &str, meta: &MetaFile) -> Result<(), StoreError> {

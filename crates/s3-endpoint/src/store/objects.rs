@@ -14,11 +14,12 @@ use md5::{Digest, Md5};
 use super::attached::DataFile;
 use super::body_writer::{BodyHashes, BodyWriter};
 use super::checksum::{self, Checksum, ChecksumCheck, ChecksumType, ExpectedChecksum, Hasher};
-use super::commit::{IN_MEMORY, Spooled, TempFile, remove_if_exists};
+use super::commit::remove_if_exists;
 use super::durable::{create_dir_durably, settle_dir};
 use super::names::validate_key;
 use super::object_meta::{CopySourceCheck, NewObject, ObjectAttrs, ObjectInfo, PutCheck, Received};
-use super::usage::{Change, Writer};
+use super::temp::{IN_MEMORY, Spooled, TempFile};
+use super::usage_change::{Change, Writer};
 use super::{BucketStore, KeyPath, StoreError, parse_key};
 
 /// Chunk size for copies done by the store itself: bounds memory per request.

@@ -10,10 +10,28 @@ use std::time::SystemTime;
 
 use super::checksum::{self, Checksum, ChecksumAlgorithm, ChecksumType};
 use super::durable::{entries_of, fsync_dir};
-use super::multipart::{MAX_PART_NUMBER, PartInfo, UPLOAD_FILE, UploadFile};
 use super::object_meta::Received;
-use super::usage::{Change, Writer};
+use super::upload_file::{UPLOAD_FILE, UploadFile};
+use super::usage_change::{Change, Writer};
 use super::{BucketStore, StoreError};
+
+/// S3's highest part number.
+pub const MAX_PART_NUMBER: i32 = 10_000;
+
+/// A part received for a multipart upload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartInfo {
+    /// 1 to 10000.
+    pub part_number: u32,
+    /// Hex MD5 of the part, without quotes.
+    pub etag: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// When it was received.
+    pub last_modified: SystemTime,
+    /// Its additional checksum, when one was sent or the upload has an algorithm.
+    pub checksum: Option<Checksum>,
+}
 
 impl BucketStore {
     /// Refuses ahead of its body a part of `size` that could not fit the quotas as they stand;

@@ -20,10 +20,10 @@ use std::time::SystemTime;
 
 use md5::{Digest, Md5};
 
-use super::commit::TempFile;
 use super::durable::{create_dir_all_durably, fsync_dir, write_atomic};
 use super::object_meta::{MetaFile, mtime_ns};
-use super::usage::Existing;
+use super::temp::TempFile;
+use super::usage_change::Existing;
 use super::{BucketStore, ObjectInfo, StoreError};
 
 /// Name of the side area inside a bucket's metadata directory (hash directories are two hex

@@ -40,155 +40,13 @@ use serde::{Deserialize, Serialize};
 
 use super::attached::DataFile;
 use super::durable::{entries_of, write_atomic};
+use super::usage_change::{Change, Quota, Usage, Writer};
 use super::{BucketStore, Inner, StoreError, parse_key};
 
 /// Directory of the usage files under the state directory.
 pub(super) const USAGE_DIR: &str = "usage";
 /// How often meters are settled (saved as matching the disk) when writes paused.
 pub const SETTLE_INTERVAL: Duration = Duration::from_secs(2);
-
-/// Limits on what may be stored; `None` is no limit.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Quota {
-    /// Most objects.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_objects: Option<u64>,
-    /// Most bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_bytes: Option<u64>,
-}
-
-impl Quota {
-    /// Whether nothing is limited.
-    pub fn is_unlimited(&self) -> bool {
-        self.max_objects.is_none() && self.max_bytes.is_none()
-    }
-}
-
-/// How many objects and bytes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    /// Objects.
-    pub objects: u64,
-    /// Bytes.
-    pub bytes: u64,
-}
-
-impl Usage {
-    fn apply(&mut self, delta: Delta) {
-        self.objects = self.objects.saturating_add_signed(delta.objects);
-        self.bytes = self.bytes.saturating_add_signed(delta.bytes);
-    }
-
-    fn is_zero(&self) -> bool {
-        self.objects == 0 && self.bytes == 0
-    }
-}
-
-/// Who asks for a write: what is checked, and for whom what it adds is counted.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Writer {
-    /// The operator credential: never refused by a quota; counts for the bucket only.
-    Operator,
-    /// A claim's key, by the claim's user id.
-    Claim(String),
-}
-
-impl Writer {
-    /// The claim user its writes count for, if any.
-    pub fn user(&self) -> Option<&str> {
-        match self {
-            Writer::Operator => None,
-            Writer::Claim(user) => Some(user),
-        }
-    }
-}
-
-/// A signed change of objects and bytes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct Delta {
-    pub objects: i64,
-    pub bytes: i64,
-}
-
-impl Delta {
-    /// Only what it adds: the part a write reserves and the quotas are checked against.
-    fn growth(self) -> Usage {
-        Usage {
-            objects: u64::try_from(self.objects).unwrap_or(0),
-            bytes: u64::try_from(self.bytes).unwrap_or(0),
-        }
-    }
-}
-
-fn signed(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
-}
-
-/// What an object now at a key takes, and who stored it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(super) struct Existing {
-    pub size: u64,
-    pub writer: Option<String>,
-}
-
-/// A change of one bucket's usage, by writer (`None`: counted for the bucket only).
-#[derive(Clone, Debug, Default)]
-pub(super) struct Change {
-    parts: Vec<(Option<String>, Delta)>,
-}
-
-impl Change {
-    /// An object of `size` stored for `writer` in place of `old`.
-    pub(super) fn store(writer: Option<&str>, size: u64, old: Option<&Existing>) -> Self {
-        let mut change = Self::default();
-        change.add(writer, Delta { objects: 1, bytes: signed(size) });
-        if let Some(old) = old {
-            change.add(old.writer.as_deref(), Delta { objects: -1, bytes: -signed(old.size) });
-        }
-        change
-    }
-
-    /// `old` removed.
-    pub(super) fn remove(old: &Existing) -> Self {
-        let mut change = Self::default();
-        change.add(old.writer.as_deref(), Delta { objects: -1, bytes: -signed(old.size) });
-        change
-    }
-
-    /// Bytes that count for `writer` but are no object (parts of an upload) going from `old`
-    /// to `new`.
-    pub(super) fn resize(writer: Option<&str>, new: u64, old: u64) -> Self {
-        let mut change = Self::default();
-        change.add(writer, Delta { objects: 0, bytes: signed(new) - signed(old) });
-        change
-    }
-
-    /// Both changes at once.
-    pub(super) fn and(mut self, other: Change) -> Self {
-        for (writer, delta) in other.parts {
-            self.add(writer.as_deref(), delta);
-        }
-        self
-    }
-
-    fn add(&mut self, writer: Option<&str>, delta: Delta) {
-        match self.parts.iter_mut().find(|(w, _)| w.as_deref() == writer) {
-            Some((_, d)) => {
-                d.objects += delta.objects;
-                d.bytes += delta.bytes;
-            }
-            None => self.parts.push((writer.map(str::to_owned), delta)),
-        }
-    }
-
-    fn total(&self) -> Delta {
-        self.parts.iter().fold(Delta::default(), |sum, (_, d)| Delta {
-            objects: sum.objects + d.objects,
-            bytes: sum.bytes + d.bytes,
-        })
-    }
-}
 
 /// Whether the usage file still describes the disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -211,10 +69,10 @@ pub(super) struct Counts {
 impl Counts {
     fn apply(&mut self, change: &Change) {
         self.total.apply(change.total());
-        for (writer, delta) in &change.parts {
+        for (writer, delta) in change.by_writer() {
             let Some(writer) = writer else { continue };
-            let usage = self.by_writer.entry(writer.clone()).or_default();
-            usage.apply(*delta);
+            let usage = self.by_writer.entry(writer.to_owned()).or_default();
+            usage.apply(delta);
             if usage.is_zero() {
                 self.by_writer.remove(writer);
             }
@@ -320,7 +178,7 @@ impl Meter {
             state.disk = Disk::Unsettled;
         }
         check(&state, &change, actor)?;
-        let growth = grown(&change);
+        let growth = change.growth();
         state.reserved.apply(&growth);
         state.in_flight += 1;
         drop(state);
@@ -362,17 +220,6 @@ impl Meter {
     }
 }
 
-/// The growth part of `change`: what a write reserves.
-fn grown(change: &Change) -> Change {
-    let mut growth = Change::default();
-    for (writer, delta) in &change.parts {
-        let up = delta.growth();
-        growth
-            .add(writer.as_deref(), Delta { objects: signed(up.objects), bytes: signed(up.bytes) });
-    }
-    growth
-}
-
 fn check(state: &MeterState, change: &Change, actor: &Writer) -> Result<(), StoreError> {
     if *actor == Writer::Operator {
         return Ok(());
@@ -384,8 +231,8 @@ fn check(state: &MeterState, change: &Change, actor: &Writer) -> Result<(), Stor
     };
     let bucket_holds = plus(held(&state.used, None), held(&state.reserved, None));
     over(&state.bucket_quota, bucket_holds, total, Scope::Bucket)?;
-    for (writer, delta) in &change.parts {
-        let Some(writer) = writer.as_deref() else { continue };
+    for (writer, delta) in change.by_writer() {
+        let Some(writer) = writer else { continue };
         let Some(quota) = state.user_quotas.get(writer) else { continue };
         let holds = plus(held(&state.used, Some(writer)), held(&state.reserved, Some(writer)));
         over(quota, holds, delta.growth(), Scope::Claim)?;
@@ -461,11 +308,7 @@ impl Ticket {
         }
         self.open = false;
         let mut state = self.meter.lock();
-        let mut release = Change::default();
-        for (writer, delta) in &self.growth.parts {
-            release.add(writer.as_deref(), Delta { objects: -delta.objects, bytes: -delta.bytes });
-        }
-        state.reserved.apply(&release);
+        state.reserved.apply(&self.growth.reversed());
         state.in_flight = state.in_flight.saturating_sub(1);
         if applied {
             state.used.apply(&self.change);
