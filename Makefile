@@ -147,12 +147,12 @@ e2e: controlplane chart-tools moto garage node volume-tools image
 
 # BENCH_CLAIMS (default 1000) and BENCH_WORKERS (default 4) size the controller benchmarks.
 bench: toolchain controlplane garage
-	cargo bench -p hostpath-provisioner --bench s3_endpoint -- --output "$(CURDIR)/bench-results.txt"
+	cargo bench -p s3-endpoint --bench s3_endpoint -- --output "$(CURDIR)/bench-results.txt"
 	@# MinIO and versitygw from their pinned Go modules, into the cache; one that cannot be
 	@# built is left out of the table, which says so.
 	BUCKET_PROVISIONER_MINIO_BIN="$$(tests/minio/build.sh)" \
 		BUCKET_PROVISIONER_VERSITYGW_BIN="$$(tests/versitygw/build.sh)" \
-		cargo bench -p hostpath-provisioner --bench s3_side_by_side -- \
+		cargo bench -p s3-endpoint --bench s3_side_by_side -- \
 		--append "$(CURDIR)/bench-results.txt"
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" cargo bench -p hostpath-provisioner \
 		--bench controller -- --output "$(CURDIR)/bench-controller-results.txt"

@@ -1,17 +1,18 @@
 //! The [`Provisioner`] for hostPath buckets: directories in a [`BucketStore`], reached through
-//! the S3 endpoint of [`crate::s3`] with one access key per claim.
+//! the S3 endpoint of [`s3_endpoint::s3`] with one access key per claim.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use bucket_api::{BucketUsage, ObjectBucket, ReclaimPolicy};
+use bucket_api::{AccessMode, BucketUsage, ObjectBucket, ReclaimPolicy};
 use bucket_provisioner::{
     BackendError, BucketOptions, Credentials, Endpoint, ProvisionedBucket, Provisioner, Removed,
     user_id_of,
 };
+use s3_endpoint::store::KeyMode;
+use s3_endpoint::{AccessKey, BucketStore, Creator, StoreError};
 
 use crate::quota::{BUCKET_MAX_OBJECTS, BUCKET_MAX_SIZE, ClaimQuotas, MAX_OBJECTS, MAX_SIZE};
-use crate::store::{AccessKey, BucketStore, Creator, StoreError};
 
 /// Key in an ObjectBucket's `additionalState` holding the identity that provisioned it.
 pub const STATE_IDENTITY: &str = "identity";
@@ -19,7 +20,7 @@ pub const STATE_IDENTITY: &str = "identity";
 /// the claim reference is gone.
 pub const STATE_USER_ID: &str = "userId";
 
-/// Where pods reach the S3 endpoint that [`crate::s3::serve`] runs.
+/// Where pods reach the S3 endpoint that [`s3_endpoint::s3::serve`] runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostPathConfig {
     /// Host name (or address) pods connect to, e.g. the endpoint Service's DNS name.
@@ -83,7 +84,7 @@ impl HostPathProvisioner {
         };
         let key = self.store.issue_key(user, bucket).await.map_err(gone)?;
         self.store.set_user_quota(user, bucket, quotas.claim).await.map_err(gone)?;
-        self.store.set_key_mode(user, bucket, options.access_mode).await.map_err(gone)?;
+        self.store.set_key_mode(user, bucket, key_mode(options.access_mode)).await.map_err(gone)?;
         Ok(self.answer(key, user))
     }
 
@@ -114,6 +115,15 @@ impl HostPathProvisioner {
              the claim that created a bucket sets them. Use {MAX_OBJECTS} and {MAX_SIZE} to \
              limit what this claim stores"
         )))
+    }
+}
+
+/// The endpoint's key mode granting what the claim's access mode allows.
+fn key_mode(mode: AccessMode) -> KeyMode {
+    match mode {
+        AccessMode::ReadWrite => KeyMode::ReadWrite,
+        AccessMode::ReadOnly => KeyMode::ReadOnly,
+        AccessMode::WriteOnly => KeyMode::WriteOnly,
     }
 }
 
@@ -173,7 +183,10 @@ impl Provisioner for HostPathProvisioner {
         let (user, bucket) = (&options.user_id, &options.bucket_name);
         self.store.set_user_quota(user, bucket, quotas.claim).await.map_err(backend_error)?;
         // Narrowed before the key is handed to anyone: the Secret is written after this answer.
-        self.store.set_key_mode(user, bucket, options.access_mode).await.map_err(backend_error)?;
+        self.store
+            .set_key_mode(user, bucket, key_mode(options.access_mode))
+            .await
+            .map_err(backend_error)?;
         Ok(self.answer(key, user))
     }
 
@@ -241,7 +254,10 @@ impl Provisioner for HostPathProvisioner {
         self.set_bucket_quota(options, &quotas).await?;
         let (user, bucket) = (&options.user_id, &options.bucket_name);
         self.store.set_user_quota(user, bucket, quotas.claim).await.map_err(backend_error)?;
-        self.store.set_key_mode(user, bucket, options.access_mode).await.map_err(backend_error)
+        self.store
+            .set_key_mode(user, bucket, key_mode(options.access_mode))
+            .await
+            .map_err(backend_error)
     }
 
     /// A new key beside the claim's key `keep`, with its access and quota; the store keeps
@@ -307,4 +323,16 @@ fn bucket_name_of(bucket: &ObjectBucket) -> Result<String, BackendError> {
         .ok_or_else(|| {
             BackendError::permanent("MissingBucketName", "the ObjectBucket names no bucket")
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_access_mode_is_the_key_mode_of_the_same_name() {
+        for mode in AccessMode::ALL {
+            assert_eq!(key_mode(mode).as_str(), mode.as_str());
+        }
+    }
 }

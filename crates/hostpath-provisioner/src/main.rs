@@ -12,8 +12,8 @@ use bucket_provisioner::runtime::{
 use clap::Parser;
 use futures::FutureExt;
 use hostpath_provisioner::admin_secret::{ADMIN_SECRET_WATCH, follow_admin_secret};
-use hostpath_provisioner::s3::{serve_endpoint, service};
 use hostpath_provisioner::{AdminCredentials, BucketStore, HostPathConfig, HostPathProvisioner};
+use s3_endpoint::s3::{EndpointMetrics, serve_endpoint, service};
 
 /// Object buckets as directories on this node, with an S3 endpoint and per-claim keys.
 #[derive(Parser, Debug)]
@@ -98,7 +98,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     tracing::info!(address = %s3_address, "serving S3");
     let endpoint_store = store.clone();
     services.push(Service::new("S3 endpoint", move |process: Process| {
-        let endpoint = service(endpoint_store).counting_answers(process.metrics.clone());
+        let answers = process.metrics.register(EndpointMetrics::register);
+        let endpoint = service(endpoint_store).counting_answers(answers);
         // The endpoint never fails: it keeps accepting through errors until told to stop.
         serve_endpoint(listener, endpoint, process.stop.wait()).map(Ok::<(), Infallible>)
     }));

@@ -15,8 +15,7 @@ use std::collections::BTreeMap;
 
 use bucket_api::quantity;
 use bucket_provisioner::BackendError;
-
-use crate::store::Quota;
+use s3_endpoint::Quota;
 
 /// Most objects the claim's key may store.
 pub const MAX_OBJECTS: &str = "maxObjects";

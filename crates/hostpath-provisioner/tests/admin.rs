@@ -2,6 +2,8 @@
 //! administration, the brownfield flow through the provisioner's grant and revoke, and claim
 //! keys keeping exactly their own powers.
 
+// The endpoint's own test server and clients, shared rather than copied.
+#[path = "../../s3-endpoint/tests/common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;

@@ -1,6 +1,8 @@
 //! The Provisioner contract: retry-safe provision and grant, revoke, ownership-checked delete,
 //! and the credentials it returns working against the S3 endpoint.
 
+// The endpoint's own test server and clients, shared rather than copied.
+#[path = "../../s3-endpoint/tests/common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;
@@ -18,6 +20,7 @@ use common::{Server, client_for, code};
 use hostpath_provisioner::backend::{STATE_IDENTITY, STATE_USER_ID};
 use hostpath_provisioner::{BucketStore, HostPathConfig, HostPathProvisioner};
 use k8s_openapi::api::core::v1::ObjectReference;
+use s3_endpoint::store::KeyMode;
 
 fn config() -> HostPathConfig {
     HostPathConfig { host: "s3.example.svc".into(), port: 7480, region: "us-east-1".into() }
@@ -236,11 +239,7 @@ async fn rotation_keeps_two_keys_at_most_and_retires_only_the_claims_own() {
     let keys = store.keys_for_user(&user_id_for_claim("uid-1"));
     assert_eq!(keys.len(), 2, "{keys:?}");
     let issued = store.lookup_key(&new.access_key_id).unwrap();
-    assert_eq!(
-        issued.mode,
-        bucket_api::AccessMode::ReadOnly,
-        "the new key has the kept one's mode"
-    );
+    assert_eq!(issued.mode, KeyMode::ReadOnly, "the new key has the kept one's mode");
 
     // Both keys work during the overlap.
     for credentials in [&first.credentials, &new] {

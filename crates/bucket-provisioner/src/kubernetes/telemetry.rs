@@ -44,11 +44,6 @@ struct PhaseLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct CodeLabels {
-    code: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BucketLabels {
     bucket: String,
 }
@@ -61,7 +56,8 @@ pub struct Metrics {
 }
 
 struct Inner {
-    registry: Registry,
+    /// Locked only to register a backend's own metrics and to encode.
+    registry: Mutex<Registry>,
     reconciles: Counter,
     errors: Family<ReasonLabels, Counter>,
     provisioning: Family<OperationLabels, Histogram>,
@@ -73,7 +69,6 @@ struct Inner {
     bucket_bytes: Family<BucketLabels, Gauge>,
     quota_objects: Family<BucketLabels, Gauge>,
     quota_bytes: Family<BucketLabels, Gauge>,
-    s3_responses: Family<CodeLabels, Counter>,
     /// Buckets with usage series, so that a bucket no longer reported loses them.
     buckets: Mutex<BTreeSet<String>>,
     leading: Gauge,
@@ -92,7 +87,7 @@ impl Metrics {
     }
 
     /// Fresh metrics of the volume side: only what it records (reconciles, errors, backend
-    /// call durations, leadership); the claim, bucket and S3 series are not exported.
+    /// call durations, leadership); the claim and bucket series are not exported.
     pub fn for_volumes() -> Self {
         Self::registered(false)
     }
@@ -151,12 +146,6 @@ impl Metrics {
             Unit::Bytes,
             quota_bytes.clone(),
         );
-        let s3_responses = Family::<CodeLabels, Counter>::default();
-        bucket_registry.register(
-            "s3_responses",
-            "Answers of a backend's own S3 endpoint (hostPath), by status class",
-            s3_responses.clone(),
-        );
         let leading = Gauge::default();
         registry.register(
             "leading",
@@ -166,7 +155,7 @@ impl Metrics {
         );
         Metrics {
             inner: Arc::new(Inner {
-                registry,
+                registry: Mutex::new(registry),
                 reconciles,
                 errors,
                 provisioning,
@@ -177,7 +166,6 @@ impl Metrics {
                 quota_objects,
                 quota_bytes,
                 buckets: Mutex::default(),
-                s3_responses,
                 leading,
             }),
         }
@@ -246,11 +234,10 @@ impl Metrics {
         buckets.insert(bucket.to_owned());
     }
 
-    /// Counts one answer of a backend's own S3 endpoint
-    /// (`bucket_provisioner_s3_responses_total{code="2xx"}` and so on).
-    pub fn s3_response(&self, status: u16) {
-        let code = format!("{}xx", status / 100);
-        self.inner.s3_responses.get_or_create(&CodeLabels { code }).inc();
+    /// Lets a backend add metrics of its own (an S3 endpoint's answers) to the ones served:
+    /// `register` gets the registry, whose prefix `bucket_provisioner_` its names take too.
+    pub fn register<T>(&self, register: impl FnOnce(&mut Registry) -> T) -> T {
+        register(&mut self.inner.registry.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Drops the usage series of every bucket not in `current` (gone, or no longer bound).
@@ -279,8 +266,8 @@ impl Metrics {
     /// The current values in the OpenMetrics text format.
     pub fn encode(&self) -> String {
         let mut text = String::new();
-        if let Err(err) = prometheus_client::encoding::text::encode(&mut text, &self.inner.registry)
-        {
+        let registry = self.inner.registry.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(err) = prometheus_client::encoding::text::encode(&mut text, &registry) {
             tracing::warn!(error = %err, "encoding the metrics failed");
         }
         text
@@ -493,12 +480,11 @@ mod tests {
         metrics.reconcile();
         metrics.observe_provisioning("provision", 0.5);
         metrics.set_claims_by_phase(&[("Bound", 3)]);
-        metrics.s3_response(200);
         let text = metrics.encode();
         assert!(text.contains("bucket_provisioner_reconciles_total 1"), "{text}");
         assert!(text.contains("bucket_provisioner_provisioning_duration_seconds"), "{text}");
         assert!(text.contains("bucket_provisioner_leading 0"), "{text}");
-        for absent in ["_claims{", "_bucket_objects", "_bucket_bytes", "_bucket_quota", "_s3_"] {
+        for absent in ["_claims{", "_bucket_objects", "_bucket_bytes", "_bucket_quota"] {
             assert!(!text.contains(absent), "{absent} exported by the volume side:\n{text}");
         }
         let buckets = Metrics::new().encode();
@@ -551,14 +537,17 @@ mod tests {
     }
 
     #[test]
-    fn s3_answers_are_counted_by_status_class() {
+    fn a_backends_own_metrics_are_served_with_the_prefix() {
         let metrics = Metrics::new();
-        for status in [200, 204, 404, 503] {
-            metrics.s3_response(status);
-        }
-        let text = metrics.encode();
-        assert!(text.contains("bucket_provisioner_s3_responses_total{code=\"2xx\"} 2\n"), "{text}");
-        assert!(text.contains("bucket_provisioner_s3_responses_total{code=\"5xx\"} 1\n"), "{text}");
+        let answers = metrics.register(|registry| {
+            let answers = Counter::<u64>::default();
+            registry.register("backend_answers", "Answers of a backend", answers.clone());
+            answers
+        });
+        answers.inc();
+        let text = metrics.clone().encode();
+        assert!(text.contains("bucket_provisioner_backend_answers_total 1\n"), "{text}");
+        assert!(text.contains("bucket_provisioner_reconciles_total 0\n"), "{text}");
     }
 
     #[test]

@@ -1,0 +1,23 @@
+//! An S3 endpoint over buckets kept as plain directories under one root, with one access key per
+//! user, access modes and quotas. It knows nothing of Kubernetes: the hostPath bucket provisioner
+//! (`crates/hostpath-provisioner`) creates the buckets and keys here for its claims, and a
+//! binary serves the endpoint beside its controller.
+//!
+//! - [`store`]: bucket directories, objects, multipart uploads, usage meters and the durable
+//!   record of owners and keys.
+//! - [`s3`]: the S3 endpoint (`s3s`) over the store, authorized per key and bucket.
+//! - [`admin`]: the optional operator credential that administers every bucket.
+//!
+//! A binary opens one [`BucketStore`], optionally gives it an operator credential with
+//! [`BucketStore::set_admin`], and runs [`s3::serve`] (or [`s3::serve_endpoint`] on a
+//! [`s3::service`]) on it; whoever provisions buckets holds the same store.
+
+pub mod admin;
+pub mod s3;
+pub mod store;
+
+pub use admin::{AdminCredentials, AdminCredentialsError};
+pub use s3::serve;
+pub use store::{
+    AccessKey, BucketRecord, BucketStore, Creator, OPERATOR_OWNER, Quota, StoreError, Usage, Writer,
+};

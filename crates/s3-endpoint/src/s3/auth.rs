@@ -1,0 +1,215 @@
+//! Authentication and authorization: secrets of access keys from the store, and which key may
+//! do what on which bucket, decided before any handler runs.
+//!
+//! A claim key's access mode decides which operations it may use on its bucket:
+//!
+//! | operations | `ReadWrite` | `ReadOnly` | `WriteOnly` |
+//! |---|---|---|---|
+//! | HeadBucket, GetBucketLocation, ListParts (of an upload whose id it knows) | yes | yes | yes |
+//! | GetObject, HeadObject, GetObjectAttributes, List{Objects,ObjectsV2,ObjectVersions,MultipartUploads}, Get{Bucket,Object}Acl, the source of a copy | yes | yes | no |
+//! | PutObject, CopyObject, CreateMultipartUpload, UploadPart(Copy), CompleteMultipartUpload, AbortMultipartUpload, Put{Bucket,Object}Acl | yes | no | yes |
+//! | DeleteObject, DeleteObjects, and anything not named here | yes | no | no |
+//!
+//! A write-only key may overwrite what it wrote (a PUT is a PUT) and abort its own uploads, but
+//! not delete: a workload that cannot read a bucket has no business emptying it.
+
+use std::sync::Arc;
+
+use s3s::access::{S3Access, S3AccessContext};
+use s3s::auth::{Credentials, S3Auth, SecretKey};
+use s3s::dto::*;
+use s3s::{S3Error, S3Request, S3Result, s3_error};
+
+use super::rules;
+use crate::store::{BucketStore, KeyMode};
+
+/// Looks up secrets of access keys in the store.
+#[derive(Debug, Clone)]
+pub struct KeyAuth {
+    pub(super) store: Arc<BucketStore>,
+}
+
+#[async_trait::async_trait]
+impl S3Auth for KeyAuth {
+    async fn get_secret_key(&self, access_key: &str) -> S3Result<SecretKey> {
+        // Operator key ids cannot take the claim key prefix, so the two never shadow each other.
+        if let Some(admin) = self.store.admin().filter(|a| a.access_key_id() == access_key) {
+            return Ok(SecretKey::from(admin.secret_access_key().to_owned()));
+        }
+        match self.store.lookup_key(access_key) {
+            Some(key) => Ok(SecretKey::from(key.secret_access_key)),
+            None => Err(s3_error!(InvalidAccessKeyId, "the access key id does not exist")),
+        }
+    }
+}
+
+/// Lets a claim key reach only the bucket(s) it was issued for, and the operator key
+/// everything.
+#[derive(Debug, Clone)]
+pub struct BucketAccess {
+    pub(super) store: Arc<BucketStore>,
+}
+
+/// Operations only the operator credential may use.
+const OPERATOR_ONLY: [&str; 2] = ["CreateBucket", "DeleteBucket"];
+
+/// What an operation does with a bucket, which a key's access mode must allow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Needs {
+    /// Looks the bucket up, or lists the parts of an upload whose id the caller holds.
+    Lookup,
+    /// Reads or lists objects.
+    Read,
+    /// Writes objects.
+    Write,
+    /// Deletes objects, or anything not classified: only full access.
+    All,
+}
+
+impl Needs {
+    fn of(operation: &str) -> Self {
+        match operation {
+            "HeadBucket" | "GetBucketLocation" | "ListParts" => Self::Lookup,
+            "GetObject"
+            | "HeadObject"
+            | "GetObjectAttributes"
+            | "ListObjects"
+            | "ListObjectsV2"
+            | "ListObjectVersions"
+            | "ListMultipartUploads"
+            | "GetBucketAcl"
+            | "GetObjectAcl" => Self::Read,
+            "PutObject"
+            | "CopyObject"
+            | "CreateMultipartUpload"
+            | "UploadPart"
+            | "UploadPartCopy"
+            | "CompleteMultipartUpload"
+            | "AbortMultipartUpload"
+            | "PutBucketAcl"
+            | "PutObjectAcl" => Self::Write,
+            _ => Self::All,
+        }
+    }
+
+    fn allowed(self, mode: KeyMode) -> bool {
+        match self {
+            Self::Lookup => true,
+            Self::Read => mode.reads(),
+            Self::Write => mode.writes(),
+            Self::All => mode == KeyMode::ReadWrite,
+        }
+    }
+}
+
+impl BucketAccess {
+    fn is_admin(&self, credentials: Option<&Credentials>) -> bool {
+        credentials.is_some_and(|c| self.store.is_admin(&c.access_key))
+    }
+
+    /// The one rule every request of a claim key passes: its bucket, and an operation its
+    /// access mode allows (`what` names it in the refusal).
+    fn allow(
+        &self,
+        credentials: Option<&Credentials>,
+        bucket: &str,
+        (needs, what): (Needs, &str),
+    ) -> S3Result<()> {
+        let Some(credentials) = credentials else {
+            return Err(s3_error!(AccessDenied, "a signature is required"));
+        };
+        if self.store.is_admin(&credentials.access_key) {
+            return Ok(());
+        }
+        match self.store.lookup_key(&credentials.access_key) {
+            Some(key) if key.allows(bucket) && needs.allowed(key.mode) => Ok(()),
+            Some(key) if key.allows(bucket) => Err(s3_error!(
+                AccessDenied,
+                "this key has {} access to bucket {bucket:?}, which does not allow {what}",
+                key.mode
+            )),
+            _ => Err(s3_error!(AccessDenied, "this key may not use bucket {bucket:?}")),
+        }
+    }
+
+    /// Anonymous requests are never allowed (no bucket here is public), but a missing bucket
+    /// is reported as missing, as S3 does.
+    fn anonymous(&self, bucket: Option<&str>) -> S3Error {
+        match bucket {
+            Some(bucket) if !self.store.bucket_exists(bucket).unwrap_or(true) => {
+                s3_error!(NoSuchBucket, "The specified bucket does not exist")
+            }
+            _ => s3_error!(AccessDenied, "Access Denied"),
+        }
+    }
+
+    fn allow_source(&self, credentials: Option<&Credentials>, source: &CopySource) -> S3Result<()> {
+        match source {
+            CopySource::Bucket { bucket, .. } => {
+                self.allow(credentials, bucket, (Needs::Read, "reading the source of a copy"))
+            }
+            _ => Err(s3_error!(NotImplemented, "only bucket copy sources are supported")),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl S3Access for BucketAccess {
+    async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
+        let credentials = cx.credentials();
+        if credentials.is_none() {
+            // Creating a bucket anonymously is refused before asking whether it exists.
+            let bucket =
+                cx.s3_path().get_bucket_name().filter(|_| cx.s3_op().name() != "CreateBucket");
+            return Err(self.anonymous(bucket));
+        }
+        if self.is_admin(credentials) {
+            return rules::refuse_encryption(cx.headers());
+        }
+        // Decided by operation before the bucket: a claim key may not create or delete even
+        // the bucket it was issued for. Creating one that exists is answered as S3 does, by
+        // whose it is; nothing is created either way.
+        if OPERATOR_ONLY.contains(&cx.s3_op().name()) {
+            let bucket = cx.s3_path().get_bucket_name();
+            if cx.s3_op().name() == "CreateBucket"
+                && let Some(bucket) = bucket
+                && self.store.bucket_exists(bucket).unwrap_or(false)
+            {
+                return match self.allow(credentials, bucket, (Needs::Lookup, "CreateBucket")) {
+                    Ok(()) => rules::refuse_encryption(cx.headers()),
+                    Err(_) => Err(s3_error!(
+                        BucketAlreadyExists,
+                        "The requested bucket name is not available. The bucket namespace is \
+                         shared by all users of the system. Please select a different name and \
+                         try again."
+                    )),
+                };
+            }
+            return Err(s3_error!(
+                AccessDenied,
+                "only the operator credential may create or delete buckets"
+            ));
+        }
+        match cx.s3_path().get_bucket_name() {
+            Some(bucket) => {
+                let operation = cx.s3_op().name();
+                self.allow(credentials, bucket, (Needs::of(operation), operation))?;
+                rules::refuse_encryption(cx.headers())
+            }
+            // Service-level requests (ListBuckets) only need a known key; the handler shows
+            // the key's own buckets.
+            None => match credentials {
+                Some(c) if self.store.lookup_key(&c.access_key).is_some() => Ok(()),
+                _ => Err(s3_error!(AccessDenied, "a valid signature is required")),
+            },
+        }
+    }
+
+    async fn copy_object(&self, req: &mut S3Request<CopyObjectInput>) -> S3Result<()> {
+        self.allow_source(req.credentials.as_ref(), &req.input.copy_source)
+    }
+
+    async fn upload_part_copy(&self, req: &mut S3Request<UploadPartCopyInput>) -> S3Result<()> {
+        self.allow_source(req.credentials.as_ref(), &req.input.copy_source)
+    }
+}

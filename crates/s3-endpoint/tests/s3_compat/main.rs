@@ -1,0 +1,20 @@
+//! S3 protocol rules as clients rely on them, checked with the AWS SDK (or, where the SDK
+//! cannot send the request, a hand-signed one) over loopback: a module per family of rules, in
+//! one test binary.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod checksums;
+mod conditions;
+mod operations;
+mod signing;
+
+use base64::Engine as _;
+
+/// S3's smallest part size, for every part but the last.
+const PART: usize = 5 * 1024 * 1024;
+
+fn b64(raw: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(raw)
+}
