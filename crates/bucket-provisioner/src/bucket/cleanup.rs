@@ -181,6 +181,29 @@ async fn abandon<P: Provisioner>(
     }
 }
 
+/// Whether a claim's going takes its bucket with it: made for the claim, under `Delete`.
+pub(crate) fn deletes_bucket(record: &ObjectBucket, source: BucketSource) -> bool {
+    source == BucketSource::New && record.spec.reclaim_policy == Some(ReclaimPolicy::Delete)
+}
+
+/// Asks the backend to delete the bucket (`delete_bucket`) or to revoke the claim's access, timed
+/// as the provisioning operation it is.
+pub(crate) async fn give_back<P: Provisioner>(
+    record: &ObjectBucket,
+    delete_bucket: bool,
+    ctx: &Context<P>,
+) -> (Operation, Result<Removed, BackendError>) {
+    let operation = if delete_bucket { Operation::Delete } else { Operation::Revoke };
+    let started = Instant::now();
+    let outcome = if delete_bucket {
+        ctx.provisioner.delete(record).await
+    } else {
+        ctx.provisioner.revoke(record).await.map(|()| Removed::AccessOnly)
+    };
+    ctx.metrics.observe_provisioning(operation.as_str(), started.elapsed().as_secs_f64());
+    (operation, outcome)
+}
+
 /// Deletes or revokes per the record and the backend's answer, then releases or deletes the
 /// ObjectBucket and says what happened on `subject`. A transient backend failure is returned
 /// for a retry; a permanent one is reported and leaves the ObjectBucket `Failed` as the record
@@ -194,9 +217,7 @@ async fn settle<P: Provisioner>(
     ctx: &Context<P>,
 ) -> Result<(), Error> {
     let bucket = bound_bucket_name(record).to_string();
-    let delete_bucket =
-        source == BucketSource::New && record.spec.reclaim_policy == Some(ReclaimPolicy::Delete);
-    let operation = if delete_bucket { Operation::Delete } else { Operation::Revoke };
+    let delete_bucket = deletes_bucket(record, source);
     // Claims sharing the bucket lose their keys before it goes: none outlives it.
     if delete_bucket
         && let Some(claim_ref) = record.spec.claim_ref.as_ref()
@@ -204,13 +225,7 @@ async fn settle<P: Provisioner>(
     {
         crate::bucket::sharing::release_sharers(namespace, uid, ctx).await?;
     }
-    let started = Instant::now();
-    let outcome = if delete_bucket {
-        ctx.provisioner.delete(record).await
-    } else {
-        ctx.provisioner.revoke(record).await.map(|()| Removed::AccessOnly)
-    };
-    ctx.metrics.observe_provisioning(operation.as_str(), started.elapsed().as_secs_f64());
+    let (operation, outcome) = give_back(record, delete_bucket, ctx).await;
     let who = reference_key(subject);
 
     let (type_, reason, message) = match outcome {

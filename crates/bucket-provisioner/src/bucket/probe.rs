@@ -2,15 +2,13 @@
 //! [`crate::kubernetes::waiting`]): through [`Provisioner::probe`], or, for a backend that
 //! cannot tell, by retrying one waiting claim.
 
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Instant;
-
-use futures::FutureExt;
 
 use crate::Provisioner;
 use crate::bucket::context::Context;
 use crate::bucket::remote::backend_parameters;
+use crate::kubernetes::unwind::caught;
 
 /// Probes, once per probe interval, the backend of every StorageClass whose waiting claims all
 /// wait long. Never ends.
@@ -24,13 +22,16 @@ pub(crate) async fn probe_backends<P: Provisioner>(ctx: Arc<Context<P>>) {
                 .map(|c| backend_parameters(c.parameters.clone().unwrap_or_default()));
             let answer = match &parameters {
                 // A backend's panic ends this probe, never the loop (nor the process).
-                Some(parameters) => AssertUnwindSafe(ctx.provisioner.probe(parameters))
-                    .catch_unwind()
-                    .await
-                    .unwrap_or_else(|_| {
-                        tracing::warn!(class, "the backend's probe panicked; retrying a claim");
+                Some(parameters) => {
+                    caught(ctx.provisioner.probe(parameters)).await.unwrap_or_else(|panic| {
+                        tracing::warn!(
+                            class,
+                            panic,
+                            "the backend's probe panicked; retrying a claim"
+                        );
                         None
-                    }),
+                    })
+                }
                 None => None,
             };
             match answer {

@@ -5,14 +5,13 @@
 //! ObjectBucket, Secret and ConfigMap written for it removed. A claim once Bound keeps what it
 //! has: its key and data are in use, and losing them is not the answer to a name taken later.
 
-use bucket_api::{ObjectBucket, ObjectBucketClaim, ObjectBucketPhase, ReclaimPolicy};
+use bucket_api::{ObjectBucketClaim, ObjectBucketPhase};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Preconditions};
-use std::time::Instant;
 
-use crate::bucket::cleanup::delete_object_bucket;
+use crate::bucket::cleanup::{delete_object_bucket, deletes_bucket, give_back};
 use crate::bucket::context::Context;
-use crate::bucket::error::{Error, Operation};
+use crate::bucket::error::Error;
 use crate::bucket::objects::{BucketSource, meta_controlled_by};
 use crate::bucket::observe::{bound_bucket_name, observe, source_of};
 use crate::kubernetes::cache::key;
@@ -32,8 +31,13 @@ pub(crate) async fn withdraw<P: Provisioner>(
         return Ok(());
     }
     let bucket = bound_bucket_name(record).to_string();
-    let removed = take_back_access(record, ctx).await.map_err(|(operation, source)| {
-        Error::Backend { operation, bucket: bucket.clone(), source, hint: "" }
+    let source = source_of(record.annotations()).unwrap_or(BucketSource::Existing);
+    let (operation, outcome) = give_back(record, deletes_bucket(record, source), ctx).await;
+    let removed = outcome.map_err(|source| Error::Backend {
+        operation,
+        bucket: bucket.clone(),
+        source,
+        hint: "",
     })?;
     let name = claim.name_any();
     remove_own(&observed.secrets, &ctx.caches.secrets, &name, &observed.uid).await?;
@@ -47,26 +51,6 @@ pub(crate) async fn withdraw<P: Provisioner>(
         "the claim is refused for a Secret or ConfigMap not its own: {what}, and its \
          ObjectBucket, Secret and ConfigMap removed");
     Ok(())
-}
-
-/// Deletes the bucket when it was made for the claim under `Delete` (the backend's record
-/// decides), otherwise revokes the claim's access only.
-async fn take_back_access<P: Provisioner>(
-    record: &ObjectBucket,
-    ctx: &Context<P>,
-) -> Result<Removed, (Operation, crate::BackendError)> {
-    let source = source_of(record.annotations()).unwrap_or(BucketSource::Existing);
-    let delete =
-        source == BucketSource::New && record.spec.reclaim_policy == Some(ReclaimPolicy::Delete);
-    let operation = if delete { Operation::Delete } else { Operation::Revoke };
-    let started = Instant::now();
-    let outcome = if delete {
-        ctx.provisioner.delete(record).await
-    } else {
-        ctx.provisioner.revoke(record).await.map(|()| Removed::AccessOnly)
-    };
-    ctx.metrics.observe_provisioning(operation.as_str(), started.elapsed().as_secs_f64());
-    outcome.map_err(|source| (operation, source))
 }
 
 /// Deletes the object `name` if the claim controls it; one of anyone else is left untouched.

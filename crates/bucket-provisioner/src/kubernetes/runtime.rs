@@ -29,7 +29,7 @@ use crate::kubernetes::health::{Health, Pulse};
 use crate::kubernetes::leader::{LeaderElector, LeaderGuard, LeaseConfig};
 use crate::kubernetes::log_limit::Throttle;
 use crate::kubernetes::telemetry::{Metrics, serve};
-use crate::kubernetes::unwind::panic_message;
+use crate::kubernetes::unwind::caught;
 
 /// Flags shared by every provisioner binary.
 #[derive(clap::Args, Clone, Debug)]
@@ -349,11 +349,8 @@ fn supervise(
     task: impl Future<Output = Result<(), String>> + Send + 'static,
 ) {
     loops.spawn(async move {
-        let outcome = std::panic::AssertUnwindSafe(task).catch_unwind().await;
-        let panicked = |panic: Box<dyn std::any::Any + Send>| {
-            Err(format!("panicked: {}", panic_message(panic.as_ref())))
-        };
-        (name, outcome.unwrap_or_else(panicked))
+        let outcome = caught(task).await;
+        (name, outcome.unwrap_or_else(|panic| Err(format!("panicked: {panic}"))))
     });
 }
 

@@ -23,7 +23,7 @@ pub(crate) fn caught_now<T>(work: impl FnOnce() -> T) -> Result<T, String> {
 }
 
 /// The text a panic was raised with.
-pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> String {
+fn panic_message(panic: &(dyn Any + Send)) -> String {
     panic
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())
