@@ -116,8 +116,6 @@ impl Settings {
 
 #[cfg(test)]
 mod tests {
-    use proptest::prelude::*;
-
     use super::*;
 
     fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -177,6 +175,8 @@ mod tests {
                 any::<String>(),
                 "(https?|ftp)://(u@)?[a-zA-Z0-9.-]{0,10}(:[0-9]{0,6})?(/x)?",
                 "[ a-zA-Z0-9_.-]{0,12}",
+                // Several admin endpoints, some of them malformed.
+                "(https?://[a-z0-9.]{0,8}(:[0-9]{0,5})?)?( ?, ?(https?://)?[a-z0-9.]{0,8}){0,3}",
             ]
         }
 
@@ -212,7 +212,7 @@ mod tests {
 
             #[test]
             fn complete_parameters_with_any_values_are_judged(
-                values in prop::collection::vec(value(), 5),
+                values in prop::collection::vec(value(), PARAMETERS.len()),
             ) {
                 let parameters: BTreeMap<String, String> =
                     PARAMETERS.iter().map(|k| k.to_string()).zip(values).collect();
@@ -231,18 +231,5 @@ mod tests {
         let settings = Settings::from_parameters(&several).unwrap();
         assert_eq!(settings.admin.urls().len(), 2);
         assert_eq!(Settings::from_state(&settings.to_state()).unwrap(), settings);
-    }
-
-    proptest! {
-        #[test]
-        fn any_parameter_values_are_read_or_refused_and_read_the_same_from_state(
-            values in proptest::collection::vec(".{0,40}", PARAMETERS.len()),
-        ) {
-            let parameters: BTreeMap<String, String> =
-                PARAMETERS.iter().map(|k| k.to_string()).zip(values).collect();
-            if let Ok(settings) = Settings::from_parameters(&parameters) {
-                prop_assert_eq!(Settings::from_state(&settings.to_state()).unwrap(), settings);
-            }
-        }
     }
 }
