@@ -24,6 +24,7 @@
 //! image grown and its filesystem resized while mounted.
 
 pub mod backing;
+pub mod backing_kind;
 pub mod btrfs;
 pub mod capacity;
 pub mod loopback;
