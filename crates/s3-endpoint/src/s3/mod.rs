@@ -24,12 +24,15 @@ mod attributes_etag;
 mod auth;
 mod body;
 mod convert;
+mod cors;
+mod cors_rules;
 mod front;
 mod handlers;
 mod metrics;
 mod rules;
 mod server;
 mod spool;
+mod tags;
 mod zero_copy;
 
 pub use auth::{BucketAccess, KeyAuth};
