@@ -238,7 +238,11 @@ mod tests {
         /// A pattern with its `*` replaced by any text matches that text; without a `*` only
         /// itself; and a text shorter than the pattern's fixed parts never.
         #[test]
-        fn wildcards_stand_for_any_text(head in "[a-z.:/]{0,12}", tail in "[a-z.:/]{0,12}", middle in "\\PC{0,12}") {
+        fn wildcards_stand_for_any_text(
+            head in "[a-z.:/]{0,12}",
+            tail in "[a-z.:/]{0,12}",
+            middle in "\\PC{0,12}",
+        ) {
             let pattern = format!("{head}*{tail}");
             let text = format!("{head}{middle}{tail}");
             prop_assert!(wildcard_match(&pattern, &text));

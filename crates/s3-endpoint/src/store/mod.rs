@@ -7,7 +7,7 @@
 //! <root>/.provisioner/              0700 bookkeeping, never served
 //!     records/<bucket>.json         0600 who created a bucket, and under which policy
 //!     keys/<access-key-id>.json     0600 one access key (a secret) and the bucket it reaches
-//!     meta/<bucket>/<hh>/<md5>.json      ETag, headers, checksums of one object, when they
+//!     meta/<bucket>/<hh>/<md5>.json      ETag, headers, checksums, tags of one object, when they
 //!                                        cannot be attached to its data file (`attached`)
 //!     meta/<bucket>/side/<hh>/<md5>.{json,data}  objects whose key cannot be a path (see below)
 //!     meta/<bucket>/cors.json            the bucket's CORS rules (`cors`)
