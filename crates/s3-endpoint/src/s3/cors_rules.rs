@@ -1,10 +1,5 @@
-//! What a bucket's CORS rules are allowed to say, and which rule a browser's request matches.
-//!
-//! PutBucketCors is refused as S3 refuses it: at most [`MAX_RULES`] rules, each with at least
-//! one `AllowedOrigin` and one `AllowedMethod`, methods only among `GET`, `PUT`, `POST`,
-//! `DELETE` and `HEAD` (exact spelling), at most one `*` in each `AllowedOrigin` and
-//! `AllowedHeader`, an `ID` of at most 255 characters, a non-negative `MaxAgeSeconds`, and the
-//! whole configuration within [`MAX_CONFIG_BYTES`].
+//! A PutBucketCors document as the store keeps it (checked by [`CorsConfig::check`], which
+//! holds S3's rules), and which rule a browser's request matches.
 //!
 //! A request matches the first rule (in order) that names its `Origin` (a `*` standing for any
 //! text, compared exactly otherwise), its method (for a preflight, the one in
@@ -12,43 +7,36 @@
 //! `Access-Control-Request-Headers` (compared without case, `*` again standing for any text).
 
 use s3s::dto::{CORSConfiguration, CORSRule};
-use s3s::{S3Result, s3_error};
+use s3s::{S3Error, S3ErrorCode, S3Result};
 
-use crate::store::{CorsConfig, CorsRule};
+use crate::store::{CorsConfig, CorsRefusal, CorsRule, InvalidCors};
 
-/// Most rules one bucket may have.
-pub const MAX_RULES: usize = 100;
-/// Largest configuration, counted as the text of its rules: S3's 64 KB.
-pub const MAX_CONFIG_BYTES: usize = 64 * 1024;
-/// Longest rule `ID`, in characters.
-pub const MAX_ID_CHARS: usize = 255;
-/// The methods a rule may allow.
-pub const METHODS: [&str; 5] = ["GET", "PUT", "POST", "DELETE", "HEAD"];
-
-/// The configuration of a PutBucketCors, checked.
+/// The configuration of a PutBucketCors, checked (see [`CorsConfig::check`]).
 pub fn config_of(input: CORSConfiguration) -> S3Result<CorsConfig> {
-    if input.cors_rules.is_empty() {
-        return Err(s3_error!(
-            MalformedXML,
-            "The XML you provided was not well-formed or did not validate against our published \
-             schema: a CORSConfiguration needs at least one CORSRule"
-        ));
+    let rules = input
+        .cors_rules
+        .into_iter()
+        .map(|rule| CorsRule {
+            id: rule.id,
+            allowed_origins: rule.allowed_origins,
+            allowed_methods: rule.allowed_methods,
+            allowed_headers: rule.allowed_headers.unwrap_or_default(),
+            expose_headers: rule.expose_headers.unwrap_or_default(),
+            max_age_seconds: rule.max_age_seconds,
+        })
+        .collect();
+    let config = CorsConfig { rules };
+    match config.check() {
+        Ok(()) => Ok(config),
+        Err(InvalidCors { code, message }) => {
+            let code = match code {
+                CorsRefusal::MalformedXml => S3ErrorCode::MalformedXML,
+                CorsRefusal::InvalidRequest => S3ErrorCode::InvalidRequest,
+                CorsRefusal::InvalidArgument => S3ErrorCode::InvalidArgument,
+            };
+            Err(S3Error::with_message(code, message))
+        }
     }
-    if input.cors_rules.len() > MAX_RULES {
-        return Err(s3_error!(
-            MalformedXML,
-            "The number of CORS rules should not exceed allowed limit of {MAX_RULES} rules."
-        ));
-    }
-    let rules = input.cors_rules.into_iter().map(rule_of).collect::<S3Result<Vec<_>>>()?;
-    let size: usize = rules.iter().map(text_size).sum();
-    if size > MAX_CONFIG_BYTES {
-        return Err(s3_error!(
-            InvalidRequest,
-            "The CORS configuration size must be less than 64 KB (it is {size} bytes of text)"
-        ));
-    }
-    Ok(CorsConfig { rules })
 }
 
 /// The configuration as GetBucketCors answers it.
@@ -66,63 +54,6 @@ pub fn rules_of(config: &CorsConfig) -> Vec<CORSRule> {
             max_age_seconds: rule.max_age_seconds,
         })
         .collect()
-}
-
-fn rule_of(rule: CORSRule) -> S3Result<CorsRule> {
-    if rule.allowed_origins.is_empty() || rule.allowed_methods.is_empty() {
-        return Err(s3_error!(
-            MalformedXML,
-            "The XML you provided was not well-formed or did not validate against our published \
-             schema: every CORSRule needs an AllowedOrigin and an AllowedMethod"
-        ));
-    }
-    if let Some(method) = rule.allowed_methods.iter().find(|m| !METHODS.contains(&m.as_str())) {
-        return Err(s3_error!(
-            InvalidRequest,
-            "Found unsupported HTTP method in CORS config. Unsupported method is {method}"
-        ));
-    }
-    for origin in &rule.allowed_origins {
-        if origin.matches('*').count() > 1 {
-            return Err(s3_error!(
-                InvalidRequest,
-                "AllowedOrigin \"{origin}\" can not have more than one wildcard."
-            ));
-        }
-    }
-    let allowed_headers = rule.allowed_headers.unwrap_or_default();
-    for header in &allowed_headers {
-        if header.matches('*').count() > 1 {
-            return Err(s3_error!(
-                InvalidRequest,
-                "AllowedHeader \"{header}\" can not have more than one wildcard."
-            ));
-        }
-    }
-    if rule.id.as_ref().is_some_and(|id| id.chars().count() > MAX_ID_CHARS) {
-        return Err(s3_error!(
-            InvalidArgument,
-            "The ID of a CORSRule cannot be longer than {MAX_ID_CHARS} characters"
-        ));
-    }
-    if rule.max_age_seconds.is_some_and(|age| age < 0) {
-        return Err(s3_error!(InvalidArgument, "MaxAgeSeconds must not be negative"));
-    }
-    Ok(CorsRule {
-        id: rule.id,
-        allowed_origins: rule.allowed_origins,
-        allowed_methods: rule.allowed_methods,
-        allowed_headers,
-        expose_headers: rule.expose_headers.unwrap_or_default(),
-        max_age_seconds: rule.max_age_seconds,
-    })
-}
-
-fn text_size(rule: &CorsRule) -> usize {
-    let lists = [&rule.allowed_origins, &rule.allowed_methods, &rule.allowed_headers];
-    let listed: usize =
-        lists.iter().chain([&&rule.expose_headers]).flat_map(|l| l.iter()).map(String::len).sum();
-    listed + rule.id.as_ref().map_or(0, String::len)
 }
 
 /// What a request asks of the rules: its origin, method and (for a preflight) the headers it
@@ -190,14 +121,12 @@ mod tests {
         assert_eq!(code(vec![rule(&[], &["GET"], &[])]), "MalformedXML");
         assert_eq!(code(vec![rule(&["*"], &[], &[])]), "MalformedXML");
         assert_eq!(code(Vec::new()), "MalformedXML");
-        assert_eq!(code(vec![rule(&["*"], &["GET"], &[]); MAX_RULES + 1]), "MalformedXML");
+        assert_eq!(code(vec![rule(&["*"], &["GET"], &[]); 101]), "MalformedXML");
         assert!(
-            config_of(CORSConfiguration {
-                cors_rules: vec![rule(&["*"], &["GET"], &[]); MAX_RULES]
-            })
-            .is_ok()
+            config_of(CORSConfiguration { cors_rules: vec![rule(&["*"], &["GET"], &[]); 100] })
+                .is_ok()
         );
-        let long = "o".repeat(MAX_CONFIG_BYTES);
+        let long = "o".repeat(64 * 1024);
         assert_eq!(code(vec![rule(&[&long], &["GET"], &[])]), "InvalidRequest");
         let mut with_id = rule(&["*"], &["GET"], &[]);
         with_id.id = Some("i".repeat(256));

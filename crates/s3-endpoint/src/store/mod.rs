@@ -75,7 +75,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 pub use checksum::{Checksum, ChecksumAlgorithm, ChecksumCheck, ChecksumType, ExpectedChecksum};
-pub use cors::{CorsConfig, CorsRule};
+pub use cors::{
+    CORS_METHODS, CorsConfig, CorsRefusal, CorsRule, InvalidCors, MAX_CORS_BYTES,
+    MAX_CORS_ID_CHARS, MAX_CORS_RULES,
+};
 pub use error::StoreError;
 pub use key_mode::KeyMode;
 pub use list::{ListPage, ListQuery};
