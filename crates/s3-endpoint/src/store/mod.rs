@@ -47,6 +47,7 @@ mod body_writer;
 mod checksum;
 mod commit;
 mod cors;
+mod cors_json;
 mod dir_cache;
 mod dir_sync;
 mod durable;
