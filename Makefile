@@ -83,7 +83,8 @@ test: lint controlplane chart-tools strace volume-tools demo moto garage
 		"$(BUCKET_PROVISIONER_CACHE)/last-test-run.txt"
 
 .PHONY: moto
-# strace, for the hostPath durability test (what a PUT syncs before its answer).
+# strace, for the hostPath durability tests (what a PUT, or a change of tags or CORS rules,
+# syncs before its answer).
 .PHONY: strace
 strace:
 	@tests/strace/install.sh >/dev/null

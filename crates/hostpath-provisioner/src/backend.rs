@@ -9,9 +9,10 @@ use bucket_provisioner::{
     BackendError, BucketOptions, Credentials, Endpoint, ProvisionedBucket, Provisioner, Removed,
     user_id_of,
 };
-use s3_endpoint::store::KeyMode;
+use s3_endpoint::store::{CorsConfig, KeyMode};
 use s3_endpoint::{AccessKey, BucketStore, Creator, StoreError};
 
+use crate::cors;
 use crate::quota::{BUCKET_MAX_OBJECTS, BUCKET_MAX_SIZE, ClaimQuotas, MAX_OBJECTS, MAX_SIZE};
 
 /// Key in an ObjectBucket's `additionalState` holding the identity that provisioned it.
@@ -118,6 +119,33 @@ impl HostPathProvisioner {
     }
 }
 
+impl HostPathProvisioner {
+    /// Sets (or with `None` removes) the bucket's CORS rules where the claim created the
+    /// bucket; rules for a bucket it only shares are refused, as its bucket-wide quotas are.
+    async fn set_bucket_cors(
+        &self,
+        options: &BucketOptions,
+        rules: Option<CorsConfig>,
+    ) -> Result<(), BackendError> {
+        let (user, bucket) = (&options.user_id, &options.bucket_name);
+        let created = self.store.bucket_record(bucket).is_some_and(|r| {
+            r.created_by_provisioner && r.creator.as_deref() == Some(user.as_str())
+        });
+        if created {
+            return self.store.set_bucket_cors(bucket, rules).await.map_err(backend_error);
+        }
+        if rules.is_none() {
+            return Ok(());
+        }
+        Err(BackendError::invalid_parameter(format!(
+            "additionalConfig {} sets the CORS rules of the whole bucket {bucket:?}, which this \
+             claim did not create and may share with other claims; only the claim that created \
+             a bucket sets them",
+            cors::CORS
+        )))
+    }
+}
+
 /// The endpoint's key mode granting what the claim's access mode allows.
 fn key_mode(mode: AccessMode) -> KeyMode {
     match mode {
@@ -147,26 +175,26 @@ fn backend_error(e: StoreError) -> BackendError {
     BackendError::permanent(reason, e.to_string())
 }
 
-/// The claim's quotas, after checking that the StorageClass has no parameters (none are
-/// accepted).
-fn checked_quotas(options: &BucketOptions) -> Result<ClaimQuotas, BackendError> {
-    if !options.parameters.is_empty() {
-        let keys: Vec<&str> = options.parameters.keys().map(String::as_str).collect();
-        return Err(BackendError::invalid_parameter(format!(
-            "unknown StorageClass parameter(s) {}: the hostPath provisioner accepts none",
-            keys.join(", ")
-        )));
-    }
-    ClaimQuotas::parse(&options.additional_config)
+/// What a claim asks of its bucket beyond its key: quotas and CORS rules.
+struct ClaimConfig {
+    quotas: ClaimQuotas,
+    cors: Option<CorsConfig>,
+}
+
+/// The claim's quotas and CORS rules, checked against the StorageClass's parameters (only
+/// `allowCors` is accepted).
+fn checked_config(options: &BucketOptions) -> Result<ClaimConfig, BackendError> {
+    let cors = cors::claim_rules(&options.additional_config, &options.parameters)?;
+    Ok(ClaimConfig { quotas: ClaimQuotas::parse(&options.additional_config)?, cors })
 }
 
 impl Provisioner for HostPathProvisioner {
     fn validate(&self, options: &BucketOptions) -> Result<(), BackendError> {
-        checked_quotas(options).map(drop)
+        checked_config(options).map(drop)
     }
 
     async fn provision(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
-        let quotas = checked_quotas(options)?;
+        let ClaimConfig { quotas, cors } = checked_config(options)?;
         let creator = Creator {
             user_id: &options.user_id,
             delete_with_claim: options.reclaim_policy == ReclaimPolicy::Delete,
@@ -180,6 +208,9 @@ impl Provisioner for HostPathProvisioner {
         )?;
         // Quotas change nothing on disk unless set, so the common claim stays one transaction.
         self.set_bucket_quota(options, &quotas).await?;
+        if cors.is_some() {
+            self.set_bucket_cors(options, cors).await?;
+        }
         let (user, bucket) = (&options.user_id, &options.bucket_name);
         self.store.set_user_quota(user, bucket, quotas.claim).await.map_err(backend_error)?;
         // Narrowed before the key is handed to anyone: the Secret is written after this answer.
@@ -191,7 +222,7 @@ impl Provisioner for HostPathProvisioner {
     }
 
     async fn grant(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
-        let quotas = checked_quotas(options)?;
+        let ClaimConfig { quotas, cors } = checked_config(options)?;
         let exists = self.store.bucket_exists(&options.bucket_name).map_err(backend_error)?;
         if !exists {
             return Err(BackendError::permanent(
@@ -205,6 +236,9 @@ impl Provisioner for HostPathProvisioner {
             ));
         }
         self.set_bucket_quota(options, &quotas).await?;
+        if cors.is_some() {
+            self.set_bucket_cors(options, cors).await?;
+        }
         self.issue(options, &quotas).await
     }
 
@@ -241,17 +275,23 @@ impl Provisioner for HostPathProvisioner {
         Ok(())
     }
 
-    /// Applies changed quotas and access mode to the bound bucket: the claim's own quota and
-    /// mode always, the bucket's quota where the claim created it. A quota lowered below what is
-    /// stored blocks further writes and deletes nothing; a key removed lifts its limit. A mode
-    /// holds from the next request on.
+    /// Applies changed quotas, CORS rules and access mode to the bound bucket: the claim's own
+    /// quota and mode always, the bucket's quota and rules where the claim created it. A quota
+    /// lowered below what is stored blocks further writes and deletes nothing; a key removed
+    /// lifts its limit, and `cors` removed takes the rules it set away. A mode holds from the
+    /// next request on.
     async fn update(
         &self,
         options: &BucketOptions,
-        _bucket: &ObjectBucket,
+        bucket: &ObjectBucket,
     ) -> Result<(), BackendError> {
-        let quotas = checked_quotas(options)?;
+        let ClaimConfig { quotas, cors } = checked_config(options)?;
         self.set_bucket_quota(options, &quotas).await?;
+        let previous = bucket.spec.endpoint.as_ref().and_then(|e| e.additional_config.as_ref());
+        let had_cors = previous.is_some_and(|c| c.contains_key(cors::CORS));
+        if cors.is_some() || had_cors {
+            self.set_bucket_cors(options, cors).await?;
+        }
         let (user, bucket) = (&options.user_id, &options.bucket_name);
         self.store.set_user_quota(user, bucket, quotas.claim).await.map_err(backend_error)?;
         self.store

@@ -4,6 +4,7 @@
 //! - [`backend`]: the [`bucket_provisioner::Provisioner`] creating buckets, keys and quotas in
 //!   the endpoint's [`BucketStore`].
 //! - [`quota`]: the quota keys of a claim's `additionalConfig`, enforced by the endpoint.
+//! - [`cors`]: a claim's CORS rules (`additionalConfig` `cors`), where its class allows them.
 //! - [`admin_secret`]: follows the operator credential ([`AdminCredentials`]) from a Secret.
 //! - [`prepare`]: handing the root to the provisioner's user, as the init container does.
 //!
@@ -14,6 +15,7 @@
 
 pub mod admin_secret;
 pub mod backend;
+pub mod cors;
 pub mod prepare;
 pub mod quota;
 

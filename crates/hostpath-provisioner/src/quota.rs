@@ -8,6 +8,8 @@
 //! | `bucketMaxObjects` | objects in the bucket, whoever stores them | as `maxObjects` |
 //! | `bucketMaxSize` | bytes in the bucket, whoever stores them | as `maxSize` |
 //!
+//! The key `cors` (the bucket's CORS rules) is accepted too, and read by [`crate::cors`].
+//!
 //! The bucket-wide keys belong to the claim that created the bucket: a claim granted an existing
 //! bucket (StorageClass `bucketName`) shares it, and may not limit the others.
 
@@ -27,7 +29,8 @@ pub const BUCKET_MAX_OBJECTS: &str = "bucketMaxObjects";
 pub const BUCKET_MAX_SIZE: &str = "bucketMaxSize";
 
 /// Every `additionalConfig` key the hostPath provisioner accepts.
-pub const ACCEPTED: [&str; 4] = [MAX_OBJECTS, MAX_SIZE, BUCKET_MAX_OBJECTS, BUCKET_MAX_SIZE];
+pub const ACCEPTED: [&str; 5] =
+    [MAX_OBJECTS, MAX_SIZE, BUCKET_MAX_OBJECTS, BUCKET_MAX_SIZE, crate::cors::CORS];
 
 /// Keys other provisioners' claims carry that mean nothing here, and why.
 const FOREIGN: [(&str, &str); 6] = [
@@ -172,7 +175,9 @@ mod tests {
         assert!(error.is_permanent());
         assert!(message.contains("bucketPolicy (not supported: its S3 endpoint has no bucket"));
         assert!(message.contains("colour"), "{message}");
-        assert!(message.ends_with("accepts maxObjects, maxSize, bucketMaxObjects, bucketMaxSize"));
+        assert!(
+            message.ends_with("accepts maxObjects, maxSize, bucketMaxObjects, bucketMaxSize, cors")
+        );
         let error = ClaimQuotas::parse(&config(&[(MAX_OBJECTS, "10k")])).unwrap_err();
         assert!(error.to_string().contains("maxObjects \"10k\" is not a whole number"), "{error}");
     }

@@ -160,6 +160,16 @@ async fn grant_needs_an_existing_bucket() {
     let err = backend.provision(&options("existing", "uid-4")).await.unwrap_err();
     assert_permanent(&err, BUCKET_NAME_TAKEN);
 
+    // A claim sharing the bucket may not set the CORS rules of all who share it.
+    let mut with_cors = options("existing", "uid-5");
+    with_cors.parameters.insert("allowCors".into(), "true".into());
+    let rules = r#"{"CORSRules": [{"AllowedOrigins": ["*"], "AllowedMethods": ["GET"]}]}"#;
+    with_cors.additional_config.insert("cors".into(), rules.into());
+    let err = backend.grant(&with_cors).await.unwrap_err();
+    assert!(err.to_string().contains("only the claim that created a bucket sets them"), "{err}");
+    assert!(server.store.keys_for_user("obc-uid-5").is_empty(), "no key for a refused grant");
+    assert_eq!(server.store.bucket_cors("existing").await.unwrap(), None);
+
     server.stop().await;
 }
 

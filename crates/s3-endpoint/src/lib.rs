@@ -3,9 +3,10 @@
 //! (`crates/hostpath-provisioner`) creates the buckets and keys here for its claims, and a
 //! binary serves the endpoint beside its controller.
 //!
-//! - [`store`]: bucket directories, objects, multipart uploads, usage meters and the durable
-//!   record of owners and keys.
-//! - [`s3`]: the S3 endpoint (`s3s`) over the store, authorized per key and bucket.
+//! - [`store`]: bucket directories, objects (with their metadata and tags), multipart uploads,
+//!   buckets' CORS rules, usage meters and the durable record of owners and keys.
+//! - [`s3`]: the S3 endpoint (`s3s`) over the store, authorized per key and bucket; object
+//!   tagging, and bucket CORS with the browser's preflight answered in front of `s3s`.
 //! - [`admin`]: the optional operator credential that administers every bucket.
 //!
 //! A binary opens one [`BucketStore`], optionally gives it an operator credential with

@@ -7,63 +7,9 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Duration;
-
 use common::Server;
+use common::strace::{Trace, answers, calls, is_sync, parent, synced};
 use md5::Digest;
-
-/// One traced call: its name, the paths it names (`-y` shows a descriptor's path), and for a
-/// write on a socket whether it is an HTTP answer.
-#[derive(Debug)]
-struct Call {
-    name: String,
-    paths: Vec<String>,
-    answer: bool,
-}
-
-/// The calls of an `strace -f -y` log, in the order they started.
-fn calls(log: &str) -> Vec<Call> {
-    let mut out = Vec::new();
-    for line in log.lines() {
-        // "<pid> name(args" ... ; resumed halves carry nothing new.
-        let Some(rest) = line.split_once(' ').map(|(_, rest)| rest.trim_start()) else { continue };
-        if rest.starts_with("<...") || rest.starts_with("+++") || rest.starts_with("---") {
-            continue;
-        }
-        let Some((name, args)) = rest.split_once('(') else { continue };
-        let mut paths = Vec::new();
-        // Quoted paths ("...") and descriptor paths (<...>).
-        for (open, close) in [('"', '"'), ('<', '>')] {
-            let mut rest = args;
-            while let Some(start) = rest.find(open) {
-                let after = &rest[start + 1..];
-                let Some(end) = after.find(close) else { break };
-                if after[..end].starts_with('/') {
-                    paths.push(after[..end].to_owned());
-                }
-                rest = &after[end + 1..];
-            }
-        }
-        let answer = name == "writev" && args.contains("HTTP/1.1 200");
-        out.push(Call { name: name.to_owned(), paths, answer });
-    }
-    out
-}
-
-fn parent(path: &str) -> String {
-    Path::new(path).parent().unwrap().display().to_string()
-}
-
-fn is_sync(call: &Call) -> bool {
-    matches!(call.name.as_str(), "fsync" | "fdatasync")
-}
-
-/// Whether an fsync of `path` comes in `calls` (before the answer).
-fn synced(calls: &[Call], path: &str) -> bool {
-    calls.iter().any(|c| is_sync(c) && c.paths[0] == path)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acknowledged_put_is_synced_all_the_way_to_its_name() {
@@ -75,29 +21,7 @@ async fn an_acknowledged_put_is_synced_all_the_way_to_its_name() {
     // Warm up connections and the store, so that the trace holds the PUTs' own work.
     s3.put_object().bucket("durable").key("warm").body(b"w".to_vec().into()).send().await.unwrap();
 
-    let log = tmp.path().join("strace.log");
-    let mut strace = Command::new("strace")
-        .args(["-f", "-qq", "-y", "-s", "64", "-o"])
-        .arg(&log)
-        .args([
-            "-e",
-            "trace=mkdir,mkdirat,rename,renameat,renameat2,fsync,fdatasync,fsetxattr,write,writev,\
-             pwrite64,pwritev,pwritev2",
-        ])
-        .args(["-p", &std::process::id().to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("strace runs");
-    // Traced once the kernel says so.
-    for _ in 0..100 {
-        let status = std::fs::read_to_string("/proc/self/status").unwrap();
-        if status.lines().any(|l| l.starts_with("TracerPid:") && l.trim() != "TracerPid:\t0") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let trace = Trace::start(&tmp.path().join("strace.log")).await;
     // New directories, one made already, the bucket's own, a replacement, and a body large
     // enough to be written by a thread of its own while it arrives.
     let keys = ["fresh/deeper/object", "fresh/second", "top-level", "top-level", "large"];
@@ -106,15 +30,9 @@ async fn an_acknowledged_put_is_synced_all_the_way_to_its_name() {
         let body = common::pattern(7, size);
         s3.put_object().bucket("durable").key(key).body(body.into()).send().await.unwrap();
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    // SIGINT, so that strace detaches and writes out its log.
-    Command::new("kill").args(["-INT", &strace.id().to_string()]).status().unwrap();
-    strace.wait().unwrap();
-
-    let log = std::fs::read_to_string(&log).unwrap();
+    let log = trace.stop().await;
     let all = calls(&log);
-    let answers: Vec<usize> =
-        all.iter().enumerate().filter(|(_, c)| c.answer).map(|(i, _)| i).collect();
+    let answers = answers(&all);
     assert_eq!(answers.len(), keys.len(), "every PUT answered:\n{log}");
     let mut start = 0;
     let mut syncs_per_put = Vec::new();

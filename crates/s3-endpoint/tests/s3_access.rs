@@ -9,8 +9,8 @@ use aws_sdk_s3::Client;
 use aws_sdk_s3::error::SdkError;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{
-    CompletedMultipartUpload, CompletedPart, Delete, ObjectAttributes, ObjectCannedAcl,
-    ObjectIdentifier,
+    CompletedMultipartUpload, CompletedPart, CorsConfiguration, CorsRule, Delete, ObjectAttributes,
+    ObjectCannedAcl, ObjectIdentifier, Tag, Tagging,
 };
 use common::Server;
 use s3_endpoint::store::KeyMode;
@@ -28,6 +28,12 @@ fn outcome<T, E: std::fmt::Debug, R: std::fmt::Debug>(
         Err(SdkError::ServiceError(e)) if format!("{:?}", e.raw()).contains("403") => false,
         Err(e) => panic!("{op}: neither allowed nor refused: {e:?}"),
     }
+}
+
+/// A CORS configuration to set and read.
+fn cors() -> CorsConfiguration {
+    let rule = CorsRule::builder().allowed_origins("*").allowed_methods("GET").build().unwrap();
+    CorsConfiguration::builder().cors_rules(rule).build().unwrap()
 }
 
 /// Tries every operation class with `client`; `owner` (full access) sets up what an operation
@@ -63,6 +69,17 @@ async fn try_everything(
     try_op!("ListMultipartUploads", client.list_multipart_uploads().bucket(b));
     try_op!("GetBucketAcl", client.get_bucket_acl().bucket(b));
     try_op!("GetObjectAcl", client.get_object_acl().bucket(b).key(SEED));
+    try_op!("GetObjectTagging", client.get_object_tagging().bucket(b).key(SEED));
+    owner.put_bucket_cors().bucket(b).cors_configuration(cors()).send().await.unwrap();
+    try_op!("GetBucketCors", client.get_bucket_cors().bucket(b));
+    try_op!("PutBucketCors", client.put_bucket_cors().bucket(b).cors_configuration(cors()));
+    try_op!("DeleteBucketCors", client.delete_bucket_cors().bucket(b));
+    let tagging = Tagging::builder().tag_set(Tag::builder().key("k").value(tag).build().unwrap());
+    try_op!(
+        "PutObjectTagging",
+        client.put_object_tagging().bucket(b).key(SEED).tagging(tagging.build().unwrap())
+    );
+    try_op!("DeleteObjectTagging", client.delete_object_tagging().bucket(b).key(SEED));
     let new = format!("new-{tag}");
     try_op!(
         "PutObject",
@@ -184,7 +201,7 @@ async fn each_access_mode_allows_exactly_its_operations() {
     keys.push((KeyMode::ReadWrite, owner.clone()));
 
     const LOOKUPS: [&str; 4] = ["HeadBucket", "GetBucketLocation", "ListBuckets", "ListParts"];
-    const READS: [&str; 10] = [
+    const READS: [&str; 12] = [
         "GetObject",
         "HeadObject",
         "GetObjectAttributes",
@@ -194,18 +211,24 @@ async fn each_access_mode_allows_exactly_its_operations() {
         "ListMultipartUploads",
         "GetBucketAcl",
         "GetObjectAcl",
+        "GetObjectTagging",
+        "GetBucketCors",
         "CopyObject", // reads its source
     ];
-    const WRITES: [&str; 7] = [
+    const WRITES: [&str; 9] = [
         "PutObject",
         "PutObjectAcl",
+        "PutObjectTagging",
+        "DeleteObjectTagging",
         "CreateMultipartUpload",
         "UploadPart",
         "CompleteMultipartUpload",
         "AbortMultipartUpload",
         "UploadPartCopy", // writes a part, reads its source
     ];
-    const DELETES: [&str; 2] = ["DeleteObject", "DeleteObjects"];
+    // Deletes, and bucket configuration: full access only.
+    const DELETES: [&str; 4] =
+        ["DeleteObject", "DeleteObjects", "PutBucketCors", "DeleteBucketCors"];
     for (mode, client) in &keys {
         let seen = try_everything(client, &owner, mode.as_str()).await;
         assert_eq!(seen.len(), LOOKUPS.len() + READS.len() + WRITES.len() + DELETES.len());

@@ -90,6 +90,7 @@ impl AttrsInput {
             content_encoding: self.content_encoding.and_then(|e| without_aws_chunked(&e)),
             content_language: self.content_language,
             expires: rules::expires_text(self.expires.as_ref()),
+            tags: Vec::new(),
         }
     }
 }

@@ -18,7 +18,7 @@ use subtle::ConstantTimeEq;
 
 use super::metrics::EndpointMetrics;
 use super::zero_copy::FileSends;
-use super::{attributes_etag, spool};
+use super::{attributes_etag, cors, spool};
 use crate::store::BucketStore;
 
 /// Largest difference between a signed request's time and ours that S3 accepts.
@@ -68,6 +68,18 @@ impl Endpoint {
     /// Serves one request; the body type is whatever `s3s` accepts.
     pub async fn call(&self, mut req: Request<Body>) -> Result<HttpResponse, HttpError> {
         let id = new_request_id();
+        if req.method() == http::Method::OPTIONS {
+            // A browser's preflight: unsigned, and not routed by `s3s` (see `cors`).
+            let response = match cors::preflight(&self.store, &req).await {
+                Ok(response) => response,
+                Err(mut e) => {
+                    e.set_request_id(id.clone());
+                    e.to_http_response().map_err(|e| HttpError::new(Box::new(e)))?
+                }
+            };
+            return Ok(with_request_id(response, &id));
+        }
+        let cross_origin = cors::ActualRequest::of(&req);
         if let Err(mut e) = check_request_time(req.headers(), req.uri(), SystemTime::now()) {
             e.set_request_id(id.clone());
             let response = e.to_http_response().map_err(|e| HttpError::new(Box::new(e)))?;
@@ -90,6 +102,9 @@ impl Endpoint {
         let mut response = self.s3.call(req).await?;
         if attributes {
             response = attributes_etag::unquote_etag(response);
+        }
+        if let Some(cross_origin) = cross_origin {
+            cross_origin.decorate(&self.store, &mut response).await;
         }
         Ok(with_request_id(response, &id))
     }

@@ -11,12 +11,17 @@
 //!
 //! The jobs, a file each: `server` (the HTTP server and the service it runs), `auth` (keys and
 //! who may do what), `convert` (between `s3s`'s types and the store's), `handlers` (the
-//! operations, a file per family: buckets, ACLs, listings, objects, multipart uploads),
+//! operations, a file per family: buckets, ACLs, listings, objects, multipart uploads, object
+//! tagging, bucket CORS), `tags` (S3's rules for object tags, which tenants write), `cors_rules`
+//! (what CORS rules may say, and which one a request matches), `cors` (the browser's preflight
+//! and the CORS headers of cross-origin answers),
 //! `metrics` (answers by status class, registered by the binary into the registry it serves).
 //!
 //! In front of `s3s`, [`Endpoint`] adds request ids and the request-time rules `s3s` leaves
 //! out (SigV2 clock skew, the one-week limit of presigned URLs, SigV2 bucket-level resources),
-//! and unquotes GetObjectAttributes' ETag (`attributes_etag`);
+//! answers CORS preflights (unsigned `OPTIONS`, which `s3s` does not route) and adds CORS
+//! headers to cross-origin answers (`cors`), and unquotes GetObjectAttributes' ETag
+//! (`attributes_etag`);
 //! the `rules` module holds what sits between the wire and the store: checksums the client
 //! sent, preconditions, the private-only ACLs and the refusal of server-side encryption.
 
@@ -24,12 +29,15 @@ mod attributes_etag;
 mod auth;
 mod body;
 mod convert;
+mod cors;
+mod cors_rules;
 mod front;
 mod handlers;
 mod metrics;
 mod rules;
 mod server;
 mod spool;
+mod tags;
 mod zero_copy;
 
 pub use auth::{BucketAccess, KeyAuth};

@@ -45,6 +45,15 @@ pub(super) fn attach(file: &File, meta: &impl Serialize) -> io::Result<bool> {
     }
 }
 
+/// Takes the attached metadata off `file` (not synced), for metadata that has moved to a
+/// metadata file; none attached counts as done.
+pub(super) fn detach(file: &File) -> io::Result<()> {
+    match rustix::fs::fremovexattr(file, NAME) {
+        Ok(()) | Err(Errno::NODATA | Errno::NOTSUP) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// The metadata attached to a data file, if it has some that reads as `T`. Whether it still
 /// describes the file (not rewritten by hand, nor renamed to another key) is for the caller
 /// to tell.

@@ -7,9 +7,10 @@
 //! <root>/.provisioner/              0700 bookkeeping, never served
 //!     records/<bucket>.json         0600 who created a bucket, and under which policy
 //!     keys/<access-key-id>.json     0600 one access key (a secret) and the bucket it reaches
-//!     meta/<bucket>/<hh>/<md5>.json      ETag, headers, checksums of one object, when they
+//!     meta/<bucket>/<hh>/<md5>.json      ETag, headers, checksums, tags of one object, when they
 //!                                        cannot be attached to its data file (`attached`)
 //!     meta/<bucket>/side/<hh>/<md5>.{json,data}  objects whose key cannot be a path (see below)
+//!     meta/<bucket>/cors.json            the bucket's CORS rules (`cors`)
 //!     uploads/<bucket>/<upload-id>/      multipart uploads in progress
 //!     usage/<bucket>.json                what the bucket holds, in total and by claim (`usage`)
 //!     tmp/00 … tmp/3f                    temporary files, renamed into place when complete
@@ -45,6 +46,8 @@ mod attached;
 mod body_writer;
 mod checksum;
 mod commit;
+mod cors;
+mod cors_json;
 mod dir_cache;
 mod dir_sync;
 mod durable;
@@ -54,6 +57,7 @@ mod list;
 mod multipart;
 mod names;
 mod object_meta;
+mod object_tags;
 mod objects;
 mod operator;
 mod parts;
@@ -72,13 +76,18 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 pub use checksum::{Checksum, ChecksumAlgorithm, ChecksumCheck, ChecksumType, ExpectedChecksum};
+pub use cors::{
+    CORS_METHODS, CorsConfig, CorsRefusal, CorsRule, InvalidCors, MAX_CORS_BYTES,
+    MAX_CORS_ID_CHARS, MAX_CORS_RULES,
+};
 pub use error::StoreError;
 pub use key_mode::KeyMode;
 pub use list::{ListPage, ListQuery};
 pub use multipart::{CompleteRequest, CompletedPartSpec, UploadInfo};
 pub use names::{KeyPath, MAX_KEY_LEN, parse_key, validate_bucket_name, validate_key};
 pub use object_meta::{
-    CopySourceCheck, ObjectAttrs, ObjectInfo, PutCheck, WriteCondition, etag_matches,
+    CopyReplace, CopySourceCheck, ObjectAttrs, ObjectInfo, PutCheck, Tags, WriteCondition,
+    etag_matches,
 };
 pub use operator::OPERATOR_OWNER;
 pub use parts::PartInfo;

@@ -19,8 +19,12 @@ use super::temp::Spooled;
 use super::usage_change::Change;
 use super::{BucketStore, StoreError};
 
-/// What a client sets on an object besides its bytes: the standard headers it is served with
-/// and its user metadata.
+/// An object's tags, `(key, value)` in the order the client set them; at most ten, checked by
+/// the S3 front before they reach the store.
+pub type Tags = Vec<(String, String)>;
+
+/// What a client sets on an object besides its bytes: the standard headers it is served with,
+/// its user metadata and its tags.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObjectAttrs {
     /// `Content-Type` to serve it with.
@@ -42,6 +46,20 @@ pub struct ObjectAttrs {
     /// `Expires`, as the HTTP date the client sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires: Option<String>,
+    /// Its tags (`x-amz-tagging`, PutObjectTagging): kept with the rest of its metadata, so
+    /// that they reach the disk with it and go when it goes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Tags,
+}
+
+/// What a copy sets on its destination instead of taking it from the source.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CopyReplace {
+    /// Headers and user metadata (`x-amz-metadata-directive: REPLACE`); their tags are not
+    /// used.
+    pub attrs: Option<ObjectAttrs>,
+    /// Tags (`x-amz-tagging-directive: REPLACE`).
+    pub tags: Option<Tags>,
 }
 
 /// A precondition on replacing an object, checked atomically with the write.
@@ -165,7 +183,7 @@ pub(super) struct MetaFile {
 impl MetaFile {
     /// Whether this is the metadata of `key` and, given the status of its data file, still
     /// describes it: a file rewritten in place by hand, or renamed to another key, has none.
-    fn describes(&self, key: &str, data: Option<&fs::Metadata>) -> bool {
+    pub(super) fn describes(&self, key: &str, data: Option<&fs::Metadata>) -> bool {
         self.key == key
             && data.is_none_or(|data| self.size == data.len() && self.mtime_ns == mtime_ns(data))
     }

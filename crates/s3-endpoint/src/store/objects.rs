@@ -17,7 +17,9 @@ use super::checksum::{self, Checksum, ChecksumCheck, ChecksumType, ExpectedCheck
 use super::commit::remove_if_exists;
 use super::durable::{create_dir_durably, settle_dir};
 use super::names::validate_key;
-use super::object_meta::{CopySourceCheck, NewObject, ObjectAttrs, ObjectInfo, PutCheck, Received};
+use super::object_meta::{
+    CopyReplace, CopySourceCheck, NewObject, ObjectAttrs, ObjectInfo, PutCheck, Received,
+};
 use super::temp::{IN_MEMORY, Spooled, TempFile};
 use super::usage_change::{Change, Writer};
 use super::{BucketStore, KeyPath, StoreError, parse_key};
@@ -405,7 +407,7 @@ impl BucketStore {
     }
 
     /// Copies `src_key` of `src_bucket` to `dst_key` of `dst_bucket` through a temporary file,
-    /// in bounded chunks. `attrs` replaces the source's attributes when given.
+    /// in bounded chunks. What `replace` gives replaces the source's attributes or tags.
     #[allow(clippy::too_many_arguments)]
     pub async fn copy_object(
         &self,
@@ -413,7 +415,7 @@ impl BucketStore {
         src_key: &str,
         dst_bucket: &str,
         dst_key: &str,
-        attrs: Option<ObjectAttrs>,
+        replace: CopyReplace,
         source: CopySourceCheck,
         writer: &Writer,
     ) -> Result<ObjectInfo, StoreError> {
@@ -427,7 +429,7 @@ impl BucketStore {
             let dst_marker = dst_key.ends_with('/');
             let (info, mut file) = store.open_blocking(&src_bucket, &src_key)?;
             (source.check)(&info)?;
-            if src_bucket == dst_bucket && src_key == dst_key && attrs.is_none() {
+            if src_bucket == dst_bucket && src_key == dst_key && replace.attrs.is_none() {
                 return Err(StoreError::InvalidRequest(
                     "This copy request is illegal because it is trying to copy an object to \
                      itself without changing the object's metadata, storage class, website \
@@ -437,7 +439,9 @@ impl BucketStore {
             }
             let keep_checksum =
                 info.checksum.clone().filter(|c| c.kind == ChecksumType::FullObject);
-            let attrs = attrs.unwrap_or(info.attrs);
+            let source_tags = info.attrs.tags.clone();
+            let mut attrs = replace.attrs.unwrap_or(info.attrs);
+            attrs.tags = replace.tags.unwrap_or(source_tags);
             // An empty object copied to a key ending in '/' is a folder marker; anything else
             // is copied byte by byte (a plain folder marker has no file: no bytes).
             if dst_marker && info.size == 0 {

@@ -83,6 +83,36 @@ impl BucketStore {
         Ok(())
     }
 
+    /// The metadata of `key`'s side copy, when it has one that still describes its data.
+    pub(super) fn side_meta(
+        &self,
+        bucket: &str,
+        key: &str,
+    ) -> Result<Option<MetaFile>, StoreError> {
+        let (json, data) = self.side_paths(bucket, key);
+        let Some(meta) = read_side_meta(&json)?.filter(|m| m.key == key) else { return Ok(None) };
+        match fs::symlink_metadata(&data) {
+            Ok(stat)
+                if stat.is_file()
+                    && meta.size == stat.len()
+                    && meta.mtime_ns == mtime_ns(&stat) =>
+            {
+                Ok(Some(meta))
+            }
+            Ok(_) => Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Replaces the metadata of `meta.key`'s side copy (its data stays), durably.
+    pub(super) fn write_side_meta(&self, bucket: &str, meta: &MetaFile) -> Result<(), StoreError> {
+        let (json, _) = self.side_paths(bucket, &meta.key);
+        let bytes = serde_json::to_vec(meta).map_err(io::Error::other)?;
+        write_atomic(&json, &bytes, 0o600)?;
+        Ok(())
+    }
+
     /// Size and writer of the side copy of `key`, if there is one.
     pub(super) fn existing_side(
         &self,

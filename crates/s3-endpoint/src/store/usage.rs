@@ -574,7 +574,10 @@ mod tests {
         put(&store, "odd//key", 3, &alice()).await.unwrap(); // kept beside the bucket
         put(&store, "a", 4, &bob()).await.unwrap(); // replaced: counts for bob now
         let source = CopySourceCheck::default();
-        store.copy_object("bkt", "a", "bkt", "c", None, source, &Writer::Operator).await.unwrap();
+        store
+            .copy_object("bkt", "a", "bkt", "c", Default::default(), source, &Writer::Operator)
+            .await
+            .unwrap();
         store.delete_object("bkt", "dir/b").await.unwrap();
         store.delete_object("bkt", "never-there").await.unwrap();
         // a (4, bob), folder/ (0, alice), odd//key (3, alice), c (4, the operator's)

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod strace;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;

@@ -2,9 +2,11 @@
 
 mod acl;
 mod buckets;
+mod cors;
 mod listing;
 mod multipart;
 mod objects;
+mod tagging;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -143,4 +145,10 @@ operations! {
     abort_multipart_upload(AbortMultipartUploadInput) -> AbortMultipartUploadOutput;
     list_parts(ListPartsInput) -> ListPartsOutput;
     list_multipart_uploads(ListMultipartUploadsInput) -> ListMultipartUploadsOutput;
+    put_object_tagging(PutObjectTaggingInput) -> PutObjectTaggingOutput;
+    put_bucket_cors(PutBucketCorsInput) -> PutBucketCorsOutput;
+    get_bucket_cors(GetBucketCorsInput) -> GetBucketCorsOutput;
+    delete_bucket_cors(DeleteBucketCorsInput) -> DeleteBucketCorsOutput;
+    get_object_tagging(GetObjectTaggingInput) -> GetObjectTaggingOutput;
+    delete_object_tagging(DeleteObjectTaggingInput) -> DeleteObjectTaggingOutput;
 }

@@ -29,7 +29,8 @@ impl HostPathS3 {
             input.checksum_type.as_ref().map(s3s::dto::ChecksumType::as_str),
         )?;
         let (bucket, key) = (input.bucket.clone(), input.key.clone());
-        let attrs = attrs_input!(input).into_attrs();
+        let tags = super::tagging::tags_of_header(input.tagging.as_deref())?;
+        let attrs = crate::store::ObjectAttrs { tags, ..attrs_input!(input).into_attrs() };
         let id = self
             .store
             .create_upload(&bucket, &key, attrs, checksum, &writer)

@@ -6,11 +6,12 @@ use s3s::dto::*;
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result, s3_error};
 
 use super::HostPathS3;
+use super::tagging::{TAGGING_COUNT, copy_tags, tags_of_header};
 use crate::s3::body::ObjectBody;
 use crate::s3::convert::*;
 use crate::s3::rules;
 use crate::s3::zero_copy::{FileSends, MIN_ZERO_COPY, ZeroCopyBody};
-use crate::store::{Checksum, ChecksumType, ObjectInfo};
+use crate::store::{Checksum, ChecksumType, CopyReplace, ObjectAttrs, ObjectInfo};
 
 impl HostPathS3 {
     pub(super) async fn put_object(
@@ -38,7 +39,8 @@ impl HostPathS3 {
         check.condition =
             rules::write_condition(input.if_match.as_ref(), input.if_none_match.as_ref())?;
         let body = body_of(input.body);
-        let attrs = attrs_input!(input).into_attrs();
+        let tags = tags_of_header(input.tagging.as_deref())?;
+        let attrs = ObjectAttrs { tags, ..attrs_input!(input).into_attrs() };
         let info = self
             .store
             .put_object(&input.bucket, &input.key, attrs, body, check, &writer)
@@ -94,6 +96,7 @@ impl HostPathS3 {
             metadata: metadata_of(&info.attrs),
             parts_count: info.parts.and_then(|p| i32::try_from(p).ok()),
             storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
+            tag_count: tag_count(&info),
             ..Default::default()
         };
         set_standard_headers!(output, info.attrs);
@@ -164,7 +167,12 @@ impl HostPathS3 {
             output.checksum_type = checksum_type_of(Some(&part));
             set_checksum!(output, Some(&part));
         }
-        Ok(S3Response::new(output))
+        let mut response = S3Response::new(output);
+        // HeadObject's output has no field for it; S3 sends it on HEAD as on GET.
+        if let Some(count) = tag_count(&info) {
+            response.headers.insert(TAGGING_COUNT, http::HeaderValue::from(count));
+        }
+        Ok(response)
     }
 
     pub(super) async fn get_object_attributes(
@@ -326,11 +334,13 @@ impl HostPathS3 {
             input.copy_source_if_unmodified_since.clone(),
         );
         let (src_bucket, src_key) = (src_bucket.to_string(), src_key.to_string());
-        let attrs = replace.then(|| attrs_input!(input).into_attrs());
+        let tags = copy_tags(input.tagging_directive.as_ref(), input.tagging.as_deref())?;
+        let replace =
+            CopyReplace { attrs: replace.then(|| attrs_input!(input).into_attrs()), tags };
         let (dst_bucket, dst_key) = (&input.bucket, &input.key);
         let info = self
             .store
-            .copy_object(&src_bucket, &src_key, dst_bucket, dst_key, attrs, source_check, &writer)
+            .copy_object(&src_bucket, &src_key, dst_bucket, dst_key, replace, source_check, &writer)
             .await
             .map_err(s3_err)?;
         let mut result = CopyObjectResult {
@@ -396,6 +406,11 @@ fn served_part(info: &ObjectInfo, range: Option<&Range>, part: Option<i32>) -> S
         }
         (None, None) => Ok(Served { start: 0, end: info.size, partial: false }),
     }
+}
+
+/// How many tags an object has, sent only when it has some, as S3 does.
+fn tag_count(info: &ObjectInfo) -> Option<i32> {
+    (!info.attrs.tags.is_empty()).then(|| i32::try_from(info.attrs.tags.len()).unwrap_or(i32::MAX))
 }
 
 /// The checksum of part `number` of a multipart object, when its upload kept them.
