@@ -187,3 +187,30 @@ fn claim_options() -> bucket_provisioner::BucketOptions {
         claim: Default::default(),
     }
 }
+
+#[tokio::test]
+async fn class_quotas_hold_for_the_bucket_and_for_each_key() {
+    let h = Harness::start().await;
+    let mut cosi = h.v1();
+    let put = |client: aws_sdk_s3::Client, key: &'static str| async move {
+        let body = aws_sdk_s3::primitives::ByteStream::from_static(b"x");
+        let sent = client.put_object().bucket("quota-bucket").key(key).body(body).send().await;
+        sent.map(drop).map_err(|e| common::code(&e))
+    };
+    // The BucketClass limits the bucket to two objects, the access class each key to one.
+    let created = cosi.driver_create_bucket(create("quota-bucket", &[("maxObjects", "2")])).await;
+    let id = created.unwrap().into_inner().bucket_id;
+    let limited = |name: &str| grant(&id, name, &[("maxObjects", "1")]);
+    let one = cosi.driver_grant_bucket_access(limited("ba-q1")).await.unwrap().into_inner();
+    let two = cosi.driver_grant_bucket_access(limited("ba-q2")).await.unwrap().into_inner();
+    let three = cosi.driver_grant_bucket_access(grant(&id, "ba-q3", &[])).await.unwrap();
+    let client = |answer: &pb::DriverGrantBucketAccessResponse| {
+        let (endpoint, key, secret) = s3(answer);
+        h.s3_client(&endpoint, &key, &secret)
+    };
+    assert_eq!(put(client(&one), "a").await, Ok(()));
+    assert_eq!(put(client(&one), "b").await, Err("QuotaExceeded".into()), "the key's limit");
+    assert_eq!(put(client(&two), "c").await, Ok(()));
+    let unlimited_key = client(&three.into_inner());
+    assert_eq!(put(unlimited_key, "d").await, Err("QuotaExceeded".into()), "the bucket's limit");
+}
