@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bucket_provisioner::Provisioner;
 use bucket_provisioner::runtime::{ControllerArgs, Process, RunError, Service, serve_only};
 
-use crate::calls::{Driver, validate_driver_name};
+use crate::calls::Driver;
 use crate::server::{ServeError, bind, serve_on};
 use crate::tenancy_kube::KubeLookup;
 
@@ -52,14 +52,12 @@ impl CosiArgs {
     ) -> Result<Option<Service>, CosiRunError> {
         let Some(endpoint) = &self.cosi_endpoint else { return Ok(None) };
         let name = self.cosi_driver_name.clone().unwrap_or_else(|| default_name.to_owned());
-        validate_driver_name(&name).map_err(CosiRunError::DriverName)?;
+        let driver = Driver::new(backend, name).map_err(CosiRunError::DriverName)?;
         let listener = bind(endpoint)?;
-        tracing::info!(endpoint, driver = name, "COSI socket bound");
-        Ok(Some(Service::new("COSI driver", move |process: Process| async move {
-            let driver = Driver::new(backend, name)
-                .map_err(ServeError::Endpoint)?
-                .with_lookup(Arc::new(KubeLookup::new(process.client.clone())));
-            serve_on(driver, listener, process.stop.wait()).await
+        tracing::info!(endpoint, driver = driver.name(), "COSI socket bound");
+        Ok(Some(Service::new("COSI driver", move |process: Process| {
+            let lookup = KubeLookup::new(process.client.clone());
+            serve_on(driver.with_lookup(Arc::new(lookup)), listener, process.stop.wait())
         })))
     }
 }
