@@ -36,7 +36,7 @@
 //! `proto/` holds the project's protocol definitions; [`proto`] their generated code;
 //! [`v1alpha1`] and [`v1alpha2`] the services; [`calls`] what each call does; [`ids`] the ids
 //! handed out; [`params`] class parameters; [`status`] errors and their codes; [`tenancy`] and
-//! [`tenancy_kube`] who may reach which bucket; [`server`] the socket; [`run`] the flags and
+//! [`tenancy_kube`] who may reach which bucket; [`server`] the socket; [`mod@run`] the flags and
 //! run of a provisioner binary serving COSI.
 
 pub mod calls;
