@@ -4,6 +4,7 @@
 mod common;
 
 use bucket_provisioner::Provisioner;
+use bucket_provisioner::bucket::standalone::cosi_bucket_owner;
 use common::{DRIVER, Harness, params, write_refused, writes_reads_lists};
 use cosi_driver::proto::v1alpha1 as pb;
 use cosi_driver::v1alpha1::secret_keys;
@@ -167,7 +168,19 @@ async fn v1alpha1_refusals_carry_the_spec_codes_and_create_nothing() {
         delete_context: Default::default(),
     };
     cosi.driver_delete_bucket(as_static).await.unwrap();
-    assert!(h.store.bucket_exists("claims-bucket").unwrap(), "a static id never deletes");
+    // An id in the form this driver issues, naming the claim's bucket: the backend's record
+    // decides, and it names the claim.
+    let forged =
+        format!("claims-bucket..{}", cosi_bucket_owner("claims-bucket", &Default::default()));
+    let granted = cosi.driver_grant_bucket_access(grant(&forged, "ba-8888", &[])).await;
+    assert_eq!(granted.unwrap_err().code(), Code::NotFound);
+    let delete_forged =
+        pb::DriverDeleteBucketRequest { bucket_id: forged, delete_context: Default::default() };
+    cosi.driver_delete_bucket(delete_forged).await.unwrap();
+    assert!(
+        h.store.bucket_exists("claims-bucket").unwrap(),
+        "neither a static nor a forged id deletes it"
+    );
     assert_eq!(h.key_count(&claim_user), 1, "the claim keeps its key");
     // And a claim cannot take over the COSI bucket by name.
     let options =
