@@ -14,7 +14,7 @@ pub use provisioner_runtime as kubernetes;
 
 /// Flags, client, logging and the supervised run of the bucket side, for a backend's `main`.
 pub mod runtime {
-    pub use crate::bucket::run::run;
+    pub use crate::bucket::run::{run, serve_only};
     pub use crate::kubernetes::runtime::*;
 }
 

@@ -3,6 +3,7 @@
 //!
 //! - [`backend`]: the [`bucket_provisioner::Provisioner`] creating buckets, keys and quotas in
 //!   the endpoint's [`BucketStore`].
+//! - [`cosi`]: buckets with no key and a key per access, for the COSI driver.
 //! - [`quota`]: the quota keys of a claim's `additionalConfig`, enforced by the endpoint.
 //! - [`cors`]: a claim's CORS rules (`additionalConfig` `cors`), where its class allows them.
 //! - [`admin_secret`]: follows the operator credential ([`AdminCredentials`]) from a Secret.
@@ -12,10 +13,13 @@
 //! [`BucketStore::set_admin`], runs the endpoint ([`s3_endpoint::s3::serve_endpoint`]) on it
 //! and hands the same store to [`HostPathProvisioner::new`] for the controller; the endpoint and
 //! the Secret's watch run as services of the runtime, supervised with the controller.
+//! With `--cosi-endpoint` the binary is also a COSI driver (the `cosi-driver` crate) over the
+//! same backend, beside the controller or alone (`--cosi-only`).
 
 pub mod admin_secret;
 pub mod backend;
 pub mod cors;
+pub mod cosi;
 pub mod prepare;
 pub mod quota;
 
@@ -24,3 +28,6 @@ pub use s3_endpoint::{
     AccessKey, AdminCredentials, AdminCredentialsError, BucketRecord, BucketStore, Creator,
     OPERATOR_OWNER, Quota, StoreError, Usage, Writer,
 };
+
+/// The COSI driver name the binary answers to unless `--cosi-driver-name` says otherwise.
+pub const DEFAULT_COSI_DRIVER_NAME: &str = "hostpath.bucket-provisioner.io";

@@ -60,6 +60,7 @@ mod object_meta;
 mod object_tags;
 mod objects;
 mod operator;
+mod own_key;
 mod parts;
 mod records;
 mod side;
@@ -90,6 +91,7 @@ pub use object_meta::{
     etag_matches,
 };
 pub use operator::OPERATOR_OWNER;
+pub use own_key::OwnKey;
 pub use parts::PartInfo;
 pub use records::{AccessKey, BucketRecord, Creator};
 pub use usage::SETTLE_INTERVAL;
