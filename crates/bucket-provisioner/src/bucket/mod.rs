@@ -1,6 +1,7 @@
 //! The bucket side: ObjectBucketClaims in, buckets, ObjectBuckets, Secrets and ConfigMaps out.
 //!
-//! - [`provisioner`]: the backend contract, with a guide for writing one.
+//! - [`provisioner`]: the backend contract, with a guide for writing one; [`location`]: where a
+//!   bucket is and the key to it, as backends answer.
 //! - [`controller`]: the controller that drives a backend for every claim of its StorageClasses;
 //!   one claim goes observe (`observe`) → decide (`plan`) → act (`provision`, `bound`,
 //!   `cleanup`) → report ([`status`], [`error`]).
@@ -23,6 +24,7 @@ pub mod controller;
 pub mod duration;
 pub mod error;
 pub mod limits;
+pub mod location;
 pub mod naming;
 pub mod objects;
 pub(crate) mod observe;

@@ -137,9 +137,9 @@
 //! A complete backend fits in a page: see `examples/memory-backend.rs` in the repository.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::future::Future;
 
+pub use crate::bucket::location::{Credentials, Endpoint};
 use bucket_api::contract::annotations;
 use bucket_api::{AccessMode, BucketUsage, ObjectBucket, ObjectBucketClaim, ReclaimPolicy};
 pub use provisioner_runtime::backend_error::{BUCKET_NAME_TAKEN, BackendError};
@@ -187,46 +187,6 @@ pub struct ProvisionedBucket {
     pub credentials: Credentials,
     /// Backend bookkeeping, stored on the ObjectBucket and handed back on `delete`/`revoke`.
     pub additional_state: BTreeMap<String, String>,
-}
-
-/// How consumers reach a bucket.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Endpoint {
-    /// `http` or `https`.
-    pub scheme: String,
-    /// Host name (or address) of the S3 endpoint.
-    pub host: String,
-    /// Port of the S3 endpoint.
-    pub port: u16,
-    /// Region; empty when the store has none.
-    pub region: String,
-    /// Sub-region; usually empty.
-    pub sub_region: String,
-}
-
-impl Endpoint {
-    /// `scheme://host:port`, the form AWS SDKs read from `AWS_ENDPOINT_URL`.
-    pub fn url(&self) -> String {
-        format!("{}://{}:{}", self.scheme, self.host, self.port)
-    }
-}
-
-/// An access key pair. Its `Debug` output never shows the secret.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Credentials {
-    /// The access key id.
-    pub access_key_id: String,
-    /// The secret access key.
-    pub secret_access_key: String,
-}
-
-impl fmt::Debug for Credentials {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Credentials")
-            .field("access_key_id", &self.access_key_id)
-            .field("secret_access_key", &"<redacted>")
-            .finish()
-    }
 }
 
 /// What [`Provisioner::delete`] removed.

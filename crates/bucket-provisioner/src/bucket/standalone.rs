@@ -14,7 +14,8 @@ use std::collections::BTreeMap;
 use bucket_api::AccessMode;
 use sha2::{Digest, Sha256};
 
-use crate::bucket::provisioner::{BackendError, Credentials, Endpoint};
+use crate::bucket::location::{Credentials, Endpoint};
+use provisioner_runtime::BackendError;
 pub use provisioner_runtime::backend_error::{
     ACCESS_CONFLICT, MULTI_BUCKET_UNSUPPORTED, NOT_FOUND,
 };
