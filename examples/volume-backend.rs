@@ -11,16 +11,16 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use bucket_provisioner::BackendError;
-use bucket_provisioner::runtime::{
-    ControllerArgs, RunError, init_logging, run_volumes, shutdown_signal,
-};
-use bucket_provisioner::volume::{
-    ProvisionedVolume, VolumeControllerConfig, VolumeOptions, VolumeProvisioner,
-};
 use clap::Parser;
 use k8s_openapi::api::core::v1::{HostPathVolumeSource, PersistentVolume, PersistentVolumeSpec};
 use kube::ResourceExt;
+use volume_provisioner::BackendError;
+use volume_provisioner::runtime::{
+    ControllerArgs, RunError, init_logging, run_volumes, shutdown_signal,
+};
+use volume_provisioner::{
+    ProvisionedVolume, VolumeControllerConfig, VolumeOptions, VolumeProvisioner,
+};
 
 /// Directories under one root, and the backend's own record of which it made: a PV is written
 /// by whoever may write PVs, so only this record decides what `delete` may remove.

@@ -1,26 +1,21 @@
-//! The library a bucket backend depends on: implement [`Provisioner`] and run the controller;
-//! a volume backend implements [`volume::VolumeProvisioner`] instead.
+//! The bucket side: the library a bucket backend depends on. Implement [`Provisioner`] and run
+//! the controller. (A volume backend depends on the `volume-provisioner` crate instead; both
+//! sides stand on the `provisioner-runtime` crate, and neither depends on the other.)
 //!
-//! Two peers stand on one core, and neither imports the other:
-//!
-//! - [`kubernetes`]: the core both sides stand on: resilient watches and their caches, Events,
-//!   backoff and retry policy, the guarded finalizer write, health, metrics, leader election and
-//!   the runtime that supervises every loop of a backend's `main`.
-//! - [`bucket`]: the bucket side: the [`Provisioner`] contract (with a guide for writing one) and
-//!   the controller that drives a backend for every claim of its StorageClasses.
-//! - [`volume`]: the volume side: [`volume::VolumeProvisioner`] and the controller that makes
-//!   PersistentVolumes for PersistentVolumeClaims with it.
-//! - [`runtime`]: what a backend's `main` calls, for either side.
+//! - [`bucket`]: the [`Provisioner`] contract (with a guide for writing one) and the controller
+//!   that drives a backend for every claim of its StorageClasses.
+//! - [`kubernetes`]: the runtime this side stands on (the `provisioner-runtime` crate): watches
+//!   and their caches, Events, backoff and retry policy, the guarded finalizer write, health,
+//!   metrics, leader election and the supervisor.
+//! - [`runtime`]: what a backend's `main` calls.
 
 pub mod bucket;
-pub mod kubernetes;
-pub mod volume;
+pub use provisioner_runtime as kubernetes;
 
-/// Flags, client, logging and the supervised run of either side, for a backend's `main`.
+/// Flags, client, logging and the supervised run of the bucket side, for a backend's `main`.
 pub mod runtime {
     pub use crate::bucket::run::run;
     pub use crate::kubernetes::runtime::*;
-    pub use crate::volume::run::run_volumes;
 }
 
 pub use bucket::controller::{ControllerConfig, run_controller};

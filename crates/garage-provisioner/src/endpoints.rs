@@ -5,8 +5,11 @@
 use std::fmt;
 
 use bucket_provisioner::BackendError;
+use bucket_provisioner::bucket::remote::ServiceUrl;
 
-use crate::params::{ADMIN_ENDPOINT, ServiceUrl};
+/// URL of Garage's admin API (its `[admin] api_bind_addr`), e.g. `http://garage:3903`, or the
+/// URLs of several nodes' admin APIs separated by commas (see [`AdminEndpoints`]).
+pub const ADMIN_ENDPOINT: &str = "adminEndpoint";
 
 /// The most admin endpoints one StorageClass may name.
 pub const MAX_ADMIN_ENDPOINTS: usize = 16;

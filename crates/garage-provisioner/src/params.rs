@@ -7,9 +7,7 @@ use bucket_provisioner::{BackendError, Endpoint};
 
 use crate::endpoints::AdminEndpoints;
 
-/// URL of Garage's admin API (its `[admin] api_bind_addr`), e.g. `http://garage:3903`, or the
-/// URLs of several nodes' admin APIs separated by commas (see [`AdminEndpoints`]).
-pub const ADMIN_ENDPOINT: &str = "adminEndpoint";
+pub use crate::endpoints::ADMIN_ENDPOINT;
 /// URL of Garage's S3 API as consumers reach it, e.g. `http://garage:3900`.
 pub const ENDPOINT: &str = "endpoint";
 /// Garage's `s3_region` (default [`DEFAULT_REGION`]).

@@ -11,49 +11,41 @@
 //! after everything else, so nothing this provisioner makes is ever without one: a crash leaves
 //! at most a volume that the next call (a retry of the same PV) finishes or removes.
 
-use serde::{Deserialize, Serialize};
+use std::path::Path;
 
+pub use crate::backing_kind::Backing;
 use crate::btrfs;
 use crate::loopback::{self, FsType};
 use crate::store::{Ownership, Record, StoreError, VolumeStore};
 use crate::tools::crash_point;
 
-/// What a volume is made of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", tag = "kind")]
-pub enum Backing {
-    /// A plain directory: nothing holds it to a capacity.
-    #[default]
-    Directory,
-    /// A btrfs subvolume with a quota group limit (when quotas are on).
-    Subvolume {
-        /// Its subvolume id, recorded once it exists, so that its quota group can be found after
-        /// the subvolume is gone.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        id: Option<u64>,
-        /// Whether quotas were on to limit it.
-        limited: bool,
-    },
-    /// A loop-mounted image file.
-    Loop {
-        /// The filesystem in the image.
-        fs: FsType,
-    },
-}
+impl VolumeStore {
+    /// Makes the volume `volume` at `path` (relative to the root) with `backing` and
+    /// `capacity`, or finds the one an earlier call made; answers its record. A volume recorded
+    /// already keeps its recorded path, backing and capacity. The record is written first (the
+    /// intent), so that every step after it is found and finished, or undone, by a retry.
+    pub fn make(
+        &self,
+        volume: &str,
+        path: &Path,
+        claim: &str,
+        ownership: Ownership,
+        backing: Backing,
+        capacity: Option<u64>,
+    ) -> Result<Record, StoreError> {
+        let record = self.record_intent(volume, path, claim, backing, capacity)?;
+        make(self, volume, &record, ownership)?;
+        Ok(record)
+    }
 
-impl Backing {
-    /// What enforces the capacity of a volume of this backing, for the capacity annotation.
-    pub fn enforcement(&self) -> Option<String> {
-        match self {
-            Self::Directory | Self::Subvolume { limited: false, .. } => None,
-            Self::Subvolume { limited: true, .. } => {
-                Some("enforced by a btrfs quota group limit on the volume's subvolume".into())
-            }
-            Self::Loop { fs } => Some(format!(
-                "enforced by the size of the volume's {} image, loop-mounted",
-                fs.as_str()
-            )),
-        }
+    /// Removes what the backing made (subvolume and its quota group; mount and image), then the
+    /// directory recorded for `volume` with everything in it, then empty directories above it
+    /// that the path pattern made, then the record. A volume without a record counts as
+    /// removed; one recorded by another identity is refused.
+    pub fn remove(&self, volume: &str) -> Result<(), StoreError> {
+        let Some(record) = self.removable(volume)? else { return Ok(()) };
+        remove(self, volume, &record)?;
+        self.remove_recorded(volume, &record)
     }
 }
 

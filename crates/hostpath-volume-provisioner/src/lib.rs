@@ -24,6 +24,7 @@
 //! image grown and its filesystem resized while mounted.
 
 pub mod backing;
+pub mod backing_kind;
 pub mod btrfs;
 pub mod capacity;
 pub mod loopback;
@@ -35,15 +36,13 @@ pub mod usage;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use bucket_provisioner::BackendError;
-use bucket_provisioner::volume::{
-    ProvisionedVolume, VolumeOptions, VolumeProvisioner, quantity_bytes,
-};
 use k8s_openapi::api::core::v1::{
     HostPathVolumeSource, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
     PersistentVolume, PersistentVolumeSpec, VolumeNodeAffinity,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use volume_provisioner::BackendError;
+use volume_provisioner::{ProvisionedVolume, VolumeOptions, VolumeProvisioner, quantity_bytes};
 
 use crate::backing::Backing;
 use crate::capacity::Enforcement;

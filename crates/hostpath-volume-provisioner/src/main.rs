@@ -6,13 +6,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bucket_provisioner::runtime::{
-    ControllerArgs, hostname, init_logging, lease_name, run_volumes, shutdown_signal,
-};
-use bucket_provisioner::volume::VolumeControllerConfig;
 use clap::Parser;
 use hostpath_volume_provisioner::store::VolumeStore;
 use hostpath_volume_provisioner::{BtrfsQuota, HostPathVolumes, backing, usage};
+use volume_provisioner::VolumeControllerConfig;
+use volume_provisioner::runtime::{
+    ControllerArgs, hostname, init_logging, lease_name, run_volumes, shutdown_signal,
+};
 
 /// PersistentVolumes as directories on this node, one instance per node.
 #[derive(Parser, Debug)]
@@ -82,7 +82,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         tracing::info!(address = %listener.local_addr()?, "serving volume usage on /metrics");
         let shared = usage::Shared::default();
         let interval = Duration::from_secs(args.controller.usage_interval_seconds.max(1));
-        let client = bucket_provisioner::runtime::client(&args.controller).await?;
+        let client = volume_provisioner::runtime::client(&args.controller).await?;
         tokio::spawn(usage::collect_every(store.clone(), shared.clone(), interval, Some(client)));
         tokio::spawn(async move {
             if let Err(e) = usage::serve(listener, shared).await {

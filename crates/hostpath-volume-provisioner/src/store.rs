@@ -16,7 +16,7 @@ use rustix::fs::{Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 
-use crate::backing::Backing;
+use crate::backing_kind::Backing;
 use crate::tools::{ToolError, crash_point};
 
 /// The provisioner's record of one volume.
@@ -183,16 +183,14 @@ impl VolumeStore {
             .map_err(errno(format!("opening {}", self.root.display())))
     }
 
-    /// Makes the volume `volume` at `path` (relative to the root) with `backing` and
-    /// `capacity`, or finds the one an earlier call made; answers its record. A volume recorded
-    /// already keeps its recorded path, backing and capacity. The record is written first (the
-    /// intent), so that every step after it is found and finished, or undone, by a retry.
-    pub fn make(
+    /// The record of the volume `volume` at `path` (relative to the root) with `backing` and
+    /// `capacity`, written now, or the one an earlier call wrote (which keeps its path, backing
+    /// and capacity). [`VolumeStore::make`] writes it before anything else.
+    pub(crate) fn record_intent(
         &self,
         volume: &str,
         path: &Path,
         claim: &str,
-        ownership: Ownership,
         backing: Backing,
         capacity: Option<u64>,
     ) -> Result<Record, StoreError> {
@@ -223,7 +221,6 @@ impl VolumeStore {
                 record
             }
         };
-        crate::backing::make(self, volume, &record, ownership)?;
         Ok(record)
     }
 
@@ -354,12 +351,10 @@ impl VolumeStore {
         Ok(())
     }
 
-    /// Removes what the backing made (subvolume and its quota group; mount and image), then the
-    /// directory recorded for `volume` with everything in it, then empty directories above it
-    /// that the path pattern made, then the record. A volume without a record counts as
-    /// removed; one recorded by another identity is refused.
-    pub fn remove(&self, volume: &str) -> Result<(), StoreError> {
-        let Some(record) = self.record(volume) else { return Ok(()) };
+    /// The record of `volume` when this identity may remove it: `None` without one, refused when
+    /// another identity recorded it or it names no directory of its own.
+    pub(crate) fn removable(&self, volume: &str) -> Result<Option<Record>, StoreError> {
+        let Some(record) = self.record(volume) else { return Ok(None) };
         if record.identity != self.identity {
             return Err(StoreError::NotOurs {
                 volume: volume.to_owned(),
@@ -369,10 +364,21 @@ impl VolumeStore {
         }
         // A record is a file anyone with the node's root can edit: one naming the root itself
         // (or `..`) is refused before anything is removed.
-        let Some(name) = record.path.file_name() else {
+        if record.path.file_name().is_none() {
             return Err(StoreError::NoLastSegment { volume: volume.to_owned(), path: record.path });
+        }
+        Ok(Some(record))
+    }
+
+    /// Removes the directory `record` names for `volume` with everything in it, then empty
+    /// directories above it that the path pattern made, then the record.
+    pub(crate) fn remove_recorded(&self, volume: &str, record: &Record) -> Result<(), StoreError> {
+        let Some(name) = record.path.file_name() else {
+            return Err(StoreError::NoLastSegment {
+                volume: volume.to_owned(),
+                path: record.path.clone(),
+            });
         };
-        crate::backing::remove(self, volume, &record)?;
         let root = self.open_root()?;
         let parent_path = record.path.parent().unwrap_or(Path::new(""));
         let parent = if parent_path.as_os_str().is_empty() {
