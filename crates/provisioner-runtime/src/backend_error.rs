@@ -63,3 +63,55 @@ impl BackendError {
         matches!(self, Self::Permanent { .. })
     }
 }
+
+/// The reason of [`BackendError::access_conflict`].
+pub const ACCESS_CONFLICT: &str = "AccessConflict";
+
+/// The reason of [`BackendError::multi_bucket_unsupported`].
+pub const MULTI_BUCKET_UNSUPPORTED: &str = "MultiBucketAccessUnsupported";
+
+/// The reason of [`BackendError::not_found`].
+pub const NOT_FOUND: &str = "NotFound";
+
+/// Refusals of the calls a COSI front makes (see the bucket side's `standalone` module).
+impl BackendError {
+    /// A key of this owner exists with other buckets, modes or limits.
+    pub fn access_conflict(owner_id: &str) -> Self {
+        Self::permanent(
+            ACCESS_CONFLICT,
+            format!("access {owner_id:?} exists with other buckets, access modes or limits"),
+        )
+    }
+
+    /// Whether this is [`BackendError::access_conflict`].
+    pub fn is_access_conflict(&self) -> bool {
+        self.has_reason(ACCESS_CONFLICT)
+    }
+
+    /// This backend's keys reach one bucket each.
+    pub fn multi_bucket_unsupported() -> Self {
+        Self::permanent(
+            MULTI_BUCKET_UNSUPPORTED,
+            "this backend's keys reach one bucket each; request access to one bucket per access",
+        )
+    }
+
+    /// Whether this is [`BackendError::multi_bucket_unsupported`].
+    pub fn is_multi_bucket_unsupported(&self) -> bool {
+        self.has_reason(MULTI_BUCKET_UNSUPPORTED)
+    }
+
+    /// Nothing of that name exists (or nothing this front may reach: the message says no more).
+    pub fn not_found(what: impl Into<String>) -> Self {
+        Self::permanent(NOT_FOUND, format!("{} not found", what.into()))
+    }
+
+    /// Whether this is [`BackendError::not_found`].
+    pub fn is_not_found(&self) -> bool {
+        self.has_reason(NOT_FOUND)
+    }
+
+    fn has_reason(&self, wanted: &str) -> bool {
+        matches!(self, Self::Permanent { reason, .. } if reason == wanted)
+    }
+}
