@@ -13,7 +13,7 @@ use bucket_provisioner::{
     access_mode_of, user_id_of,
 };
 
-mod standalone;
+pub mod standalone;
 mod target;
 
 use crate::admin::{Admin, AdminHttp};

@@ -20,7 +20,7 @@ use crate::iam::{self, Users};
 use crate::owner::{ClassParameters, OwnerCredentials};
 use crate::params::{DEFAULT_REGION, STATE_POLICY_NAME, STATE_USER_NAME, Settings};
 
-mod standalone;
+pub mod standalone;
 
 /// Buckets on AWS S3 or an S3-compatible service, with an IAM user per claim.
 ///

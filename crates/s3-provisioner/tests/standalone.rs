@@ -13,6 +13,8 @@ use bucket_provisioner::bucket::standalone::{
 use bucket_provisioner::{AccessMode, BackendError, Provisioner, Removed};
 use common::moto::Moto;
 use common::{FixedOwner, claim, error_code, options, read_write};
+use s3_provisioner::backend::standalone::COSI_OWNER_ACTIONS;
+use s3_provisioner::owner::OWNER_ACTIONS;
 use s3_provisioner::{S3Provisioner, iam};
 
 fn parameters(moto: &Moto) -> BTreeMap<String, String> {
@@ -27,8 +29,16 @@ fn parameters(moto: &Moto) -> BTreeMap<String, String> {
     .collect()
 }
 
-fn backend(moto: &Moto) -> S3Provisioner {
-    S3Provisioner::new(Arc::new(FixedOwner(moto.admin.clone())))
+/// A backend whose owner is allowed exactly what the README lists for claims and COSI (moto
+/// authorizes IAM actions on "*" only, so the resources are not narrowed here).
+async fn backend(moto: &Moto) -> S3Provisioner {
+    let actions: Vec<&str> = OWNER_ACTIONS.iter().chain(&COSI_OWNER_ACTIONS).copied().collect();
+    let policy = serde_json::json!({
+        "Version": "2012-10-17",
+        "Statement": [{ "Effect": "Allow", "Action": actions, "Resource": "*" }]
+    });
+    let owner = moto.user_with_policy("cosi-owner", &policy.to_string()).await;
+    S3Provisioner::new(Arc::new(FixedOwner(owner)))
         .with_standalone(&parameters(moto))
         .expect("the driver's parameters are valid")
 }
@@ -71,7 +81,7 @@ async fn put(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<(), Str
 #[tokio::test]
 async fn buckets_are_created_once_per_owner_and_deleted_only_by_it() {
     let moto = Moto::start().await;
-    let backend = backend(&moto);
+    let backend = backend(&moto).await;
     let name = format!("cosi-{}", common::suffix());
     let asked = new_bucket(&name, &[]);
     let first = backend.create_bucket(&asked).await.unwrap();
@@ -114,7 +124,7 @@ async fn buckets_are_created_once_per_owner_and_deleted_only_by_it() {
 #[tokio::test]
 async fn keys_get_exactly_their_mode_on_each_of_their_buckets() {
     let moto = Moto::start().await;
-    let backend = backend(&moto);
+    let backend = backend(&moto).await;
     let (a, b) = (format!("keys-a-{}", common::suffix()), format!("keys-b-{}", common::suffix()));
     for name in [&a, &b] {
         backend.create_bucket(&new_bucket(name, &[])).await.unwrap();
@@ -174,7 +184,7 @@ async fn keys_get_exactly_their_mode_on_each_of_their_buckets() {
 #[tokio::test]
 async fn claims_buckets_are_out_of_reach_and_operators_buckets_are_found() {
     let moto = Moto::start().await;
-    let backend = backend(&moto);
+    let backend = backend(&moto).await;
     let claim = claim(&format!("claimed-{}", common::suffix()));
     let params = parameters(&moto);
     let params: Vec<(&str, &str)> = params.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();

@@ -173,7 +173,14 @@ impl GarageProvisioner {
                 return Err(BackendError::access_conflict(&request.owner_id));
             }
             Some((_, credentials)) => credentials,
-            None => store.ensure_key(&id, &key_name).await.map_err(|e| revoked(e, &id))?,
+            None => {
+                let made = store.ensure_key(&id, &key_name).await.map_err(|e| revoked(e, &id))?;
+                // Another request of the same access may have made it the moment before.
+                match existing_key(&store, &id).await? {
+                    Some((name, _)) if name == key_name => made,
+                    _ => return Err(BackendError::access_conflict(&request.owner_id)),
+                }
+            }
         };
         // Again on a retry: an attempt cut off may have given only some.
         for (info, permissions) in &buckets {

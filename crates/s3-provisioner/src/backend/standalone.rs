@@ -40,6 +40,11 @@ pub const COSI_USER_PATH: &str = "/bucket-provisioner/cosi/";
 /// The inline policy of a COSI user: every bucket its key reaches, with the mode of each.
 pub const COSI_POLICY_NAME: &str = "cosi-access";
 
+/// What the owner's credentials need for the COSI front beyond
+/// [`OWNER_ACTIONS`](crate::owner::OWNER_ACTIONS): reading a COSI user's policy (a retry's
+/// record), and finding the users whose keys reach a bucket being deleted.
+pub const COSI_OWNER_ACTIONS: [&str; 2] = ["iam:GetUserPolicy", "iam:ListUsers"];
+
 impl S3Provisioner {
     /// Serves the COSI front's buckets and keys on the store `parameters` name (as a
     /// StorageClass's would: `endpoint`, `region`, `secretName`, ...). An access always gets an
