@@ -14,10 +14,11 @@ use bucket_provisioner::{
     AccessMode, BackendError, BucketOptions, Credentials, Provisioner, Removed,
 };
 use garage_provisioner::admin::{Admin, AdminHttp};
-use garage_provisioner::api::{BucketInfo, KeyListItem};
+use garage_provisioner::api::{BucketInfo, KeyListItem, Permissions};
+use garage_provisioner::backend::standalone::key_name;
 use garage_provisioner::empty::{http_client, s3_client};
 use garage_provisioner::names::{claim_key_id, service_key_id};
-use garage_provisioner::store::creator;
+use garage_provisioner::store::{Store, creator};
 use garage_provisioner::{AdminToken, GarageProvisioner, SecretRef, Settings};
 use kube::api::ObjectMeta;
 use test_support::garage::{GARAGE_REGION, GarageCluster};
@@ -281,4 +282,42 @@ fn claim_options(name: &str, parameters: &BTreeMap<String, String>) -> BucketOpt
         storage_class_name: "class".into(),
         claim,
     }
+}
+
+#[tokio::test]
+async fn a_cut_off_grant_is_finished_and_racing_requests_of_one_access_get_it_once() {
+    let w = World::start().await;
+    let (a, b) = (format!("cut-a-{}", unique_suffix()), format!("cut-b-{}", unique_suffix()));
+    for name in [&a, &b] {
+        w.backend.create_bucket(&new_bucket(name, &[])).await.unwrap();
+    }
+    // What an attempt stopped right after ImportKey leaves: the key, named, with no permission.
+    let access = key("ba-cut", &[(&a, AccessMode::ReadWrite)]);
+    let asked = BTreeMap::from([(a.clone(), Permissions::READ_WRITE)]);
+    let settings = w.settings();
+    let admin = Admin {
+        http: &w.http,
+        endpoints: &settings.admin,
+        token: &w.garage.admin_token,
+        secret: &settings.token_secret,
+    };
+    let store = Store { admin };
+    let id = claim_key_id(&access.owner_id);
+    let made = store.ensure_key(&id, &key_name(&access.owner_id, &asked)).await.unwrap();
+    assert!(put(&w.s3(&made), &a, "early.txt").await.is_err(), "no permission yet");
+    let issued = w.backend.issue_key(&access).await.expect("the retry finishes it");
+    assert_eq!(issued.credentials, made, "the same key");
+    put(&w.s3(&issued.credentials), &a, "late.txt").await.unwrap();
+
+    // Two different requests of one access at once: one gets the key, the other a conflict.
+    let on_a = key("ba-race", &[(&a, AccessMode::ReadWrite)]);
+    let on_b = key("ba-race", &[(&b, AccessMode::ReadWrite)]);
+    let (first, second) = tokio::join!(w.backend.issue_key(&on_a), w.backend.issue_key(&on_b));
+    assert!(first.is_ok() != second.is_ok(), "exactly one: {first:?} {second:?}");
+    let refused = first.as_ref().err().or(second.as_ref().err()).unwrap();
+    assert!(refused.is_access_conflict(), "{refused}");
+    let (won, lost) = if first.is_ok() { (&a, &b) } else { (&b, &a) };
+    let s3 = w.s3(&first.or(second).unwrap().credentials);
+    put(&s3, won, "won.txt").await.unwrap();
+    assert!(put(&s3, lost, "lost.txt").await.is_err(), "the loser's bucket is not reached");
 }

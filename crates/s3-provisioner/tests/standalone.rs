@@ -158,6 +158,8 @@ async fn keys_get_exactly_their_mode_on_each_of_their_buckets() {
     let again = backend.issue_key(&both).await.expect("a retry succeeds");
     assert_eq!(moto.access_keys(&user).await, [again.credentials.access_key_id.as_str()]);
     read_write(&moto.s3(&again.credentials), &b).await;
+    let replaced = moto.s3(&issued.credentials).list_objects_v2().bucket(&a).send().await;
+    assert_eq!(error_code(replaced), "InvalidAccessKeyId", "the lost answer's key is gone");
 
     // The same access asking for other buckets or modes is refused, and changes nothing.
     let narrower = key("ba-both", &[(&a, AccessMode::ReadOnly), (&b, AccessMode::ReadWrite)]);
@@ -218,4 +220,30 @@ async fn claims_buckets_are_out_of_reach_and_operators_buckets_are_found() {
     let owner = new_bucket(&static_name, &[]).owner_id;
     assert_eq!(backend.delete_bucket(&static_name, &owner).await.unwrap(), Removed::AccessOnly);
     assert_eq!(moto.object_keys(&static_name).await, ["keep.txt"]);
+}
+
+#[tokio::test]
+async fn an_attempt_cut_off_after_the_user_is_finished_by_the_retry() {
+    let moto = Moto::start().await;
+    let backend = backend(&moto).await;
+    let name = format!("cutoff-{}", common::suffix());
+    backend.create_bucket(&new_bucket(&name, &[])).await.unwrap();
+    let access = key("ba-cutoff", &[(&name, AccessMode::ReadWrite)]);
+    // What an attempt stopped right after CreateUser leaves: the user, no policy, no key.
+    let user = iam::user_name(&access.owner_id);
+    let iam = moto.iam(&moto.admin);
+    let path = s3_provisioner::backend::standalone::COSI_USER_PATH;
+    iam.create_user().user_name(&user).path(path).send().await.unwrap();
+    let issued = backend.issue_key(&access).await.expect("the retry finishes it");
+    read_write(&moto.s3(&issued.credentials), &name).await;
+    assert_eq!(moto.access_keys(&user).await, [issued.credentials.access_key_id.as_str()]);
+
+    // Two different requests of one access at once: one gets the key, the other a conflict.
+    let on_rw = key("ba-race", &[(&name, AccessMode::ReadWrite)]);
+    let on_ro = key("ba-race", &[(&name, AccessMode::ReadOnly)]);
+    let (first, second) = tokio::join!(backend.issue_key(&on_rw), backend.issue_key(&on_ro));
+    assert!(first.is_ok() != second.is_ok(), "exactly one: {first:?} {second:?}");
+    let refused = first.as_ref().err().or(second.as_ref().err()).unwrap();
+    assert!(refused.is_access_conflict(), "{refused}");
+    assert_eq!(moto.access_keys(&iam::user_name(&on_rw.owner_id)).await.len(), 1);
 }
