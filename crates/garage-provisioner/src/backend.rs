@@ -7,11 +7,13 @@ use std::time::Duration;
 
 use aws_sdk_s3::config::SharedHttpClient;
 use bucket_api::{BucketUsage, ObjectBucket, ReclaimPolicy};
+use bucket_provisioner::bucket::standalone::{BucketLocation, IssuedKey, KeyRequest, NewBucket};
 use bucket_provisioner::{
     BackendError, BucketOptions, Credentials, ProvisionedBucket, Provisioner, Removed,
     access_mode_of, user_id_of,
 };
 
+pub mod standalone;
 mod target;
 
 use crate::admin::{Admin, AdminHttp};
@@ -48,6 +50,8 @@ pub struct GarageProvisioner {
     service_key_lock: tokio::sync::Mutex<()>,
     usage: UsageCache,
     pass: PassLimits,
+    /// The cluster the COSI front's buckets and keys are on (see [`standalone`]).
+    standalone: Option<Settings>,
 }
 
 impl GarageProvisioner {
@@ -63,6 +67,7 @@ impl GarageProvisioner {
             service_key_lock: tokio::sync::Mutex::new(()),
             usage: UsageCache::default(),
             pass: PassLimits::default(),
+            standalone: None,
         }
     }
 
@@ -399,6 +404,30 @@ impl Provisioner for GarageProvisioner {
                 unreachable => Some(Err(unreachable)),
             },
         }
+    }
+
+    async fn create_bucket(&self, bucket: &NewBucket) -> Result<BucketLocation, BackendError> {
+        self.standalone_create(bucket).await
+    }
+
+    async fn delete_bucket(&self, name: &str, owner_id: &str) -> Result<Removed, BackendError> {
+        self.standalone_delete(name, owner_id).await
+    }
+
+    async fn existing_bucket(
+        &self,
+        name: &str,
+        parameters: &BTreeMap<String, String>,
+    ) -> Result<BucketLocation, BackendError> {
+        self.standalone_existing(name, parameters).await
+    }
+
+    async fn issue_key(&self, request: &KeyRequest) -> Result<IssuedKey, BackendError> {
+        self.standalone_issue(request).await
+    }
+
+    async fn revoke_key(&self, owner_id: &str) -> Result<(), BackendError> {
+        self.standalone_revoke(owner_id).await
     }
 
     fn usage(&self, bucket: &ObjectBucket) -> Option<BucketUsage> {

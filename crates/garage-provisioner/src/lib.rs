@@ -12,6 +12,12 @@
 //! | deleted, bucket kept | `DeleteKey` of the claim's key |
 //! | deleted, `Delete` policy, bucket created by the claim | the same, then the bucket emptied through S3 in passes, then `DeleteBucket` |
 //!
+//! # COSI
+//!
+//! Buckets with no key and keys of their own, for a COSI front, on the one cluster
+//! [`GarageProvisioner::with_standalone`] names: see [`backend::standalone`]. A key may reach
+//! several buckets, each in its own mode; a retry answers the same key.
+//!
 //! # Ownership
 //!
 //! See [`names`]: the claim that created a bucket, and its reclaim policy, are a local alias

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::{BehaviorVersion, Region, SharedCredentialsProvider, SharedHttpClient};
 use bucket_api::ObjectBucket;
+use bucket_provisioner::bucket::standalone::{BucketLocation, IssuedKey, KeyRequest, NewBucket};
 use bucket_provisioner::{
     AccessMode, BackendError, BucketOptions, Credentials, ProvisionedBucket, Provisioner, Removed,
     access_mode_of, user_id_of,
@@ -18,6 +19,8 @@ use crate::config::{ACCEPTED, BUCKET_LIFECYCLE, BUCKET_POLICY, ClaimConfig, name
 use crate::iam::{self, Users};
 use crate::owner::{ClassParameters, OwnerCredentials};
 use crate::params::{DEFAULT_REGION, STATE_POLICY_NAME, STATE_USER_NAME, Settings};
+
+pub mod standalone;
 
 /// Buckets on AWS S3 or an S3-compatible service, with an IAM user per claim.
 ///
@@ -32,6 +35,8 @@ pub struct S3Provisioner {
     retry: RetryConfig,
     default_chain: OnceCell<Option<SharedCredentialsProvider>>,
     creating: NameLocks,
+    /// The store the COSI front's buckets and keys are on (see [`standalone`]).
+    standalone: Option<Settings>,
 }
 
 /// Clients for one call, with what messages say about the owner.
@@ -53,6 +58,7 @@ impl S3Provisioner {
             retry: retry_config(4),
             default_chain: OnceCell::new(),
             creating: NameLocks::default(),
+            standalone: None,
         }
     }
 
@@ -406,6 +412,30 @@ impl Provisioner for S3Provisioner {
             return Err(shared_bucket(&options.bucket_name));
         }
         self.configure(&session, &settings, options, &config, &previous).await
+    }
+
+    async fn create_bucket(&self, bucket: &NewBucket) -> Result<BucketLocation, BackendError> {
+        self.standalone_create(bucket).await
+    }
+
+    async fn delete_bucket(&self, name: &str, owner_id: &str) -> Result<Removed, BackendError> {
+        self.standalone_delete(name, owner_id).await
+    }
+
+    async fn existing_bucket(
+        &self,
+        name: &str,
+        parameters: &BTreeMap<String, String>,
+    ) -> Result<BucketLocation, BackendError> {
+        self.standalone_existing(name, parameters).await
+    }
+
+    async fn issue_key(&self, request: &KeyRequest) -> Result<IssuedKey, BackendError> {
+        self.standalone_issue(request).await
+    }
+
+    async fn revoke_key(&self, owner_id: &str) -> Result<(), BackendError> {
+        self.standalone_revoke(owner_id).await
     }
 }
 

@@ -31,7 +31,7 @@ pub const POLICY_TAG: &str = "objectbucket.io/reclaim-policy";
 pub(crate) struct NameLocks(Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>);
 
 impl NameLocks {
-    async fn hold<T>(&self, name: &str, work: impl Future<Output = T>) -> T {
+    pub(crate) async fn hold<T>(&self, name: &str, work: impl Future<Output = T>) -> T {
         let lock = self
             .0
             .lock()
@@ -193,6 +193,19 @@ impl Buckets<'_> {
         user_id: &str,
     ) -> Result<bool, BackendError> {
         Ok(matches!(self.ownership(bucket).await?, Ownership::Claim(owner, _) if owner == user_id))
+    }
+
+    /// Who the tags of `bucket` say created it (a claim's or a COSI owner's id): `None` when
+    /// there is no such bucket, `Some(None)` when it exists and no creator is recorded.
+    pub(crate) async fn creator(
+        &self,
+        bucket: &str,
+    ) -> Result<Option<Option<String>>, BackendError> {
+        Ok(match self.ownership(bucket).await? {
+            Ownership::Missing => None,
+            Ownership::Claim(owner, _) => Some(Some(owner)),
+            Ownership::Untagged | Ownership::Foreign | Ownership::Unknown => Some(None),
+        })
     }
 
     /// Applies `policy` (JSON) to `bucket`, or removes its policy for `None`.

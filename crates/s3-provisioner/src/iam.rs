@@ -177,7 +177,7 @@ impl Users<'_> {
         self.delete_key(user, key).await
     }
 
-    async fn create_key(&self, user: &str) -> Result<Credentials, BackendError> {
+    pub(crate) async fn create_key(&self, user: &str) -> Result<Credentials, BackendError> {
         let created = self
             .iam
             .create_access_key()
@@ -271,7 +271,10 @@ impl Users<'_> {
     }
 
     /// The user's access key ids; `None` when the user does not exist.
-    async fn access_keys(&self, user: &str) -> Result<Option<Vec<String>>, BackendError> {
+    pub(crate) async fn access_keys(
+        &self,
+        user: &str,
+    ) -> Result<Option<Vec<String>>, BackendError> {
         let mut pages = self.iam.list_access_keys().user_name(user).into_paginator().items().send();
         let mut keys = Vec::new();
         while let Some(key) = pages.next().await {
@@ -284,7 +287,7 @@ impl Users<'_> {
         Ok(Some(keys))
     }
 
-    async fn delete_key(&self, user: &str, key: &str) -> Result<(), BackendError> {
+    pub(crate) async fn delete_key(&self, user: &str, key: &str) -> Result<(), BackendError> {
         match self.iam.delete_access_key().user_name(user).access_key_id(key).send().await {
             Ok(_) => {
                 tracing::info!(user, access_key_id = key, "deleted access key");

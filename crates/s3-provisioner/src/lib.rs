@@ -15,6 +15,12 @@
 //! user. When any IAM step fails the claim is not bound; the owner's keys are handed to a claim
 //! only when the StorageClass says `createBucketUser: "false"`.
 //!
+//! # COSI
+//!
+//! Buckets with no key and keys of their own, for a COSI front, on the one store
+//! [`S3Provisioner::with_standalone`] names: see [`backend::standalone`]. A key is an IAM user
+//! whose policy gives each of its buckets its own mode.
+//!
 //! # StorageClass parameters
 //!
 //! | parameter | meaning |

@@ -1,0 +1,386 @@
+//! The COSI front's buckets and keys on S3 + IAM (see "COSI" in the library's backend guide).
+//!
+//! | call | on S3 and IAM |
+//! |---|---|
+//! | `create_bucket` | `CreateBucket`, tagged with the COSI owner id as a claim's bucket is with the claim's user id (a retry finds it, anyone else gets `name_taken`) |
+//! | `existing_bucket` | the bucket's tags: one made by a COSI owner or tagged by no claim is found; a claim's is `not_found` |
+//! | `issue_key` | an IAM user named after the owner id under [`COSI_USER_PATH`], with one inline policy ([`COSI_POLICY_NAME`]) granting each bucket its mode, and one access key |
+//! | `revoke_key` | the user's keys, policies and the user |
+//! | `delete_bucket` | when the tags name this owner: every COSI user whose policy reaches the bucket, then the bucket emptied and deleted; anything else is left alone (`AccessOnly`) |
+//!
+//! The store is the driver's, set once with [`S3Provisioner::with_standalone`] (the parameters
+//! a StorageClass would take), since deleting a bucket or revoking a key is handed no
+//! parameters to find it by. Requests carry no backend parameters, and no quotas: S3 has none.
+//!
+//! The user's policy is the record of what a key reaches: a retry asking the same buckets and
+//! modes finds the same policy; any other is [`BackendError::access_conflict`]. IAM shows a
+//! secret only when the key is made, so a retry cannot answer the earlier secret: it deletes
+//! the user's earlier key (whose answer was lost) and answers a new one, and the user keeps one.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bucket_api::ReclaimPolicy;
+use bucket_provisioner::bucket::standalone::{
+    BucketLocation, COSI_OWNER_PREFIX, IssuedKey, KeyBucket, KeyRequest, NewBucket, Quotas,
+    cosi_may_use,
+};
+use bucket_provisioner::{BackendError, Removed};
+use serde_json::Value;
+
+use super::{S3Provisioner, Session};
+use crate::aws::code;
+use crate::bucket::Buckets;
+use crate::iam::{self, Users};
+use crate::params::Settings;
+
+/// IAM path of the COSI front's users (under the provisioner's own, so the owner's permissions
+/// on `user/bucket-provisioner/*` cover them), apart from claims' users.
+pub const COSI_USER_PATH: &str = "/bucket-provisioner/cosi/";
+
+/// The inline policy of a COSI user: every bucket its key reaches, with the mode of each.
+pub const COSI_POLICY_NAME: &str = "cosi-access";
+
+/// What the owner's credentials need for the COSI front beyond
+/// [`OWNER_ACTIONS`](crate::owner::OWNER_ACTIONS): reading a COSI user's policy (a retry's
+/// record), and finding the users whose keys reach a bucket being deleted.
+pub const COSI_OWNER_ACTIONS: [&str; 2] = ["iam:GetUserPolicy", "iam:ListUsers"];
+
+impl S3Provisioner {
+    /// Serves the COSI front's buckets and keys on the store `parameters` name (as a
+    /// StorageClass's would: `endpoint`, `region`, `secretName`, ...). An access always gets an
+    /// IAM user of its own, so `createBucketUser: "false"` is refused.
+    pub fn with_standalone(
+        mut self,
+        parameters: &BTreeMap<String, String>,
+    ) -> Result<Self, BackendError> {
+        let settings = Settings::from_parameters(parameters)?;
+        if !settings.create_bucket_user {
+            return Err(BackendError::invalid_parameter(
+                "createBucketUser=false hands out the owner's keys; a COSI access always gets an \
+                 IAM user of its own, so leave it out of the COSI driver's parameters",
+            ));
+        }
+        self.standalone = Some(settings);
+        Ok(self)
+    }
+
+    async fn standalone_session(&self) -> Result<(Settings, Session), BackendError> {
+        let settings = self.standalone.clone().ok_or_else(|| {
+            BackendError::permanent(
+                "StandaloneNotConfigured",
+                "this S3 provisioner was started without a store for COSI buckets and keys",
+            )
+        })?;
+        let session = self.session(&settings).await?;
+        Ok((settings, session))
+    }
+
+    fn buckets<'a>(&'a self, session: &'a Session) -> Buckets<'a> {
+        Buckets { s3: &session.clients.s3, owner: &session.owner, locks: &self.creating }
+    }
+
+    pub(super) async fn standalone_create(
+        &self,
+        bucket: &NewBucket,
+    ) -> Result<BucketLocation, BackendError> {
+        cosi_owner(&bucket.owner_id)?;
+        no_parameters(&bucket.parameters)?;
+        no_quotas(bucket.quotas)?;
+        let (settings, session) = self.standalone_session().await?;
+        let name = &bucket.bucket_name;
+        self.buckets(&session)
+            .create(name, &settings.region, &bucket.owner_id, ReclaimPolicy::Delete)
+            .await?;
+        Ok(BucketLocation { bucket_name: name.clone(), endpoint: settings.consumer_endpoint() })
+    }
+
+    pub(super) async fn standalone_existing(
+        &self,
+        name: &str,
+        parameters: &BTreeMap<String, String>,
+    ) -> Result<BucketLocation, BackendError> {
+        no_parameters(parameters)?;
+        let (settings, session) = self.standalone_session().await?;
+        match self.buckets(&session).creator(name).await? {
+            Some(creator) if cosi_may_use(creator.as_deref()) => Ok(BucketLocation {
+                bucket_name: name.to_owned(),
+                endpoint: settings.consumer_endpoint(),
+            }),
+            _ => Err(BackendError::not_found(format!("bucket {name:?}"))),
+        }
+    }
+
+    pub(super) async fn standalone_delete(
+        &self,
+        name: &str,
+        owner_id: &str,
+    ) -> Result<Removed, BackendError> {
+        cosi_owner(owner_id)?;
+        let (settings, session) = self.standalone_session().await?;
+        let buckets = self.buckets(&session);
+        match buckets.creator(name).await? {
+            None => return Ok(Removed::Bucket),
+            Some(Some(creator)) if creator == owner_id => {}
+            Some(_) => {
+                tracing::info!(bucket = name, owner_id, "not this owner's bucket; left alone");
+                return Ok(Removed::AccessOnly);
+            }
+        }
+        // A key left reaching the name would reach a bucket made under it later.
+        self.remove_keys_reaching(&session, &settings, name).await?;
+        buckets.empty_and_delete(name, owner_id).await
+    }
+
+    pub(super) async fn standalone_issue(
+        &self,
+        request: &KeyRequest,
+    ) -> Result<IssuedKey, BackendError> {
+        cosi_owner(&request.owner_id)?;
+        no_parameters(&request.parameters)?;
+        no_quotas(request.quotas)?;
+        let names: BTreeSet<&str> =
+            request.buckets.iter().map(|b| b.bucket_name.as_str()).collect();
+        if names.is_empty() || names.len() != request.buckets.len() {
+            return Err(BackendError::invalid_parameter(
+                "an access names one or more buckets, each once",
+            ));
+        }
+        let (settings, session) = self.standalone_session().await?;
+        let buckets = self.buckets(&session);
+        for name in names {
+            if !buckets.creator(name).await?.is_some_and(|c| cosi_may_use(c.as_deref())) {
+                return Err(BackendError::not_found(format!("bucket {name:?}")));
+            }
+        }
+        let user = iam::user_name(&request.owner_id);
+        let policy = policy_document(settings.partition(), &request.buckets);
+        let users = Users { iam: &session.clients.iam, owner: &session.owner };
+        let credentials = self
+            .creating
+            .hold(&user, async {
+                self.ensure_cosi_user(&session, &user, &policy, &request.owner_id).await?;
+                for key in users.access_keys(&user).await?.unwrap_or_default() {
+                    users.delete_key(&user, &key).await?;
+                }
+                users.create_key(&user).await
+            })
+            .await?;
+        Ok(IssuedKey { endpoint: settings.consumer_endpoint(), credentials })
+    }
+
+    pub(super) async fn standalone_revoke(&self, owner_id: &str) -> Result<(), BackendError> {
+        cosi_owner(owner_id)?;
+        let (_, session) = self.standalone_session().await?;
+        Users { iam: &session.clients.iam, owner: &session.owner }
+            .remove(&iam::user_name(owner_id))
+            .await
+    }
+
+    /// Makes sure `user` exists with `policy`: a user with another policy is another request
+    /// for the same access, refused.
+    async fn ensure_cosi_user(
+        &self,
+        session: &Session,
+        user: &str,
+        policy: &str,
+        owner_id: &str,
+    ) -> Result<(), BackendError> {
+        let iam = &session.clients.iam;
+        if let Some(found) = self.cosi_policy(session, user).await? {
+            return match serde_json::from_str::<Value>(policy).ok() == Some(found) {
+                true => Ok(()),
+                false => Err(BackendError::access_conflict(owner_id)),
+            };
+        }
+        let fail = |action: &str| format!("iam:{action} {user}");
+        match iam.create_user().user_name(user).path(COSI_USER_PATH).send().await {
+            Ok(_) => tracing::info!(user, "created IAM user for a COSI access"),
+            // Named after the owner id: an earlier attempt made it.
+            Err(e) if code(&e) == Some("EntityAlreadyExists") => {}
+            Err(e) => return Err(crate::aws::classify(e, &fail("CreateUser"), &session.owner)),
+        }
+        Users { iam, owner: &session.owner }.set_policy(user, COSI_POLICY_NAME, policy).await
+    }
+
+    /// The COSI policy of `user`, parsed; `None` when the user or the policy does not exist.
+    async fn cosi_policy(
+        &self,
+        session: &Session,
+        user: &str,
+    ) -> Result<Option<Value>, BackendError> {
+        let request =
+            session.clients.iam.get_user_policy().user_name(user).policy_name(COSI_POLICY_NAME);
+        match request.send().await {
+            Ok(found) => {
+                let text = percent_decoded(found.policy_document());
+                serde_json::from_str(&text).map(Some).map_err(|e| {
+                    BackendError::transient(format!(
+                        "iam:GetUserPolicy {user}: the policy is not JSON ({e})"
+                    ))
+                })
+            }
+            Err(e) if code(&e) == Some("NoSuchEntity") => Ok(None),
+            Err(e) => {
+                Err(crate::aws::classify(e, &format!("iam:GetUserPolicy {user}"), &session.owner))
+            }
+        }
+    }
+
+    /// Removes every COSI user whose policy names `bucket`.
+    async fn remove_keys_reaching(
+        &self,
+        session: &Session,
+        settings: &Settings,
+        bucket: &str,
+    ) -> Result<(), BackendError> {
+        let iam = &session.clients.iam;
+        let mut pages =
+            iam.list_users().path_prefix(COSI_USER_PATH).into_paginator().items().send();
+        let mut names = Vec::new();
+        while let Some(user) = pages.next().await {
+            let user = user.map_err(|e| {
+                crate::aws::classify(e, "iam:ListUsers (COSI users)", &session.owner)
+            })?;
+            names.push(user.user_name().to_owned());
+        }
+        let arn = format!("arn:{}:s3:::{bucket}", settings.partition());
+        let users = Users { iam, owner: &session.owner };
+        for user in names {
+            let Some(policy) = self.cosi_policy(session, &user).await? else { continue };
+            if resources(&policy).any(|r| r == arn) {
+                tracing::info!(user, bucket, "removing a COSI key reaching a deleted bucket");
+                users.remove(&user).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One policy granting each bucket its mode: the claim's policy for each, side by side.
+pub fn policy_document(partition: &str, buckets: &[KeyBucket]) -> String {
+    let mut statements = Vec::new();
+    for (index, bucket) in buckets.iter().enumerate() {
+        let one = iam::policy_document(partition, &bucket.bucket_name, bucket.access_mode);
+        let one: Value = serde_json::from_str(&one).unwrap_or_default();
+        for mut statement in one["Statement"].as_array().cloned().unwrap_or_default() {
+            // Sids are unique within a policy.
+            let sid = format!("{}{index}", statement["Sid"].as_str().unwrap_or_default());
+            statement["Sid"] = Value::String(sid);
+            statements.push(statement);
+        }
+    }
+    serde_json::json!({ "Version": "2012-10-17", "Statement": statements }).to_string()
+}
+
+fn resources(policy: &Value) -> impl Iterator<Item = &str> {
+    let statements = policy["Statement"].as_array().map(Vec::as_slice).unwrap_or_default();
+    statements.iter().filter_map(|s| s["Resource"].as_str())
+}
+
+/// IAM answers policies URL-encoded (RFC 3986); some services send them as they are.
+fn percent_decoded(text: &str) -> String {
+    if serde_json::from_str::<Value>(text).is_ok() {
+        return text.to_owned();
+    }
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (b'+', _) => {
+                out.push(b' ');
+                i += 1;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Only the COSI front's owner ids: another would name a claim's IAM user or bucket record.
+fn cosi_owner(owner_id: &str) -> Result<(), BackendError> {
+    match owner_id.starts_with(COSI_OWNER_PREFIX) {
+        true => Ok(()),
+        false => Err(BackendError::invalid_parameter(format!(
+            "owner id {owner_id:?} is not a COSI owner id (they start with {COSI_OWNER_PREFIX:?})"
+        ))),
+    }
+}
+
+fn no_parameters(parameters: &BTreeMap<String, String>) -> Result<(), BackendError> {
+    match parameters.keys().next() {
+        None => Ok(()),
+        Some(key) => Err(BackendError::invalid_parameter(format!(
+            "unknown parameter {key:?}: the S3 provisioner's COSI buckets and keys take no \
+             parameters; the store they are on is the driver's"
+        ))),
+    }
+}
+
+/// S3 has no quotas, so asking for one is refused as a claim's quota keys are.
+fn no_quotas(quotas: Quotas) -> Result<(), BackendError> {
+    if quotas == Quotas::default() {
+        return Ok(());
+    }
+    Err(BackendError::invalid_parameter(
+        "quotas (maxObjects, maxSize) cannot be honoured: AWS S3 has no bucket or user quotas, so \
+         the S3 provisioner could not enforce them; remove them, or use a driver whose store \
+         enforces quotas",
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use bucket_provisioner::AccessMode;
+
+    use super::*;
+
+    #[test]
+    fn one_policy_grants_each_bucket_its_mode() {
+        let buckets = [
+            KeyBucket { bucket_name: "a".into(), access_mode: AccessMode::ReadWrite },
+            KeyBucket { bucket_name: "b".into(), access_mode: AccessMode::ReadOnly },
+        ];
+        let policy: Value = serde_json::from_str(&policy_document("aws", &buckets)).unwrap();
+        let found: Vec<&str> = resources(&policy).collect();
+        assert_eq!(
+            found,
+            ["arn:aws:s3:::a", "arn:aws:s3:::a/*", "arn:aws:s3:::b", "arn:aws:s3:::b/*"]
+        );
+        let sids: BTreeSet<&str> = policy["Statement"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["Sid"].as_str().unwrap())
+            .collect();
+        assert_eq!(sids.len(), 4, "Sids are unique: {sids:?}");
+        let b_objects = &policy["Statement"][3]["Action"];
+        assert!(!b_objects.to_string().contains("Put"), "b is read-only: {b_objects}");
+    }
+
+    #[test]
+    fn encoded_policies_read_back() {
+        let text = r#"{"Statement":[{"Resource":"arn:aws:s3:::a b"}]}"#;
+        let encoded = "%7B%22Statement%22%3A%5B%7B%22Resource%22%3A%22arn%3Aaws%3As3%3A%3A%3Aa%20b%22%7D%5D%7D";
+        assert_eq!(percent_decoded(encoded), text);
+        assert_eq!(percent_decoded(text), text);
+    }
+
+    #[test]
+    fn refusals_say_why() {
+        assert!(cosi_owner("obc-1").unwrap_err().to_string().contains("not a COSI owner id"));
+        assert!(cosi_owner("cosi-a-1").is_ok());
+        let quota = Quotas { max_objects: Some(1), max_bytes: None };
+        assert!(no_quotas(quota).unwrap_err().to_string().contains("no bucket or user quotas"));
+        let params = BTreeMap::from([("region".to_string(), "x".to_string())]);
+        assert!(no_parameters(&params).unwrap_err().to_string().contains("\"region\""));
+    }
+}
