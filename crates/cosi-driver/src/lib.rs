@@ -46,6 +46,7 @@ pub mod proto;
 pub mod run;
 pub mod server;
 pub mod status;
+pub mod store_flags;
 pub mod tenancy;
 pub mod tenancy_kube;
 pub mod v1alpha1;

@@ -1,6 +1,7 @@
 //! What a provisioner binary adds to serve COSI: its flags, and the run of the driver beside
 //! (or instead of) the objectbucket.io controller, supervised by the same runtime.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -9,6 +10,7 @@ use bucket_provisioner::runtime::{ControllerArgs, Process, RunError, Service, se
 
 use crate::calls::Driver;
 use crate::server::{ServeError, bind, serve_on};
+use crate::store_flags::parse_store_parameters;
 use crate::tenancy_kube::KubeLookup;
 
 /// The COSI flags every provisioner binary takes.
@@ -25,6 +27,10 @@ pub struct CosiArgs {
     /// Serve COSI alone, without the objectbucket.io controller.
     #[arg(long, env = "COSI_ONLY", requires = "cosi_endpoint")]
     pub cosi_only: bool,
+    /// The store the COSI side serves, as one of the backend's StorageClasses would name it
+    /// (`key=value`, repeated), for backends that serve several stores (S3, Garage).
+    #[arg(long = "cosi-parameter", value_name = "KEY=VALUE", requires = "cosi_endpoint")]
+    pub cosi_parameters: Vec<String>,
 }
 
 /// Why a binary could not start or ended.
@@ -39,9 +45,21 @@ pub enum CosiRunError {
     /// The runtime ended.
     #[error(transparent)]
     Run(#[from] RunError),
+    /// `--cosi-parameter` entries that do not name a store the backend can serve.
+    #[error("--cosi-parameter: {0}")]
+    Parameters(String),
 }
 
 impl CosiArgs {
+    /// The `--cosi-parameter` entries as a map, when COSI is served; `None` without
+    /// `--cosi-endpoint`.
+    pub fn store_parameters(&self) -> Result<Option<BTreeMap<String, String>>, CosiRunError> {
+        if self.cosi_endpoint.is_none() {
+            return Ok(None);
+        }
+        parse_store_parameters(&self.cosi_parameters).map(Some).map_err(CosiRunError::Parameters)
+    }
+
     /// The driver's service, when `--cosi-endpoint` is set: the socket is bound now, so that a
     /// wrong endpoint stops the binary at once; every grant is checked against the cluster's
     /// objects with the process's client (see [`crate::tenancy`]).
@@ -125,6 +143,7 @@ mod tests {
             cosi_endpoint: Some(endpoint.to_owned()),
             cosi_driver_name: name.map(str::to_owned),
             cosi_only: false,
+            cosi_parameters: Vec::new(),
         };
         let err = args("/not/a/url.sock", None).service(backend.clone(), "d.io").err().unwrap();
         assert!(err.to_string().contains("unix://"), "{err}");

@@ -29,7 +29,13 @@ async fn main() -> Result<(), CosiRunError> {
     let args = Args::parse();
     init_logging(args.controller.log_format);
     let cluster = Arc::new(KubeCluster::new(runtime::client(&args.controller).await?));
-    let backend = Arc::new(GarageProvisioner::new(cluster.clone()).with_class_parameters(cluster));
+    let mut backend = GarageProvisioner::new(cluster.clone()).with_class_parameters(cluster);
+    if let Some(parameters) = args.cosi.store_parameters()? {
+        backend = backend
+            .with_standalone(&parameters)
+            .map_err(|e| CosiRunError::Parameters(e.to_string()))?;
+    }
+    let backend = Arc::new(backend);
     let interval = Duration::from_secs(args.controller.usage_interval_seconds.max(1));
     let usage = usage_loop(backend.clone(), interval);
     let shutdown = shutdown_signal();

@@ -34,9 +34,14 @@ async fn main() -> Result<(), CosiRunError> {
     init_logging(args.controller.log_format);
     // The Kubernetes side of owner credentials lives here, not in the backend.
     let cluster = Arc::new(KubeCluster::new(runtime::client(&args.controller).await?));
-    let backend = S3Provisioner::new(cluster.clone())
+    let mut backend = S3Provisioner::new(cluster.clone())
         .with_class_parameters(cluster)
         .with_max_attempts(args.aws_max_attempts);
+    if let Some(parameters) = args.cosi.store_parameters()? {
+        backend = backend
+            .with_standalone(&parameters)
+            .map_err(|e| CosiRunError::Parameters(e.to_string()))?;
+    }
     let shutdown = shutdown_signal();
     let (name, cosi) = (&args.provisioner_name, &args.cosi);
     cosi_driver::run(
