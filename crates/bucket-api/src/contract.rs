@@ -131,6 +131,9 @@ pub mod annotations {
     /// On an ObjectBucket of a sharing claim: the bucket went with the claim it was shared
     /// from (`true`), and the sharing claim's key is revoked (`revoked`).
     pub const BUCKET_LOST: &str = "objectbucket.io/bucket-lost";
+    /// On an ObjectBucket taken over from a lib-bucket-provisioner provisioner: that
+    /// provisioner's label value.
+    pub const ADOPTED_FROM: &str = "objectbucket.io/adopted-from";
 }
 
 /// What a provisioner built on lib-bucket-provisioner (the Go library of the same API) leaves
