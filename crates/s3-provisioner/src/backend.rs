@@ -7,8 +7,8 @@ use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::{BehaviorVersion, Region, SharedCredentialsProvider, SharedHttpClient};
 use bucket_api::ObjectBucket;
 use bucket_provisioner::{
-    AccessMode, BackendError, BucketOptions, Credentials, ProvisionedBucket, Provisioner, Removed,
-    access_mode_of, user_id_of,
+    AccessMode, Adoption, BackendError, BucketOptions, Credentials, ProvisionedBucket, Provisioner,
+    Removed, access_mode_of, user_id_of,
 };
 use tokio::sync::OnceCell;
 
@@ -16,6 +16,7 @@ use crate::aws::{Clients, clients, http_client, retry_config};
 use crate::bucket::{Buckets, NameLocks};
 use crate::config::{ACCEPTED, BUCKET_LIFECYCLE, BUCKET_POLICY, ClaimConfig, names_user};
 use crate::iam::{self, Users};
+use crate::legacy::{self, STATE_LEGACY_POLICY_ARN};
 use crate::owner::{ClassParameters, OwnerCredentials};
 use crate::params::{DEFAULT_REGION, STATE_POLICY_NAME, STATE_USER_NAME, Settings};
 
@@ -268,7 +269,12 @@ impl S3Provisioner {
             (None, Some(user_id)) => iam::user_name(&user_id),
             (None, None) => return Ok(()),
         };
-        Users { iam: &session.clients.iam, owner: &session.owner }.remove(&user).await
+        Users { iam: &session.clients.iam, owner: &session.owner }.remove(&user).await?;
+        // A claim adopted from the Go aws-s3-provisioner: its user's managed policy goes too.
+        match bucket.spec.additional_state.as_ref().and_then(|s| s.get(STATE_LEGACY_POLICY_ARN)) {
+            Some(arn) => legacy::delete_policy(&session.clients.iam, &session.owner, arn).await,
+            None => Ok(()),
+        }
     }
 }
 
@@ -345,6 +351,21 @@ impl Provisioner for S3Provisioner {
         Buckets { s3: &session.clients.s3, owner: &session.owner, locks: &self.creating }
             .empty_and_delete(&name, &user_id)
             .await
+    }
+
+    /// Takes over what the Go aws-s3-provisioner made for the claim (see [`crate::legacy`]).
+    async fn adopt(
+        &self,
+        options: &BucketOptions,
+        legacy: &ObjectBucket,
+        created_by_claim: bool,
+    ) -> Result<Option<Adoption>, BackendError> {
+        let settings = Settings::from_parameters(&options.parameters)?;
+        let session = self.session(&settings).await?;
+        let buckets =
+            Buckets { s3: &session.clients.s3, owner: &session.owner, locks: &self.creating };
+        let clients = (&session.clients.iam, &buckets);
+        legacy::adopt(clients, &settings, options, legacy, created_by_claim).await.map(Some)
     }
 
     async fn revoke(&self, bucket: &ObjectBucket) -> Result<(), BackendError> {

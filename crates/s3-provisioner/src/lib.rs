@@ -53,6 +53,7 @@ pub mod bucket;
 pub mod cluster;
 pub mod config;
 pub mod iam;
+pub mod legacy;
 pub mod owner;
 pub mod params;
 
