@@ -33,6 +33,11 @@ pub const LEGACY_USER_NAME: &str = "UserName";
 /// user.
 pub const STATE_LEGACY_POLICY_ARN: &str = "legacyPolicyArn";
 
+/// What the owner credential needs, beyond [`crate::owner::OWNER_ACTIONS`], to delete what the
+/// Go aws-s3-provisioner made for a claim taken over from it: its customer-managed policy.
+pub const LEGACY_OWNER_ACTIONS: [&str; 3] =
+    ["iam:ListPolicyVersions", "iam:DeletePolicyVersion", "iam:DeletePolicy"];
+
 /// Characters of the bucket name the old provisioner keeps in a user name.
 const USER_PREFIX: usize = 57;
 /// Random characters it appends (after a `-`).

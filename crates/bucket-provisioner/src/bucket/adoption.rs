@@ -20,7 +20,7 @@ use std::sync::Arc;
 use bucket_api::contract::{FINALIZER, LABEL_PROVISIONER, annotations, legacy};
 use bucket_api::{AccessMode, ObjectBucket, ObjectBucketClaim};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -142,7 +142,7 @@ async fn take_over<K>(
     foreign: fn(String) -> Error,
 ) -> Result<Option<K>, Error>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
 {
     let Some(object) = api.get_opt(name).await? else { return Ok(None) };
     if !controlled_by(&object, claim_uid) {
@@ -153,18 +153,13 @@ where
     if ours && !held && !object.labels().contains_key(legacy::LABEL_PROVISIONER) {
         return Ok(Some(object));
     }
-    let finalizers: Vec<&String> = object.finalizers().iter().filter(|f| *f != FINALIZER).collect();
-    let patch = json!({
-        "metadata": {
-            "resourceVersion": object.resource_version(),
-            "labels": {
-                LABEL_PROVISIONER: label_value(provisioner),
-                legacy::LABEL_PROVISIONER: Value::Null,
-            },
-            "finalizers": finalizers,
-        }
-    });
-    Ok(Some(api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await?))
+    // Replaced whole (deploy/ grants update, not patch, on Secrets and ConfigMaps), guarded by
+    // the resourceVersion just read: the data goes back exactly as it was.
+    let mut object = object;
+    object.labels_mut().remove(legacy::LABEL_PROVISIONER);
+    object.labels_mut().insert(LABEL_PROVISIONER.into(), label_value(provisioner));
+    object.finalizers_mut().retain(|f| f != FINALIZER);
+    Ok(Some(api.replace(name, &PostParams::default(), &object).await?))
 }
 
 /// Step 2: the ObjectBucket as this controller writes one, kept under its name.
