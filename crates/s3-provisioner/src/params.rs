@@ -313,9 +313,9 @@ mod tests {
                 [(CREATE_BUCKET_USER, value), (SECRET_NAME, "s"), (SECRET_NAMESPACE, "n")];
             Settings::from_parameters(&params(&parameters)).map(|s| s.create_bucket_user)
         };
-        assert_eq!(with("yes").unwrap(), true);
-        assert_eq!(with("No").unwrap(), false);
-        assert_eq!(with("TRUE").unwrap(), true);
+        assert!(with("yes").unwrap());
+        assert!(!with("No").unwrap());
+        assert!(with("TRUE").unwrap());
         let error = with("maybe").unwrap_err().to_string();
         assert!(error.contains("\"yes\" or \"no\"") && error.contains("maybe"), "{error}");
     }
