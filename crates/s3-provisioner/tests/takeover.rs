@@ -21,7 +21,9 @@ use common::moto::{ALLOW_ALL, Moto};
 use common::old_provisioner::{self, OldProvisioner};
 use common::suffix;
 use k8s_openapi::api::core::v1::{ObjectReference, Secret};
-use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams,
+};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 use test_support::{Deployed, Harness, TlsProxy, create_namespace, eventually};
@@ -71,6 +73,14 @@ async fn create_bucket_in_region(moto: &Moto, bucket: &str, objects: &[&str]) {
         let body = key.as_bytes().to_vec().into();
         s3.put_object().bucket(bucket).key(*key).body(body).send().await.unwrap();
     }
+}
+
+/// Puts `keys` in the owner Secret the StorageClasses name.
+async fn owner_keys(s: &Setup, keys: &Credentials) {
+    let data = json!({ "stringData": {
+        "AWS_ACCESS_KEY_ID": keys.access_key_id, "AWS_SECRET_ACCESS_KEY": keys.secret_access_key
+    }});
+    s.secrets.patch("owner", &PatchParams::default(), &Patch::Merge(&data)).await.unwrap();
 }
 
 /// Policies of the account (customer-managed) by name.
@@ -150,17 +160,17 @@ async fn claims_of_the_go_provisioner_are_adopted_in_place_and_deleting_them_lea
     for (name, spec) in &specs {
         s.claim(name, spec.clone()).await;
     }
+    let raw_claims: Api<DynamicObject> = Api::namespaced_with(
+        s.client.clone(),
+        &s.ns,
+        &ApiResource::erase::<ObjectBucketClaim>(&()),
+    );
     let mut before = BTreeMap::new();
     for (name, _) in &specs {
         wait_phase(&s, name, ClaimPhase::Bound, (&old, &proxy)).await;
         let claim = s.claims.get(name).await.unwrap();
         // Bound as the old library binds: the binding in the field it writes without a JSON name.
-        let raw: Api<kube::api::DynamicObject> = Api::namespaced_with(
-            s.client.clone(),
-            &s.ns,
-            &kube::api::ApiResource::erase::<ObjectBucketClaim>(&()),
-        );
-        let spec = raw.get(name).await.unwrap().data["spec"].clone();
+        let spec = raw_claims.get(name).await.unwrap().data["spec"].clone();
         let ob_name = legacy::object_bucket_name(&s.ns, name);
         assert_eq!(spec[legacy::OBJECT_BUCKET_NAME_FIELD], json!(ob_name), "{spec}");
         eventually(&format!("the Secret of claim {name}"), || async {
@@ -198,10 +208,7 @@ async fn claims_of_the_go_provisioner_are_adopted_in_place_and_deleting_them_lea
     let scoped = json!({"Version": "2012-10-17",
         "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}]});
     let scoped = s.moto.user_with_policy(&format!("owner-{}", suffix()), &scoped.to_string()).await;
-    let data = json!({ "stringData": {
-        "AWS_ACCESS_KEY_ID": scoped.access_key_id, "AWS_SECRET_ACCESS_KEY": scoped.secret_access_key
-    }});
-    s.secrets.patch("owner", &PatchParams::default(), &Patch::Merge(&data)).await.unwrap();
+    owner_keys(&s, &scoped).await;
     let controller = Harness::start_as(s.backend(), old_provisioner::NAME, Deployed::S3);
 
     for (name, (claim, keys)) in &before {
@@ -214,6 +221,9 @@ async fn claims_of_the_go_provisioner_are_adopted_in_place_and_deleting_them_lea
         assert_eq!(ob.name_any(), legacy::object_bucket_name(&s.ns, name));
         assert!(ob.labels().contains_key(LABEL_PROVISIONER), "{ob:?}");
         assert!(!ob.labels().contains_key(legacy::LABEL_PROVISIONER), "{ob:?}");
+        let spec = raw_claims.get(name).await.unwrap().data["spec"].clone();
+        let kept = &spec[legacy::OBJECT_BUCKET_NAME_FIELD];
+        assert_eq!(kept, &json!(ob.name_any()), "the old binding field is kept: {spec}");
         let secret = s.secrets.get(name).await.unwrap();
         let config_map = s.config_maps.get(name).await.unwrap();
         assert!(secret.finalizers().is_empty() && config_map.finalizers().is_empty());
@@ -235,7 +245,41 @@ async fn claims_of_the_go_provisioner_are_adopted_in_place_and_deleting_them_lea
     let (requests, failures) = reading.await.unwrap();
     assert!(requests > 10 && failures.is_empty(), "{requests} reads, failed: {failures:?}");
 
-    for (name, _) in &specs {
+    // A rollback: the claim CRD kept the old binding field, so the old provisioner, started
+    // again, finds every claim provisioned. A claim made meanwhile, which it binds, shows it has
+    // gone through them all; it is the only one it provisions.
+    controller.stop().await;
+    let provisioned = "successfully created user and policy";
+    let before_rollback = old.logged(provisioned);
+    owner_keys(&s, &broad).await;
+    old.start_again();
+    let after_bucket = format!("after-{}", suffix());
+    s.claim(
+        "after",
+        ObjectBucketClaimSpec {
+            storage_class_name: class.clone(),
+            bucket_name: Some(after_bucket.clone()),
+            ..Default::default()
+        },
+    )
+    .await;
+    wait_phase(&s, "after", ClaimPhase::Bound, (&old, &proxy)).await;
+    assert_eq!(old.logged(provisioned), before_rollback + 1, "{}", old.log_tail());
+    for (name, (claim, _)) in &before {
+        assert_eq!(phase(&s.claims, name).await, Some(ClaimPhase::Bound), "{name} after rollback");
+        assert_eq!(buckets_of(&s, &claim.uid().unwrap()).await.len(), 1, "{name}");
+    }
+    let after_ob = s.buckets.get(&legacy::object_bucket_name(&s.ns, "after")).await.unwrap();
+    let after_state = after_ob.spec.additional_state.unwrap_or_default();
+    users.push(after_state.get("UserName").cloned().expect("the old provisioner's user"));
+    old.stop();
+    owner_keys(&s, &scoped).await;
+    let controller = Harness::start_as(s.backend(), old_provisioner::NAME, Deployed::S3);
+
+    s.wait_event("after", "Adopted").await;
+    s.wait_for("after", ClaimPhase::Bound, "Bound").await;
+    let names = ["empty", "full", "grant", "after"];
+    for name in names {
         s.delete_and_wait(name).await;
     }
     for user in &users {
@@ -246,12 +290,13 @@ async fn claims_of_the_go_provisioner_are_adopted_in_place_and_deleting_them_lea
     assert!(users.iter().all(|u| !policies.contains(u)), "old policies are deleted: {policies:?}");
     assert!(!s.moto.bucket_exists(&empty_bucket).await, "the empty bucket goes under Delete");
     assert!(!s.moto.bucket_exists(&full_bucket).await, "the full bucket goes under Delete");
+    assert!(!s.moto.bucket_exists(&after_bucket).await, "so does the one bound on rollback");
     assert_eq!(s.moto.object_keys(&static_bucket).await, ["shared.txt"], "the granted one stays");
-    for (name, _) in &specs {
+    for name in names {
         let ob = legacy::object_bucket_name(&s.ns, name);
         eventually(&format!("{name}'s Secret, ConfigMap and ObjectBucket gone"), || async {
             let gone = s.secrets.get_opt(name).await.unwrap().is_none()
-                && s.config_maps.get_opt(name).await.unwrap().is_none()
+                && s.config_maps.get_opt(&name).await.unwrap().is_none()
                 && s.buckets.get_opt(&ob).await.unwrap().is_none();
             gone.then_some(())
         })

@@ -65,6 +65,17 @@ impl OldProvisioner {
         self.process.stop("old").expect("stopping the old provisioner");
     }
 
+    /// Starts it again after [`OldProvisioner::stop`], as a rollback would.
+    pub fn start_again(&mut self) {
+        self.process.start_again("old").expect("starting the old provisioner again");
+    }
+
+    /// How many lines of its log so far contain `text`.
+    pub fn logged(&self, text: &str) -> usize {
+        let log = std::fs::read_to_string(self.process.log("old")).unwrap_or_default();
+        log.lines().filter(|line| line.contains(text)).count()
+    }
+
     /// The last lines of its log.
     pub fn log_tail(&self) -> String {
         self.process.log_tail("old", 60)
