@@ -66,6 +66,7 @@ pub(crate) async fn adopt_legacy<P: Provisioner>(
     if recorded_bucket != Some(plan.bucket_name.as_str()) {
         return Err(refused(
             &plan.bucket_name,
+            "LegacyBucketMismatch",
             format!(
                 "ObjectBucket {name:?} left by the previous provisioner records bucket {:?}, not the \
              claim's {:?}; restore the claim's bucketName to adopt it",
@@ -89,6 +90,7 @@ pub(crate) async fn adopt_legacy<P: Provisioner>(
     else {
         return Err(refused(
             &plan.bucket_name,
+            "AdoptionUnsupported",
             format!(
                 "ObjectBucket {name:?} was left for this claim by a lib-bucket-provisioner \
              provisioner of this name, and this backend cannot take it over; run that \
@@ -101,11 +103,11 @@ pub(crate) async fn adopt_legacy<P: Provisioner>(
     record_on_claim(claim, &adopted, ctx).await
 }
 
-fn refused(bucket: &str, message: String) -> Error {
+fn refused(bucket: &str, reason: &str, message: String) -> Error {
     Error::Backend {
         operation: Operation::Provision,
         bucket: bucket.to_string(),
-        source: BackendError::permanent("AdoptionUnsupported", message),
+        source: BackendError::permanent(reason, message),
         hint: "",
     }
 }
