@@ -296,7 +296,7 @@ async fn claims_of_the_go_provisioner_are_adopted_in_place_and_deleting_them_lea
         let ob = legacy::object_bucket_name(&s.ns, name);
         eventually(&format!("{name}'s Secret, ConfigMap and ObjectBucket gone"), || async {
             let gone = s.secrets.get_opt(name).await.unwrap().is_none()
-                && s.config_maps.get_opt(&name).await.unwrap().is_none()
+                && s.config_maps.get_opt(name).await.unwrap().is_none()
                 && s.buckets.get_opt(&ob).await.unwrap().is_none();
             gone.then_some(())
         })
