@@ -16,7 +16,7 @@ use crate::aws::{Clients, clients, http_client, retry_config};
 use crate::bucket::{Buckets, NameLocks};
 use crate::config::{ACCEPTED, BUCKET_LIFECYCLE, BUCKET_POLICY, ClaimConfig, names_user};
 use crate::iam::{self, Users};
-use crate::legacy::{self, STATE_LEGACY_POLICY_ARN};
+use crate::legacy::{self, Adopted};
 use crate::owner::{ClassParameters, OwnerCredentials};
 use crate::params::{DEFAULT_REGION, STATE_POLICY_NAME, STATE_USER_NAME, Settings};
 
@@ -269,12 +269,14 @@ impl S3Provisioner {
             (None, Some(user_id)) => iam::user_name(&user_id),
             (None, None) => return Ok(()),
         };
-        Users { iam: &session.clients.iam, owner: &session.owner }.remove(&user).await?;
-        // A claim adopted from the Go aws-s3-provisioner: its user's managed policy goes too.
-        match bucket.spec.additional_state.as_ref().and_then(|s| s.get(STATE_LEGACY_POLICY_ARN)) {
-            Some(arn) => legacy::delete_policy(&session.clients.iam, &session.owner, arn).await,
-            None => Ok(()),
+        let users = Users { iam: &session.clients.iam, owner: &session.owner };
+        // A claim adopted from the Go aws-s3-provisioner: its old user and policy, and the user
+        // of its own a rotation may have moved it to.
+        if let Some(adopted) = Adopted::of(bucket) {
+            adopted.remove_old(&users).await?;
+            return users.remove(&adopted.own_user).await;
         }
+        users.remove(&user).await
     }
 }
 
@@ -378,7 +380,14 @@ impl Provisioner for S3Provisioner {
     /// kept.
     async fn rotate(&self, bucket: &ObjectBucket, keep: &str) -> Result<Credentials, BackendError> {
         let (session, user) = self.rotation_user(bucket).await?;
-        Users { iam: &session.clients.iam, owner: &session.owner }.rotate(&user, keep).await
+        let users = Users { iam: &session.clients.iam, owner: &session.owner };
+        match Adopted::of(bucket) {
+            Some(adopted) => {
+                let settings = self.cleanup_settings(bucket).await?;
+                adopted.rotate(&users, &settings, bucket, keep).await
+            }
+            None => users.rotate(&user, keep).await,
+        }
     }
 
     /// Deletes the claim's previous access key (DeleteAccessKey).
@@ -388,9 +397,11 @@ impl Provisioner for S3Provisioner {
         access_key_id: &str,
     ) -> Result<(), BackendError> {
         let (session, user) = self.rotation_user(bucket).await?;
-        Users { iam: &session.clients.iam, owner: &session.owner }
-            .retire(&user, access_key_id)
-            .await
+        let users = Users { iam: &session.clients.iam, owner: &session.owner };
+        match Adopted::of(bucket) {
+            Some(adopted) => adopted.retire(&users, access_key_id).await,
+            None => users.retire(&user, access_key_id).await,
+        }
     }
 
     /// Applies a changed access mode to the claim's user, and a changed `bucketPolicy` or

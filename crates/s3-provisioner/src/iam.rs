@@ -271,7 +271,10 @@ impl Users<'_> {
     }
 
     /// The user's access key ids; `None` when the user does not exist.
-    async fn access_keys(&self, user: &str) -> Result<Option<Vec<String>>, BackendError> {
+    pub(crate) async fn access_keys(
+        &self,
+        user: &str,
+    ) -> Result<Option<Vec<String>>, BackendError> {
         let mut pages = self.iam.list_access_keys().user_name(user).into_paginator().items().send();
         let mut keys = Vec::new();
         while let Some(key) = pages.next().await {

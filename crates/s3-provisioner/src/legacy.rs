@@ -9,6 +9,11 @@
 //! names are still checked against that provisioner's naming, so that no other user or policy
 //! (an AWS-managed one, another claim's) is ever deleted for it.
 //!
+//! A rotation of such a claim's key (see [`bucket_provisioner::rotation`]) moves it to least
+//! privilege without an outage: the new key is one of the claim's own scoped user (as for a
+//! claim provisioned here), the old key keeps working through the overlap, and retiring it
+//! deletes the old user and its policy. Deleting the claim removes whichever of the two exist.
+//!
 //! The bucket becomes the claim's (tagged as if this backend had created it, so that deleting
 //! the claim under `Delete` deletes it) only when all of this holds: the claim did not name an
 //! existing bucket through its StorageClass, the user named exists and has the named policy
@@ -19,10 +24,13 @@ use std::collections::BTreeMap;
 
 use aws_sdk_iam::Client;
 use bucket_api::ObjectBucket;
-use bucket_provisioner::{Adoption, BackendError, BucketOptions, Endpoint};
+use bucket_provisioner::{
+    Adoption, BackendError, BucketOptions, Credentials, Endpoint, access_mode_of, user_id_of,
+};
 
 use crate::aws::{classify, code};
 use crate::bucket::Buckets;
+use crate::iam::{self, Users};
 use crate::params::{STATE_USER_NAME, Settings};
 
 /// Key of the old provisioner's `additionalState`: the ARN of the user's managed policy.
@@ -113,6 +121,66 @@ pub(crate) async fn adopt(
     tracing::info!(bucket = %bucket, user = ?user, bucket_created_by_claim,
         "adopting what the previous provisioner made for a claim");
     Ok(Adoption { endpoint, additional_state: state, bucket_created_by_claim })
+}
+
+/// What an adopted claim's ObjectBucket records of the old provisioner: its user and policy.
+pub(crate) struct Adopted {
+    /// The old provisioner's user, until a rotation retires its key.
+    pub(crate) old_user: String,
+    /// That user's customer-managed policy.
+    pub(crate) policy_arn: String,
+    /// The claim's own scoped user, which a rotation moves the claim to.
+    pub(crate) own_user: String,
+}
+
+impl Adopted {
+    /// The records of an ObjectBucket adopted from the old provisioner; `None` for any other.
+    pub(crate) fn of(bucket: &ObjectBucket) -> Option<Adopted> {
+        let state = bucket.spec.additional_state.as_ref()?;
+        Some(Adopted {
+            old_user: state.get(STATE_USER_NAME)?.clone(),
+            policy_arn: state.get(STATE_LEGACY_POLICY_ARN)?.clone(),
+            own_user: iam::user_name(&user_id_of(bucket)?),
+        })
+    }
+
+    async fn old_user_holds(&self, users: &Users<'_>, key: &str) -> Result<bool, BackendError> {
+        let keys = users.access_keys(&self.old_user).await?.unwrap_or_default();
+        Ok(keys.iter().any(|k| k == key))
+    }
+
+    /// A new key beside `keep`: while `keep` is the old user's, the first key of the claim's own
+    /// user (made with its scoped policy); afterwards an ordinary rotation of that user.
+    pub(crate) async fn rotate(
+        &self,
+        users: &Users<'_>,
+        settings: &Settings,
+        bucket: &ObjectBucket,
+        keep: &str,
+    ) -> Result<Credentials, BackendError> {
+        if !self.old_user_holds(users, keep).await? {
+            return users.rotate(&self.own_user, keep).await;
+        }
+        let name = bucket.spec.endpoint.as_ref().map(|e| e.bucket_name.clone()).unwrap_or_default();
+        let policy = iam::policy_document(settings.partition(), &name, access_mode_of(bucket));
+        tracing::info!(user = %self.own_user, old_user = %self.old_user,
+            "moving an adopted claim to a user of its own");
+        users.ensure(&self.own_user, &name, &iam::policy_name(&name), &policy).await
+    }
+
+    /// Retires `key`: the old user's key takes the old user and its policy with it.
+    pub(crate) async fn retire(&self, users: &Users<'_>, key: &str) -> Result<(), BackendError> {
+        if self.old_user_holds(users, key).await? {
+            return self.remove_old(users).await;
+        }
+        users.retire(&self.own_user, key).await
+    }
+
+    /// The old user (keys, policies detached) and its customer-managed policy.
+    pub(crate) async fn remove_old(&self, users: &Users<'_>) -> Result<(), BackendError> {
+        users.remove(&self.old_user).await?;
+        delete_policy(users.iam, users.owner, &self.policy_arn).await
+    }
 }
 
 /// Whether `user` exists with the managed policy `arn` attached.

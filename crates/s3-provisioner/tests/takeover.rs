@@ -25,6 +25,7 @@ use kube::api::{
     Api, ApiResource, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams,
 };
 use kube::{Resource, ResourceExt};
+use s3_provisioner::iam;
 use serde_json::json;
 use test_support::{Deployed, Harness, TlsProxy, create_namespace, eventually};
 
@@ -125,7 +126,9 @@ async fn claims_of_the_go_provisioner_are_adopted_in_place_and_deleting_them_lea
     // The old provisioner needs IAM policies of its own making: an owner allowed everything.
     let broad = s.moto.user_with_policy(&format!("old-owner-{}", suffix()), ALLOW_ALL).await;
     s.owner_keys("owner", &broad).await;
-    let params = [("region", REGION), ("createBucketUser", "yes")];
+    // The overlap is the rotation's, which moves a claim to a user of its own (the old
+    // provisioner ignores the parameter).
+    let params = [("region", REGION), ("createBucketUser", "yes"), ("rotationOverlap", "2s")];
     let class = s.class(old_provisioner::NAME, "owner", &params, Some("Delete")).await;
     let static_bucket = format!("static-{}", suffix());
     create_bucket_in_region(&s.moto, &static_bucket, &["shared.txt"]).await;
@@ -279,6 +282,34 @@ async fn claims_of_the_go_provisioner_are_adopted_in_place_and_deleting_them_lea
     s.wait_event("after", "Adopted").await;
     s.wait_for("after", ClaimPhase::Bound, "Bound").await;
     let names = ["empty", "full", "grant", "after"];
+
+    // Least privilege without an outage: a rotation gives the app a key of the claim's own scoped
+    // user, the old key works through the overlap, then the old user and its policy go.
+    let full_uid = before["full"].0.uid().unwrap();
+    let own_user = iam::user_name(&bucket_provisioner::user_id_for_claim(&full_uid));
+    let old_full_user = s.buckets.get(&legacy::object_bucket_name(&s.ns, "full")).await.unwrap();
+    let old_full_user = old_full_user.spec.additional_state.unwrap()["userName"].clone();
+    let ask = json!({ "metadata": { "annotations": { annotations::ROTATE_CREDENTIALS: "m1" } } });
+    s.claims.patch("full", &PatchParams::default(), &Patch::Merge(&ask)).await.unwrap();
+    let new_keys = eventually("the claim's key replaced by one of its own user", || async {
+        let keys = s.claim_keys("full").await;
+        (keys != full_keys).then_some(keys)
+    })
+    .await;
+    assert_eq!(s.moto.access_keys(&own_user).await, [new_keys.access_key_id.clone()]);
+    let new_s3 = s.moto.s3_in(&new_keys, REGION);
+    new_s3.get_object().bucket(&full_bucket).key("data.txt").send().await.expect("new key reads");
+    let elsewhere = new_s3.get_object().bucket(&static_bucket).key("shared.txt").send().await;
+    assert!(elsewhere.is_err(), "the new key is scoped to the claim's bucket");
+    eventually("the old user and policy retired after the overlap", || async {
+        let gone = !s.moto.user_exists(&old_full_user).await
+            && !local_policies(&s.moto).await.contains(&old_full_user);
+        gone.then_some(())
+    })
+    .await;
+    s.wait_for("full", ClaimPhase::Bound, "Bound").await;
+    new_s3.get_object().bucket(&full_bucket).key("data.txt").send().await.expect("still reads");
+
     for name in names {
         s.delete_and_wait(name).await;
     }
@@ -288,6 +319,7 @@ async fn claims_of_the_go_provisioner_are_adopted_in_place_and_deleting_them_lea
     }
     let policies = local_policies(&s.moto).await;
     assert!(users.iter().all(|u| !policies.contains(u)), "old policies are deleted: {policies:?}");
+    assert!(s.moto.provisioned_users().await.is_empty(), "the claim's own user is deleted too");
     assert!(!s.moto.bucket_exists(&empty_bucket).await, "the empty bucket goes under Delete");
     assert!(!s.moto.bucket_exists(&full_bucket).await, "the full bucket goes under Delete");
     assert!(!s.moto.bucket_exists(&after_bucket).await, "so does the one bound on rollback");
