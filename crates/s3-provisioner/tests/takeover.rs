@@ -296,7 +296,7 @@ async fn claims_of_the_go_provisioner_are_adopted_in_place_and_deleting_them_lea
         (keys != full_keys).then_some(keys)
     })
     .await;
-    assert_eq!(s.moto.access_keys(&own_user).await, [new_keys.access_key_id.clone()]);
+    assert_eq!(s.moto.access_keys(&own_user).await, [new_keys.access_key_id.as_str()]);
     let new_s3 = s.moto.s3_in(&new_keys, REGION);
     new_s3.get_object().bucket(&full_bucket).key("data.txt").send().await.expect("new key reads");
     let elsewhere = new_s3.get_object().bucket(&static_bucket).key("shared.txt").send().await;
