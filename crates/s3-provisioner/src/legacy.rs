@@ -9,7 +9,7 @@
 //! names are still checked against that provisioner's naming, so that no other user or policy
 //! (an AWS-managed one, another claim's) is ever deleted for it.
 //!
-//! A rotation of such a claim's key (see [`bucket_provisioner::rotation`]) moves it to least
+//! A rotation of such a claim's key (see [`bucket_provisioner::bucket::rotation`]) moves it to least
 //! privilege without an outage: the new key is one of the claim's own scoped user (as for a
 //! claim provisioned here), the old key keeps working through the overlap, and retiring it
 //! deletes the old user and its policy. Deleting the claim removes whichever of the two exist.
