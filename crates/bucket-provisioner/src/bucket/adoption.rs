@@ -15,7 +15,7 @@
 //! From then on the claim is an ordinary bound claim (see [`crate::bucket::bound`]).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bucket_api::contract::{FINALIZER, LABEL_PROVISIONER, annotations, legacy};
 use bucket_api::{AccessMode, ObjectBucket, ObjectBucketClaim};
@@ -99,7 +99,9 @@ pub(crate) async fn adopt_legacy<P: Provisioner>(
         ));
     };
     let digest = release_secret_and_config_map(&claim, ctx).await?;
+    crash_point("adoption-released");
     let adopted = convert_object_bucket(&buckets, &found, &adoption, digest, ctx).await?;
+    crash_point("adoption-converted");
     record_on_claim(claim, &adopted, ctx).await
 }
 
@@ -244,11 +246,7 @@ async fn record_on_claim<P>(
         },
         "spec": { "objectBucketName": name },
     });
-    let api: Api<ObjectBucketClaim> =
-        Api::namespaced(ctx.client.clone(), &claim.namespace().unwrap_or_default());
-    let params = PatchParams::default();
-    let updated = api.patch(&claim.name_any(), &params, &Patch::Merge(&patch)).await?;
-    let updated = ctx.caches.claims.wrote(updated);
+    // Told before it is recorded: a stop in between tells it twice, never not at all.
     let bucket = adopted.spec.endpoint.as_ref().map(|e| e.bucket_name.as_str()).unwrap_or_default();
     let kept = match source.as_deref() {
         Some("new") => "the bucket is the claim's, as the previous provisioner's records show",
@@ -258,7 +256,26 @@ async fn record_on_claim<P>(
         "adopted ObjectBucket {name:?} of bucket {bucket:?} from the previous provisioner of \
          this name; the claim's Secret keeps its key, and {kept}"
     );
-    tracing::info!(claim = %key(&*updated), object_bucket = %name, "{message}");
-    ctx.event(&updated, EventType::Normal, "Adopted", &message, Operation::Provision).await;
-    Ok(updated)
+    tracing::info!(claim = %key(&*claim), object_bucket = %name, "{message}");
+    ctx.event(&claim, EventType::Normal, "Adopted", &message, Operation::Provision).await;
+    crash_point("adoption-told");
+    let api: Api<ObjectBucketClaim> =
+        Api::namespaced(ctx.client.clone(), &claim.namespace().unwrap_or_default());
+    let params = PatchParams::default();
+    let updated = api.patch(&claim.name_any(), &params, &Patch::Merge(&patch)).await?;
+    Ok(ctx.caches.claims.wrote(updated))
+}
+
+/// Environment variable naming a step of the adoption at which the process stops dead (as a
+/// SIGKILL would stop it), for tests that check the next run resumes there: `adoption-released`
+/// (after step 1), `adoption-converted` (after step 2), `adoption-told` (step 3's Event sent,
+/// the claim not yet written). Never set in production.
+pub(crate) const CRASH_AT_ENV: &str = "BUCKET_PROVISIONER_CRASH_AT";
+
+fn crash_point(step: &str) {
+    static AT: OnceLock<Option<String>> = OnceLock::new();
+    if AT.get_or_init(|| std::env::var(CRASH_AT_ENV).ok()).as_deref() == Some(step) {
+        tracing::error!(step, "stopping dead at a crash point ({CRASH_AT_ENV})");
+        std::process::abort();
+    }
 }
