@@ -10,7 +10,8 @@
 //!    so the key is recognised as the one written) and finalizer, the backend's
 //!    `additionalState` and the endpoint the backend answers (see [`Provisioner::adopt`]);
 //!    [`annotations::ADOPTED_FROM`] says it was taken over;
-//! 3. the claim records its intent as if provisioned here, then an Event `Adopted` says so.
+//! 3. an Event `Adopted` tells the claim, then the claim records its intent as if provisioned
+//!    here (a stop in between tells it twice, never not at all).
 //!
 //! From then on the claim is an ordinary bound claim (see [`crate::bucket::bound`]).
 
@@ -219,8 +220,8 @@ async fn convert_object_bucket<P>(
     Ok(ctx.caches.buckets.wrote(adopted))
 }
 
-/// Step 3: the claim records what it would have recorded had it been provisioned here, and is
-/// told that it was adopted.
+/// Step 3: the claim is told that it was adopted, then records what it would have recorded had
+/// it been provisioned here.
 async fn record_on_claim<P>(
     claim: Arc<ObjectBucketClaim>,
     adopted: &ObjectBucket,
