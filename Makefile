@@ -17,6 +17,9 @@ PROMTOOL_BIN = $(shell tests/prometheus/install.sh)
 GARAGE_BIN = $(shell tests/garage/build.sh)
 # moto (S3 + IAM) for the S3 provisioner's tests, pinned in tests/moto/requirements.txt.
 export BUCKET_PROVISIONER_MOTO_VENV ?= $(BUCKET_PROVISIONER_CACHE)/moto-venv
+# The Go aws-s3-provisioner, which the S3 takeover tests run and then replace, built offline into
+# the cache from the source in BUCKET_PROVISIONER_AWS_S3_PROVISIONER_SOURCE (.ci/run sets it).
+AWS_S3_PROVISIONER_BIN = $(shell tests/aws-s3-provisioner/build.sh)
 
 # The image: static binaries for this machine's architecture, from the Dockerfile, no registry.
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
@@ -29,7 +32,8 @@ STATIC_PROFILE ?= release
 STATIC_DIR = $(CARGO_TARGET_DIR)/$(STATIC_TARGET)/$(STATIC_PROFILE)
 STATIC_RUSTFLAGS_VAR := CARGO_TARGET_$(shell echo '$(STATIC_TARGET)' | tr 'a-z-' 'A-Z_')_RUSTFLAGS
 
-.PHONY: help toolchain controlplane chart-tools chart test lint crds demo bench static image node e2e garage
+.PHONY: help toolchain controlplane chart-tools chart test lint crds demo bench static image node e2e garage \
+	aws-s3-provisioner
 
 help:
 	@echo "make demo   - local control plane + hostPath provisioner + a claim + a consumer"
@@ -56,6 +60,10 @@ controlplane: toolchain
 garage: toolchain
 	@tests/garage/build.sh >/dev/null
 
+# About 30 s, offline (vendored), then cached.
+aws-s3-provisioner: toolchain
+	@tests/aws-s3-provisioner/build.sh >/dev/null
+
 chart-tools: toolchain
 	@tests/helm/build.sh >/dev/null
 	@tests/prometheus/install.sh >/dev/null
@@ -70,11 +78,11 @@ lint: toolchain
 
 # The demo runs first, the node tests last, and one summary line of every test binary's results
 # closes the output.
-test: lint controlplane chart-tools strace volume-tools demo moto garage
+test: lint controlplane chart-tools strace volume-tools demo moto garage aws-s3-provisioner
 	@mkdir -p "$(BUCKET_PROVISIONER_CACHE)"
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" BUCKET_PROVISIONER_HELM_BIN="$(HELM_BIN)" \
 		BUCKET_PROVISIONER_PROMTOOL="$(PROMTOOL_BIN)" BUCKET_PROVISIONER_GARAGE_BIN="$(GARAGE_BIN)" \
-		cargo test --workspace \
+		BUCKET_PROVISIONER_AWS_S3_PROVISIONER_BIN="$(AWS_S3_PROVISIONER_BIN)" cargo test --workspace \
 		--exclude node-tests 2>&1 | tee "$(BUCKET_PROVISIONER_CACHE)/last-test-run.txt"
 	$(MAKE) --no-print-directory e2e STATIC_PROFILE=image-test 2>&1 \
 		| tee -a "$(BUCKET_PROVISIONER_CACHE)/last-test-run.txt"

@@ -131,4 +131,57 @@ pub mod annotations {
     /// On an ObjectBucket of a sharing claim: the bucket went with the claim it was shared
     /// from (`true`), and the sharing claim's key is revoked (`revoked`).
     pub const BUCKET_LOST: &str = "objectbucket.io/bucket-lost";
+    /// On an ObjectBucket taken over from a lib-bucket-provisioner provisioner: that
+    /// provisioner's label value.
+    pub const ADOPTED_FROM: &str = "objectbucket.io/adopted-from";
+}
+
+/// What a provisioner built on lib-bucket-provisioner (the Go library of the same API) leaves
+/// behind, for recognising it; see the bucket controller's adoption.
+pub mod legacy {
+    /// The label it puts on everything it writes: its provisioner name with every character
+    /// not allowed in a label value as `-` (see [`label_value`]).
+    pub const LABEL_PROVISIONER: &str = "bucket-provisioner";
+    /// The claim `spec` field it records the ObjectBucket's name in (a Go field with no JSON
+    /// name, so written capitalised), kept by this API's CRD so that rolling back works.
+    pub const OBJECT_BUCKET_NAME_FIELD: &str = "ObjectBucketName";
+    /// The prefix of the ObjectBuckets it names `obc-<namespace>-<claim>`.
+    pub const OBJECT_BUCKET_PREFIX: &str = "obc-";
+
+    /// The value of [`LABEL_PROVISIONER`] for a provisioner name, as that library writes it: the
+    /// name itself when it is a valid label value, otherwise its first 63 characters with every
+    /// `/` as `-` (nothing else is replaced).
+    pub fn label_value(provisioner: &str) -> String {
+        let valid = |v: &str| {
+            let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+            v.is_empty()
+                || (v.len() <= 63
+                    && edge(v.chars().next())
+                    && edge(v.chars().last())
+                    && v.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+        };
+        if valid(provisioner) {
+            return provisioner.to_string();
+        }
+        provisioner.chars().take(63).collect::<String>().replace('/', "-")
+    }
+
+    /// The ObjectBucket name it gives the claim `name` of `namespace`.
+    pub fn object_bucket_name(namespace: &str, name: &str) -> String {
+        format!("{OBJECT_BUCKET_PREFIX}{namespace}-{name}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::legacy;
+
+    #[test]
+    fn legacy_label_values_replace_only_slashes_and_only_when_invalid() {
+        assert_eq!(legacy::label_value("aws-s3.io/bucket"), "aws-s3.io-bucket");
+        assert_eq!(legacy::label_value("aws-s3.io_bucket"), "aws-s3.io_bucket");
+        let long = format!("{}/b", "a".repeat(70));
+        assert_eq!(legacy::label_value(&long), "a".repeat(63));
+        assert_eq!(legacy::object_bucket_name("apps", "g4"), "obc-apps-g4");
+    }
 }

@@ -1,6 +1,9 @@
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSONSchemaProps,
+};
 use kube::CustomResourceExt;
 
+use crate::contract::legacy;
 use crate::{ObjectBucket, ObjectBucketClaim};
 
 /// One generated CRD and the file it is committed as under `crds/`.
@@ -26,5 +29,52 @@ impl CrdFile {
 
 /// Every CRD of the API, as committed under `crds/`.
 pub fn crd_files() -> Vec<CrdFile> {
-    vec![CrdFile::of(ObjectBucketClaim::crd()), CrdFile::of(ObjectBucket::crd())]
+    vec![CrdFile::of(claim_crd()), CrdFile::of(ObjectBucket::crd())]
+}
+
+/// The claim's CRD, keeping the field lib-bucket-provisioner writes its binding to (see
+/// [`legacy::OBJECT_BUCKET_NAME_FIELD`]): without it the apiserver drops the field, and a
+/// provisioner built on that library, run again after this one, finds its claims unbound. The
+/// controller never reads it (no Rust field); it only survives in storage.
+fn claim_crd() -> CustomResourceDefinition {
+    let mut crd = ObjectBucketClaim::crd();
+    for version in &mut crd.spec.versions {
+        let spec = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            .and_then(|s| s.properties.as_mut())
+            .and_then(|p| p.get_mut("spec"))
+            .and_then(|s| s.properties.as_mut());
+        if let Some(spec) = spec {
+            let field = JSONSchemaProps {
+                description: Some(
+                    "The ObjectBucket's name as lib-bucket-provisioner records it (a field it \
+                     writes with no JSON name of its own); kept so that such a provisioner, run \
+                     again, finds its claims bound. Not read by this controller."
+                        .into(),
+                ),
+                type_: Some("string".into()),
+                nullable: Some(true),
+                ..Default::default()
+            };
+            spec.insert(legacy::OBJECT_BUCKET_NAME_FIELD.into(), field);
+        }
+    }
+    crd
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_claim_schema_keeps_the_legacy_binding_field() {
+        let crd = claim_crd();
+        let schema = crd.spec.versions[0].schema.as_ref().unwrap();
+        let spec =
+            &schema.open_api_v3_schema.as_ref().unwrap().properties.as_ref().unwrap()["spec"];
+        let field = &spec.properties.as_ref().unwrap()[legacy::OBJECT_BUCKET_NAME_FIELD];
+        assert_eq!(field.type_.as_deref(), Some("string"));
+    }
 }

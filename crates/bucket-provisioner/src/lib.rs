@@ -21,7 +21,8 @@ pub mod runtime {
 pub use bucket::controller::{ControllerConfig, run_controller};
 pub use bucket::error::Error;
 pub use bucket::provisioner::{
-    BUCKET_NAME_TAKEN, BackendError, BucketOptions, Credentials, Endpoint, ProvisionedBucket,
-    Provisioner, ROTATION_NOT_SUPPORTED, Removed, access_mode_of, user_id_for_claim, user_id_of,
+    Adoption, BUCKET_NAME_TAKEN, BackendError, BucketOptions, Credentials, Endpoint,
+    ProvisionedBucket, Provisioner, ROTATION_NOT_SUPPORTED, Removed, access_mode_of,
+    user_id_for_claim, user_id_of,
 };
 pub use bucket_api::{AccessMode, BucketUsage};

@@ -8,8 +8,8 @@ use aws_sdk_s3::config::{BehaviorVersion, Region, SharedCredentialsProvider, Sha
 use bucket_api::ObjectBucket;
 use bucket_provisioner::bucket::standalone::{BucketLocation, IssuedKey, KeyRequest, NewBucket};
 use bucket_provisioner::{
-    AccessMode, BackendError, BucketOptions, Credentials, ProvisionedBucket, Provisioner, Removed,
-    access_mode_of, user_id_of,
+    AccessMode, Adoption, BackendError, BucketOptions, Credentials, ProvisionedBucket, Provisioner,
+    Removed, access_mode_of, user_id_of,
 };
 use tokio::sync::OnceCell;
 
@@ -17,6 +17,7 @@ use crate::aws::{Clients, clients, http_client, retry_config};
 use crate::bucket::{Buckets, NameLocks};
 use crate::config::{ACCEPTED, BUCKET_LIFECYCLE, BUCKET_POLICY, ClaimConfig, names_user};
 use crate::iam::{self, Users};
+use crate::legacy::{self, Adopted};
 use crate::owner::{ClassParameters, OwnerCredentials};
 use crate::params::{DEFAULT_REGION, STATE_POLICY_NAME, STATE_USER_NAME, Settings};
 
@@ -274,7 +275,14 @@ impl S3Provisioner {
             (None, Some(user_id)) => iam::user_name(&user_id),
             (None, None) => return Ok(()),
         };
-        Users { iam: &session.clients.iam, owner: &session.owner }.remove(&user).await
+        let users = Users { iam: &session.clients.iam, owner: &session.owner };
+        // A claim adopted from the Go aws-s3-provisioner: its old user and policy, and the user
+        // of its own a rotation may have moved it to.
+        if let Some(adopted) = Adopted::of(bucket) {
+            adopted.remove_old(&users).await?;
+            return users.remove(&adopted.own_user).await;
+        }
+        users.remove(&user).await
     }
 }
 
@@ -353,6 +361,21 @@ impl Provisioner for S3Provisioner {
             .await
     }
 
+    /// Takes over what the Go aws-s3-provisioner made for the claim (see [`crate::legacy`]).
+    async fn adopt(
+        &self,
+        options: &BucketOptions,
+        legacy: &ObjectBucket,
+        created_by_claim: bool,
+    ) -> Result<Option<Adoption>, BackendError> {
+        let settings = Settings::from_parameters(&options.parameters)?;
+        let session = self.session(&settings).await?;
+        let buckets =
+            Buckets { s3: &session.clients.s3, owner: &session.owner, locks: &self.creating };
+        let clients = (&session.clients.iam, &buckets);
+        legacy::adopt(clients, &settings, options, legacy, created_by_claim).await.map(Some)
+    }
+
     async fn revoke(&self, bucket: &ObjectBucket) -> Result<(), BackendError> {
         let settings = self.cleanup_settings(bucket).await?;
         let session = self.cleanup_session(&settings).await?;
@@ -363,7 +386,14 @@ impl Provisioner for S3Provisioner {
     /// kept.
     async fn rotate(&self, bucket: &ObjectBucket, keep: &str) -> Result<Credentials, BackendError> {
         let (session, user) = self.rotation_user(bucket).await?;
-        Users { iam: &session.clients.iam, owner: &session.owner }.rotate(&user, keep).await
+        let users = Users { iam: &session.clients.iam, owner: &session.owner };
+        match Adopted::of(bucket) {
+            Some(adopted) => {
+                let settings = self.cleanup_settings(bucket).await?;
+                adopted.rotate(&users, &settings, bucket, keep).await
+            }
+            None => users.rotate(&user, keep).await,
+        }
     }
 
     /// Deletes the claim's previous access key (DeleteAccessKey).
@@ -373,9 +403,11 @@ impl Provisioner for S3Provisioner {
         access_key_id: &str,
     ) -> Result<(), BackendError> {
         let (session, user) = self.rotation_user(bucket).await?;
-        Users { iam: &session.clients.iam, owner: &session.owner }
-            .retire(&user, access_key_id)
-            .await
+        let users = Users { iam: &session.clients.iam, owner: &session.owner };
+        match Adopted::of(bucket) {
+            Some(adopted) => adopted.retire(&users, access_key_id).await,
+            None => users.retire(&user, access_key_id).await,
+        }
     }
 
     /// Applies a changed access mode to the claim's user, and a changed `bucketPolicy` or

@@ -139,6 +139,30 @@ impl Buckets<'_> {
         }
     }
 
+    /// Records `bucket` as created by the claim with `user_id` under `policy`, when it carries
+    /// no tags at all (or already says so); answers whether it now does. Used only for a bucket
+    /// a previous provisioner's records prove the claim's, so its data may be there.
+    pub(crate) async fn claim_untagged(
+        &self,
+        bucket: &str,
+        user_id: &str,
+        policy: ReclaimPolicy,
+    ) -> Result<bool, BackendError> {
+        self.locks
+            .hold(bucket, async {
+                match self.ownership(bucket).await? {
+                    Ownership::Claim(owner, _) => Ok(owner == user_id),
+                    Ownership::Untagged => {
+                        self.tag(bucket, user_id, policy).await?;
+                        Ok(matches!(self.ownership(bucket).await?,
+                        Ownership::Claim(owner, _) if owner == user_id))
+                    }
+                    _ => Ok(false),
+                }
+            })
+            .await
+    }
+
     /// Checks that the existing `bucket` can be reached.
     pub(crate) async fn head(&self, bucket: &str) -> Result<(), BackendError> {
         match self.s3.head_bucket().bucket(bucket).send().await {

@@ -30,7 +30,7 @@
 //! | `endpoint` | URL of an S3-compatible service instead of AWS |
 //! | `iamEndpoint` | URL of its IAM API (default: `endpoint`, else AWS IAM) |
 //! | `forcePathStyle` | `"true"` for `host/bucket` addressing |
-//! | `createBucketUser` | `"true"` (default); `"false"` hands the owner's keys to claims |
+//! | `createBucketUser` | `"true"` (default); `"false"` hands the owner's keys to claims (`"yes"`/`"no"` as well) |
 //! | `bucketName` | an existing bucket to share (read by the library) |
 //! | `bucketPolicyPrincipals` | principals a claim's `bucketPolicy` may name besides its own user |
 //!
@@ -59,6 +59,7 @@ pub mod bucket;
 pub mod cluster;
 pub mod config;
 pub mod iam;
+pub mod legacy;
 pub mod owner;
 pub mod params;
 

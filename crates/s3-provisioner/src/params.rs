@@ -17,7 +17,8 @@ pub const ENDPOINT: &str = "endpoint";
 pub const IAM_ENDPOINT: &str = "iamEndpoint";
 /// `true` to address buckets as `host/bucket` instead of `bucket.host`.
 pub const FORCE_PATH_STYLE: &str = "forcePathStyle";
-/// `true` (default): an IAM user per claim. `false`: the claim receives the owner's keys.
+/// `true` (default): an IAM user per claim. `false`: the claim receives the owner's keys. `yes`
+/// and `no`, the Go aws-s3-provisioner's values, mean the same.
 pub const CREATE_BUCKET_USER: &str = "createBucketUser";
 /// Principals (ARNs, comma-separated; `*` for anyone) a claim's `bucketPolicy` may name besides
 /// the claim's own IAM user. None by default.
@@ -118,7 +119,18 @@ impl Settings {
             .map(|v| ServiceUrl::parse(IAM_ENDPOINT, v, EXAMPLE_URL))
             .transpose()?;
         let force_path_style = boolean(FORCE_PATH_STYLE, get(FORCE_PATH_STYLE), false)?;
-        let create_bucket_user = boolean(CREATE_BUCKET_USER, get(CREATE_BUCKET_USER), true)?;
+        let create_bucket_user = match get(CREATE_BUCKET_USER) {
+            // The values of the Go aws-s3-provisioner, so its StorageClasses apply unchanged.
+            Some(v) if v.eq_ignore_ascii_case("yes") => true,
+            Some(v) if v.eq_ignore_ascii_case("no") => false,
+            value => boolean(CREATE_BUCKET_USER, value, true).map_err(|_| {
+                BackendError::invalid_parameter(format!(
+                    "parameter {CREATE_BUCKET_USER} must be \"true\" or \"false\" (or \"yes\" \
+                     or \"no\"), not {:?}",
+                    value.unwrap_or_default()
+                ))
+            })?,
+        };
         if !create_bucket_user && owner_secret.is_none() {
             return Err(BackendError::invalid_parameter(format!(
                 "{CREATE_BUCKET_USER}=false hands the owner's keys to every claim, which needs them \
@@ -292,6 +304,20 @@ mod tests {
         ]))
         .unwrap();
         assert!(!ok.create_bucket_user);
+    }
+
+    #[test]
+    fn create_bucket_user_takes_the_old_provisioners_yes_and_no() {
+        let with = |value: &str| {
+            let parameters =
+                [(CREATE_BUCKET_USER, value), (SECRET_NAME, "s"), (SECRET_NAMESPACE, "n")];
+            Settings::from_parameters(&params(&parameters)).map(|s| s.create_bucket_user)
+        };
+        assert!(with("yes").unwrap());
+        assert!(!with("No").unwrap());
+        assert!(with("TRUE").unwrap());
+        let error = with("maybe").unwrap_err().to_string();
+        assert!(error.contains("\"yes\" or \"no\"") && error.contains("maybe"), "{error}");
     }
 
     mod properties {

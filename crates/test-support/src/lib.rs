@@ -11,6 +11,7 @@ mod harness;
 mod manifests;
 mod ports;
 mod supervised;
+mod tls_proxy;
 pub mod volumes;
 
 use std::future::Future;
@@ -41,6 +42,7 @@ pub use manifests::{
 };
 pub use ports::{free_port, free_port_on};
 pub use supervised::Supervised;
+pub use tls_proxy::TlsProxy;
 
 /// How long helpers wait for the cluster to reach an expected state.
 pub const WAIT: Duration = Duration::from_secs(60);

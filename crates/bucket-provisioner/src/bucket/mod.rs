@@ -16,13 +16,17 @@
 //!   after [`duration`]s written as Kubernetes writes them;
 //!   [`sharing`]: a claim granted a key on the bucket of another claim of its namespace.
 //! - [`standalone`]: buckets and keys on their own, for the COSI front.
+//! - [`legacy`], `adoption`: a claim bound by a lib-bucket-provisioner provisioner of the same
+//!   name, recognised and taken over in place.
 
+pub(crate) mod adoption;
 pub(crate) mod bound;
 pub(crate) mod cleanup;
 pub(crate) mod context;
 pub mod controller;
 pub mod duration;
 pub mod error;
+pub mod legacy;
 pub mod limits;
 pub mod location;
 pub mod naming;

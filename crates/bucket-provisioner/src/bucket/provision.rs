@@ -56,6 +56,7 @@ async fn bind<P: Provisioner>(
     claim: Arc<ObjectBucketClaim>,
     ctx: &Context<P>,
 ) -> Result<Action, Error> {
+    let claim = crate::bucket::adoption::adopt_legacy(claim, ctx).await?;
     let mut observed = observe(&claim, ctx);
     let name = claim.name_any();
     let secret = check_not_foreign(

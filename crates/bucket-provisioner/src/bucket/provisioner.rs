@@ -189,6 +189,19 @@ pub struct ProvisionedBucket {
     pub additional_state: BTreeMap<String, String>,
 }
 
+/// What a backend answers when it takes over a claim's bucket from a lib-bucket-provisioner
+/// provisioner (see [`Provisioner::adopt`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Adoption {
+    /// Where consumers reach the bucket: what the claim's ConfigMap already says.
+    pub endpoint: Endpoint,
+    /// Backend bookkeeping for the ObjectBucket, as `provision` would answer it.
+    pub additional_state: BTreeMap<String, String>,
+    /// The backend's records now say the claim created the bucket, so `delete` under the
+    /// `Delete` policy removes it; `false`: only the claim's access is ever removed.
+    pub bucket_created_by_claim: bool,
+}
+
 /// What [`Provisioner::delete`] removed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Removed {
@@ -372,6 +385,26 @@ pub trait Provisioner: Send + Sync + 'static {
         async { None }
     }
 
+    /// Takes over the bucket of a claim that a provisioner built on lib-bucket-provisioner (the
+    /// Go library) bound under the same provisioner name: `legacy` is that provisioner's
+    /// ObjectBucket, already proven the claim's by the library (see
+    /// [`crate::bucket::legacy`]); `options` are the claim's as if it were provisioned now. The
+    /// claim's Secret keeps its key, so nothing is issued: answer where consumers reach the
+    /// bucket, the `additionalState` that `delete`/`revoke` will need to remove what the old
+    /// provisioner made for the claim, and whether the backend's own records now say that the
+    /// claim created the bucket (only ever when `created_by_claim` and the old records prove
+    /// it). `None` (the default) refuses: such claims fail with the reason `AdoptionUnsupported`
+    /// rather than being provisioned a second time.
+    fn adopt(
+        &self,
+        options: &BucketOptions,
+        legacy: &ObjectBucket,
+        created_by_claim: bool,
+    ) -> impl Future<Output = Result<Option<Adoption>, BackendError>> + Send {
+        let _ = (options, legacy, created_by_claim);
+        async { Ok(None) }
+    }
+
     /// What the bound bucket of this ObjectBucket holds now, or `None` when the backend does not
     /// know (the default). Called for every bound ObjectBucket once per usage interval (see
     /// [`crate::ControllerConfig::usage_interval`]), so it must answer from memory, never from a
@@ -510,5 +543,14 @@ impl<P: Provisioner> Provisioner for std::sync::Arc<P> {
 
     fn usage(&self, bucket: &ObjectBucket) -> Option<BucketUsage> {
         (**self).usage(bucket)
+    }
+
+    fn adopt(
+        &self,
+        options: &BucketOptions,
+        legacy: &ObjectBucket,
+        created_by_claim: bool,
+    ) -> impl Future<Output = Result<Option<Adoption>, BackendError>> + Send {
+        (**self).adopt(options, legacy, created_by_claim)
     }
 }

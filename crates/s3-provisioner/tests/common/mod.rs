@@ -5,6 +5,7 @@
 
 pub mod cluster;
 pub mod moto;
+pub mod old_provisioner;
 
 use std::collections::BTreeMap;
 
