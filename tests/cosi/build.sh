@@ -70,7 +70,7 @@ for entry in "${revisions[@]}"; do
   mkdir -p "$work/$api/crd"
   for program in controller sidecar; do
     started=$SECONDS
-    echo "cosi: building $api ($ref) $program (first run only, the controller takes ~70 s)..." >&2
+    echo "cosi: building $api ($ref) $program (first run only; the controller takes minutes)..." >&2
     ( while sleep 60; do echo "cosi: still building $api $program ($((SECONDS - started))s)" >&2; done ) &
     beat=$!
     rc=0
