@@ -1,0 +1,182 @@
+//! The hostPath driver under the real upstream COSI controller and sidecar, both versions:
+//! class → claim → Bucket → access class → access → Secret → a consumer that knows nothing but
+//! that Secret writes, reads and lists; read-only keys cannot write; every access has its own
+//! key; deleting an access stops its key; the deletion policy decides a bucket's fate; and a
+//! tenant that binds another namespace's Bucket gets no key to it.
+
+#[path = "cosi/world.rs"]
+mod world;
+
+use std::time::Duration;
+
+use aws_sdk_s3::Client as S3;
+use aws_sdk_s3::error::ProvideErrorMetadata;
+use aws_sdk_s3::primitives::ByteStream;
+use kube::api::DeleteParams;
+use test_support::cosi::{CosiVersion, create};
+use world::{World, s3_client, wait_for};
+
+async fn put(s3: &S3, bucket: &str, key: &str, body: &[u8]) -> Result<(), String> {
+    s3.put_object()
+        .bucket(bucket)
+        .key(key)
+        .body(ByteStream::from(body.to_vec()))
+        .send()
+        .await
+        .map(|_| ())
+        .map_err(|e| e.into_service_error().code().unwrap_or("unknown").to_owned())
+}
+
+async fn get(s3: &S3, bucket: &str, key: &str) -> Result<Vec<u8>, String> {
+    let output = s3
+        .get_object()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .map_err(|e| e.into_service_error().code().unwrap_or("unknown").to_owned())?;
+    Ok(output.body.collect().await.unwrap().into_bytes().to_vec())
+}
+
+async fn list(s3: &S3, bucket: &str) -> Result<Vec<String>, String> {
+    let output = s3
+        .list_objects_v2()
+        .bucket(bucket)
+        .send()
+        .await
+        .map_err(|e| e.into_service_error().code().unwrap_or("unknown").to_owned())?;
+    Ok(output.contents().iter().filter_map(|o| o.key().map(Into::into)).collect())
+}
+
+/// Waits until `check` holds, for up to a minute.
+async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The life of a claim and its accesses, as far as each upstream version carries it.
+async fn claim_access_and_consumer(version: CosiVersion) {
+    let world = World::start(version).await;
+    let tenant = world.tenant("cosi-tenant").await;
+    let bucket_object = world.claim(&tenant, "data", &world.delete_class).await;
+
+    // A consumer with nothing but the Secret writes, reads and lists.
+    let writer = world.access(&tenant, "writer", "data", "ReadWrite").await;
+    let s3 = s3_client(&writer);
+    put(&s3, &writer.bucket, "hello.txt", b"hello").await.unwrap();
+    assert_eq!(get(&s3, &writer.bucket, "hello.txt").await.unwrap(), b"hello");
+    assert_eq!(list(&s3, &writer.bucket).await.unwrap(), ["hello.txt"]);
+    // v1alpha1 consumers find the bucket by the Bucket object's name.
+    if version == CosiVersion::V1Alpha1 {
+        assert_eq!(writer.bucket, bucket_object);
+    }
+    assert!(world.bucket_dir(&writer.bucket).is_dir(), "the bucket is on the driver's disk");
+
+    // A second access gets a key of its own, which works beside the first.
+    let second_mode = if version == CosiVersion::V1Alpha2 { "ReadOnly" } else { "ReadWrite" };
+    let second = world.access(&tenant, "second", "data", second_mode).await;
+    assert_ne!(second.access_key_id, writer.access_key_id, "every access has its own key");
+    assert_eq!(second.bucket, writer.bucket);
+    let s3_second = s3_client(&second);
+    assert_eq!(get(&s3_second, &second.bucket, "hello.txt").await.unwrap(), b"hello");
+    if version == CosiVersion::V1Alpha2 {
+        // A ReadOnly access reads and lists but cannot write or delete.
+        assert_eq!(list(&s3_second, &second.bucket).await.unwrap(), ["hello.txt"]);
+        assert_eq!(put(&s3_second, &second.bucket, "x", b"x").await.unwrap_err(), "AccessDenied");
+        let deleted =
+            s3_second.delete_object().bucket(&second.bucket).key("hello.txt").send().await;
+        assert_eq!(deleted.unwrap_err().code(), Some("AccessDenied"));
+        assert_eq!(get(&s3, &writer.bucket, "hello.txt").await.unwrap(), b"hello");
+    }
+
+    if version == CosiVersion::V1Alpha1 {
+        // Deleting an access revokes its key; the other key keeps working.
+        let accesses = version.api(&tenant.client, "BucketAccess", Some(&tenant.namespace));
+        accesses.delete("second", &DeleteParams::default()).await.unwrap();
+        until("the deleted access's key to stop working", async || {
+            get(&s3_second, &second.bucket, "hello.txt").await.is_err()
+        })
+        .await;
+        assert_eq!(get(&s3, &writer.bucket, "hello.txt").await.unwrap(), b"hello");
+
+        // Under Delete, deleting the claim deletes the bucket (its accesses go with it).
+        let claims = version.api(&tenant.client, "BucketClaim", Some(&tenant.namespace));
+        claims.delete("data", &DeleteParams::default()).await.unwrap();
+        let dir = world.bucket_dir(&writer.bucket);
+        until("the bucket to be deleted with its claim", async || !dir.exists()).await;
+
+        // Under Retain, it stays, data and all.
+        let kept = world.claim(&tenant, "kept", &world.retain_class).await;
+        let keeper = world.access(&tenant, "keeper", "kept", "ReadWrite").await;
+        put(&s3_client(&keeper), &keeper.bucket, "keep.txt", b"kept").await.unwrap();
+        claims.delete("kept", &DeleteParams::default()).await.unwrap();
+        let buckets = version.api(&world.admin, "Bucket", None);
+        until("the Retain claim to be gone", async || {
+            claims.get_opt("kept").await.unwrap().is_none()
+        })
+        .await;
+        assert!(buckets.get_opt(&kept).await.unwrap().is_some(), "a Retain Bucket is kept");
+        assert!(world.bucket_dir(&keeper.bucket).is_dir(), "a Retain bucket is kept");
+    }
+}
+
+#[tokio::test]
+async fn v1alpha1_claim_access_and_consumer() {
+    claim_access_and_consumer(CosiVersion::V1Alpha1).await;
+}
+
+#[tokio::test]
+async fn v1alpha2_claim_access_and_consumer() {
+    claim_access_and_consumer(CosiVersion::V1Alpha2).await;
+}
+
+/// Tenant B binds tenant A's Bucket with `existingBucketName` (which v0.2.2 lets any namespace
+/// do) and asks for an access: the driver refuses the grant, B gets no Secret, and A's own
+/// access keeps working.
+async fn another_namespace_cannot_reach_a_bucket(version: CosiVersion) {
+    let world = World::start(version).await;
+    let victim = world.tenant("cosi-victim").await;
+    let bucket_object = world.claim(&victim, "data", &world.delete_class).await;
+    let own = world.access(&victim, "own", "data", "ReadWrite").await;
+    put(&s3_client(&own), &own.bucket, "secret.txt", b"A's data").await.unwrap();
+
+    let attacker = world.tenant("cosi-attacker").await;
+    let claims = version.api(&attacker.client, "BucketClaim", Some(&attacker.namespace));
+    let stolen = version.claim_of_existing(&attacker.namespace, "stolen", &bucket_object);
+    create(&claims, &stolen).await.unwrap();
+    world.request_access(&attacker, "thief", "stolen", "ReadWrite").await;
+
+    let accesses = version.api(&attacker.client, "BucketAccess", Some(&attacker.namespace));
+    // The sidecar reports the driver's refusal; the access is never granted.
+    let refused = wait_for(&accesses, "thief", |_| {
+        world.sidecar.full_log().contains("PermissionDenied").then_some(())
+    })
+    .await;
+    let thief = accesses.get("thief").await.unwrap();
+    assert!(refused.is_ok(), "the driver never refused the grant\n{}", world.logs());
+    assert!(!version.access_ready(&thief), "{}", thief.data["status"]);
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(attacker.client.clone(), &attacker.namespace);
+    assert!(
+        secrets
+            .get_opt("thief-creds")
+            .await
+            .unwrap()
+            .is_none_or(|s| { version.read_access_secret(&s).is_err() })
+    );
+    // The victim's key still works and their data is untouched.
+    assert_eq!(get(&s3_client(&own), &own.bucket, "secret.txt").await.unwrap(), b"A's data");
+}
+
+#[tokio::test]
+async fn v1alpha1_another_namespace_cannot_reach_a_bucket() {
+    another_namespace_cannot_reach_a_bucket(CosiVersion::V1Alpha1).await;
+}
+
+#[tokio::test]
+async fn v1alpha2_another_namespace_cannot_reach_a_bucket() {
+    another_namespace_cannot_reach_a_bucket(CosiVersion::V1Alpha2).await;
+}
