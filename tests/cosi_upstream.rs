@@ -89,3 +89,69 @@ async fn cosi_sidecar_identity_is_least_privilege() {
         assert!(format!("{error:#}").contains("forbidden"), "{deployed:?}: {error:#}");
     }
 }
+
+/// Why a driver cannot trust a Bucket's claim reference under v1alpha1: when a claim in
+/// namespace B names A's Bucket through `existingBucketName`, v0.2.2's controller rewrites the
+/// Bucket's `spec.bucketClaim` to B's claim and marks B's claim ready. v1alpha2's controller
+/// refuses the binding (the reference names another namespace).
+async fn existing_bucket_name_across_namespaces(version: CosiVersion) {
+    let cosi = Cosi::start(version).await.unwrap();
+    let admin = cosi.client().await;
+    let class = format!("class-{}", unique_suffix());
+    let classes = version.api(&admin, "BucketClass", None);
+    create(&classes, &version.bucket_class(&class, "test.cosi.example", "Delete", json!({})))
+        .await
+        .unwrap();
+    let victim = CosiTenant::new(cosi.plane(), "victim").await.unwrap();
+    let claims = version.api(&victim.client, "BucketClaim", Some(&victim.namespace));
+    create(&claims, &version.claim(&victim.namespace, "data", &class)).await.unwrap();
+    let buckets = version.api(&admin, "Bucket", None);
+    let bucket = eventually("the victim's Bucket", || async {
+        buckets.list(&Default::default()).await.ok()?.items.into_iter().next()
+    })
+    .await
+    .name_any();
+
+    let attacker = CosiTenant::new(cosi.plane(), "attacker").await.unwrap();
+    let stolen = version.api(&attacker.client, "BucketClaim", Some(&attacker.namespace));
+    create(&stolen, &version.claim_of_existing(&attacker.namespace, "stolen", &bucket))
+        .await
+        .unwrap();
+    let claim_namespace = |b: &kube::api::DynamicObject| {
+        let field = if version == CosiVersion::V1Alpha1 { "bucketClaim" } else { "bucketClaimRef" };
+        b.data["spec"][field]["namespace"].as_str().unwrap_or_default().to_owned()
+    };
+    match version {
+        CosiVersion::V1Alpha1 => {
+            let rebound = eventually("the Bucket to be rebound to the attacker's claim", || {
+                let (buckets, bucket, attacker) = (&buckets, &bucket, &attacker.namespace);
+                async move {
+                    let object = buckets.get(bucket).await.ok()?;
+                    (claim_namespace(&object) == *attacker).then_some(object)
+                }
+            })
+            .await;
+            assert_eq!(rebound.data["spec"]["bucketClaim"]["name"], "stolen");
+            let claim = stolen.get("stolen").await.unwrap();
+            assert!(version.claim_ready(&claim), "{}", claim.data["status"]);
+        }
+        CosiVersion::V1Alpha2 => {
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            let object = buckets.get(&bucket).await.unwrap();
+            assert_eq!(claim_namespace(&object), victim.namespace);
+            let claim = stolen.get("stolen").await.unwrap();
+            assert!(!version.claim_ready(&claim), "{}", claim.data["status"]);
+            assert_eq!(version.claim_bucket(&claim), None);
+        }
+    }
+}
+
+#[tokio::test]
+async fn v1alpha1_controller_rebinds_a_bucket_to_another_namespace() {
+    existing_bucket_name_across_namespaces(CosiVersion::V1Alpha1).await;
+}
+
+#[tokio::test]
+async fn v1alpha2_controller_refuses_a_bucket_of_another_namespace() {
+    existing_bucket_name_across_namespaces(CosiVersion::V1Alpha2).await;
+}
