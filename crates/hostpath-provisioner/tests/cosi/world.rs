@@ -58,6 +58,7 @@ impl World {
             .arg(format!("--metrics-address=127.0.0.1:{metrics_port}"))
             .arg(format!("--cosi-endpoint=unix://{}", socket.display()))
             .arg(format!("--cosi-driver-name={driver_name}"))
+            .arg("--cosi-only")
             .arg("--leader-elect=false")
             .env("RUST_LOG", filter.as_deref().unwrap_or("warn,kube_client::client::tls=error"))
             .stdout(log.unwrap_or_else(std::process::Stdio::null))
