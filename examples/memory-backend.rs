@@ -10,6 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
 use bucket_api::{ObjectBucket, ReclaimPolicy};
+use bucket_provisioner::bucket::standalone::{
+    BucketLocation, IssuedKey, KeyBucket, KeyRequest, NewBucket, cosi_may_use,
+};
 use bucket_provisioner::runtime::{ControllerArgs, RunError, init_logging, run, shutdown_signal};
 use bucket_provisioner::{
     BackendError, BucketOptions, Credentials, Endpoint, ProvisionedBucket, Provisioner, Removed,
@@ -27,10 +30,21 @@ struct Bucket {
     users: BTreeSet<String>,
 }
 
+/// Buckets by name, and the COSI front's keys by owner id with what they reach.
 #[derive(Default)]
-struct MemoryBuckets(Mutex<BTreeMap<String, Bucket>>);
+struct MemoryBuckets(Mutex<BTreeMap<String, Bucket>>, Mutex<BTreeMap<String, Vec<KeyBucket>>>);
 
 impl MemoryBuckets {
+    fn endpoint() -> Endpoint {
+        Endpoint {
+            scheme: "http".into(),
+            host: "memory.example".into(),
+            port: 9000,
+            region: "us-east-1".into(),
+            sub_region: String::new(),
+        }
+    }
+
     fn give_access(&self, options: &BucketOptions) -> ProvisionedBucket {
         let mut buckets = self.0.lock().unwrap();
         buckets
@@ -39,13 +53,7 @@ impl MemoryBuckets {
             .users
             .insert(options.user_id.clone());
         ProvisionedBucket {
-            endpoint: Endpoint {
-                scheme: "http".into(),
-                host: "memory.example".into(),
-                port: 9000,
-                region: "us-east-1".into(),
-                sub_region: String::new(),
-            },
+            endpoint: Self::endpoint(),
             // Derived from the user id, so a retried call hands out the same key.
             credentials: Credentials {
                 access_key_id: options.user_id.clone(),
@@ -117,6 +125,75 @@ impl Provisioner for MemoryBuckets {
         {
             recorded.users.remove(&user);
         }
+        Ok(())
+    }
+
+    // The COSI front's operations: buckets with no key, and keys of their own.
+
+    async fn create_bucket(&self, bucket: &NewBucket) -> Result<BucketLocation, BackendError> {
+        let mut buckets = self.0.lock().unwrap();
+        let recorded = buckets.entry(bucket.bucket_name.clone()).or_insert_with(|| Bucket {
+            creator: Some((bucket.owner_id.clone(), ReclaimPolicy::Delete)),
+            users: BTreeSet::new(),
+        });
+        if recorded.creator.as_ref().map(|(owner, _)| owner) != Some(&bucket.owner_id) {
+            return Err(BackendError::name_taken(&bucket.bucket_name));
+        }
+        Ok(BucketLocation { bucket_name: bucket.bucket_name.clone(), endpoint: Self::endpoint() })
+    }
+
+    async fn delete_bucket(&self, name: &str, owner_id: &str) -> Result<Removed, BackendError> {
+        let mut buckets = self.0.lock().unwrap();
+        match buckets.get(name).map(|b| b.creator.as_ref().map(|(owner, _)| owner.as_str())) {
+            None => Ok(Removed::Bucket),
+            Some(Some(owner)) if owner == owner_id => {
+                buckets.remove(name);
+                Ok(Removed::Bucket)
+            }
+            Some(_) => Ok(Removed::AccessOnly),
+        }
+    }
+
+    async fn existing_bucket(
+        &self,
+        name: &str,
+        _parameters: &BTreeMap<String, String>,
+    ) -> Result<BucketLocation, BackendError> {
+        let buckets = self.0.lock().unwrap();
+        match buckets.get(name) {
+            Some(b) if cosi_may_use(b.creator.as_ref().map(|(owner, _)| owner.as_str())) => {
+                Ok(BucketLocation { bucket_name: name.to_owned(), endpoint: Self::endpoint() })
+            }
+            _ => Err(BackendError::not_found(format!("bucket {name:?}"))),
+        }
+    }
+
+    async fn issue_key(&self, request: &KeyRequest) -> Result<IssuedKey, BackendError> {
+        let buckets = self.0.lock().unwrap();
+        for wanted in &request.buckets {
+            let creator = buckets
+                .get(&wanted.bucket_name)
+                .map(|b| b.creator.as_ref().map(|(owner, _)| owner.as_str()));
+            if !creator.is_some_and(cosi_may_use) {
+                return Err(BackendError::not_found(format!("bucket {:?}", wanted.bucket_name)));
+            }
+        }
+        let mut keys = self.1.lock().unwrap();
+        let key = keys.entry(request.owner_id.clone()).or_insert_with(|| request.buckets.clone());
+        if *key != request.buckets {
+            return Err(BackendError::access_conflict(&request.owner_id));
+        }
+        Ok(IssuedKey {
+            endpoint: Self::endpoint(),
+            credentials: Credentials {
+                access_key_id: request.owner_id.clone(),
+                secret_access_key: format!("not-a-secret-{}", request.owner_id),
+            },
+        })
+    }
+
+    async fn revoke_key(&self, owner_id: &str) -> Result<(), BackendError> {
+        self.1.lock().unwrap().remove(owner_id);
         Ok(())
     }
 }

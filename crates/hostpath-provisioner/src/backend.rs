@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bucket_api::{AccessMode, BucketUsage, ObjectBucket, ReclaimPolicy};
+use bucket_provisioner::bucket::standalone::{BucketLocation, IssuedKey, KeyRequest, NewBucket};
 use bucket_provisioner::{
     BackendError, BucketOptions, Credentials, Endpoint, ProvisionedBucket, Provisioner, Removed,
     user_id_of,
@@ -49,15 +50,20 @@ impl HostPathProvisioner {
         &self.store
     }
 
+    /// Where pods reach the buckets.
+    pub(crate) fn endpoint(&self) -> Endpoint {
+        Endpoint {
+            scheme: "http".to_owned(),
+            host: self.config.host.clone(),
+            port: self.config.port,
+            region: self.config.region.clone(),
+            sub_region: String::new(),
+        }
+    }
+
     fn answer(&self, key: AccessKey, user_id: &str) -> ProvisionedBucket {
         ProvisionedBucket {
-            endpoint: Endpoint {
-                scheme: "http".to_owned(),
-                host: self.config.host.clone(),
-                port: self.config.port,
-                region: self.config.region.clone(),
-                sub_region: String::new(),
-            },
+            endpoint: self.endpoint(),
             credentials: Credentials {
                 access_key_id: key.access_key_id,
                 secret_access_key: key.secret_access_key,
@@ -119,7 +125,7 @@ impl HostPathProvisioner {
 }
 
 /// The endpoint's key mode granting what the claim's access mode allows.
-fn key_mode(mode: AccessMode) -> KeyMode {
+pub(crate) fn key_mode(mode: AccessMode) -> KeyMode {
     match mode {
         AccessMode::ReadWrite => KeyMode::ReadWrite,
         AccessMode::ReadOnly => KeyMode::ReadOnly,
@@ -129,7 +135,7 @@ fn key_mode(mode: AccessMode) -> KeyMode {
 
 /// Store failures as the library understands them: file system trouble may pass, everything
 /// else needs a change to the claim or StorageClass.
-fn backend_error(e: StoreError) -> BackendError {
+pub(crate) fn backend_error(e: StoreError) -> BackendError {
     let reason = match &e {
         StoreError::Io(_) | StoreError::Corrupt { .. } => {
             return BackendError::transient(e.to_string());
@@ -281,6 +287,30 @@ impl Provisioner for HostPathProvisioner {
         let user_id = claim_user_id(bucket).ok_or_else(missing_user_id)?;
         self.store.retire_key(&user_id, access_key_id).await.map_err(backend_error)?;
         Ok(())
+    }
+
+    async fn create_bucket(&self, bucket: &NewBucket) -> Result<BucketLocation, BackendError> {
+        self.create_own_bucket(bucket).await
+    }
+
+    async fn delete_bucket(&self, bucket: &str, owner_id: &str) -> Result<Removed, BackendError> {
+        self.delete_own_bucket(bucket, owner_id).await
+    }
+
+    async fn existing_bucket(
+        &self,
+        bucket: &str,
+        parameters: &BTreeMap<String, String>,
+    ) -> Result<BucketLocation, BackendError> {
+        self.find_bucket(bucket, parameters)
+    }
+
+    async fn issue_key(&self, request: &KeyRequest) -> Result<IssuedKey, BackendError> {
+        self.issue_own_key(request).await
+    }
+
+    async fn revoke_key(&self, owner_id: &str) -> Result<(), BackendError> {
+        self.store.revoke_keys(owner_id).await.map(drop).map_err(backend_error)
     }
 
     /// What the bucket holds and what the claim's key stored in it, from the store's meters.

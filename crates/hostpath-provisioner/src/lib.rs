@@ -3,6 +3,7 @@
 //!
 //! - [`backend`]: the [`bucket_provisioner::Provisioner`] creating buckets, keys and quotas in
 //!   the endpoint's [`BucketStore`].
+//! - [`cosi`]: buckets with no key and a key per access, for the COSI driver.
 //! - [`quota`]: the quota keys of a claim's `additionalConfig`, enforced by the endpoint.
 //! - [`admin_secret`]: follows the operator credential ([`AdminCredentials`]) from a Secret.
 //! - [`prepare`]: handing the root to the provisioner's user, as the init container does.
@@ -14,6 +15,7 @@
 
 pub mod admin_secret;
 pub mod backend;
+pub mod cosi;
 pub mod prepare;
 pub mod quota;
 

@@ -14,6 +14,7 @@
 //! - [`rotation`]: a bound claim's key replaced by a new one, on demand or on a schedule
 //!   after [`duration`]s written as Kubernetes writes them;
 //!   [`sharing`]: a claim granted a key on the bucket of another claim of its namespace.
+//! - [`standalone`]: buckets and keys on their own, for the COSI front.
 
 pub(crate) mod bound;
 pub(crate) mod cleanup;
@@ -35,6 +36,7 @@ pub mod rotation;
 pub(crate) mod rotation_record;
 pub mod run;
 pub mod sharing;
+pub mod standalone;
 pub mod status;
 pub(crate) mod sweep;
 pub mod usage;

@@ -2,8 +2,8 @@
 //!
 //! # Writing a backend
 //!
-//! A backend implements [`Provisioner`]: four operations on buckets, each handed everything it
-//! needs, so that it never talks to Kubernetes. The library owns the claim's whole life: it picks
+//! A backend implements [`Provisioner`]: four operations on buckets (five more for COSI), each
+//! handed everything it needs, so that it never talks to Kubernetes. The library owns the claim's whole life: it picks
 //! and records the bucket name, writes the Secret, ConfigMap and ObjectBucket, reports status and
 //! Events, and retries.
 //!
@@ -112,6 +112,28 @@
 //! [`ROTATION_NOT_SUPPORTED`] until its request is taken back (removed, or set back to the value
 //! last honoured). Any permanent refusal of `rotate` is handled the same way.
 //!
+//! ## COSI: buckets and keys on their own
+//! A COSI driver (see the `cosi-driver` crate) drives the same backend without claims: a bucket
+//! is created with no key, and each access gets a key of its own, with a mode per bucket. Its
+//! requests and answers are in [`crate::bucket::standalone`]; the defaults refuse permanently
+//! (reason [`STANDALONE_NOT_SUPPORTED`](crate::bucket::standalone::STANDALONE_NOT_SUPPORTED)),
+//! so a backend without them serves objectbucket.io claims only.
+//!
+//! | COSI call | library calls | the backend's answer the front turns into a status code |
+//! |---|---|---|
+//! | `DriverCreateBucket` | [`Provisioner::create_bucket`] | `name_taken` → `ALREADY_EXISTS` |
+//! | `DriverGetExistingBucket` (v1alpha2) | [`Provisioner::existing_bucket`] | `not_found` → `NOT_FOUND` |
+//! | `DriverDeleteBucket` | [`Provisioner::delete_bucket`] | gone counts as done |
+//! | `DriverGrantBucketAccess` | [`Provisioner::issue_key`] | `access_conflict` → `ALREADY_EXISTS`, `multi_bucket_unsupported` → `OUT_OF_RANGE`, `not_found` → `NOT_FOUND` |
+//! | `DriverRevokeBucketAccess` | [`Provisioner::revoke_key`] | gone counts as done |
+//!
+//! Every permanent error else is `INVALID_ARGUMENT` with your message, every transient one
+//! `UNAVAILABLE`. The ownership rules above hold with owner ids in place of claims' user ids:
+//! COSI owner ids start with `cosi-`, claims' with `obc-`, so neither front can take over or
+//! delete the other's buckets. On top of that, `issue_key` and `existing_bucket` reach only
+//! buckets [`cosi_may_use`](crate::bucket::standalone::cosi_may_use) (created by a COSI owner,
+//! or by nobody's record: the operator's); a claim's bucket is `not_found` to them.
+//!
 //! A complete backend fits in a page: see `examples/memory-backend.rs` in the repository.
 
 use std::collections::BTreeMap;
@@ -120,6 +142,10 @@ use std::future::Future;
 
 use bucket_api::contract::annotations;
 use bucket_api::{AccessMode, BucketUsage, ObjectBucket, ObjectBucketClaim, ReclaimPolicy};
+
+use crate::bucket::standalone::{
+    BucketLocation, IssuedKey, KeyRequest, NewBucket, standalone_not_supported,
+};
 
 /// What a backend needs to create a bucket or grant access to one.
 #[derive(Clone, Debug)]
@@ -377,6 +403,62 @@ pub trait Provisioner: Send + Sync + 'static {
         async { Err(rotation_not_supported()) }
     }
 
+    /// Creates `bucket.bucket_name` with no key, recording `bucket.owner_id` as its creator (a
+    /// bucket that goes when [`Provisioner::delete_bucket`] is asked by that owner), with the
+    /// bucket's quotas. A bucket this owner created already is a retry: answer it again. Any
+    /// other existing bucket is [`BackendError::name_taken`]. The default refuses permanently.
+    fn create_bucket(
+        &self,
+        bucket: &NewBucket,
+    ) -> impl Future<Output = Result<BucketLocation, BackendError>> + Send {
+        let _ = bucket;
+        async { Err(standalone_not_supported()) }
+    }
+
+    /// Deletes `bucket_name`, its data and every key reaching it when the backend's record says
+    /// `owner_id` created it, and answers [`Removed::Bucket`] (also when it is gone already).
+    /// Any other bucket is left as it is: [`Removed::AccessOnly`]. The default refuses
+    /// permanently.
+    fn delete_bucket(
+        &self,
+        bucket_name: &str,
+        owner_id: &str,
+    ) -> impl Future<Output = Result<Removed, BackendError>> + Send {
+        let _ = (bucket_name, owner_id);
+        async { Err(standalone_not_supported()) }
+    }
+
+    /// Where the existing bucket `bucket_name` is, for an operator's static use; changes
+    /// nothing. A missing bucket, or one the COSI front may not reach, is
+    /// [`BackendError::not_found`]. The default refuses permanently.
+    fn existing_bucket(
+        &self,
+        bucket_name: &str,
+        parameters: &BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<BucketLocation, BackendError>> + Send {
+        let _ = (bucket_name, parameters);
+        async { Err(standalone_not_supported()) }
+    }
+
+    /// Issues the key of `request.owner_id` on its buckets with their modes, or answers the same
+    /// key again when it exists with the same buckets, modes and quotas (a retry); with others
+    /// it is [`BackendError::access_conflict`]. A missing bucket, or one the COSI front may not
+    /// reach, is [`BackendError::not_found`]. The default refuses permanently.
+    fn issue_key(
+        &self,
+        request: &KeyRequest,
+    ) -> impl Future<Output = Result<IssuedKey, BackendError>> + Send {
+        let _ = request;
+        async { Err(standalone_not_supported()) }
+    }
+
+    /// Removes every key of `owner_id`; none left counts as done. The default refuses
+    /// permanently.
+    fn revoke_key(&self, owner_id: &str) -> impl Future<Output = Result<(), BackendError>> + Send {
+        let _ = owner_id;
+        async { Err(standalone_not_supported()) }
+    }
+
     /// Whether the store a StorageClass's `parameters` (as [`BucketOptions::parameters`] holds
     /// them) name answers now: `Some(Ok(()))` when it does, `Some(Err(_))` when it does not,
     /// `None` (the default) when the backend cannot tell without acting for a claim. Asked every
@@ -484,6 +566,40 @@ impl<P: Provisioner> Provisioner for std::sync::Arc<P> {
         access_key_id: &str,
     ) -> impl Future<Output = Result<(), BackendError>> + Send {
         (**self).retire_key(bucket, access_key_id)
+    }
+
+    fn create_bucket(
+        &self,
+        bucket: &NewBucket,
+    ) -> impl Future<Output = Result<BucketLocation, BackendError>> + Send {
+        (**self).create_bucket(bucket)
+    }
+
+    fn delete_bucket(
+        &self,
+        bucket_name: &str,
+        owner_id: &str,
+    ) -> impl Future<Output = Result<Removed, BackendError>> + Send {
+        (**self).delete_bucket(bucket_name, owner_id)
+    }
+
+    fn existing_bucket(
+        &self,
+        bucket_name: &str,
+        parameters: &BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<BucketLocation, BackendError>> + Send {
+        (**self).existing_bucket(bucket_name, parameters)
+    }
+
+    fn issue_key(
+        &self,
+        request: &KeyRequest,
+    ) -> impl Future<Output = Result<IssuedKey, BackendError>> + Send {
+        (**self).issue_key(request)
+    }
+
+    fn revoke_key(&self, owner_id: &str) -> impl Future<Output = Result<(), BackendError>> + Send {
+        (**self).revoke_key(owner_id)
     }
 
     fn probe(

@@ -56,6 +56,7 @@ mod names;
 mod object_meta;
 mod objects;
 mod operator;
+mod own_key;
 mod parts;
 mod records;
 mod side;
@@ -81,6 +82,7 @@ pub use object_meta::{
     CopySourceCheck, ObjectAttrs, ObjectInfo, PutCheck, WriteCondition, etag_matches,
 };
 pub use operator::OPERATOR_OWNER;
+pub use own_key::OwnKey;
 pub use parts::PartInfo;
 pub use records::{AccessKey, BucketRecord, Creator};
 pub use usage::SETTLE_INTERVAL;

@@ -1,0 +1,174 @@
+//! Who may reach which bucket: a BucketAccess reaches only buckets made for claims of its own
+//! namespace, unless the operator made the bucket static.
+//!
+//! COSI says so, but v1alpha1 (v0.2.2) lets a claim in namespace B name A's Bucket object
+//! (`existingBucketName`) and then hands the driver only the bucket id and `ba-<uid>` of the
+//! access. So on every grant the driver looks up the facts ([`Lookup`], with a Kubernetes
+//! client in [`crate::tenancy_kube`]) and [`decide`]s on them: a pure function, tested without
+//! a cluster.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::ids::BucketId;
+use crate::status::CallError;
+
+/// Which COSI API the request came through: its objects are read in the same version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Version {
+    /// `objectstorage.k8s.io/v1alpha1`.
+    V1alpha1,
+    /// `objectstorage.k8s.io/v1alpha2`.
+    V1alpha2,
+}
+
+/// What the cluster says about a grant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GrantFacts {
+    /// The namespace of the BucketAccess the grant is for.
+    pub access_namespace: String,
+    /// One entry per bucket this driver created, in the order asked.
+    pub buckets: Vec<BucketFacts>,
+}
+
+/// What the cluster says about one bucket this driver created.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BucketFacts {
+    /// The Bucket object's name.
+    pub bucket: String,
+    /// The namespace of the claim the Bucket was made for; `None` when it names none.
+    pub claim_namespace: Option<String>,
+}
+
+/// Why a lookup failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LookupError {
+    /// An object the grant needs does not exist: the grant is not for a real access.
+    #[error("{0}")]
+    Missing(String),
+    /// The Kubernetes API did not answer.
+    #[error("Kubernetes API: {0}")]
+    Api(String),
+}
+
+/// Answers [`GrantFacts`] for a grant. Only buckets this driver created are looked up: a static
+/// bucket is the operator's to hand out.
+pub trait Lookup: Send + Sync + 'static {
+    /// The facts of the grant of the access `account_name` (`ba-<uid>`) to `buckets`.
+    fn facts<'a>(
+        &'a self,
+        version: Version,
+        account_name: &'a str,
+        buckets: &'a [String],
+    ) -> Pin<Box<dyn Future<Output = Result<GrantFacts, LookupError>> + Send + 'a>>;
+}
+
+/// Whether the access may reach every bucket. Refusals name the namespaces and Bucket, never
+/// anything of the bucket's contents.
+pub fn decide(facts: &GrantFacts) -> Result<(), CallError> {
+    for bucket in &facts.buckets {
+        match &bucket.claim_namespace {
+            Some(ns) if *ns == facts.access_namespace => {}
+            Some(ns) => {
+                return Err(CallError::PermissionDenied(format!(
+                    "Bucket {:?} was made for a BucketClaim in namespace {ns:?}; a BucketAccess \
+                     in namespace {:?} may not reach it. An operator shares a bucket across \
+                     namespaces with a static Bucket (existingBucketID)",
+                    bucket.bucket, facts.access_namespace
+                )));
+            }
+            None => {
+                return Err(CallError::PermissionDenied(format!(
+                    "Bucket {:?} names no BucketClaim, so no access may reach it through a \
+                     claim; an operator shares a bucket with a static Bucket (existingBucketID)",
+                    bucket.bucket
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Looks the grant up (when the driver has a [`Lookup`]) and decides on it; static buckets are
+/// left out of the lookup.
+pub async fn check(
+    lookup: Option<&dyn Lookup>,
+    version: Version,
+    account_name: &str,
+    ids: &[BucketId],
+) -> Result<(), CallError> {
+    let Some(lookup) = lookup else { return Ok(()) };
+    let created: Vec<String> =
+        ids.iter().filter(|id| !id.is_static()).map(|id| id.bucket().to_owned()).collect();
+    if created.is_empty() {
+        return Ok(());
+    }
+    let facts = lookup.facts(version, account_name, &created).await.map_err(|e| match e {
+        LookupError::Missing(what) => CallError::PermissionDenied(format!(
+            "{what}: access {account_name:?} cannot be checked against the Bucket's claim"
+        )),
+        LookupError::Api(why) => CallError::Unavailable(format!("Kubernetes API: {why}")),
+    })?;
+    decide(&facts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(access: &str, claims: &[Option<&str>]) -> GrantFacts {
+        GrantFacts {
+            access_namespace: access.to_owned(),
+            buckets: claims
+                .iter()
+                .enumerate()
+                .map(|(i, ns)| BucketFacts {
+                    bucket: format!("b{i}"),
+                    claim_namespace: ns.map(str::to_owned),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn an_access_reaches_buckets_of_its_own_namespace_only() {
+        assert!(decide(&facts("a", &[Some("a"), Some("a")])).is_ok());
+        // The v0.2.2 attack: a claim in b bound a's Bucket through existingBucketName.
+        let err = decide(&facts("b", &[Some("a")])).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::PermissionDenied);
+        assert!(err.to_string().contains("\"a\"") && err.to_string().contains("\"b\""), "{err}");
+        assert!(decide(&facts("a", &[Some("a"), Some("b")])).is_err());
+        assert!(decide(&facts("a", &[None])).is_err());
+    }
+
+    struct Fixed(Result<GrantFacts, LookupError>);
+
+    impl Lookup for Fixed {
+        fn facts<'a>(
+            &'a self,
+            _: Version,
+            _: &'a str,
+            buckets: &'a [String],
+        ) -> Pin<Box<dyn Future<Output = Result<GrantFacts, LookupError>> + Send + 'a>> {
+            assert!(!buckets.is_empty(), "static buckets are never looked up");
+            let answer = self.0.clone();
+            Box::pin(async move { answer })
+        }
+    }
+
+    #[tokio::test]
+    async fn static_buckets_pass_and_lookup_failures_say_why() {
+        let id = |b: &str| BucketId::Existing { bucket: b.to_owned() };
+        let created = [BucketId::Created { bucket: "b0".into(), owner: "cosi-b-x".into() }];
+        let never = Fixed(Err(LookupError::Api("unused".into())));
+        assert!(check(Some(&never), Version::V1alpha1, "ba-1", &[id("s")]).await.is_ok());
+        assert!(check(None, Version::V1alpha1, "ba-1", &created).await.is_ok());
+        let down = check(Some(&never), Version::V1alpha1, "ba-1", &created).await;
+        assert_eq!(down.unwrap_err().code(), tonic::Code::Unavailable);
+        let missing = Fixed(Err(LookupError::Missing("no BucketAccess".into())));
+        let err = check(Some(&missing), Version::V1alpha2, "ba-1", &created).await;
+        assert_eq!(err.unwrap_err().code(), tonic::Code::PermissionDenied);
+        let other = Fixed(Ok(facts("b", &[Some("a")])));
+        assert!(check(Some(&other), Version::V1alpha1, "ba-1", &created).await.is_err());
+    }
+}

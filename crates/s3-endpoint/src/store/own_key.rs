@@ -1,0 +1,64 @@
+//! A key issued whole for a holder that is not a claim (a COSI access): its mode and quota are
+//! written with it in one transaction, so that a retry after a crash finds the key exactly as
+//! asked, and any other key of the holder tells a different request apart.
+
+use super::key_mode::KeyMode;
+use super::records::{AccessKey, issue_in};
+use super::{BucketStore, Quota, StoreError};
+
+/// What [`BucketStore::issue_own_key`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OwnKey {
+    /// The holder's key on the bucket with the mode and quota asked: new, or issued before.
+    Issued(AccessKey),
+    /// The holder has a key with another bucket, mode or quota; nothing was changed.
+    Differs,
+}
+
+impl BucketStore {
+    /// Issues `user_id`'s only key, on `bucket` (which must exist) with `mode` and `quota`, or
+    /// answers the key it has already when that one is the same.
+    pub async fn issue_own_key(
+        &self,
+        user_id: &str,
+        bucket: &str,
+        mode: KeyMode,
+        quota: Quota,
+    ) -> Result<OwnKey, StoreError> {
+        if user_id.is_empty() {
+            return Err(StoreError::InvalidArgument("user id must not be empty".into()));
+        }
+        let (user_id, bucket) = (user_id.to_owned(), bucket.to_owned());
+        self.blocking(move |store| {
+            let answer = store.inner.mutate(|tx| {
+                let held: Vec<AccessKey> = tx
+                    .state
+                    .keys_of_user(&user_id)
+                    .iter()
+                    .filter_map(|id| tx.state.keys.get(id).cloned())
+                    .collect();
+                let same = |k: &AccessKey| {
+                    k.buckets == [bucket.clone()] && k.mode == mode && k.quota == quota
+                };
+                if let Some(key) = held.iter().max_by_key(|k| k.generation) {
+                    return Ok(if held.iter().all(same) {
+                        OwnKey::Issued(key.clone())
+                    } else {
+                        OwnKey::Differs
+                    });
+                }
+                if !store.bucket_exists(&bucket)? {
+                    return Err(StoreError::NoSuchBucket(bucket.clone()));
+                }
+                let key = AccessKey { mode, quota, ..issue_in(tx, &user_id, &bucket) };
+                tx.put_key(key.clone());
+                Ok(OwnKey::Issued(key))
+            })?;
+            if let OwnKey::Issued(_) = answer {
+                store.meter(&bucket)?.set_user_quota(&user_id, quota);
+            }
+            Ok(answer)
+        })
+        .await
+    }
+}
