@@ -18,7 +18,7 @@ pub mod volume;
 
 /// Flags, client, logging and the supervised run of either side, for a backend's `main`.
 pub mod runtime {
-    pub use crate::bucket::run::run;
+    pub use crate::bucket::run::{run, serve_only};
     pub use crate::kubernetes::runtime::*;
     pub use crate::volume::run::run_volumes;
 }

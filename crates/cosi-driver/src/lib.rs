@@ -37,13 +37,15 @@
 //! [`v1alpha1`] and [`v1alpha2`] the services; [`calls`] what each call does; [`ids`] the ids
 //! handed out; [`params`] class parameters; [`status`] errors and their codes; [`tenancy`] and
 //! [`tenancy_kube`] who may reach which bucket; [`ready_repair`] the repair of v1alpha1 claims
-//! whose readiness the upstream controller overwrote; [`server`] the socket.
+//! whose readiness the upstream controller overwrote; [`server`] the socket; [`run`] the flags
+//! and run of a provisioner binary serving COSI.
 
 pub mod calls;
 pub mod ids;
 pub mod params;
 pub mod proto;
 pub mod ready_repair;
+pub mod run;
 pub mod server;
 pub mod status;
 pub mod tenancy;
@@ -52,6 +54,7 @@ pub mod v1alpha1;
 pub mod v1alpha2;
 
 pub use calls::{Driver, validate_driver_name};
+pub use run::{CosiArgs, CosiRunError, run};
 pub use server::{ServeError, bind, serve, serve_on, socket_path};
 pub use status::CallError;
 pub use tenancy::{Lookup, Version};

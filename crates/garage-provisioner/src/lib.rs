@@ -59,3 +59,6 @@ pub use params::{SecretRef, Settings};
 
 /// The StorageClass `provisioner` value the binary answers to unless told otherwise.
 pub const DEFAULT_PROVISIONER_NAME: &str = "objectbucket.io/garage-bucket";
+
+/// The COSI driver name the binary answers to unless `--cosi-driver-name` says otherwise.
+pub const DEFAULT_COSI_DRIVER_NAME: &str = "garage.bucket-provisioner.io";

@@ -4,11 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bucket_provisioner::runtime::{
-    self, ControllerArgs, RunError, Service, init_logging, shutdown_signal,
-};
+use bucket_provisioner::runtime::{self, ControllerArgs, Service, init_logging, shutdown_signal};
 use clap::Parser;
-use garage_provisioner::{DEFAULT_PROVISIONER_NAME, GarageProvisioner, KubeCluster};
+use cosi_driver::{CosiArgs, CosiRunError};
+use garage_provisioner::{
+    DEFAULT_COSI_DRIVER_NAME, DEFAULT_PROVISIONER_NAME, GarageProvisioner, KubeCluster,
+};
 
 /// Provisions object buckets on a Garage cluster.
 #[derive(Parser)]
@@ -19,10 +20,12 @@ struct Args {
     provisioner_name: String,
     #[command(flatten)]
     controller: ControllerArgs,
+    #[command(flatten)]
+    cosi: CosiArgs,
 }
 
 #[tokio::main]
-async fn main() -> Result<(), RunError> {
+async fn main() -> Result<(), CosiRunError> {
     let args = Args::parse();
     init_logging(args.controller.log_format);
     let cluster = Arc::new(KubeCluster::new(runtime::client(&args.controller).await?));
@@ -30,7 +33,17 @@ async fn main() -> Result<(), RunError> {
     let interval = Duration::from_secs(args.controller.usage_interval_seconds.max(1));
     let usage = usage_loop(backend.clone(), interval);
     let shutdown = shutdown_signal();
-    runtime::run(backend, &args.provisioner_name, &args.controller, shutdown, vec![usage]).await
+    let (name, cosi) = (&args.provisioner_name, &args.cosi);
+    cosi_driver::run(
+        backend,
+        name,
+        &args.controller,
+        cosi,
+        DEFAULT_COSI_DRIVER_NAME,
+        shutdown,
+        vec![usage],
+    )
+    .await
 }
 
 /// Refreshes what bound buckets hold once per usage interval, so that the library's usage

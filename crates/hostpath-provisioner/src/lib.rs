@@ -24,3 +24,6 @@ pub use s3_endpoint::{
     AccessKey, AdminCredentials, AdminCredentialsError, BucketRecord, BucketStore, Creator,
     OPERATOR_OWNER, Quota, StoreError, Usage, Writer,
 };
+
+/// The COSI driver name the binary answers to unless `--cosi-driver-name` says otherwise.
+pub const DEFAULT_COSI_DRIVER_NAME: &str = "hostpath.bucket-provisioner.io";

@@ -7,12 +7,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bucket_provisioner::runtime::{
-    ControllerArgs, Process, Service, hostname, init_logging, run, shutdown_signal,
+    ControllerArgs, Process, Service, hostname, init_logging, shutdown_signal,
 };
 use clap::Parser;
+use cosi_driver::CosiArgs;
 use futures::FutureExt;
 use hostpath_provisioner::admin_secret::{ADMIN_SECRET_WATCH, follow_admin_secret};
-use hostpath_provisioner::{AdminCredentials, BucketStore, HostPathConfig, HostPathProvisioner};
+use hostpath_provisioner::{
+    AdminCredentials, BucketStore, DEFAULT_COSI_DRIVER_NAME, HostPathConfig, HostPathProvisioner,
+};
 use s3_endpoint::s3::{EndpointMetrics, serve_endpoint, service};
 
 /// Object buckets as directories on this node, with an S3 endpoint and per-claim keys.
@@ -56,6 +59,8 @@ struct Args {
     prepare_root_for: Option<hostpath_provisioner::prepare::Owner>,
     #[command(flatten)]
     controller: ControllerArgs,
+    #[command(flatten)]
+    cosi: CosiArgs,
 }
 
 #[tokio::main]
@@ -110,6 +115,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         region: args.region.clone(),
     };
     let provisioner = HostPathProvisioner::new(store, config);
-    run(provisioner, &args.provisioner_name, &args.controller, shutdown_signal(), services).await?;
+    let (name, cosi) = (&args.provisioner_name, &args.cosi);
+    let shutdown = shutdown_signal();
+    cosi_driver::run(
+        provisioner,
+        name,
+        &args.controller,
+        cosi,
+        DEFAULT_COSI_DRIVER_NAME,
+        shutdown,
+        services,
+    )
+    .await?;
     Ok(())
 }

@@ -63,3 +63,6 @@ pub use params::{SecretRef, Settings};
 
 /// The StorageClass `provisioner` value the binary answers to unless told otherwise.
 pub const DEFAULT_PROVISIONER_NAME: &str = "objectbucket.io/s3-bucket";
+
+/// The COSI driver name the binary answers to unless `--cosi-driver-name` says otherwise.
+pub const DEFAULT_COSI_DRIVER_NAME: &str = "s3.bucket-provisioner.io";

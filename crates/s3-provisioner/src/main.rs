@@ -3,9 +3,12 @@
 
 use std::sync::Arc;
 
-use bucket_provisioner::runtime::{self, ControllerArgs, RunError, init_logging, shutdown_signal};
+use bucket_provisioner::runtime::{self, ControllerArgs, init_logging, shutdown_signal};
 use clap::Parser;
-use s3_provisioner::{DEFAULT_PROVISIONER_NAME, KubeCluster, S3Provisioner};
+use cosi_driver::{CosiArgs, CosiRunError};
+use s3_provisioner::{
+    DEFAULT_COSI_DRIVER_NAME, DEFAULT_PROVISIONER_NAME, KubeCluster, S3Provisioner,
+};
 
 /// Provisions object buckets on AWS S3 or an S3-compatible service.
 #[derive(Parser)]
@@ -21,10 +24,12 @@ struct Args {
     aws_max_attempts: u32,
     #[command(flatten)]
     controller: ControllerArgs,
+    #[command(flatten)]
+    cosi: CosiArgs,
 }
 
 #[tokio::main]
-async fn main() -> Result<(), RunError> {
+async fn main() -> Result<(), CosiRunError> {
     let args = Args::parse();
     init_logging(args.controller.log_format);
     // The Kubernetes side of owner credentials lives here, not in the backend.
@@ -33,5 +38,15 @@ async fn main() -> Result<(), RunError> {
         .with_class_parameters(cluster)
         .with_max_attempts(args.aws_max_attempts);
     let shutdown = shutdown_signal();
-    runtime::run(backend, &args.provisioner_name, &args.controller, shutdown, Vec::new()).await
+    let (name, cosi) = (&args.provisioner_name, &args.cosi);
+    cosi_driver::run(
+        backend,
+        name,
+        &args.controller,
+        cosi,
+        DEFAULT_COSI_DRIVER_NAME,
+        shutdown,
+        Vec::new(),
+    )
+    .await
 }

@@ -31,3 +31,19 @@ pub async fn run<P: Provisioner>(
     })
     .await
 }
+
+/// Runs only metrics, health and `services` (a COSI driver, an S3 endpoint) until `shutdown`
+/// resolves, with no objectbucket.io controller: for a backend serving another front alone.
+/// Leadership is still campaigned for when enabled, so that switching the controller back on
+/// needs no other change, but nothing waits on it.
+pub async fn serve_only(
+    provisioner_name: &str,
+    args: &ControllerArgs,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    services: Vec<Service>,
+) -> Result<(), RunError> {
+    run_driven(provisioner_name, args, Metrics::new(), shutdown, services, |lead: Lead| {
+        lead.stop.wait()
+    })
+    .await
+}

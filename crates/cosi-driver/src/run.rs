@@ -1,0 +1,96 @@
+//! What a provisioner binary adds to serve COSI: its flags, and the run of the driver beside
+//! (or instead of) the objectbucket.io controller, supervised by the same runtime.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use bucket_provisioner::Provisioner;
+use bucket_provisioner::runtime::{ControllerArgs, Process, RunError, Service, serve_only};
+
+use crate::calls::{Driver, validate_driver_name};
+use crate::ready_repair::run_ready_repair;
+use crate::server::{ServeError, bind, serve_on};
+use crate::tenancy_kube::KubeLookup;
+
+/// The COSI flags every provisioner binary takes.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct CosiArgs {
+    /// Serve the COSI driver (v1alpha1 and v1alpha2) on this socket, e.g.
+    /// `unix:///var/lib/cosi/cosi.sock`; without it, no COSI.
+    #[arg(long, env = "COSI_ENDPOINT")]
+    pub cosi_endpoint: Option<String>,
+    /// The driver's name, which BucketClasses and BucketAccessClasses name as `driverName`
+    /// (default: the backend's).
+    #[arg(long, env = "COSI_DRIVER_NAME")]
+    pub cosi_driver_name: Option<String>,
+    /// Serve COSI alone, without the objectbucket.io controller.
+    #[arg(long, env = "COSI_ONLY", requires = "cosi_endpoint")]
+    pub cosi_only: bool,
+}
+
+/// Why a binary could not start or ended.
+#[derive(Debug, thiserror::Error)]
+pub enum CosiRunError {
+    /// A COSI flag is wrong.
+    #[error("--cosi-driver-name: {0}")]
+    DriverName(String),
+    /// The socket could not be made.
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+    /// The runtime ended.
+    #[error(transparent)]
+    Run(#[from] RunError),
+}
+
+impl CosiArgs {
+    /// The driver's service, when `--cosi-endpoint` is set: the socket is bound now, so that a
+    /// wrong endpoint stops the binary at once; every grant is checked against the cluster's
+    /// objects with the process's client (see [`crate::tenancy`]), and v1alpha1 claims the
+    /// upstream controller left unready are repaired beside it ([`crate::ready_repair`]).
+    pub fn service<P: Provisioner>(
+        &self,
+        backend: Arc<P>,
+        default_name: &str,
+    ) -> Result<Option<Service>, CosiRunError> {
+        let Some(endpoint) = &self.cosi_endpoint else { return Ok(None) };
+        let name = self.cosi_driver_name.clone().unwrap_or_else(|| default_name.to_owned());
+        validate_driver_name(&name).map_err(CosiRunError::DriverName)?;
+        let listener = bind(endpoint)?;
+        tracing::info!(endpoint, driver = name, "COSI socket bound");
+        Ok(Some(Service::new("COSI driver", move |process: Process| async move {
+            // Beside the socket: v0.2.2's controller can leave a claim unready for good.
+            let repair =
+                run_ready_repair(process.client.clone(), name.clone(), process.stop.wait());
+            let repair = tokio::spawn(repair);
+            let driver = Driver::new(backend, name)
+                .map_err(ServeError::Endpoint)?
+                .with_lookup(Arc::new(KubeLookup::new(process.client.clone())));
+            let served = serve_on(driver, listener, process.stop.wait()).await;
+            repair.abort();
+            served
+        })))
+    }
+}
+
+/// Runs `backend` as `provisioner_name` with `services`: the objectbucket.io controller unless
+/// `--cosi-only`, and the COSI driver when `--cosi-endpoint` is set (named `default_driver`
+/// unless `--cosi-driver-name` says otherwise).
+pub async fn run<P: Provisioner>(
+    backend: P,
+    provisioner_name: &str,
+    args: &ControllerArgs,
+    cosi: &CosiArgs,
+    default_driver: &str,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    mut services: Vec<Service>,
+) -> Result<(), CosiRunError> {
+    let backend = Arc::new(backend);
+    services.extend(cosi.service(backend.clone(), default_driver)?);
+    if cosi.cosi_only {
+        serve_only(provisioner_name, args, shutdown, services).await?;
+    } else {
+        bucket_provisioner::runtime::run(backend, provisioner_name, args, shutdown, services)
+            .await?;
+    }
+    Ok(())
+}
