@@ -112,13 +112,22 @@ impl<P: Provisioner> Driver<P> {
         Ok(BucketAnswer { bucket_id: created_bucket_id(name, &owner_id), location })
     }
 
-    /// Finds the operator's existing bucket `id` for static use.
+    /// Finds the operator's existing bucket `id` (its name) for static use.
     pub async fn existing_bucket(
         &self,
         id: &str,
         parameters: &BTreeMap<String, String>,
     ) -> Result<BucketAnswer, CallError> {
         let parsed = parse_bucket_id("existing_bucket_id", id)?;
+        // A static Bucket holding a created bucket's id would delete that bucket when it goes.
+        if !parsed.is_static() {
+            return Err(CallError::InvalidArgument(format!(
+                "existing_bucket_id {id:?} is the id of a bucket this driver created; name a \
+                 static bucket by its bucket name ({:?}), so that deleting the Bucket object \
+                 never deletes the bucket",
+                parsed.bucket()
+            )));
+        }
         let params = bucket_params(parameters)?;
         if params.quotas != Default::default() {
             return Err(CallError::InvalidArgument(

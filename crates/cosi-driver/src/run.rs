@@ -94,3 +94,88 @@ pub async fn run<P: Provisioner>(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        cosi: CosiArgs,
+    }
+
+    #[test]
+    fn cosi_is_off_unless_an_endpoint_is_given_and_alone_only_with_one() {
+        let off = Flags::try_parse_from(["x"]).unwrap().cosi;
+        assert!(off.cosi_endpoint.is_none() && !off.cosi_only);
+        assert!(Flags::try_parse_from(["x", "--cosi-only"]).is_err());
+        let on = Flags::try_parse_from([
+            "x",
+            "--cosi-endpoint",
+            "unix:///run/cosi/cosi.sock",
+            "--cosi-only",
+            "--cosi-driver-name",
+            "my.driver",
+        ])
+        .unwrap()
+        .cosi;
+        assert!(on.cosi_only);
+        assert_eq!(on.cosi_driver_name.as_deref(), Some("my.driver"));
+    }
+
+    #[tokio::test]
+    async fn a_wrong_endpoint_or_name_stops_the_binary_before_it_serves() {
+        let backend = Arc::new(NoBackend);
+        let dir = tempfile::tempdir().unwrap();
+        let good = format!("unix://{}/cosi.sock", dir.path().display());
+        let args = |endpoint: &str, name: Option<&str>| CosiArgs {
+            cosi_endpoint: Some(endpoint.to_owned()),
+            cosi_driver_name: name.map(str::to_owned),
+            cosi_only: false,
+        };
+        let err = args("/not/a/url.sock", None).service(backend.clone(), "d.io").err().unwrap();
+        assert!(err.to_string().contains("unix://"), "{err}");
+        let err = args(&good, Some("-bad")).service(backend.clone(), "d.io").err().unwrap();
+        assert!(err.to_string().contains("--cosi-driver-name"), "{err}");
+        assert!(args(&good, None).service(backend.clone(), "d.io").unwrap().is_some());
+        assert!(CosiArgs::default().service(backend, "d.io").unwrap().is_none());
+    }
+
+    /// A backend that serves objectbucket.io claims only; no call reaches it here.
+    struct NoBackend;
+
+    impl Provisioner for NoBackend {
+        async fn provision(
+            &self,
+            _: &bucket_provisioner::BucketOptions,
+        ) -> Result<bucket_provisioner::ProvisionedBucket, bucket_provisioner::BackendError>
+        {
+            unreachable!()
+        }
+
+        async fn grant(
+            &self,
+            _: &bucket_provisioner::BucketOptions,
+        ) -> Result<bucket_provisioner::ProvisionedBucket, bucket_provisioner::BackendError>
+        {
+            unreachable!()
+        }
+
+        async fn delete(
+            &self,
+            _: &bucket_api::ObjectBucket,
+        ) -> Result<bucket_provisioner::Removed, bucket_provisioner::BackendError> {
+            unreachable!()
+        }
+
+        async fn revoke(
+            &self,
+            _: &bucket_api::ObjectBucket,
+        ) -> Result<(), bucket_provisioner::BackendError> {
+            unreachable!()
+        }
+    }
+}

@@ -145,6 +145,24 @@ async fn static_buckets_are_found_granted_and_never_deleted() {
     cosi.driver_delete_bucket(delete("operators-bucket")).await.unwrap();
     assert!(h.store.bucket_exists("operators-bucket").unwrap(), "a static bucket stays");
 
+    // A created bucket's id as a static one is refused: its Bucket's deletion would delete it.
+    let created = cosi.driver_create_bucket(create("made-here", &[])).await.unwrap().into_inner();
+    let as_static = pb::DriverGetExistingBucketRequest {
+        existing_bucket_id: created.bucket_id.clone(),
+        ..existing.clone()
+    };
+    let refused = cosi.driver_get_existing_bucket(as_static).await.unwrap_err();
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    assert!(refused.message().contains("\"made-here\""), "{}", refused.message());
+    let by_name = pb::DriverGetExistingBucketRequest {
+        existing_bucket_id: "made-here".into(),
+        ..existing.clone()
+    };
+    assert_eq!(
+        cosi.driver_get_existing_bucket(by_name).await.unwrap().into_inner().bucket_id,
+        "made-here"
+    );
+
     let missing = pb::DriverGetExistingBucketRequest {
         existing_bucket_id: "nowhere".into(),
         ..existing.clone()

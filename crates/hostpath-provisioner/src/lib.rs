@@ -12,6 +12,8 @@
 //! [`BucketStore::set_admin`], runs the endpoint ([`s3_endpoint::s3::serve_endpoint`]) on it
 //! and hands the same store to [`HostPathProvisioner::new`] for the controller; the endpoint and
 //! the Secret's watch run as services of the runtime, supervised with the controller.
+//! With `--cosi-endpoint` the binary is also a COSI driver (the `cosi-driver` crate) over the
+//! same backend, beside the controller or alone (`--cosi-only`).
 
 pub mod admin_secret;
 pub mod backend;

@@ -36,6 +36,11 @@ pub const DRIVER: &str = "hostpath.bucket-provisioner.io";
 
 impl Harness {
     pub async fn start() -> Self {
+        Self::start_with(None).await
+    }
+
+    /// A driver checking every grant with `lookup`.
+    pub async fn start_with(lookup: Option<Arc<dyn cosi_driver::Lookup>>) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(BucketStore::open(dir.path().join("root"), "test-identity").unwrap());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -54,7 +59,10 @@ impl Harness {
         let socket: PathBuf = dir.path().join("run/cosi/cosi.sock");
         std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
         std::fs::write(&socket, b"stale").unwrap();
-        let driver = Driver::new(backend.clone(), DRIVER).unwrap();
+        let mut driver = Driver::new(backend.clone(), DRIVER).unwrap();
+        if let Some(lookup) = lookup {
+            driver = driver.with_lookup(lookup);
+        }
         let listener = cosi_driver::bind(&format!("unix://{}", socket.display())).unwrap();
         let (stop_cosi, cosi_stopped) = oneshot::channel::<()>();
         tokio::spawn(cosi_driver::serve_on(driver, listener, async move {

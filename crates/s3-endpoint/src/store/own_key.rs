@@ -62,3 +62,61 @@ impl BucketStore {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Creator;
+
+    fn quota(objects: u64) -> Quota {
+        Quota { max_objects: Some(objects), max_bytes: None }
+    }
+
+    #[tokio::test]
+    async fn a_key_is_issued_once_whole_and_found_again_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = BucketStore::open(dir.path().to_owned(), "node").unwrap();
+        let creator = Creator { user_id: "cosi-b-1", delete_with_claim: true };
+        store.create_bucket("bucket-a", creator).await.unwrap();
+        store.create_bucket("bucket-b", creator).await.unwrap();
+        let issue = |store: &BucketStore, bucket: &'static str, mode, q| {
+            let store = store.clone();
+            async move { store.issue_own_key("cosi-a-1", bucket, mode, q).await.unwrap() }
+        };
+        let OwnKey::Issued(key) = issue(&store, "bucket-a", KeyMode::ReadOnly, quota(5)).await
+        else {
+            panic!("the first request issues a key")
+        };
+        assert_eq!(
+            (key.mode, key.quota, key.buckets.clone()),
+            (KeyMode::ReadOnly, quota(5), vec!["bucket-a".to_owned()])
+        );
+        assert_eq!(
+            issue(&store, "bucket-a", KeyMode::ReadOnly, quota(5)).await,
+            OwnKey::Issued(key.clone())
+        );
+        for (bucket, mode, q) in [
+            ("bucket-a", KeyMode::ReadWrite, quota(5)),
+            ("bucket-a", KeyMode::ReadOnly, quota(6)),
+            ("bucket-b", KeyMode::ReadOnly, quota(5)),
+        ] {
+            assert_eq!(issue(&store, bucket, mode, q).await, OwnKey::Differs, "{bucket} {mode:?}");
+        }
+        assert_eq!(store.keys_for_user("cosi-a-1").len(), 1, "nothing else was issued");
+        drop(store);
+        let reopened = BucketStore::open(dir.path().to_owned(), "node").unwrap();
+        assert_eq!(
+            issue(&reopened, "bucket-a", KeyMode::ReadOnly, quota(5)).await,
+            OwnKey::Issued(key)
+        );
+        let missing =
+            reopened.issue_own_key("cosi-a-2", "no-bucket", KeyMode::ReadWrite, Quota::default());
+        assert!(matches!(missing.await, Err(StoreError::NoSuchBucket(_))));
+        assert!(
+            reopened
+                .issue_own_key("", "bucket-a", KeyMode::ReadWrite, Quota::default())
+                .await
+                .is_err()
+        );
+    }
+}

@@ -1,0 +1,216 @@
+//! The v0.2.2 attack on a real control plane: a BucketAccess in namespace B granted a Bucket
+//! made for a claim in namespace A (which v0.2.2 allows through `existingBucketName`) is
+//! refused by the driver, reading the objects as a ServiceAccount holding only the RBAC the
+//! crate documents.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::Harness;
+use cosi_driver::KubeLookup;
+use cosi_driver::proto::{v1alpha1, v1alpha2};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::wait::{await_condition, conditions};
+use serde_json::json;
+use test_support::{ControlPlane, WAIT, test_namespace, unique_suffix};
+use tonic::Code;
+
+/// Minimal stand-ins of the COSI CRDs' shape: only what the driver reads is typed.
+async fn install_cosi_crds(admin: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    for (kind, plural, scope) in
+        [("Bucket", "buckets", "Cluster"), ("BucketAccess", "bucketaccesses", "Namespaced")]
+    {
+        let version = |name: &str, storage: bool| {
+            json!({
+                "name": name, "served": true, "storage": storage,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
+            })
+        };
+        let crd: CustomResourceDefinition = serde_json::from_value(json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {
+                "name": format!("{plural}.objectstorage.k8s.io"),
+                // The group is a Kubernetes one: its CRDs must say where they were approved.
+                "annotations": {"api-approved.kubernetes.io": "https://github.com/kubernetes-sigs/container-object-storage-interface"}
+            },
+            "spec": {
+                "group": "objectstorage.k8s.io",
+                "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List")},
+                "scope": scope,
+                "versions": [version("v1alpha1", true), version("v1alpha2", false)]
+            }
+        }))
+        .unwrap();
+        match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => panic!("creating CRD {plural}: {e}"),
+        }
+        let name = format!("{plural}.objectstorage.k8s.io");
+        let established = await_condition(crds.clone(), &name, conditions::is_crd_established());
+        tokio::time::timeout(WAIT, established).await.unwrap().unwrap();
+    }
+}
+
+/// A client acting as a ServiceAccount bound to exactly the RBAC `tenancy_kube` documents.
+async fn driver_identity(admin: &Client, namespace: &str) -> Client {
+    let name = format!("cosi-driver-{}", unique_suffix());
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), namespace);
+    let account = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+    accounts.create(&PostParams::default(), &account).await.unwrap();
+    let role: ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "rules": [
+            {"apiGroups": ["objectstorage.k8s.io"], "resources": ["buckets"], "verbs": ["get"]},
+            {"apiGroups": ["objectstorage.k8s.io"], "resources": ["bucketaccesses"], "verbs": ["list"]}
+        ]
+    }))
+    .unwrap();
+    Api::<ClusterRole>::all(admin.clone()).create(&PostParams::default(), &role).await.unwrap();
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
+    }))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec { audiences: Some(Vec::new()), ..Default::default() }),
+        ..Default::default()
+    };
+    let issued =
+        accounts.create_token_request(&name, &PostParams::default(), &request).await.unwrap();
+    let token = issued.status.unwrap().token.expect("a token");
+    let path = ControlPlane::shared().kubeconfig_for_token(&token).unwrap();
+    let file = Kubeconfig::read_from(&path).unwrap();
+    let config =
+        kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default()).await.unwrap();
+    Client::try_from(config).unwrap()
+}
+
+fn api(admin: &Client, version: &str, kind: &str, plural: &str) -> (ApiResource, Client) {
+    let gvk = GroupVersionKind::gvk("objectstorage.k8s.io", version, kind);
+    (ApiResource::from_gvk_with_plural(&gvk, plural), admin.clone())
+}
+
+/// Creates a Bucket object `name` made for the claim `claim_ns/claim` (as `field` names it).
+async fn bucket_object(admin: &Client, version: &str, name: &str, field: &str, claim_ns: &str) {
+    let (resource, client) = api(admin, version, "Bucket", "buckets");
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("objectstorage.k8s.io/{version}"),
+        "kind": "Bucket",
+        "metadata": {"name": name},
+        "spec": {field: {"namespace": claim_ns, "name": "claim"}}
+    }))
+    .unwrap();
+    Api::<DynamicObject>::all_with(client, &resource)
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap();
+}
+
+/// Creates a BucketAccess in `namespace` and answers the account name the sidecar sends for it.
+async fn access_object(admin: &Client, version: &str, namespace: &str) -> String {
+    let (resource, client) = api(admin, version, "BucketAccess", "bucketaccesses");
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("objectstorage.k8s.io/{version}"),
+        "kind": "BucketAccess",
+        "metadata": {"name": format!("access-{}", unique_suffix())},
+        "spec": {}
+    }))
+    .unwrap();
+    let made = Api::<DynamicObject>::namespaced_with(client, namespace, &resource)
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap();
+    format!("ba-{}", made.metadata.uid.unwrap())
+}
+
+#[tokio::test]
+async fn an_access_in_another_namespace_is_refused_under_both_versions() {
+    test_support::init_tracing();
+    let admin = ControlPlane::shared().client().await;
+    install_cosi_crds(&admin).await;
+    let (ns_a, ns_b) =
+        (test_namespace(&admin, "cosi-a").await, test_namespace(&admin, "cosi-b").await);
+    let lookup = KubeLookup::new(driver_identity(&admin, &ns_a).await);
+    let h = Harness::start_with(Some(Arc::new(lookup))).await;
+
+    // v1alpha1: the Bucket object's name is the bucket's.
+    let name = format!("bucketclass-{}", unique_suffix());
+    let mut v1 = h.v1();
+    let created = v1.driver_create_bucket(v1alpha1::DriverCreateBucketRequest {
+        name: name.clone(),
+        parameters: Default::default(),
+    });
+    let bucket_id = created.await.unwrap().into_inner().bucket_id;
+    bucket_object(&admin, "v1alpha1", &name, "bucketClaim", &ns_a).await;
+    let grant = |account: String| v1alpha1::DriverGrantBucketAccessRequest {
+        bucket_id: bucket_id.clone(),
+        name: account,
+        authentication_type: v1alpha1::AuthenticationType::Key.into(),
+        parameters: Default::default(),
+    };
+    let attacker = access_object(&admin, "v1alpha1", &ns_b).await;
+    let refused = h.v1().driver_grant_bucket_access(grant(attacker.clone())).await.unwrap_err();
+    assert_eq!(refused.code(), Code::PermissionDenied, "{}", refused.message());
+    assert!(
+        refused.message().contains(&ns_a) && refused.message().contains(&ns_b),
+        "{}",
+        refused.message()
+    );
+    let attacker_id = bucket_provisioner::bucket::standalone::cosi_account_id(&attacker);
+    assert_eq!(h.key_count(&attacker_id), 0, "nothing was issued");
+    let owner = access_object(&admin, "v1alpha1", &ns_a).await;
+    h.v1().driver_grant_bucket_access(grant(owner)).await.unwrap();
+    // An access the cluster does not know is refused too.
+    let unknown = h.v1().driver_grant_bucket_access(grant("ba-no-such-uid".into())).await;
+    assert_eq!(unknown.unwrap_err().code(), Code::PermissionDenied);
+
+    // v1alpha2 keeps the claim under bucketClaimRef.
+    let name = format!("bc-{}", unique_suffix());
+    let mut v2 = h.v2();
+    let created = v2.driver_create_bucket(v1alpha2::DriverCreateBucketRequest {
+        name: name.clone(),
+        protocols: vec![v1alpha2::ObjectProtocol {
+            r#type: v1alpha2::object_protocol::Type::S3.into(),
+        }],
+        parameters: Default::default(),
+    });
+    let bucket_id = created.await.unwrap().into_inner().bucket_id;
+    bucket_object(&admin, "v1alpha2", &name, "bucketClaimRef", &ns_a).await;
+    let grant = |account: String| v1alpha2::DriverGrantBucketAccessRequest {
+        account_name: account,
+        protocol: Some(v1alpha2::ObjectProtocol {
+            r#type: v1alpha2::object_protocol::Type::S3.into(),
+        }),
+        authentication_type: Some(v1alpha2::AuthenticationType {
+            r#type: v1alpha2::authentication_type::Type::Key.into(),
+        }),
+        service_account_name: String::new(),
+        parameters: Default::default(),
+        buckets: vec![v1alpha2::driver_grant_bucket_access_request::AccessedBucket {
+            bucket_id: bucket_id.clone(),
+            access_mode: Some(v1alpha2::AccessMode {
+                mode: v1alpha2::access_mode::Mode::ReadWrite.into(),
+            }),
+        }],
+    };
+    let attacker = access_object(&admin, "v1alpha2", &ns_b).await;
+    let refused = h.v2().driver_grant_bucket_access(grant(attacker)).await.unwrap_err();
+    assert_eq!(refused.code(), Code::PermissionDenied, "{}", refused.message());
+    let owner = access_object(&admin, "v1alpha2", &ns_a).await;
+    h.v2().driver_grant_bucket_access(grant(owner)).await.unwrap();
+}
