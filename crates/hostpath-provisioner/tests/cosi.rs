@@ -153,14 +153,16 @@ async fn another_namespace_cannot_reach_a_bucket(version: CosiVersion) {
     let accesses = version.api(&attacker.client, "BucketAccess", Some(&attacker.namespace));
     match version {
         CosiVersion::V1Alpha1 => {
-            // v0.2.2 binds the claim and its sidecar asks the driver, which refuses; an access
-            // granted is the attack succeeding.
+            // v0.2.2 binds the claim and its sidecar asks the driver, which refuses (and logs
+            // why); an access granted is the attack succeeding.
             let outcome = wait_for(&accesses, "thief", |access| {
                 if version.access_ready(access) {
                     return Some(Err("the attacker's access was granted"));
                 }
-                let log = world.sidecar.full_log();
-                let refused = log.lines().any(|l| l.contains("PermissionDenied"));
+                let log = world.driver_log();
+                let refused = log
+                    .lines()
+                    .any(|l| l.contains("access refused") && l.contains(&attacker.namespace));
                 refused.then_some(Ok(()))
             })
             .await;

@@ -33,6 +33,7 @@ pub struct World {
     pub sidecar: Sidecar,
     // Killed when dropped.
     _driver: Child,
+    driver_log: PathBuf,
     _socket_dir: tempfile::TempDir,
 }
 
@@ -47,8 +48,9 @@ impl World {
         let driver_name = driver_name();
         let s3_port = test_support::free_port().unwrap();
         let metrics_port = test_support::free_port().unwrap();
-        let filter = std::env::var("PROVISIONER_LOG").ok();
-        let log = filter.is_some().then(std::process::Stdio::inherit);
+        // The driver's log goes to a file the tests read (refusals are logged there).
+        let driver_log = socket_dir.path().join("driver.log");
+        let log_file = std::fs::File::create(&driver_log).unwrap();
         let mut command = Command::new(env!("CARGO_BIN_EXE_hostpath-bucket-provisioner"));
         command
             .arg(format!("--root={}", root.path().display()))
@@ -60,8 +62,8 @@ impl World {
             .arg(format!("--cosi-driver-name={driver_name}"))
             .arg("--cosi-only")
             .arg("--leader-elect=false")
-            .env("RUST_LOG", filter.as_deref().unwrap_or("warn,kube_client::client::tls=error"))
-            .stdout(log.unwrap_or_else(std::process::Stdio::null))
+            .env("RUST_LOG", "warn,kube_client::client::tls=error")
+            .stdout(log_file)
             .kill_on_drop(true);
         let driver = command.spawn().expect("starting hostpath-bucket-provisioner");
         let sidecar = cosi.sidecar(Deployed::CosiHostPath, &socket).await.unwrap();
@@ -90,6 +92,7 @@ impl World {
             access_class,
             sidecar,
             _driver: driver,
+            driver_log,
             _socket_dir: socket_dir,
         }
     }
@@ -98,10 +101,16 @@ impl World {
         CosiTenant::new(self.cosi.plane(), prefix).await.unwrap()
     }
 
+    /// Everything the driver logged.
+    pub fn driver_log(&self) -> String {
+        std::fs::read_to_string(&self.driver_log).unwrap_or_default()
+    }
+
     /// What the upstream pieces said, for a failing assertion.
     pub fn logs(&self) -> String {
         format!(
-            "--- sidecar ---\n{}\n--- controller ---\n{}",
+            "--- driver ---\n{}\n--- sidecar ---\n{}\n--- controller ---\n{}",
+            self.driver_log(),
             self.sidecar.log(40),
             self.cosi.controller_log(20)
         )
