@@ -121,6 +121,10 @@ async fn claim_access_and_consumer(version: CosiVersion) {
         assert!(buckets.get_opt(&kept).await.unwrap().is_some(), "a Retain Bucket is kept");
         assert!(world.bucket_dir(&keeper.bucket).is_dir(), "a Retain bucket is kept");
     }
+    // The sidecar and the driver did all of it with deploy/cosi/hostpath's RBAC.
+    for (who, log) in [("sidecar", world.sidecar.full_log()), ("driver", world.driver_log())] {
+        assert!(!log.contains("forbidden"), "{who} was refused by RBAC:\n{log}");
+    }
 }
 
 #[tokio::test]
@@ -202,4 +206,26 @@ async fn v1alpha1_another_namespace_cannot_reach_a_bucket() {
 #[tokio::test]
 async fn v1alpha2_another_namespace_cannot_reach_a_bucket() {
     another_namespace_cannot_reach_a_bucket(CosiVersion::V1Alpha2).await;
+}
+
+/// v0.2.2's controller can overwrite the sidecar's `bucketReady: true` on a claim with a stale
+/// `false` (its status write after making the Bucket). Here that very write is replayed on a
+/// ready claim: the driver marks the claim ready again, and the sidecar, which refuses accesses
+/// to an unready claim, then grants one.
+#[tokio::test]
+async fn v1alpha1_a_claim_left_unready_by_the_controller_is_repaired() {
+    let version = CosiVersion::V1Alpha1;
+    let world = World::start(version).await;
+    let tenant = world.tenant("cosi-stale").await;
+    let bucket = world.claim(&tenant, "data", &world.delete_class).await;
+    let claims = version.api(&world.admin, "BucketClaim", Some(&tenant.namespace));
+    let stale = serde_json::json!({ "status": { "bucketName": bucket, "bucketReady": false } });
+    let params = kube::api::PatchParams::default();
+    claims.patch_status("data", &params, &kube::api::Patch::Merge(&stale)).await.unwrap();
+    assert!(!version.claim_ready(&claims.get("data").await.unwrap()));
+
+    let access = world.access(&tenant, "after", "data", "ReadWrite").await;
+    put(&s3_client(&access), &access.bucket, "k", b"v").await.unwrap();
+    let log = world.driver_log();
+    assert!(log.contains("marked ready again"), "the driver repaired it:\n{log}");
 }
