@@ -37,8 +37,8 @@
 //! [`v1alpha1`] and [`v1alpha2`] the services; [`calls`] what each call does; [`ids`] the ids
 //! handed out; [`params`] class parameters; [`status`] errors and their codes; [`tenancy`] and
 //! [`tenancy_kube`] who may reach which bucket; [`ready_repair`] the repair of v1alpha1 claims
-//! whose readiness the upstream controller overwrote; [`server`] the socket; [`run`] the flags
-//! and run of a provisioner binary serving COSI.
+//! whose readiness the upstream controller overwrote; [`server`] the socket; [`mod@run`] the
+//! flags and run of a provisioner binary serving COSI.
 
 pub mod calls;
 pub mod ids;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bucket_provisioner::Provisioner;
 use bucket_provisioner::runtime::{ControllerArgs, Process, RunError, Service, serve_only};
 
-use crate::calls::{Driver, validate_driver_name};
+use crate::calls::Driver;
 use crate::ready_repair::run_ready_repair;
 use crate::server::{ServeError, bind, serve_on};
 use crate::tenancy_kube::KubeLookup;
@@ -54,18 +54,17 @@ impl CosiArgs {
     ) -> Result<Option<Service>, CosiRunError> {
         let Some(endpoint) = &self.cosi_endpoint else { return Ok(None) };
         let name = self.cosi_driver_name.clone().unwrap_or_else(|| default_name.to_owned());
-        validate_driver_name(&name).map_err(CosiRunError::DriverName)?;
+        let driver = Driver::new(backend, name).map_err(CosiRunError::DriverName)?;
         let listener = bind(endpoint)?;
-        tracing::info!(endpoint, driver = name, "COSI socket bound");
+        tracing::info!(endpoint, driver = driver.name(), "COSI socket bound");
+        let name = driver.name().to_owned();
         Ok(Some(Service::new("COSI driver", move |process: Process| async move {
             // Beside the socket: v0.2.2's controller can leave a claim unready for good.
-            let repair =
-                run_ready_repair(process.client.clone(), name.clone(), process.stop.wait());
+            let repair = run_ready_repair(process.client.clone(), name, process.stop.wait());
             let repair = tokio::spawn(repair);
-            let driver = Driver::new(backend, name)
-                .map_err(ServeError::Endpoint)?
-                .with_lookup(Arc::new(KubeLookup::new(process.client.clone())));
-            let served = serve_on(driver, listener, process.stop.wait()).await;
+            let lookup = KubeLookup::new(process.client.clone());
+            let served =
+                serve_on(driver.with_lookup(Arc::new(lookup)), listener, process.stop.wait()).await;
             repair.abort();
             served
         })))

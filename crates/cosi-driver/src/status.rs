@@ -63,6 +63,13 @@ impl From<BackendError> for CallError {
     }
 }
 
+/// Logs a refused call (its code and message, which never hold a secret) and answers its
+/// status: the sidecar shows the message on the object, and the driver's log says it too.
+pub fn refused(call: &'static str, subject: &str, e: CallError) -> Status {
+    tracing::warn!(call, subject, code = ?e.code(), "{e}");
+    e.into()
+}
+
 impl From<CallError> for Status {
     fn from(e: CallError) -> Self {
         Status::new(e.code(), e.to_string())

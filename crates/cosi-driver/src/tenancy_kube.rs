@@ -46,7 +46,8 @@ impl KubeLookup {
         let api_error = |e: kube::Error| LookupError::Api(e.to_string());
         let uid = account_name.strip_prefix("ba-").unwrap_or(account_name);
         let accesses = self.api(version, "BucketAccess", "bucketaccesses");
-        let listed = accesses.list(&ListParams::default()).await.map_err(api_error)?;
+        // Names, namespaces and UIDs only: a grant costs one small list, not every access's spec.
+        let listed = accesses.list_metadata(&ListParams::default()).await.map_err(api_error)?;
         let access_namespace = listed
             .items
             .iter()

@@ -9,6 +9,7 @@ use tonic::{Request, Response, Status};
 
 use crate::calls::{Auth, Driver};
 use crate::proto::v1alpha1 as pb;
+use crate::status::refused;
 use crate::tenancy::Version;
 
 /// The keys of the S3 credential details the v0.2.2 sidecar copies into `BucketInfo`.
@@ -49,7 +50,11 @@ impl<P: Provisioner> pb::provisioner_server::Provisioner for V1alpha1<P> {
         request: Request<pb::DriverCreateBucketRequest>,
     ) -> Result<Response<pb::DriverCreateBucketResponse>, Status> {
         let request = request.into_inner();
-        let answer = self.0.create_bucket(&request.name, &sorted(&request.parameters)).await?;
+        let answer = self
+            .0
+            .create_bucket(&request.name, &sorted(&request.parameters))
+            .await
+            .map_err(|e| refused("DriverCreateBucket", &request.name, e))?;
         let s3 = pb::S3 {
             region: answer.location.endpoint.region.clone(),
             signature_version: pb::S3SignatureVersion::S3v4.into(),
@@ -64,7 +69,8 @@ impl<P: Provisioner> pb::provisioner_server::Provisioner for V1alpha1<P> {
         &self,
         request: Request<pb::DriverDeleteBucketRequest>,
     ) -> Result<Response<pb::DriverDeleteBucketResponse>, Status> {
-        self.0.delete_bucket(&request.into_inner().bucket_id).await?;
+        let id = request.into_inner().bucket_id;
+        self.0.delete_bucket(&id).await.map_err(|e| refused("DriverDeleteBucket", &id, e))?;
         Ok(Response::new(pb::DriverDeleteBucketResponse {}))
     }
 
@@ -82,7 +88,8 @@ impl<P: Provisioner> pb::provisioner_server::Provisioner for V1alpha1<P> {
         let answer = self
             .0
             .grant(Version::V1alpha1, &request.name, auth, &buckets, &sorted(&request.parameters))
-            .await?;
+            .await
+            .map_err(|e| refused("DriverGrantBucketAccess", &request.name, e))?;
         let endpoint = &answer.key.endpoint;
         let secrets = HashMap::from([
             (secret_keys::ENDPOINT.to_owned(), endpoint.url()),
@@ -106,7 +113,8 @@ impl<P: Provisioner> pb::provisioner_server::Provisioner for V1alpha1<P> {
         &self,
         request: Request<pb::DriverRevokeBucketAccessRequest>,
     ) -> Result<Response<pb::DriverRevokeBucketAccessResponse>, Status> {
-        self.0.revoke(&request.into_inner().account_id).await?;
+        let id = request.into_inner().account_id;
+        self.0.revoke(&id).await.map_err(|e| refused("DriverRevokeBucketAccess", &id, e))?;
         Ok(Response::new(pb::DriverRevokeBucketAccessResponse {}))
     }
 }

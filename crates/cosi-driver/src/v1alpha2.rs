@@ -11,7 +11,7 @@ use tonic::{Request, Response, Status};
 
 use crate::calls::{Auth, BucketAnswer, Driver};
 use crate::proto::v1alpha2 as pb;
-use crate::status::CallError;
+use crate::status::{CallError, refused};
 use crate::tenancy::Version;
 
 use pb::object_protocol::Type as ProtocolType;
@@ -53,6 +53,44 @@ fn bucket_response(answer: BucketAnswer) -> (String, Option<pb::ObjectProtocolAn
     (answer.bucket_id, Some(info))
 }
 
+/// Each bucket id asked, with its mode.
+type AskedBuckets = Vec<(String, Option<AccessMode>)>;
+
+/// What a grant asks, read from its message: the authentication and each bucket's mode.
+fn grant_terms(
+    request: &pb::DriverGrantBucketAccessRequest,
+) -> Result<(Auth, AskedBuckets), CallError> {
+    let protocol = request.protocol.map(|p| p.r#type()).unwrap_or(ProtocolType::Unknown);
+    if protocol != ProtocolType::S3 {
+        return Err(CallError::InvalidArgument(format!(
+            "protocol {}: this driver serves S3 only",
+            protocol.as_str_name()
+        )));
+    }
+    use pb::authentication_type::Type as AuthType;
+    let auth = match request.authentication_type.map(|a| a.r#type()) {
+        Some(AuthType::Key) => Auth::Key,
+        Some(AuthType::ServiceAccount) => Auth::Identity,
+        _ => Auth::Unknown,
+    };
+    let mut buckets = Vec::with_capacity(request.buckets.len());
+    for (i, bucket) in request.buckets.iter().enumerate() {
+        use pb::access_mode::Mode;
+        let mode = match bucket.access_mode.map(|m| m.mode()) {
+            Some(Mode::ReadWrite) => AccessMode::ReadWrite,
+            Some(Mode::ReadOnly) => AccessMode::ReadOnly,
+            Some(Mode::WriteOnly) => AccessMode::WriteOnly,
+            _ => {
+                return Err(CallError::InvalidArgument(format!(
+                    "buckets[{i}].access_mode is not set; ask READ_WRITE, READ_ONLY or WRITE_ONLY"
+                )));
+            }
+        };
+        buckets.push((bucket.bucket_id.clone(), Some(mode)));
+    }
+    Ok((auth, buckets))
+}
+
 #[tonic::async_trait]
 impl<P: Provisioner> pb::identity_server::Identity for V1alpha2<P> {
     async fn driver_get_info(
@@ -73,8 +111,11 @@ impl<P: Provisioner> pb::provisioner_server::Provisioner for V1alpha2<P> {
         request: Request<pb::DriverCreateBucketRequest>,
     ) -> Result<Response<pb::DriverCreateBucketResponse>, Status> {
         let request = request.into_inner();
-        s3_only("protocols", &request.protocols)?;
-        let answer = self.0.create_bucket(&request.name, &sorted(&request.parameters)).await?;
+        let answer = match s3_only("protocols", &request.protocols) {
+            Ok(()) => self.0.create_bucket(&request.name, &sorted(&request.parameters)).await,
+            Err(e) => Err(e),
+        }
+        .map_err(|e| refused("DriverCreateBucket", &request.name, e))?;
         let (bucket_id, protocols) = bucket_response(answer);
         Ok(Response::new(pb::DriverCreateBucketResponse { bucket_id, protocols }))
     }
@@ -97,7 +138,8 @@ impl<P: Provisioner> pb::provisioner_server::Provisioner for V1alpha2<P> {
         &self,
         request: Request<pb::DriverDeleteBucketRequest>,
     ) -> Result<Response<pb::DriverDeleteBucketResponse>, Status> {
-        self.0.delete_bucket(&request.into_inner().bucket_id).await?;
+        let id = request.into_inner().bucket_id;
+        self.0.delete_bucket(&id).await.map_err(|e| refused("DriverDeleteBucket", &id, e))?;
         Ok(Response::new(pb::DriverDeleteBucketResponse {}))
     }
 
@@ -106,42 +148,14 @@ impl<P: Provisioner> pb::provisioner_server::Provisioner for V1alpha2<P> {
         request: Request<pb::DriverGrantBucketAccessRequest>,
     ) -> Result<Response<pb::DriverGrantBucketAccessResponse>, Status> {
         let request = request.into_inner();
-        let protocol = request.protocol.map(|p| p.r#type()).unwrap_or(ProtocolType::Unknown);
-        if protocol != ProtocolType::S3 {
-            return Err(CallError::InvalidArgument(format!(
-                "protocol {}: this driver serves S3 only",
-                protocol.as_str_name()
-            ))
-            .into());
+        let answer = match grant_terms(&request) {
+            Ok((auth, buckets)) => {
+                let (account, parameters) = (&request.account_name, sorted(&request.parameters));
+                self.0.grant(Version::V1alpha2, account, auth, &buckets, &parameters).await
+            }
+            Err(e) => Err(e),
         }
-        use pb::authentication_type::Type as AuthType;
-        let auth = match request.authentication_type.map(|a| a.r#type()) {
-            Some(AuthType::Key) => Auth::Key,
-            Some(AuthType::ServiceAccount) => Auth::Identity,
-            _ => Auth::Unknown,
-        };
-        let mut buckets = Vec::with_capacity(request.buckets.len());
-        for (i, bucket) in request.buckets.iter().enumerate() {
-            use pb::access_mode::Mode;
-            let mode = match bucket.access_mode.map(|m| m.mode()) {
-                Some(Mode::ReadWrite) => AccessMode::ReadWrite,
-                Some(Mode::ReadOnly) => AccessMode::ReadOnly,
-                Some(Mode::WriteOnly) => AccessMode::WriteOnly,
-                _ => {
-                    return Err(CallError::InvalidArgument(format!(
-                        "buckets[{i}].access_mode is not set; ask READ_WRITE, READ_ONLY or \
-                         WRITE_ONLY"
-                    ))
-                    .into());
-                }
-            };
-            buckets.push((bucket.bucket_id.clone(), Some(mode)));
-        }
-        let parameters = sorted(&request.parameters);
-        let answer = self
-            .0
-            .grant(Version::V1alpha2, &request.account_name, auth, &buckets, &parameters)
-            .await?;
+        .map_err(|e| refused("DriverGrantBucketAccess", &request.account_name, e))?;
         let endpoint = &answer.key.endpoint;
         let infos = answer
             .buckets
@@ -172,7 +186,8 @@ impl<P: Provisioner> pb::provisioner_server::Provisioner for V1alpha2<P> {
         &self,
         request: Request<pb::DriverRevokeBucketAccessRequest>,
     ) -> Result<Response<pb::DriverRevokeBucketAccessResponse>, Status> {
-        self.0.revoke(&request.into_inner().account_id).await?;
+        let id = request.into_inner().account_id;
+        self.0.revoke(&id).await.map_err(|e| refused("DriverRevokeBucketAccess", &id, e))?;
         Ok(Response::new(pb::DriverRevokeBucketAccessResponse {}))
     }
 }

@@ -4,6 +4,7 @@
 mod common;
 
 use bucket_provisioner::Provisioner;
+use bucket_provisioner::bucket::standalone::cosi_bucket_owner;
 use common::{DRIVER, Harness, params, write_refused, writes_reads_lists};
 use cosi_driver::proto::v1alpha1 as pb;
 use cosi_driver::v1alpha1::secret_keys;
@@ -167,7 +168,19 @@ async fn v1alpha1_refusals_carry_the_spec_codes_and_create_nothing() {
         delete_context: Default::default(),
     };
     cosi.driver_delete_bucket(as_static).await.unwrap();
-    assert!(h.store.bucket_exists("claims-bucket").unwrap(), "a static id never deletes");
+    // An id in the form this driver issues, naming the claim's bucket: the backend's record
+    // decides, and it names the claim.
+    let forged =
+        format!("claims-bucket..{}", cosi_bucket_owner("claims-bucket", &Default::default()));
+    let granted = cosi.driver_grant_bucket_access(grant(&forged, "ba-8888", &[])).await;
+    assert_eq!(granted.unwrap_err().code(), Code::NotFound);
+    let delete_forged =
+        pb::DriverDeleteBucketRequest { bucket_id: forged, delete_context: Default::default() };
+    cosi.driver_delete_bucket(delete_forged).await.unwrap();
+    assert!(
+        h.store.bucket_exists("claims-bucket").unwrap(),
+        "neither a static nor a forged id deletes it"
+    );
     assert_eq!(h.key_count(&claim_user), 1, "the claim keeps its key");
     // And a claim cannot take over the COSI bucket by name.
     let options =
@@ -186,4 +199,31 @@ fn claim_options() -> bucket_provisioner::BucketOptions {
         storage_class_name: "hostpath".into(),
         claim: Default::default(),
     }
+}
+
+#[tokio::test]
+async fn class_quotas_hold_for_the_bucket_and_for_each_key() {
+    let h = Harness::start().await;
+    let mut cosi = h.v1();
+    let put = |client: aws_sdk_s3::Client, key: &'static str| async move {
+        let body = aws_sdk_s3::primitives::ByteStream::from_static(b"x");
+        let sent = client.put_object().bucket("quota-bucket").key(key).body(body).send().await;
+        sent.map(drop).map_err(|e| common::code(&e))
+    };
+    // The BucketClass limits the bucket to two objects, the access class each key to one.
+    let created = cosi.driver_create_bucket(create("quota-bucket", &[("maxObjects", "2")])).await;
+    let id = created.unwrap().into_inner().bucket_id;
+    let limited = |name: &str| grant(&id, name, &[("maxObjects", "1")]);
+    let one = cosi.driver_grant_bucket_access(limited("ba-q1")).await.unwrap().into_inner();
+    let two = cosi.driver_grant_bucket_access(limited("ba-q2")).await.unwrap().into_inner();
+    let three = cosi.driver_grant_bucket_access(grant(&id, "ba-q3", &[])).await.unwrap();
+    let client = |answer: &pb::DriverGrantBucketAccessResponse| {
+        let (endpoint, key, secret) = s3(answer);
+        h.s3_client(&endpoint, &key, &secret)
+    };
+    assert_eq!(put(client(&one), "a").await, Ok(()));
+    assert_eq!(put(client(&one), "b").await, Err("QuotaExceeded".into()), "the key's limit");
+    assert_eq!(put(client(&two), "c").await, Ok(()));
+    let unlimited_key = client(&three.into_inner());
+    assert_eq!(put(unlimited_key, "d").await, Err("QuotaExceeded".into()), "the bucket's limit");
 }
