@@ -59,7 +59,7 @@ async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
 
 /// The life of a claim and its accesses, as far as each upstream version carries it.
 async fn claim_access_and_consumer(version: CosiVersion) {
-    let world = World::start(version).await;
+    let mut world = World::start(version).await;
     let tenant = world.tenant("cosi-tenant").await;
     let bucket_object = world.claim(&tenant, "data", &world.delete_class).await;
 
@@ -89,6 +89,17 @@ async fn claim_access_and_consumer(version: CosiVersion) {
         let deleted =
             s3_second.delete_object().bucket(&second.bucket).key("hello.txt").send().await;
         assert_eq!(deleted.unwrap_err().code(), Some("AccessDenied"));
+        assert_eq!(get(&s3, &writer.bucket, "hello.txt").await.unwrap(), b"hello");
+
+        // main's sidecar passes an access's deletion to the driver only when it starts again
+        // (upstream defect); with the documented workaround, a restart, the key stops working.
+        let accesses = version.api(&tenant.client, "BucketAccess", Some(&tenant.namespace));
+        accesses.delete("second", &DeleteParams::default()).await.unwrap();
+        world.restart_sidecar();
+        until("the deleted access's key to stop working", async || {
+            get(&s3_second, &second.bucket, "hello.txt").await.is_err()
+        })
+        .await;
         assert_eq!(get(&s3, &writer.bucket, "hello.txt").await.unwrap(), b"hello");
     }
 
@@ -122,7 +133,7 @@ async fn claim_access_and_consumer(version: CosiVersion) {
         assert!(world.bucket_dir(&keeper.bucket).is_dir(), "a Retain bucket is kept");
     }
     // The sidecar and the driver did all of it with deploy/cosi/hostpath's RBAC.
-    for (who, log) in [("sidecar", world.sidecar.full_log()), ("driver", world.driver_log())] {
+    for (who, log) in [("sidecar", world.sidecar_log()), ("driver", world.driver_log())] {
         assert!(!log.contains("forbidden"), "{who} was refused by RBAC:\n{log}");
     }
 }

@@ -30,7 +30,7 @@ pub struct World {
     pub delete_class: String,
     pub retain_class: String,
     pub access_class: String,
-    pub sidecar: Sidecar,
+    sidecar: Sidecar,
     // Killed when dropped.
     _driver: Child,
     driver_log: PathBuf,
@@ -99,6 +99,16 @@ impl World {
 
     pub async fn tenant(&self, prefix: &str) -> CosiTenant {
         CosiTenant::new(self.cosi.plane(), prefix).await.unwrap()
+    }
+
+    /// Kills the sidecar and starts it again, as a pod restart would.
+    pub fn restart_sidecar(&mut self) {
+        self.sidecar.restart().unwrap();
+    }
+
+    /// Everything the sidecar logged.
+    pub fn sidecar_log(&self) -> String {
+        self.sidecar.full_log()
     }
 
     /// Everything the driver logged.
