@@ -10,7 +10,7 @@ use bucket_provisioner::bucket::naming::validate_bucket_name;
 use bucket_provisioner::bucket::standalone::{
     BucketLocation, IssuedKey, KeyBucket, KeyRequest, NewBucket, cosi_account_id, cosi_bucket_owner,
 };
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::ids::{BucketId, created_bucket_id, parse_account_id, parse_bucket_id};
 use crate::params::{access_params, bucket_params};
@@ -201,11 +201,7 @@ impl<P: Provisioner> Driver<P> {
         if wanted.windows(2).any(|pair| pair[0].bucket_name == pair[1].bucket_name) {
             return Err(CallError::InvalidArgument("a bucket is named twice".to_owned()));
         }
-        if let Err(refused) = check(self.lookup.as_deref(), version, account_name, &ids).await {
-            // The sidecar may not pass the reason on (v0.2.2 loses Events outside its namespace).
-            warn!(account = account_name, reason = %refused, "access refused");
-            return Err(refused);
-        }
+        check(self.lookup.as_deref(), version, account_name, &ids).await?;
         let owner_id = cosi_account_id(account_name);
         let request = KeyRequest {
             owner_id: owner_id.clone(),

@@ -175,9 +175,11 @@ async fn another_namespace_cannot_reach_a_bucket(version: CosiVersion) {
                     return Some(Err("the attacker's access was granted"));
                 }
                 let log = world.driver_log();
-                let refused = log
-                    .lines()
-                    .any(|l| l.contains("access refused") && l.contains(&attacker.namespace));
+                let refused = log.lines().any(|l| {
+                    l.contains("DriverGrantBucketAccess")
+                        && l.contains("PermissionDenied")
+                        && l.contains(&attacker.namespace)
+                });
                 refused.then_some(Ok(()))
             })
             .await;
