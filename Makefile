@@ -15,6 +15,9 @@ HELM_BIN = $(shell tests/helm/build.sh)
 PROMTOOL_BIN = $(shell tests/prometheus/install.sh)
 # Garage (a distributed S3 store) for the Garage provisioner's tests, pinned in tests/garage/build.sh.
 GARAGE_BIN = $(shell tests/garage/build.sh)
+# The upstream COSI controller and sidecar (v0.2.2 and main) with their CRDs, for the COSI
+# drivers' tests, built from COSI_SOURCE (a git bundle or checkout) or a clone of upstream.
+COSI_DIR = $(shell tests/cosi/build.sh)
 # moto (S3 + IAM) for the S3 provisioner's tests, pinned in tests/moto/requirements.txt.
 export BUCKET_PROVISIONER_MOTO_VENV ?= $(BUCKET_PROVISIONER_CACHE)/moto-venv
 # The Go aws-s3-provisioner, which the S3 takeover tests run and then replace, built offline into
@@ -33,7 +36,7 @@ STATIC_DIR = $(CARGO_TARGET_DIR)/$(STATIC_TARGET)/$(STATIC_PROFILE)
 STATIC_RUSTFLAGS_VAR := CARGO_TARGET_$(shell echo '$(STATIC_TARGET)' | tr 'a-z-' 'A-Z_')_RUSTFLAGS
 
 .PHONY: help toolchain controlplane chart-tools chart test lint crds demo bench static image node e2e garage \
-	aws-s3-provisioner
+	aws-s3-provisioner cosi
 
 help:
 	@echo "make demo   - local control plane + hostPath provisioner + a claim + a consumer"
@@ -64,6 +67,10 @@ garage: toolchain
 aws-s3-provisioner: toolchain
 	@tests/aws-s3-provisioner/build.sh >/dev/null
 
+# Both pinned revisions, offline from their vendor/ (about 70 s each on two cores), then cached.
+cosi: toolchain
+	@tests/cosi/build.sh >/dev/null
+
 chart-tools: toolchain
 	@tests/helm/build.sh >/dev/null
 	@tests/prometheus/install.sh >/dev/null
@@ -78,11 +85,12 @@ lint: toolchain
 
 # The demo runs first, the node tests last, and one summary line of every test binary's results
 # closes the output.
-test: lint controlplane chart-tools strace volume-tools demo moto garage aws-s3-provisioner
+test: lint controlplane chart-tools strace volume-tools demo moto garage aws-s3-provisioner cosi
 	@mkdir -p "$(BUCKET_PROVISIONER_CACHE)"
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" BUCKET_PROVISIONER_HELM_BIN="$(HELM_BIN)" \
 		BUCKET_PROVISIONER_PROMTOOL="$(PROMTOOL_BIN)" BUCKET_PROVISIONER_GARAGE_BIN="$(GARAGE_BIN)" \
-		BUCKET_PROVISIONER_AWS_S3_PROVISIONER_BIN="$(AWS_S3_PROVISIONER_BIN)" cargo test --workspace \
+		BUCKET_PROVISIONER_AWS_S3_PROVISIONER_BIN="$(AWS_S3_PROVISIONER_BIN)" \
+		BUCKET_PROVISIONER_COSI_DIR="$(COSI_DIR)" cargo test --workspace \
 		--exclude node-tests 2>&1 | tee "$(BUCKET_PROVISIONER_CACHE)/last-test-run.txt"
 	$(MAKE) --no-print-directory e2e STATIC_PROFILE=image-test 2>&1 \
 		| tee -a "$(BUCKET_PROVISIONER_CACHE)/last-test-run.txt"

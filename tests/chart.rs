@@ -214,7 +214,16 @@ fn chart_crds_are_the_repository_crds() {
 
 #[test]
 fn every_deploy_folder_has_a_kustomization_listing_its_manifests() {
-    for dir in ["deploy/hostpath", "deploy/s3", "deploy/hostpath-volumes", "deploy/garage"] {
+    let dirs = [
+        "deploy/hostpath",
+        "deploy/s3",
+        "deploy/hostpath-volumes",
+        "deploy/garage",
+        "deploy/cosi/hostpath",
+        "deploy/cosi/s3",
+        "deploy/cosi/garage",
+    ];
+    for dir in dirs {
         let folder = repo(dir);
         let kustomization: Value =
             serde_yaml::from_str(&std::fs::read_to_string(folder.join(KUSTOMIZATION)).unwrap())

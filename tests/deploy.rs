@@ -1,4 +1,4 @@
-//! Every manifest under `deploy/`, `examples/manifests/` and `examples/hostpath-volumes/` is
+//! Every manifest under `deploy/` (`deploy/cosi/` included), `examples/manifests/` and `examples/hostpath-volumes/` is
 //! accepted by the real apiserver (server-side dry-run), as it would be by
 //! `kubectl apply --dry-run=server`.
 
@@ -67,13 +67,71 @@ async fn garage_manifests_are_accepted() {
     }
 }
 
+#[tokio::test]
+async fn cosi_manifests_are_accepted() {
+    // Namespace; ServiceAccount, ClusterRole and binding, Role and binding; Deployment; and the
+    // hostPath S3 Service, or the example owner/admin Secret.
+    for backend in ["hostpath", "s3", "garage"] {
+        assert_eq!(dry_run(&format!("deploy/cosi/{backend}")).await, 8, "{backend}");
+    }
+}
+
+/// Every `deploy/cosi/` pod runs its driver and the upstream sidecar on one socket, on an
+/// emptyDir both mount; either sidecar version finds it (v0.2.2 by `DRIVER_ADDR`, main by
+/// `COSI_ENDPOINT`).
+#[test]
+fn cosi_driver_and_sidecar_share_a_socket() {
+    const SOCKET: &str = "unix:///var/lib/cosi/cosi.sock";
+    for backend in ["hostpath", "s3", "garage"] {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/cosi").join(backend);
+        let objects = read_manifests(&dir).unwrap();
+        let (_, deployment) = objects
+            .iter()
+            .find(|(_, o)| o.types.as_ref().is_some_and(|t| t.kind == "Deployment"))
+            .expect("a Deployment");
+        let pod = &deployment.data["spec"]["template"]["spec"];
+        let account = pod["serviceAccountName"].as_str().unwrap();
+        assert_eq!(account, format!("{backend}-cosi-driver"));
+        let volume = pod["volumes"].as_array().unwrap().iter().find(|v| v["name"] == "cosi-socket");
+        assert!(volume.expect("the socket volume")["emptyDir"].is_object(), "{backend}");
+        let containers = pod["containers"].as_array().unwrap();
+        let mounts_socket = |c: &serde_json::Value| {
+            c["volumeMounts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|m| m["name"] == "cosi-socket" && m["mountPath"] == "/var/lib/cosi")
+        };
+        let driver = containers.iter().find(|c| c["name"] == "driver").expect("the driver");
+        let flag = format!("--cosi-endpoint={SOCKET}");
+        assert!(driver["args"].as_array().unwrap().iter().any(|a| *a == flag.as_str()));
+        assert!(mounts_socket(driver), "{backend}");
+        let sidecar = containers.iter().find(|c| c["name"] == "cosi-sidecar").expect("sidecar");
+        assert!(mounts_socket(sidecar), "{backend}");
+        let env = sidecar["env"].as_array().unwrap();
+        for name in ["DRIVER_ADDR", "COSI_ENDPOINT"] {
+            let var = env.iter().find(|e| e["name"] == name).expect(name);
+            assert_eq!(var["value"], SOCKET, "{backend} {name}");
+        }
+    }
+}
+
 /// The image every provisioner container of `deploy/` names: the one `make image` builds and
 /// `ctr images import` loads, so the manifests apply as they are. A versioned tag also keeps the
 /// default pull policy at `IfNotPresent` (a `:latest` image is pulled on every start).
 #[test]
 fn deploy_names_the_image_make_image_builds() {
     let expected = format!("localhost/bucket-provisioner:{}", env!("CARGO_PKG_VERSION"));
-    for dir in ["deploy/hostpath", "deploy/hostpath-volumes", "deploy/s3", "deploy/garage"] {
+    let dirs = [
+        "deploy/hostpath",
+        "deploy/hostpath-volumes",
+        "deploy/s3",
+        "deploy/garage",
+        "deploy/cosi/hostpath",
+        "deploy/cosi/s3",
+        "deploy/cosi/garage",
+    ];
+    for dir in dirs {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(dir);
         let mut provisioners = 0;
         for (file, object) in read_manifests(&path).unwrap() {

@@ -36,13 +36,15 @@
 //! `proto/` holds the project's protocol definitions; [`proto`] their generated code;
 //! [`v1alpha1`] and [`v1alpha2`] the services; [`calls`] what each call does; [`ids`] the ids
 //! handed out; [`params`] class parameters; [`status`] errors and their codes; [`tenancy`] and
-//! [`tenancy_kube`] who may reach which bucket; [`server`] the socket; [`mod@run`] the flags and
-//! run of a provisioner binary serving COSI.
+//! [`tenancy_kube`] who may reach which bucket; [`ready_repair`] the repair of v1alpha1 claims
+//! whose readiness the upstream controller overwrote; [`server`] the socket; [`mod@run`] the
+//! flags and run of a provisioner binary serving COSI.
 
 pub mod calls;
 pub mod ids;
 pub mod params;
 pub mod proto;
+pub mod ready_repair;
 pub mod run;
 pub mod server;
 pub mod status;

@@ -9,6 +9,7 @@ use bucket_provisioner::Provisioner;
 use bucket_provisioner::runtime::{ControllerArgs, Process, RunError, Service, serve_only};
 
 use crate::calls::Driver;
+use crate::ready_repair::run_ready_repair;
 use crate::server::{ServeError, bind, serve_on};
 use crate::store_flags::parse_store_parameters;
 use crate::tenancy_kube::KubeLookup;
@@ -62,7 +63,8 @@ impl CosiArgs {
 
     /// The driver's service, when `--cosi-endpoint` is set: the socket is bound now, so that a
     /// wrong endpoint stops the binary at once; every grant is checked against the cluster's
-    /// objects with the process's client (see [`crate::tenancy`]).
+    /// objects with the process's client (see [`crate::tenancy`]), and v1alpha1 claims the
+    /// upstream controller left unready are repaired beside it ([`crate::ready_repair`]).
     pub fn service<P: Provisioner>(
         &self,
         backend: Arc<P>,
@@ -73,9 +75,16 @@ impl CosiArgs {
         let driver = Driver::new(backend, name).map_err(CosiRunError::DriverName)?;
         let listener = bind(endpoint)?;
         tracing::info!(endpoint, driver = driver.name(), "COSI socket bound");
-        Ok(Some(Service::new("COSI driver", move |process: Process| {
+        let name = driver.name().to_owned();
+        Ok(Some(Service::new("COSI driver", move |process: Process| async move {
+            // Beside the socket: v0.2.2's controller can leave a claim unready for good.
+            let repair = run_ready_repair(process.client.clone(), name, process.stop.wait());
+            let repair = tokio::spawn(repair);
             let lookup = KubeLookup::new(process.client.clone());
-            serve_on(driver.with_lookup(Arc::new(lookup)), listener, process.stop.wait())
+            let served =
+                serve_on(driver.with_lookup(Arc::new(lookup)), listener, process.stop.wait()).await;
+            repair.abort();
+            served
         })))
     }
 }

@@ -2,7 +2,8 @@
 //! the request's version.
 //!
 //! RBAC it needs (cluster-wide, group `objectstorage.k8s.io`): `get` on `buckets`, `list` on
-//! `bucketaccesses` (the sidecar names an access only by its UID, so it is found in the list).
+//! `bucketaccesses` (the sidecar names an access only by its UID, so it is found in the list) and
+//! `list` on `bucketclaims` (v1alpha1, see [`made_for_claim_uid`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -54,6 +55,7 @@ impl KubeLookup {
             .and_then(|a| a.metadata.namespace.clone())
             .ok_or_else(|| LookupError::Missing(format!("no BucketAccess has UID {uid:?}")))?;
         let objects = self.api(version, "Bucket", "buckets");
+        let mut claims = None;
         let mut facts = Vec::with_capacity(buckets.len());
         for name in buckets {
             let bucket = objects
@@ -61,13 +63,51 @@ impl KubeLookup {
                 .await
                 .map_err(api_error)?
                 .ok_or_else(|| LookupError::Missing(format!("no Bucket named {name:?}")))?;
-            facts.push(BucketFacts {
-                bucket: name.clone(),
-                claim_namespace: claim_namespace(version, &bucket),
-            });
+            let claim_namespace = match made_for_claim_uid(version, name) {
+                Some(claim_uid) => {
+                    if claims.is_none() {
+                        let api = self.api(version, "BucketClaim", "bucketclaims");
+                        let listed = api.list(&ListParams::default()).await.map_err(api_error)?;
+                        claims = Some(listed.items);
+                    }
+                    namespace_of_uid(claims.as_deref().unwrap_or_default(), claim_uid)
+                }
+                None => claim_namespace(version, &bucket),
+            };
+            facts.push(BucketFacts { bucket: name.clone(), claim_namespace });
         }
         Ok(GrantFacts { access_namespace, buckets: facts })
     }
+}
+
+/// Under v1alpha1, the UID of the claim a Bucket was made for, from its name.
+///
+/// v0.2.2's controller names the Bucket it makes for a claim `bucket-<claim UID>`, and when a
+/// claim of any namespace binds that Bucket through `existingBucketName` it rewrites the Bucket's
+/// `spec.bucketClaim` to the binding claim. So the claim reference names whoever bound the Bucket
+/// last, and only the name tells whose it is. (v1alpha2's controller refuses such a binding, so
+/// its `bucketClaimRef` is kept.)
+pub fn made_for_claim_uid(version: Version, bucket_name: &str) -> Option<&str> {
+    if version != Version::V1alpha1 {
+        return None;
+    }
+    let uid = bucket_name.strip_prefix("bucket-")?;
+    let hex_groups: Vec<&str> = uid.split('-').collect();
+    let shape = [8, 4, 4, 4, 12];
+    let is_uid = hex_groups.len() == shape.len()
+        && hex_groups
+            .iter()
+            .zip(shape)
+            .all(|(group, len)| group.len() == len && group.chars().all(|c| c.is_ascii_hexdigit()));
+    is_uid.then_some(uid)
+}
+
+/// The namespace of the claim with UID `uid` among `claims`; `None` when it is gone.
+fn namespace_of_uid(claims: &[DynamicObject], uid: &str) -> Option<String> {
+    claims
+        .iter()
+        .find(|c| c.metadata.uid.as_deref() == Some(uid))
+        .and_then(|c| c.metadata.namespace.clone())
 }
 
 /// The namespace of the claim a Bucket object was made for.
@@ -100,6 +140,32 @@ impl Lookup for KubeLookup {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_v1alpha1_bucket_belongs_to_the_claim_its_name_carries() {
+        let uid = "a02fe553-39e3-425a-a1d2-1f19825ae356";
+        let name = format!("bucket-{uid}");
+        assert_eq!(made_for_claim_uid(Version::V1alpha1, &name), Some(uid));
+        assert_eq!(made_for_claim_uid(Version::V1alpha2, &name), None);
+        for other in ["bucket-x", "photos", "bucket-a02fe553-39e3-425a-a1d2-1f19825ae35g", "bc-1"] {
+            assert_eq!(made_for_claim_uid(Version::V1alpha1, other), None, "{other}");
+        }
+        let claim = |ns: &str, uid: &str| {
+            let mut object = DynamicObject {
+                types: None,
+                metadata: Default::default(),
+                data: serde_json::json!({}),
+            };
+            object.metadata.namespace = Some(ns.into());
+            object.metadata.uid = Some(uid.into());
+            object
+        };
+        // The claim that bound the Bucket later is not the one it was made for.
+        let claims =
+            [claim("attacker", "b0000000-0000-0000-0000-000000000000"), claim("victim", uid)];
+        assert_eq!(namespace_of_uid(&claims, uid).as_deref(), Some("victim"));
+        assert_eq!(namespace_of_uid(&claims[..1], uid), None, "a claim that is gone");
+    }
 
     #[test]
     fn the_claim_namespace_is_read_where_each_version_keeps_it() {

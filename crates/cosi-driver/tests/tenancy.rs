@@ -71,7 +71,8 @@ async fn driver_identity(admin: &Client, namespace: &str) -> Client {
         "metadata": {"name": name},
         "rules": [
             {"apiGroups": ["objectstorage.k8s.io"], "resources": ["buckets"], "verbs": ["get"]},
-            {"apiGroups": ["objectstorage.k8s.io"], "resources": ["bucketaccesses"], "verbs": ["list"]}
+            {"apiGroups": ["objectstorage.k8s.io"], "resources": ["bucketaccesses"], "verbs": ["list"]},
+            {"apiGroups": ["objectstorage.k8s.io"], "resources": ["bucketclaims"], "verbs": ["list"]}
         ]
     }))
     .unwrap();

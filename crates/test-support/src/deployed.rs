@@ -34,6 +34,12 @@ pub enum Deployed {
     HostPathVolumes,
     /// `deploy/garage/`: the Garage bucket provisioner.
     Garage,
+    /// `deploy/cosi/hostpath/`: the hostPath COSI driver and the upstream sidecar beside it.
+    CosiHostPath,
+    /// `deploy/cosi/s3/`: the S3 + IAM COSI driver and the upstream sidecar beside it.
+    CosiS3,
+    /// `deploy/cosi/garage/`: the Garage COSI driver and the upstream sidecar beside it.
+    CosiGarage,
 }
 
 impl Deployed {
@@ -44,6 +50,9 @@ impl Deployed {
             Deployed::S3 => "s3",
             Deployed::HostPathVolumes => "hostpath-volumes",
             Deployed::Garage => "garage",
+            Deployed::CosiHostPath => "cosi/hostpath",
+            Deployed::CosiS3 => "cosi/s3",
+            Deployed::CosiGarage => "cosi/garage",
         }
     }
 
@@ -54,6 +63,9 @@ impl Deployed {
             Deployed::S3 => "s3-bucket-provisioner",
             Deployed::HostPathVolumes => "hostpath-volume-provisioner",
             Deployed::Garage => "garage-bucket-provisioner",
+            Deployed::CosiHostPath => "hostpath-cosi-driver",
+            Deployed::CosiS3 => "s3-cosi-driver",
+            Deployed::CosiGarage => "garage-cosi-driver",
         }
     }
 

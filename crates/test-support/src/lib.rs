@@ -4,6 +4,9 @@
 pub mod bench;
 mod claims;
 mod control_plane;
+pub mod cosi;
+mod cosi_identity;
+mod cosi_objects;
 mod deployed;
 mod fault_proxy;
 pub mod garage;
@@ -32,6 +35,8 @@ pub use claims::{
 pub use control_plane::{
     BIN_DIR_ENV, ControlPlane, Options, TokenUser, binaries_dir, unique_suffix,
 };
+pub use cosi_identity::CosiTenant;
+pub use cosi_objects::S3Access;
 pub use deployed::{
     DEPLOY_NAMESPACE, Deployed, Identity, deploy_dir, deployed_identity, install_rbac,
 };

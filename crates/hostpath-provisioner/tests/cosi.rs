@@ -1,0 +1,244 @@
+//! The hostPath driver under the real upstream COSI controller and sidecar, both versions:
+//! class → claim → Bucket → access class → access → Secret → a consumer that knows nothing but
+//! that Secret writes, reads and lists; read-only keys cannot write; every access has its own
+//! key; deleting an access stops its key; the deletion policy decides a bucket's fate; and a
+//! tenant that binds another namespace's Bucket gets no key to it.
+
+#[path = "cosi/world.rs"]
+mod world;
+
+use std::time::Duration;
+
+use aws_sdk_s3::Client as S3;
+use aws_sdk_s3::error::ProvideErrorMetadata;
+use aws_sdk_s3::primitives::ByteStream;
+use kube::api::DeleteParams;
+use test_support::cosi::{CosiVersion, create};
+use world::{World, s3_client, wait_for};
+
+async fn put(s3: &S3, bucket: &str, key: &str, body: &[u8]) -> Result<(), String> {
+    s3.put_object()
+        .bucket(bucket)
+        .key(key)
+        .body(ByteStream::from(body.to_vec()))
+        .send()
+        .await
+        .map(|_| ())
+        .map_err(|e| e.into_service_error().code().unwrap_or("unknown").to_owned())
+}
+
+async fn get(s3: &S3, bucket: &str, key: &str) -> Result<Vec<u8>, String> {
+    let output = s3
+        .get_object()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .map_err(|e| e.into_service_error().code().unwrap_or("unknown").to_owned())?;
+    Ok(output.body.collect().await.unwrap().into_bytes().to_vec())
+}
+
+async fn list(s3: &S3, bucket: &str) -> Result<Vec<String>, String> {
+    let output = s3
+        .list_objects_v2()
+        .bucket(bucket)
+        .send()
+        .await
+        .map_err(|e| e.into_service_error().code().unwrap_or("unknown").to_owned())?;
+    Ok(output.contents().iter().filter_map(|o| o.key().map(Into::into)).collect())
+}
+
+/// Waits until `check` holds, for up to a minute.
+async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The life of a claim and its accesses, as far as each upstream version carries it.
+async fn claim_access_and_consumer(version: CosiVersion) {
+    let mut world = World::start(version).await;
+    let tenant = world.tenant("cosi-tenant").await;
+    let bucket_object = world.claim(&tenant, "data", &world.delete_class).await;
+
+    // A consumer with nothing but the Secret writes, reads and lists.
+    let writer = world.access(&tenant, "writer", "data", "ReadWrite").await;
+    let s3 = s3_client(&writer);
+    put(&s3, &writer.bucket, "hello.txt", b"hello").await.unwrap();
+    assert_eq!(get(&s3, &writer.bucket, "hello.txt").await.unwrap(), b"hello");
+    assert_eq!(list(&s3, &writer.bucket).await.unwrap(), ["hello.txt"]);
+    // v1alpha1 consumers find the bucket by the Bucket object's name.
+    if version == CosiVersion::V1Alpha1 {
+        assert_eq!(writer.bucket, bucket_object);
+    }
+    assert!(world.bucket_dir(&writer.bucket).is_dir(), "the bucket is on the driver's disk");
+
+    // A second access gets a key of its own, which works beside the first.
+    let second_mode = if version == CosiVersion::V1Alpha2 { "ReadOnly" } else { "ReadWrite" };
+    let second = world.access(&tenant, "second", "data", second_mode).await;
+    assert_ne!(second.access_key_id, writer.access_key_id, "every access has its own key");
+    assert_eq!(second.bucket, writer.bucket);
+    let s3_second = s3_client(&second);
+    assert_eq!(get(&s3_second, &second.bucket, "hello.txt").await.unwrap(), b"hello");
+    if version == CosiVersion::V1Alpha2 {
+        // A ReadOnly access reads and lists but cannot write or delete.
+        assert_eq!(list(&s3_second, &second.bucket).await.unwrap(), ["hello.txt"]);
+        assert_eq!(put(&s3_second, &second.bucket, "x", b"x").await.unwrap_err(), "AccessDenied");
+        let deleted =
+            s3_second.delete_object().bucket(&second.bucket).key("hello.txt").send().await;
+        assert_eq!(deleted.unwrap_err().code(), Some("AccessDenied"));
+        assert_eq!(get(&s3, &writer.bucket, "hello.txt").await.unwrap(), b"hello");
+
+        // main's sidecar passes an access's deletion to the driver only when it starts again
+        // (upstream defect); with the documented workaround, a restart, the key stops working.
+        let accesses = version.api(&tenant.client, "BucketAccess", Some(&tenant.namespace));
+        accesses.delete("second", &DeleteParams::default()).await.unwrap();
+        world.restart_sidecar();
+        until("the deleted access's key to stop working", async || {
+            get(&s3_second, &second.bucket, "hello.txt").await.is_err()
+        })
+        .await;
+        assert_eq!(get(&s3, &writer.bucket, "hello.txt").await.unwrap(), b"hello");
+    }
+
+    if version == CosiVersion::V1Alpha1 {
+        // Deleting an access revokes its key; the other key keeps working.
+        let accesses = version.api(&tenant.client, "BucketAccess", Some(&tenant.namespace));
+        accesses.delete("second", &DeleteParams::default()).await.unwrap();
+        until("the deleted access's key to stop working", async || {
+            get(&s3_second, &second.bucket, "hello.txt").await.is_err()
+        })
+        .await;
+        assert_eq!(get(&s3, &writer.bucket, "hello.txt").await.unwrap(), b"hello");
+
+        // Under Delete, deleting the claim deletes the bucket (its accesses go with it).
+        let claims = version.api(&tenant.client, "BucketClaim", Some(&tenant.namespace));
+        claims.delete("data", &DeleteParams::default()).await.unwrap();
+        let dir = world.bucket_dir(&writer.bucket);
+        until("the bucket to be deleted with its claim", async || !dir.exists()).await;
+
+        // Under Retain, it stays, data and all.
+        let kept = world.claim(&tenant, "kept", &world.retain_class).await;
+        let keeper = world.access(&tenant, "keeper", "kept", "ReadWrite").await;
+        put(&s3_client(&keeper), &keeper.bucket, "keep.txt", b"kept").await.unwrap();
+        claims.delete("kept", &DeleteParams::default()).await.unwrap();
+        let buckets = version.api(&world.admin, "Bucket", None);
+        until("the Retain claim to be gone", async || {
+            claims.get_opt("kept").await.unwrap().is_none()
+        })
+        .await;
+        assert!(buckets.get_opt(&kept).await.unwrap().is_some(), "a Retain Bucket is kept");
+        assert!(world.bucket_dir(&keeper.bucket).is_dir(), "a Retain bucket is kept");
+    }
+    // The sidecar and the driver did all of it with deploy/cosi/hostpath's RBAC.
+    for (who, log) in [("sidecar", world.sidecar_log()), ("driver", world.driver_log())] {
+        assert!(!log.contains("forbidden"), "{who} was refused by RBAC:\n{log}");
+    }
+}
+
+#[tokio::test]
+async fn v1alpha1_claim_access_and_consumer() {
+    claim_access_and_consumer(CosiVersion::V1Alpha1).await;
+}
+
+#[tokio::test]
+async fn v1alpha2_claim_access_and_consumer() {
+    claim_access_and_consumer(CosiVersion::V1Alpha2).await;
+}
+
+/// Tenant B binds tenant A's Bucket with `existingBucketName` (which v0.2.2 lets any namespace
+/// do, rewriting the Bucket's claim reference to B's claim) and asks for an access: the driver
+/// refuses the grant (v0.2.2), or the claim is never bound (main); B gets no Secret, and A's own
+/// access keeps working.
+async fn another_namespace_cannot_reach_a_bucket(version: CosiVersion) {
+    let world = World::start(version).await;
+    let victim = world.tenant("cosi-victim").await;
+    let bucket_object = world.claim(&victim, "data", &world.delete_class).await;
+    let own = world.access(&victim, "own", "data", "ReadWrite").await;
+    put(&s3_client(&own), &own.bucket, "secret.txt", b"A's data").await.unwrap();
+
+    let attacker = world.tenant("cosi-attacker").await;
+    let claims = version.api(&attacker.client, "BucketClaim", Some(&attacker.namespace));
+    let stolen = version.claim_of_existing(&attacker.namespace, "stolen", &bucket_object);
+    create(&claims, &stolen).await.unwrap();
+    world.request_access(&attacker, "thief", "stolen", "ReadWrite").await;
+
+    let accesses = version.api(&attacker.client, "BucketAccess", Some(&attacker.namespace));
+    match version {
+        CosiVersion::V1Alpha1 => {
+            // v0.2.2 binds the claim and its sidecar asks the driver, which refuses (and logs
+            // why); an access granted is the attack succeeding.
+            let outcome = wait_for(&accesses, "thief", |access| {
+                if version.access_ready(access) {
+                    return Some(Err("the attacker's access was granted"));
+                }
+                let log = world.driver_log();
+                let refused = log.lines().any(|l| {
+                    l.contains("DriverGrantBucketAccess")
+                        && l.contains("PermissionDenied")
+                        && l.contains(&attacker.namespace)
+                });
+                refused.then_some(Ok(()))
+            })
+            .await;
+            match outcome {
+                Ok(Ok(())) => {}
+                Ok(Err(what)) => panic!("{what}\n{}", world.logs()),
+                Err(last) => panic!("the driver never refused the grant: {last}\n{}", world.logs()),
+            }
+        }
+        CosiVersion::V1Alpha2 => {
+            // main's controller never binds the claim, so the driver is never asked.
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            let claim = claims.get("stolen").await.unwrap();
+            assert_eq!(version.claim_bucket(&claim), None, "{}", claim.data["status"]);
+        }
+    }
+    let thief = accesses.get("thief").await.unwrap();
+    assert!(!version.access_ready(&thief), "{}", thief.data["status"]);
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(attacker.client.clone(), &attacker.namespace);
+    assert!(
+        secrets
+            .get_opt("thief-creds")
+            .await
+            .unwrap()
+            .is_none_or(|s| { version.read_access_secret(&s).is_err() })
+    );
+    // The victim's key still works and their data is untouched.
+    assert_eq!(get(&s3_client(&own), &own.bucket, "secret.txt").await.unwrap(), b"A's data");
+}
+
+#[tokio::test]
+async fn v1alpha1_another_namespace_cannot_reach_a_bucket() {
+    another_namespace_cannot_reach_a_bucket(CosiVersion::V1Alpha1).await;
+}
+
+#[tokio::test]
+async fn v1alpha2_another_namespace_cannot_reach_a_bucket() {
+    another_namespace_cannot_reach_a_bucket(CosiVersion::V1Alpha2).await;
+}
+
+/// v0.2.2's controller can overwrite the sidecar's `bucketReady: true` on a claim with a stale
+/// `false` (its status write after making the Bucket). Here that very write is replayed on a
+/// ready claim: the driver marks the claim ready again, and the sidecar, which refuses accesses
+/// to an unready claim, then grants one.
+#[tokio::test]
+async fn v1alpha1_a_claim_left_unready_by_the_controller_is_repaired() {
+    let version = CosiVersion::V1Alpha1;
+    let world = World::start(version).await;
+    let tenant = world.tenant("cosi-stale").await;
+    let bucket = world.claim(&tenant, "data", &world.delete_class).await;
+    let claims = version.api(&world.admin, "BucketClaim", Some(&tenant.namespace));
+    let stale = serde_json::json!({ "status": { "bucketName": bucket, "bucketReady": false } });
+    let params = kube::api::PatchParams::default();
+    claims.patch_status("data", &params, &kube::api::Patch::Merge(&stale)).await.unwrap();
+    assert!(!version.claim_ready(&claims.get("data").await.unwrap()));
+
+    let access = world.access(&tenant, "after", "data", "ReadWrite").await;
+    put(&s3_client(&access), &access.bucket, "k", b"v").await.unwrap();
+    let log = world.driver_log();
+    assert!(log.contains("marked ready again"), "the driver repaired it:\n{log}");
+}
