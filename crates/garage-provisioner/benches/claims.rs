@@ -2,7 +2,12 @@
 //! three-node Garage cluster, driven by the library's controller in this process on the real
 //! control plane: time until all are Bound, latency from creation to Bound, admin API calls per
 //! claim (the backend counts every request it sends), then the same for their deletion.
-//! `make bench` runs it and writes the results to `bench-garage-results.txt`.
+//!
+//! First, on the same cluster, Garage's admin API alone is driven with exactly the provisioner's
+//! calls from as many tasks as the controller has workers (`BENCH_WORKERS`, default 4), and the
+//! report ends with the provisioner's rate as a share of that one: the machine is shared, so
+//! only figures measured in one run compare. `make bench` runs it and writes the results to
+//! `bench-garage-results.txt`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -23,6 +28,9 @@ use test_support::bench::{
 };
 use test_support::garage::{GARAGE_REGION, GarageCluster};
 use test_support::{ControlPlane, Deployed, client_with_crds, deployed_identity, unique_suffix};
+
+#[path = "support/admin_alone.rs"]
+mod admin_alone;
 
 const NAMESPACES: usize = 20;
 const LABEL: &str = "bench-garage-claim";
@@ -52,6 +60,10 @@ async fn main() {
     let claims = env_number("BENCH_CLAIMS", 1000);
     let workers = env_number("BENCH_WORKERS", 4);
     let garage = GarageCluster::start(3).await.expect("a three-node Garage cluster");
+    // First Garage alone with the same calls from as many tasks as there are workers: what the
+    // provisioner is measured against, on the same cluster, minutes apart at most.
+    let (alone, alone_deleted) =
+        admin_alone::run(&garage.nodes[0].admin_url(), &garage.admin_token, claims, workers).await;
     let client = client_with_crds().await;
     let prefix = format!("bench-garage-{}", unique_suffix());
     let spaces = namespaces(&client, &prefix, NAMESPACES).await;
@@ -166,6 +178,24 @@ async fn main() {
     writeln!(report, "Garage provisioner: {claims} claims, {workers} workers, 3 Garage nodes (replication 3, sqlite), {NAMESPACES} namespaces").unwrap();
     writeln!(
         report,
+        "  Garage's admin API alone, the same calls from {workers} tasks: {claims} claims in {:.1} s ({:.1} claims/s, {:.2} calls per claim; medians {})",
+        alone.elapsed.as_secs_f64(),
+        alone.rate(),
+        alone.calls as f64 / claims as f64,
+        alone.medians()
+    )
+    .unwrap();
+    writeln!(
+        report,
+        "    their deletion: {:.1} s ({:.1} claims/s, {:.2} calls per claim; medians {})",
+        alone_deleted.elapsed.as_secs_f64(),
+        alone_deleted.rate(),
+        alone_deleted.calls as f64 / claims as f64,
+        alone_deleted.medians()
+    )
+    .unwrap();
+    writeln!(
+        report,
         "  created in {:.1} s; all Bound after {:.1} s ({:.1} claims/s)",
         created_in.as_secs_f64(),
         all_bound.as_secs_f64(),
@@ -184,6 +214,17 @@ async fn main() {
         "  all deleted after {:.1} s; admin API calls: {delete_calls} ({:.2} per claim)",
         all_deleted.as_secs_f64(),
         delete_calls as f64 / claims as f64
+    )
+    .unwrap();
+    let provision_rate = claims as f64 / all_bound.as_secs_f64();
+    let delete_rate = claims as f64 / all_deleted.as_secs_f64();
+    writeln!(
+        report,
+        "  ratio to Garage alone: provisioning {:.0}% ({provision_rate:.1} / {:.1} claims/s), deletion {:.0}% ({delete_rate:.1} / {:.1} claims/s)",
+        100.0 * provision_rate / alone.rate(),
+        alone.rate(),
+        100.0 * delete_rate / alone_deleted.rate(),
+        alone_deleted.rate()
     )
     .unwrap();
     print!("{report}");

@@ -275,6 +275,7 @@ impl Admin<'_> {
             .body(Full::new(body))
             .map_err(|e| AdminError::Unexpected(format!("building the request: {e}")))?;
         self.http.calls.fetch_add(1, Ordering::Relaxed);
+        let started = std::time::Instant::now();
         let exchange = async {
             let response = self
                 .http
@@ -295,6 +296,10 @@ impl Admin<'_> {
             tokio::time::timeout(REQUEST_TIMEOUT, exchange).await.map_err(|_| {
                 AdminError::Unreachable(format!("no answer within {REQUEST_TIMEOUT:?}"))
             })??;
+        // Where a claim's time goes: each call's wait for Garage, at debug level.
+        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        tracing::debug!(operation, endpoint = %url.url(), status = status.as_u16(), elapsed_ms,
+            "Garage admin API call answered");
         if status.is_success() {
             // Some operations (DeleteKey, DeleteBucket) answer with an empty body.
             let text = if bytes.is_empty() { &b"null"[..] } else { &bytes[..] };
