@@ -1,7 +1,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use crate::{ObjectBucket, ObjectBucketClaim};
+use crate::{BucketShareGrant, ObjectBucket, ObjectBucketClaim};
 
 /// One generated CRD and the file it is committed as under `crds/`.
 pub struct CrdFile {
@@ -26,5 +26,9 @@ impl CrdFile {
 
 /// Every CRD of the API, as committed under `crds/`.
 pub fn crd_files() -> Vec<CrdFile> {
-    vec![CrdFile::of(ObjectBucketClaim::crd()), CrdFile::of(ObjectBucket::crd())]
+    vec![
+        CrdFile::of(ObjectBucketClaim::crd()),
+        CrdFile::of(ObjectBucket::crd()),
+        CrdFile::of(BucketShareGrant::crd()),
+    ]
 }
