@@ -25,6 +25,7 @@ pub const MAX_GRANTEES: usize = 64;
 pub const GRANTEE_KIND: &str = "ObjectBucketClaim";
 
 /// One claim of this namespace whose bucket claims of the namespaces listed in `to` may share.
+#[allow(clippy::duplicated_attributes)] // repeated printcolumn(..) entries are intended
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "sharing.objectbucket.io",
