@@ -1,0 +1,336 @@
+//! Sharing a bucket across namespaces end to end: `hostpath-bucket-provisioner` as a real
+//! process with the RBAC of `deploy/hostpath/`, the owner's namespace consenting through a
+//! `BucketShareGrant` written by its admin (the `admin` role, as aggregated), the reader a
+//! namespace-scoped identity using nothing but its claim's Secret and ConfigMap.
+
+mod harness;
+
+use std::collections::BTreeMap;
+
+use bucket_api::{
+    AccessMode, BucketShareGrant, BucketShareGrantSpec, ClaimPhase, Grantee, ObjectBucketClaimSpec,
+};
+use harness::*;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::Client;
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use test_support::{ControlPlane, eventually};
+
+const ALLOW: (&str, &str) = ("allowCrossNamespaceSharing", "true");
+
+fn sharing(class: &str, from: &str) -> ObjectBucketClaimSpec {
+    ObjectBucketClaimSpec {
+        storage_class_name: class.into(),
+        additional_config: Some([("shareFrom".to_string(), from.to_string())].into()),
+        ..Default::default()
+    }
+}
+
+fn ready_message(claim: &bucket_api::ObjectBucketClaim) -> String {
+    let status = claim.status.as_ref().unwrap();
+    status.conditions.iter().find(|c| c.type_ == "Ready").unwrap().message.clone()
+}
+
+fn grant(name: &str, claim: &str, to: &[(&str, Option<&str>, Option<&str>)]) -> BucketShareGrant {
+    let to = to
+        .iter()
+        .map(|(namespace, claim, mode)| Grantee {
+            kind: None,
+            namespace: namespace.to_string(),
+            claim_name: claim.map(Into::into),
+            access_mode: mode.map(Into::into),
+        })
+        .collect();
+    BucketShareGrant::new(name, BucketShareGrantSpec { claim_name: claim.into(), to })
+}
+
+/// A client acting as a new ServiceAccount of `ns` bound there to ClusterRole `role`
+/// (`admin` or `edit`, with what is aggregated into them).
+async fn namespace_role(admin: &Client, ns: &str, role: &str) -> Client {
+    let name = format!("{role}-of-ns");
+    let meta = || ObjectMeta { name: Some(name.clone()), ..Default::default() };
+    let post = PostParams::default();
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), ns);
+    accounts
+        .create(&post, &ServiceAccount { metadata: meta(), ..Default::default() })
+        .await
+        .unwrap();
+    let binding = RoleBinding {
+        metadata: meta(),
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "ClusterRole".into(),
+            name: role.into(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: name.clone(),
+            namespace: Some(ns.into()),
+            ..Default::default()
+        }]),
+    };
+    Api::<RoleBinding>::namespaced(admin.clone(), ns).create(&post, &binding).await.unwrap();
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec { audiences: Some(Vec::new()), ..Default::default() }),
+        ..Default::default()
+    };
+    let issued = accounts.create_token_request(&name, &post, &request).await.unwrap();
+    let token = issued.status.and_then(|s| s.token).expect("a token");
+    let path = ControlPlane::shared().kubeconfig_for_token(&token).unwrap();
+    let file = Kubeconfig::read_from(&path).unwrap();
+    let config =
+        kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default()).await.unwrap();
+    Client::try_from(config).unwrap()
+}
+
+/// Grants written by `client` (an identity of the namespace) in `ns`; retried while the
+/// aggregation of the `admin` role catches up with a new binding.
+async fn create_grant(client: &Client, ns: &str, grant: &BucketShareGrant) {
+    let api: Api<BucketShareGrant> = Api::namespaced(client.clone(), ns);
+    eventually("the namespace admin to create the grant", || async {
+        api.create(&PostParams::default(), grant).await.ok()
+    })
+    .await;
+}
+
+async fn list(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<usize, String> {
+    let listed = s3.list_objects_v2().bucket(bucket).send().await;
+    listed
+        .map(|l| l.contents().len())
+        .map_err(|e| e.into_service_error().meta().code().unwrap_or("unknown").to_string())
+}
+
+#[tokio::test]
+async fn a_reader_namespace_binds_through_a_grant_and_loses_its_key_when_consent_goes() {
+    let env = Env::new("hp-xns").await;
+    let _provisioner = env.start("node-a");
+    let class = env.class(&[ALLOW], "Delete").await;
+    env.claim("app", &class, None).await;
+    env.claim("elsewhere", &class, None).await;
+    env.wait("app", ClaimPhase::Bound, "Bound").await;
+    env.wait("elsewhere", ClaimPhase::Bound, "Bound").await;
+    let (app, bucket) = env.s3_for("app").await;
+    let (elsewhere, other_bucket) = env.s3_for("elsewhere").await;
+    put(&app, &bucket, "data.csv", b"shared data").await.unwrap();
+    put(&elsewhere, &other_bucket, "private", b"not shared").await.unwrap();
+
+    let admin = namespace_role(&env.client, &env.ns, "admin").await;
+    let editor = namespace_role(&env.client, &env.ns, "edit").await;
+    let reader = env.scoped_tenant("hp-xns-reader").await;
+    let from = format!("{}/app", env.ns);
+
+    // Without a grant: refused as a missing claim is, nothing issued.
+    reader.create("reader", sharing(&class, &from)).await;
+    let refused = reader.wait("reader", ClaimPhase::Failed, "ShareSourceNotFound").await;
+    assert!(reader.secret("reader").await.is_none());
+
+    // An editor of the owner's namespace cannot consent; its admin can.
+    let consent = grant("share-app", "app", &[(&reader.ns, None, None)]);
+    let editors: Api<BucketShareGrant> = Api::namespaced(editor.clone(), &env.ns);
+    let denied = editors.create(&PostParams::default(), &consent).await.unwrap_err();
+    assert!(matches!(&denied, kube::Error::Api(s) if s.code == 403), "{denied:?}");
+    create_grant(&admin, &env.ns, &consent).await;
+
+    let bound = reader.wait("reader", ClaimPhase::Bound, "Bound").await;
+    assert_eq!(bound.status.unwrap().access_mode, Some(AccessMode::ReadOnly));
+    let (reader_s3, reader_bucket) = reader.s3_for("reader").await;
+    assert_eq!(reader_bucket, bucket);
+    let key_of = |env: BTreeMap<String, String>| {
+        (env["AWS_ACCESS_KEY_ID"].clone(), env["AWS_SECRET_ACCESS_KEY"].clone())
+    };
+    let first_key = key_of(reader.env_of("reader").await);
+    assert_ne!(first_key, key_of(env.env_of("app").await), "a key of its own");
+    assert_eq!(get(&reader_s3, &bucket, "data.csv").await.unwrap(), b"shared data");
+    assert_eq!(list(&reader_s3, &bucket).await, Ok(1));
+    assert_eq!(put(&reader_s3, &bucket, "x", b"x").await, Err("AccessDenied".into()));
+    assert_eq!(get(&reader_s3, &other_bucket, "private").await, Err("AccessDenied".into()));
+    put(&app, &bucket, "owner-still-writes", b"w").await.unwrap();
+    let grants: Api<BucketShareGrant> = Api::namespaced(admin.clone(), &env.ns);
+    let accepted = grants.get("share-app").await.unwrap().status.unwrap().conditions;
+    assert!(accepted.iter().any(|c| c.type_ == "Accepted" && c.status == "True"), "{accepted:?}");
+
+    // Widened, then narrowed while bound: the key follows within seconds.
+    let mode = |m: &str| json_patch_mode(&reader.ns, m);
+    grants
+        .patch("share-app", &PatchParams::default(), &Patch::Merge(mode("ReadWrite")))
+        .await
+        .unwrap();
+    eventually("the reader's key to write", || async {
+        put(&reader_s3, &bucket, "from-reader", b"r").await.ok()
+    })
+    .await;
+    grants
+        .patch("share-app", &PatchParams::default(), &Patch::Merge(mode("ReadOnly")))
+        .await
+        .unwrap();
+    eventually("the reader's key to be read-only again", || async {
+        (put(&reader_s3, &bucket, "y", b"y").await == Err("AccessDenied".into())).then_some(())
+    })
+    .await;
+
+    // Grant deleted: the key stops, the claim says why, the owner's data stays.
+    grants.delete("share-app", &DeleteParams::default()).await.unwrap();
+    let withdrawn = reader.wait("reader", ClaimPhase::Failed, "ShareWithdrawn").await;
+    assert!(ready_message(&withdrawn).contains("access was withdrawn"));
+    eventually("the reader's key to stop", || async {
+        (get(&reader_s3, &bucket, "data.csv").await == Err("InvalidAccessKeyId".into()))
+            .then_some(())
+    })
+    .await;
+    assert!(reader.secret("reader").await.is_none(), "no dead key left in a Secret");
+    assert_eq!(get(&app, &bucket, "from-reader").await.unwrap(), b"r");
+
+    // Restored: bound again, with a new key.
+    create_grant(&admin, &env.ns, &consent).await;
+    reader.wait("reader", ClaimPhase::Bound, "Bound").await;
+    let second_key = key_of(reader.env_of("reader").await);
+    assert_ne!(second_key.1, first_key.1, "a new secret");
+    let revoked = reader_s3;
+    let (reader_s3, _) = reader.s3_for("reader").await;
+    assert_eq!(get(&reader_s3, &bucket, "data.csv").await.unwrap(), b"shared data");
+    assert!(get(&revoked, &bucket, "data.csv").await.is_err(), "the withdrawn key stays dead");
+
+    // The operator withdraws: StorageClass parameters cannot change, so the class is replaced.
+    let classes: Api<StorageClass> = Api::all(env.client.clone());
+    let mut replaced = classes.get(&class).await.unwrap();
+    classes.delete(&class, &DeleteParams::default()).await.unwrap();
+    eventually("the class to go", || async {
+        classes.get_opt(&class).await.unwrap().is_none().then_some(())
+    })
+    .await;
+    replaced.metadata = ObjectMeta { name: Some(class.clone()), ..Default::default() };
+    replaced.parameters = Some(BTreeMap::new());
+    classes.create(&PostParams::default(), &replaced).await.unwrap();
+    reader.wait("reader", ClaimPhase::Failed, "ShareWithdrawn").await;
+    eventually("the reader's key to stop", || async {
+        (get(&reader_s3, &bucket, "data.csv").await == Err("InvalidAccessKeyId".into()))
+            .then_some(())
+    })
+    .await;
+    assert_eq!(get(&app, &bucket, "data.csv").await.unwrap(), b"shared data");
+    reader.delete("reader").await;
+    let _ = refused;
+}
+
+fn json_patch_mode(namespace: &str, mode: &str) -> serde_json::Value {
+    serde_json::json!({ "spec": { "to": [{ "namespace": namespace, "accessMode": mode }] } })
+}
+
+/// Every way of not being let in answers exactly as a claim that names nothing does, and
+/// nothing is issued.
+#[tokio::test]
+async fn every_refusal_across_namespaces_looks_the_same() {
+    let env = Env::new("hp-xns-refuse").await;
+    let _provisioner = env.start("node-a");
+    let allowing = env.class(&[ALLOW], "Delete").await;
+    let closed = env.class(&[], "Delete").await;
+    env.claim("app", &allowing, None).await;
+    env.claim("unshared", &closed, None).await;
+    env.wait("app", ClaimPhase::Bound, "Bound").await;
+    env.wait("unshared", ClaimPhase::Bound, "Bound").await;
+    let admin = namespace_role(&env.client, &env.ns, "admin").await;
+    let reader = env.scoped_tenant("hp-xns-r").await;
+    let third = env.tenant("hp-xns-third").await;
+    let third_admin = namespace_role(&env.client, &third.ns, "admin").await;
+
+    // A grant of another claim, one letting in another namespace, one for the closed class's
+    // claim, and one in a third namespace naming the owner's claim.
+    create_grant(&admin, &env.ns, &grant("other", "no-such", &[(&reader.ns, None, None)])).await;
+    create_grant(&admin, &env.ns, &grant("third", "app", &[(&third.ns, None, None)])).await;
+    create_grant(&admin, &env.ns, &grant("closed", "unshared", &[(&reader.ns, None, None)])).await;
+    create_grant(&third_admin, &third.ns, &grant("fake", "app", &[(&reader.ns, None, None)])).await;
+    let attempts = [
+        ("no-such-ns", "no-such-namespace/app".to_string()),
+        ("no-grant", format!("{}/app", env.ns)),
+        ("wrong-claim", format!("{}/no-such", env.ns)),
+        ("closed-class", format!("{}/unshared", env.ns)),
+        ("third-ns", format!("{}/app", third.ns)),
+    ];
+    for (name, from) in &attempts {
+        reader.create(name, sharing(&allowing, from)).await;
+    }
+    let mut shapes = Vec::new();
+    for (name, from) in &attempts {
+        let claim = reader.wait(name, ClaimPhase::Failed, "ShareSourceNotFound").await;
+        shapes.push(ready_message(&claim).replace(&format!("{from:?}"), "N"));
+        assert!(reader.secret(name).await.is_none(), "{name} got no key");
+    }
+    assert!(shapes.windows(2).all(|w| w[0] == w[1]), "{shapes:#?}");
+    // The same words as a miss inside a namespace.
+    env.home().create("local-miss", sharing(&allowing, "no-such-claim")).await;
+    let local = env.wait("local-miss", ClaimPhase::Failed, "ShareSourceNotFound").await;
+    assert_eq!(ready_message(&local).replace("\"no-such-claim\"", "N"), shapes[0]);
+}
+
+/// The owner's deletion: under Delete the reader turns `BucketLost` first and no key outlives
+/// the bucket; under Retain the bucket stays and the reader's key is withdrawn with it.
+#[tokio::test]
+async fn deleting_the_owner_leaves_no_reader_key_under_either_policy() {
+    let env = Env::new("hp-xns-owner").await;
+    let _provisioner = env.start("node-a");
+    let admin = namespace_role(&env.client, &env.ns, "admin").await;
+    let reader = env.scoped_tenant("hp-xns-lost").await;
+    for (policy, owner, outcome) in
+        [("Delete", "deleted", "BucketLost"), ("Retain", "retained", "ShareWithdrawn")]
+    {
+        let class = env.class(&[ALLOW], policy).await;
+        env.claim(owner, &class, None).await;
+        env.wait(owner, ClaimPhase::Bound, "Bound").await;
+        let (_, bucket) = env.s3_for(owner).await;
+        let consent = grant(owner, owner, &[(&reader.ns, Some(owner), Some("ReadWrite"))]);
+        create_grant(&admin, &env.ns, &consent).await;
+        reader.create(owner, sharing(&class, &format!("{}/{owner}", env.ns))).await;
+        reader.wait(owner, ClaimPhase::Bound, "Bound").await;
+        let (reader_s3, _) = reader.s3_for(owner).await;
+        put(&reader_s3, &bucket, "w", b"w").await.unwrap();
+
+        env.delete(owner).await;
+        reader.wait(owner, ClaimPhase::Failed, outcome).await;
+        assert_eq!(env.bucket_dir(&bucket).exists(), policy == "Retain", "{policy}");
+        eventually("the reader's key to stop", || async {
+            (get(&reader_s3, &bucket, "w").await == Err("InvalidAccessKeyId".into())).then_some(())
+        })
+        .await;
+        reader.delete(owner).await;
+    }
+    let keys = std::fs::read_dir(env.root.path().join(".provisioner/keys")).unwrap().count();
+    assert_eq!(keys, 0, "no key left behind");
+}
+
+/// Wildcards, path tricks, unknown modes and kinds, and lists over the cap never reach the
+/// controller through an apiserver with the schema (the controller's own check of each, for
+/// grants that do, is in `grant_rules`).
+#[tokio::test]
+async fn a_hostile_grant_is_refused_by_the_schema() {
+    let env = Env::new("hp-xns-hostile").await;
+    let admin = namespace_role(&env.client, &env.ns, "admin").await;
+    let grants: Api<BucketShareGrant> = Api::namespaced(admin.clone(), &env.ns);
+    let many: Vec<(&str, Option<&str>, Option<&str>)> = vec![("b", None, None); 65];
+    let mut unknown_kind = grant("kind", "app", &[("b", None, None)]);
+    unknown_kind.spec.to[0].kind = Some("Pod".into());
+    for hostile in [
+        grant("wild", "app", &[("*", None, None)]),
+        grant("path", "../app", &[("b", None, None)]),
+        grant("claim-path", "app", &[("b", Some("a/../../b"), None)]),
+        grant("mode", "app", &[("b", None, Some("Admin"))]),
+        grant("many", "app", &many),
+        unknown_kind,
+    ] {
+        let name = hostile.metadata.name.clone().unwrap();
+        let refused = eventually("the apiserver's answer", || async {
+            match grants.create(&PostParams::default(), &hostile).await {
+                Err(kube::Error::Api(s)) if s.code == 403 => None,
+                other => Some(other),
+            }
+        })
+        .await;
+        assert!(
+            matches!(&refused, Err(kube::Error::Api(s)) if s.code == 422),
+            "{name}: {refused:?}"
+        );
+    }
+}
