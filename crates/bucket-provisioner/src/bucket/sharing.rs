@@ -1,5 +1,5 @@
 //! Sharing a claim's bucket with another claim of its namespace (and, through
-//! [`crate::bucket::cross_namespace`], of another namespace that consents).
+//! `cross_namespace`, of another namespace that consents).
 //!
 //! A claim whose `additionalConfig` names another claim of its own namespace (`shareFrom`) is
 //! granted its own key on that claim's bucket, with an access mode no wider than its class's
@@ -73,7 +73,7 @@ pub(crate) fn eligible(claim_uid: &str, owner: &ObjectBucket, provisioner: &str)
 }
 
 /// Resolves `shareFrom` within the claim's namespace (or, for `<namespace>/<claim>` of another
-/// one, as [`crate::bucket::cross_namespace`] says), from the caches alone. `Ok(None)` when the
+/// one, as `cross_namespace` says), from the caches alone. `Ok(None)` when the
 /// claim shares nothing.
 pub(crate) fn resolve<P>(
     claim: &ObjectBucketClaim,
