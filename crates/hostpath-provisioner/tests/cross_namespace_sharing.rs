@@ -51,6 +51,11 @@ fn grant(name: &str, claim: &str, to: &[(&str, Option<&str>, Option<&str>)]) -> 
 /// A client acting as a new ServiceAccount of `ns` bound there to ClusterRole `role`
 /// (`admin` or `edit`, with what is aggregated into them).
 async fn namespace_role(admin: &Client, ns: &str, role: &str) -> Client {
+    role_on(ControlPlane::shared(), admin, ns, role).await
+}
+
+/// [`namespace_role`] on `plane`.
+async fn role_on(plane: &ControlPlane, admin: &Client, ns: &str, role: &str) -> Client {
     let name = format!("{role}-of-ns");
     let meta = || ObjectMeta { name: Some(name.clone()), ..Default::default() };
     let post = PostParams::default();
@@ -80,7 +85,7 @@ async fn namespace_role(admin: &Client, ns: &str, role: &str) -> Client {
     };
     let issued = accounts.create_token_request(&name, &post, &request).await.unwrap();
     let token = issued.status.and_then(|s| s.token).expect("a token");
-    let path = ControlPlane::shared().kubeconfig_for_token(&token).unwrap();
+    let path = plane.kubeconfig_for_token(&token).unwrap();
     let file = Kubeconfig::read_from(&path).unwrap();
     let config =
         kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default()).await.unwrap();
@@ -333,4 +338,106 @@ async fn a_hostile_grant_is_refused_by_the_schema() {
             "{name}: {refused:?}"
         );
     }
+}
+
+/// Grants written past the schema (as before it had its checks, here with the checks taken off
+/// on a control plane of its own): each says on its status and in an Event why it grants
+/// nothing, and a reader it would have let in is refused as if it did not exist.
+#[tokio::test]
+async fn a_grant_past_the_schema_is_read_as_hostile_input_and_grants_nothing() {
+    use k8s_openapi::api::events::v1::Event;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+        CustomResourceDefinition, JSONSchemaProps,
+    };
+    use kube::api::{ApiResource, DynamicObject};
+
+    let plane = ControlPlane::start().expect("starting a control plane of our own");
+    let env = Env::on(&plane, "hp-xns-past").await;
+    let _provisioner = env.start("node-a");
+    // The schema as an older one: `spec` anything at all.
+    let mut crd = bucket_api::crd_files()
+        .into_iter()
+        .find(|f| f.crd.spec.group == bucket_api::SHARING_GROUP)
+        .unwrap()
+        .crd;
+    let schema = crd.spec.versions[0].schema.as_mut().unwrap();
+    let root = schema.open_api_v3_schema.as_mut().unwrap();
+    root.properties.as_mut().unwrap().insert(
+        "spec".into(),
+        JSONSchemaProps {
+            type_: Some("object".into()),
+            x_kubernetes_preserve_unknown_fields: Some(true),
+            ..Default::default()
+        },
+    );
+    let crds: Api<CustomResourceDefinition> = Api::all(env.client.clone());
+    let params = PatchParams::apply("bucket-provisioner-tests").force();
+    crds.patch(&crd.metadata.name.clone().unwrap(), &params, &Patch::Apply(&crd)).await.unwrap();
+
+    let class = env.class(&[ALLOW], "Delete").await;
+    env.claim("app", &class, None).await;
+    env.wait("app", ClaimPhase::Bound, "Bound").await;
+    let admin = role_on(&plane, &env.client, &env.ns, "admin").await;
+    let reader = env.tenant("hp-xns-past-reader").await;
+    let rn = reader.ns.as_str();
+    let many: Vec<(&str, Option<&str>, Option<&str>)> = vec![(rn, None, None); 65];
+    let mut pod = grant("kind", "app", &[(rn, None, None)]);
+    pod.spec.to[0].kind = Some("Pod".into());
+    let hostile = [
+        (grant("wild", "app", &[(rn, None, None), ("*", None, None)]), "wildcards"),
+        (grant("path", "../app", &[(rn, None, None)]), "claimName \"../app\" is not a valid"),
+        (grant("claim-path", "app", &[(rn, Some("a/../b"), None)]), "to[0].claimName"),
+        (grant("mode", "app", &[(rn, None, Some("Admin"))]), "to[0].accessMode \"Admin\""),
+        (grant("many", "app", &many), "more than the 64"),
+        (pod, "to[0].kind \"Pod\" is not supported"),
+    ];
+    let grants: Api<BucketShareGrant> = Api::namespaced(admin.clone(), &env.ns);
+    for (grant, _) in &hostile {
+        eventually("the grant past the schema to be written", || async {
+            grants.create(&PostParams::default(), grant).await.ok()
+        })
+        .await;
+    }
+    // Fields of the wrong type: each grant refused on its own, the others still read.
+    let raw: Api<DynamicObject> =
+        Api::namespaced_with(admin.clone(), &env.ns, &ApiResource::erase::<BucketShareGrant>(&()));
+    let mistyped = [
+        ("not-a-list", serde_json::json!({ "claimName": "app", "to": "everyone" })),
+        ("number", serde_json::json!({ "claimName": 7, "to": [{ "namespace": rn }] })),
+    ];
+    for (name, spec) in &mistyped {
+        let object = DynamicObject::new(name, &ApiResource::erase::<BucketShareGrant>(&()))
+            .data(serde_json::json!({ "spec": spec }));
+        raw.create(&PostParams::default(), &object).await.unwrap();
+    }
+    let mut hostile: Vec<(BucketShareGrant, &str)> = hostile.into_iter().collect();
+    for (name, why) in [
+        ("not-a-list", "to[0].namespace \"<not a string>\" is not a valid name"),
+        ("number", "claimName \"<not a string>\" is not a valid name"),
+    ] {
+        hostile.push((grant(name, "", &[]), why));
+    }
+    reader.create("reader", sharing(&class, &format!("{}/app", env.ns))).await;
+    let events: Api<Event> = Api::namespaced(env.client.clone(), &env.ns);
+    for (grant, why) in &hostile {
+        let name = grant.metadata.name.clone().unwrap();
+        let condition = eventually("the grant's Accepted condition", || async {
+            let status = grants.get(&name).await.ok()?.status?;
+            status.conditions.into_iter().find(|c| c.type_ == "Accepted")
+        })
+        .await;
+        assert_eq!((condition.status.as_str(), condition.reason.as_str()), ("False", "Invalid"));
+        assert!(condition.message.contains(why), "{name}: {}", condition.message);
+        assert!(condition.message.len() < 400, "a hostile value is quoted short");
+        eventually("an Event on the grant", || async {
+            let listed = events.list(&Default::default()).await.ok()?;
+            listed.items.into_iter().find(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str())
+                    && e.reason.as_deref() == Some("InvalidGrant")
+            })
+        })
+        .await;
+    }
+    reader.wait("reader", ClaimPhase::Failed, "ShareSourceNotFound").await;
+    assert!(reader.secret("reader").await.is_none(), "nothing granted");
 }
