@@ -21,12 +21,11 @@
 //! `Failed`/`ShareWithdrawn`; the bucket and its data stay. Consent back, it binds again with a
 //! new key. Consent narrowed, its key is narrowed in place.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use bucket_api::contract::annotations;
-use bucket_api::contract::class_sharing::ALLOW_CROSS_NAMESPACE_SHARING;
-use bucket_api::{AccessMode, BucketShareGrant, ObjectBucket, ObjectBucketClaim};
+use bucket_api::{BucketShareGrant, ObjectBucket, ObjectBucketClaim};
 use futures::{Stream, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch, PatchParams};
@@ -38,11 +37,11 @@ use serde_json::json;
 
 use crate::Provisioner;
 use crate::bucket::cleanup::delete_object_bucket;
+use crate::bucket::consent::{bound_consent, recorded_elsewhere, share_from};
 use crate::bucket::context::Context;
 use crate::bucket::error::{Error, Operation};
-use crate::bucket::grant_rules::{self, narrowest, split_share_from, widest};
+use crate::bucket::grant_rules::{self, split_share_from};
 use crate::bucket::observe::{bound_bucket_name, observe};
-use crate::bucket::sharing::{Owner, eligible, share_from};
 use crate::bucket::withdraw::remove_own;
 use crate::kubernetes::cache::claims::CachedClaim;
 use crate::kubernetes::cache::compact::Packed;
@@ -50,102 +49,6 @@ use crate::kubernetes::cache::key;
 
 /// The condition a grant's status carries.
 const ACCEPTED: &str = "Accepted";
-
-/// Reads (and removes) the operator's consent from a class's parameters: `"true"` or `"false"`.
-pub(crate) fn take_consent(parameters: &mut BTreeMap<String, String>) -> Result<bool, String> {
-    match parameters.remove(ALLOW_CROSS_NAMESPACE_SHARING).as_deref() {
-        None | Some("false") => Ok(false),
-        Some("true") => Ok(true),
-        Some(other) => Err(format!(
-            "parameter {ALLOW_CROSS_NAMESPACE_SHARING} {other:?} must be \"true\" or \"false\""
-        )),
-    }
-}
-
-/// The mode the valid grants of `owner_ns` give claim `claim` of `namespace` on the bucket of
-/// claim `owner`: the widest of them, `None` if none lets it in.
-fn granted<P>(
-    ctx: &Context<P>,
-    (owner_ns, owner): (&str, &str),
-    (namespace, claim): (&str, &str),
-) -> Option<AccessMode> {
-    let grants = ctx.caches.grants.state();
-    let here = grants.iter().filter(|g| g.namespace().as_deref() == Some(owner_ns));
-    here.filter_map(|g| grant_rules::parse(&g.spec).ok())
-        .filter_map(|rules| rules.mode_for(owner, namespace, claim))
-        .reduce(widest)
-}
-
-/// The owner `claim` may share from claim `owner_name` of namespace `owner_ns` (another than
-/// its own), from the caches alone: `None` unless the owner, its operator and its namespace all
-/// consent.
-fn consent<P>(
-    claim: &ObjectBucketClaim,
-    (owner_ns, owner_name): (&str, &str),
-    ctx: &Context<P>,
-) -> Option<Owner> {
-    let namespace = claim.namespace().unwrap_or_default();
-    if namespace == owner_ns {
-        return None;
-    }
-    let cached = ctx.caches.claim_store.get(&ObjectRef::new(owner_name).within(owner_ns))?;
-    let owner_claim = ctx.caches.claim(&cached.claim().ok()?)?;
-    if owner_claim.metadata.deletion_timestamp.is_some() {
-        return None;
-    }
-    let owner_bucket = observe(&owner_claim, ctx).bound?;
-    let owner = eligible(&claim.uid().unwrap_or_default(), &owner_bucket, &ctx.name)?;
-    let class = ctx.caches.class(&owner_bucket.spec.storage_class_name)?;
-    let mut parameters = class.parameters.clone().unwrap_or_default();
-    if class.provisioner != ctx.name || take_consent(&mut parameters) != Ok(true) {
-        return None;
-    }
-    let grant = granted(ctx, (owner_ns, owner_name), (&namespace, &claim.name_any()))?;
-    let mode = narrowest(owner.mode, grant)?;
-    Some(Owner { mode, claim: format!("{owner_ns}/{owner_name}"), ..owner })
-}
-
-/// Whether the claim's status says its access was withdrawn: a refusal goes on saying so (the
-/// claim was in, so this tells it nothing new) until it binds again.
-fn withdrawn_before(claim: &ObjectBucketClaim) -> bool {
-    let conditions = claim.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
-    conditions.iter().any(|c| c.type_ == "Ready" && c.reason == "ShareWithdrawn")
-}
-
-/// Resolves `shareFrom` `text`, naming claim `name` of namespace `namespace` (not the claim's).
-pub(crate) fn resolve<P>(
-    claim: &ObjectBucketClaim,
-    text: &str,
-    (namespace, name): (&str, &str),
-    ctx: &Context<P>,
-) -> Result<Owner, Error> {
-    consent(claim, (namespace, name), ctx).ok_or_else(|| match withdrawn_before(claim) {
-        true => Error::ShareWithdrawn(text.to_owned()),
-        false => Error::ShareSourceNotFound(text.to_owned()),
-    })
-}
-
-/// The other namespace's claim a bound claim's ObjectBucket records sharing from, if any.
-fn recorded_elsewhere<'a>(
-    claim: &ObjectBucketClaim,
-    bound: &'a ObjectBucket,
-) -> Option<(&'a str, (&'a str, &'a str))> {
-    let recorded = bound.annotations().get(annotations::SHARED_FROM_CLAIM)?;
-    let (namespace, name) = split_share_from(recorded)?;
-    (Some(namespace) != claim.namespace().as_deref()).then_some((recorded, (namespace, name)))
-}
-
-/// The owner a bound claim shares across namespaces still consents to: `Some(None)` when it
-/// shares from another namespace and consent is gone; `None` when it shares nothing across.
-pub(crate) fn bound_consent<P>(
-    claim: &ObjectBucketClaim,
-    bound: &ObjectBucket,
-    ctx: &Context<P>,
-) -> Option<Option<Owner>> {
-    let (_, owner) = recorded_elsewhere(claim, bound)?;
-    let uid = bound.annotations().get(annotations::SHARED_FROM);
-    Some(consent(claim, owner, ctx).filter(|o| Some(&o.uid) == uid))
-}
 
 /// A bound claim sharing across namespaces whose consent is gone: its key revoked, its Secret,
 /// ConfigMap and ObjectBucket removed (the ObjectBucket last, so that a crash before is
@@ -206,13 +109,6 @@ pub(crate) fn sharers(
         }
     }
     found.into_iter().map(|(ns, name)| ObjectRef::new(&name).within(&ns)).collect()
-}
-
-/// The namespaces the grants of `namespace` let in: where claims sharing its buckets may be.
-pub(crate) fn granted_namespaces<P>(namespace: &str, ctx: &Context<P>) -> BTreeSet<String> {
-    let grants = ctx.caches.grants.state();
-    let here = grants.iter().filter(|g| g.namespace().as_deref() == Some(namespace));
-    here.flat_map(|g| g.spec.to.iter().map(|t| t.namespace.clone()).collect::<Vec<_>>()).collect()
 }
 
 /// The `Accepted` condition a grant should carry, and whether it grants anything.
@@ -299,21 +195,6 @@ pub(crate) fn reported<P: Send + Sync + 'static>(
 mod tests {
     use super::*;
     use bucket_api::{BucketShareGrantSpec, Grantee};
-
-    #[test]
-    fn the_operator_consents_with_true_only_and_a_typo_is_an_error() {
-        let take = |value: &str| {
-            let mut parameters =
-                BTreeMap::from([(ALLOW_CROSS_NAMESPACE_SHARING.to_owned(), value.to_owned())]);
-            let taken = take_consent(&mut parameters);
-            assert!(parameters.is_empty(), "never passed to the backend");
-            taken
-        };
-        assert_eq!(take("true"), Ok(true));
-        assert_eq!(take("false"), Ok(false));
-        assert!(take("yes").unwrap_err().contains("must be \"true\" or \"false\""));
-        assert_eq!(take_consent(&mut BTreeMap::new()), Ok(false));
-    }
 
     #[test]
     fn a_grant_says_whether_it_is_accepted_and_why_not() {

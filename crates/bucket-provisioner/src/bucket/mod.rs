@@ -15,10 +15,12 @@
 //!   after [`duration`]s written as Kubernetes writes them;
 //!   [`sharing`]: a claim granted a key on the bucket of another claim of its namespace, and
 //!   `cross_namespace`: of another namespace, when a `BucketShareGrant` there and its
-//!   StorageClass consent (`grant_rules` reads the grant as hostile input).
+//!   StorageClass consent (`consent` decides who may share what; `grant_rules` reads the grant
+//!   as hostile input).
 
 pub(crate) mod bound;
 pub(crate) mod cleanup;
+pub(crate) mod consent;
 pub(crate) mod context;
 pub mod controller;
 pub(crate) mod cross_namespace;

@@ -14,7 +14,7 @@
 //! ObjectBucket, then its key revoked: it ends `Failed`/`BucketLost` with no key, and a crash in
 //! between is finished by the sharing claim's own reconcile.
 
-use bucket_api::contract::{CLAIM_SHARE_FROM, annotations};
+use bucket_api::contract::annotations;
 use bucket_api::{AccessMode, ObjectBucket, ObjectBucketClaim, ObjectBucketPhase};
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::EventType;
@@ -23,54 +23,17 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::Provisioner;
+use crate::bucket::consent;
+pub(crate) use crate::bucket::consent::{Owner, eligible, share_from};
 use crate::bucket::context::Context;
-use crate::bucket::cross_namespace;
 use crate::bucket::error::{Error, Operation};
 use crate::bucket::grant_rules::split_share_from;
-use crate::bucket::objects::BucketSource;
-use crate::bucket::observe::{bound_bucket_name, bound_uid, observe, source_of};
+use crate::bucket::observe::{bound_bucket_name, observe};
 use crate::bucket::status::{ClaimState, set_bucket_status, set_claim_status};
 use crate::{access_mode_of, user_id_of};
 
 /// The value of [`annotations::BUCKET_LOST`] once the lost claim's key is revoked.
 const REVOKED: &str = "revoked";
-
-/// The owning claim's bucket, as a sharing claim gets it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Owner {
-    /// The owning claim's UID, recorded on the sharing claim's ObjectBucket.
-    pub(crate) uid: String,
-    /// Its bucket.
-    pub(crate) bucket: String,
-    /// What its own key may do (narrowed by the grant, across namespaces): the most a sharing
-    /// claim may get.
-    pub(crate) mode: AccessMode,
-    /// `<namespace>/<claim>` of the owning claim, recorded on the sharing claim's ObjectBucket.
-    pub(crate) claim: String,
-}
-
-/// The claim a claim asks to share from (`additionalConfig` `shareFrom`), if any.
-pub(crate) fn share_from(claim: &ObjectBucketClaim) -> Option<&str> {
-    claim.spec.additional_config.as_ref()?.get(CLAIM_SHARE_FROM).map(String::as_str)
-}
-
-/// The owner `claim` may share from, judged from what the owner's ObjectBucket (written by the
-/// controller alone) records: bound to it, its bucket created for it, not itself shared.
-pub(crate) fn eligible(claim_uid: &str, owner: &ObjectBucket, provisioner: &str) -> Option<Owner> {
-    let recorded = owner.annotations();
-    let ours = recorded.get(annotations::PROVISIONER).map(String::as_str) == Some(provisioner);
-    let created = source_of(recorded) == Some(BucketSource::New);
-    let shared = recorded.contains_key(annotations::SHARED_FROM);
-    let lost = recorded.contains_key(annotations::BUCKET_LOST);
-    let uid = bound_uid(owner)?;
-    let gone = owner.metadata.deletion_timestamp.is_some();
-    let bucket = bound_bucket_name(owner);
-    if !ours || !created || shared || lost || gone || uid == claim_uid || bucket.is_empty() {
-        return None;
-    }
-    let mode = access_mode_of(owner);
-    Some(Owner { uid: uid.to_owned(), bucket: bucket.to_owned(), mode, claim: String::new() })
-}
 
 /// Resolves `shareFrom` within the claim's namespace (or, for `<namespace>/<claim>` of another
 /// one, as `cross_namespace` says), from the caches alone. `Ok(None)` when the
@@ -84,7 +47,7 @@ pub(crate) fn resolve<P>(
     let namespace = claim.namespace().unwrap_or_default();
     let name = match split_share_from(text) {
         Some((elsewhere, name)) if elsewhere != namespace => {
-            return cross_namespace::resolve(claim, text, (elsewhere, name), ctx).map(Some);
+            return consent::resolve(claim, text, (elsewhere, name), ctx).map(Some);
         }
         Some((_, name)) => name,
         None => text,
@@ -114,7 +77,7 @@ pub(crate) fn bound_owner_mode<P>(
 ) -> Option<AccessMode> {
     let recorded = bound.annotations().get(annotations::SHARED_FROM)?;
     // Across namespaces, consent is checked under the record, whatever `shareFrom` says now.
-    if let Some(consented) = cross_namespace::bound_consent(claim, bound, ctx) {
+    if let Some(consented) = consent::bound_consent(claim, bound, ctx) {
         return Some(consented.map_or_else(|| access_mode_of(bound), |owner| owner.mode));
     }
     match resolve(claim, ctx) {
@@ -167,7 +130,7 @@ pub(crate) async fn release_sharers<P: Provisioner>(
     ctx: &Context<P>,
 ) -> Result<(), Error> {
     let claims = ctx.caches.claim_store.state();
-    let mut namespaces = cross_namespace::granted_namespaces(namespace, ctx);
+    let mut namespaces = consent::granted_namespaces(namespace, ctx);
     namespaces.insert(namespace.to_owned());
     let in_namespace = claims
         .iter()
