@@ -441,3 +441,68 @@ async fn a_grant_past_the_schema_is_read_as_hostile_input_and_grants_nothing() {
     reader.wait("reader", ClaimPhase::Failed, "ShareSourceNotFound").await;
     assert!(reader.secret("reader").await.is_none(), "nothing granted");
 }
+
+/// SIGKILL (an abort at a crash point) at each step of withdrawing a reader's key: the restarted
+/// process finishes the withdrawal, no key is left behind and none is missing, and the reader
+/// binds again once the grant is back.
+#[tokio::test]
+async fn a_crash_at_each_step_of_a_withdrawal_leaves_no_key_behind() {
+    use bucket_api::ObjectBucket;
+    use bucket_provisioner::kubernetes::crash_point::WITHDRAW_STEPS;
+    use std::os::unix::process::ExitStatusExt;
+    use std::time::Duration;
+
+    let env = Env::new("hp-xns-crash").await;
+    let mut provisioner = env.start("node-a");
+    let class = env.class(&[ALLOW], "Delete").await;
+    env.claim("app", &class, None).await;
+    env.wait("app", ClaimPhase::Bound, "Bound").await;
+    let (app, bucket) = env.s3_for("app").await;
+    put(&app, &bucket, "data.csv", b"kept").await.unwrap();
+    let admin = namespace_role(&env.client, &env.ns, "admin").await;
+    let grants: Api<BucketShareGrant> = Api::namespaced(admin.clone(), &env.ns);
+    let reader = env.scoped_tenant("hp-xns-crash-r").await;
+    let consent = grant("share", "app", &[(&reader.ns, None, None)]);
+    create_grant(&admin, &env.ns, &consent).await;
+    reader.create("reader", sharing(&class, &format!("{}/app", env.ns))).await;
+    let buckets: Api<ObjectBucket> = Api::all(env.client.clone());
+    let keys = || std::fs::read_dir(env.root.path().join(".provisioner/keys")).unwrap().count();
+
+    for step in WITHDRAW_STEPS {
+        reader.wait("reader", ClaimPhase::Bound, "Bound").await;
+        assert_eq!(keys(), 2, "the owner's key and the reader's, before {step}");
+        let (reader_s3, _) = reader.s3_for("reader").await;
+        assert_eq!(get(&reader_s3, &bucket, "data.csv").await.unwrap(), b"kept");
+
+        provisioner.kill().await;
+        let mut crashing = env.start_crashing_at("node-a", step);
+        grants.delete("share", &DeleteParams::default()).await.unwrap();
+        let status = crashing.exited(Duration::from_secs(60)).await.expect("reached the step");
+        assert_eq!(status.signal(), Some(6), "aborted at {step}: {status}");
+        provisioner = env.start("node-a");
+
+        reader.wait("reader", ClaimPhase::Failed, "ShareWithdrawn").await;
+        let answer = eventually("the endpoint to answer again", || async {
+            let answer = get(&reader_s3, &bucket, "data.csv").await;
+            (answer != Err("unknown".into())).then_some(answer)
+        })
+        .await;
+        assert_eq!(answer, Err("InvalidAccessKeyId".into()), "after a crash at {step}");
+        assert!(reader.secret("reader").await.is_none(), "{step}");
+        eventually("the reader's ObjectBucket to go", || async {
+            let listed = buckets.list(&Default::default()).await.ok()?;
+            let left = listed.items.iter().any(|b| {
+                b.spec.claim_ref.as_ref().and_then(|r| r.namespace.as_deref())
+                    == Some(reader.ns.as_str())
+            });
+            (!left).then_some(())
+        })
+        .await;
+        assert_eq!(keys(), 1, "only the owner's key after a crash at {step}");
+        assert_eq!(get(&app, &bucket, "data.csv").await.unwrap(), b"kept");
+        create_grant(&admin, &env.ns, &consent).await;
+    }
+    reader.wait("reader", ClaimPhase::Bound, "Bound").await;
+    reader.delete("reader").await;
+    drop(provisioner);
+}

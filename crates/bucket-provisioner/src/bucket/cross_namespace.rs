@@ -46,6 +46,7 @@ use crate::bucket::withdraw::remove_own;
 use crate::kubernetes::cache::claims::CachedClaim;
 use crate::kubernetes::cache::compact::Packed;
 use crate::kubernetes::cache::key;
+use crate::kubernetes::crash_point::crash_point;
 
 /// The condition a grant's status carries.
 const ACCEPTED: &str = "Accepted";
@@ -70,10 +71,12 @@ pub(crate) async fn withdraw_if_refused<P: Provisioner>(
         source,
         hint: "",
     })?;
+    crash_point("withdraw:key-revoked");
     let observed = observe(claim, ctx);
     let name = claim.name_any();
     remove_own(&observed.secrets, &ctx.caches.secrets, &name, &observed.uid).await?;
     remove_own(&observed.config_maps, &ctx.caches.config_maps, &name, &observed.uid).await?;
+    crash_point("withdraw:objects-removed");
     delete_object_bucket(&observed.buckets, bound, ctx).await?;
     tracing::info!(claim = %key(claim), bucket = %bucket, shared_from = %recorded,
         "consent to share across namespaces was withdrawn: the claim's key is revoked");
