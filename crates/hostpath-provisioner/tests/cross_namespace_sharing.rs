@@ -506,3 +506,37 @@ async fn a_crash_at_each_step_of_a_withdrawal_leaves_no_key_behind() {
     reader.delete("reader").await;
     drop(provisioner);
 }
+
+/// The reader's whole namespace deleted: its claim's cleanup revokes its key (the grant still
+/// naming the namespace changes nothing), and the owner keeps its bucket and key.
+#[tokio::test]
+async fn deleting_the_reader_namespace_revokes_its_key_only() {
+    use k8s_openapi::api::core::v1::Namespace;
+
+    let env = Env::new("hp-xns-gone").await;
+    let _provisioner = env.start("node-a");
+    let class = env.class(&[ALLOW], "Delete").await;
+    env.claim("app", &class, None).await;
+    env.wait("app", ClaimPhase::Bound, "Bound").await;
+    let (app, bucket) = env.s3_for("app").await;
+    put(&app, &bucket, "data.csv", b"kept").await.unwrap();
+    let admin = namespace_role(&env.client, &env.ns, "admin").await;
+    let reader = env.scoped_tenant("hp-xns-gone-r").await;
+    create_grant(&admin, &env.ns, &grant("share", "app", &[(&reader.ns, None, None)])).await;
+    reader.create("reader", sharing(&class, &format!("{}/app", env.ns))).await;
+    reader.wait("reader", ClaimPhase::Bound, "Bound").await;
+    let (reader_s3, _) = reader.s3_for("reader").await;
+    assert_eq!(get(&reader_s3, &bucket, "data.csv").await.unwrap(), b"kept");
+
+    let namespaces: Api<Namespace> = Api::all(env.client.clone());
+    namespaces.delete(&reader.ns, &DeleteParams::default()).await.unwrap();
+    eventually("the reader's namespace to go", || async {
+        namespaces.get_opt(&reader.ns).await.unwrap().is_none().then_some(())
+    })
+    .await;
+    assert_eq!(get(&reader_s3, &bucket, "data.csv").await, Err("InvalidAccessKeyId".into()));
+    let keys = std::fs::read_dir(env.root.path().join(".provisioner/keys")).unwrap().count();
+    assert_eq!(keys, 1, "only the owner's key");
+    assert_eq!(get(&app, &bucket, "data.csv").await.unwrap(), b"kept");
+    env.wait("app", ClaimPhase::Bound, "Bound").await;
+}
