@@ -209,7 +209,7 @@ fn chart_crds_are_the_repository_crds() {
         .map(|e| e.unwrap().path().file_name().unwrap().to_owned())
         .collect();
     assert_eq!(names, in_chart, "the chart's crds/ holds exactly crds/");
-    assert_eq!(names.len(), 2);
+    assert_eq!(names.len(), 3, "ObjectBucketClaim, ObjectBucket, BucketShareGrant");
 }
 
 #[test]

@@ -14,9 +14,9 @@ async fn dry_run(relative: &str) -> usize {
 
 #[tokio::test]
 async fn hostpath_manifests_are_accepted() {
-    // Namespace; ServiceAccount, ClusterRole and binding, Role and binding; Deployment; Service;
-    // two StorageClasses.
-    assert_eq!(dry_run("deploy/hostpath").await, 10);
+    // Namespace; ServiceAccount, ClusterRole and binding, Role and binding, the grants' admin
+    // ClusterRole; Deployment; Service; two StorageClasses.
+    assert_eq!(dry_run("deploy/hostpath").await, 11);
 }
 
 #[tokio::test]
@@ -34,9 +34,9 @@ async fn hostpath_volume_manifests_are_accepted() {
 
 #[tokio::test]
 async fn s3_manifests_are_accepted() {
-    // Namespace; ServiceAccount, ClusterRole and binding, Role and binding; Deployment; the
-    // example owner Secret; two StorageClasses.
-    assert_eq!(dry_run("deploy/s3").await, 10);
+    // Namespace; ServiceAccount, ClusterRole and binding, Role and binding, the grants' admin
+    // ClusterRole; Deployment; the example owner Secret; two StorageClasses.
+    assert_eq!(dry_run("deploy/s3").await, 11);
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/s3");
     let objects = read_manifests(&dir).unwrap();
     let class =
@@ -47,9 +47,9 @@ async fn s3_manifests_are_accepted() {
 
 #[tokio::test]
 async fn garage_manifests_are_accepted() {
-    // Namespace; ServiceAccount, ClusterRole and binding, Role and binding; Deployment; the
-    // example admin-token Secret; two StorageClasses.
-    assert_eq!(dry_run("deploy/garage").await, 10);
+    // Namespace; ServiceAccount, ClusterRole and binding, Role and binding, the grants' admin
+    // ClusterRole; Deployment; the example admin-token Secret; two StorageClasses.
+    assert_eq!(dry_run("deploy/garage").await, 11);
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/garage");
     let objects = read_manifests(&dir).unwrap();
     let classes: Vec<_> = objects

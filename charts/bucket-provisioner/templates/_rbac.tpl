@@ -29,6 +29,12 @@ rules:
   - apiGroups: ["events.k8s.io"]
     resources: ["events"]
     verbs: ["create", "patch"]
+  - apiGroups: ["sharing.objectbucket.io"]
+    resources: ["bucketsharegrants"]
+    verbs: ["get", "list", "watch"]
+  - apiGroups: ["sharing.objectbucket.io"]
+    resources: ["bucketsharegrants/status"]
+    verbs: ["get", "patch", "update"]
 ---
 {{ include "bp.bindings" . }}
 {{- end -}}

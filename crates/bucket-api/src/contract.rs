@@ -40,9 +40,10 @@ pub const STORAGE_CLASS_BUCKET_NAME: &str = "bucketName";
 /// `additionalConfig` key of a claim: the access mode it asks for, `ReadWrite` (the default),
 /// `ReadOnly` or `WriteOnly`. Read by the controller; backends get it as a field of its own.
 pub const CLAIM_ACCESS_MODE: &str = "accessMode";
-/// `additionalConfig` key of a claim: the name of another claim of its namespace whose bucket it
-/// is granted a key of its own on (the other claim must have created its bucket). Read by the
-/// controller; backends never see it.
+/// `additionalConfig` key of a claim: the name of another claim of its namespace, or
+/// `<namespace>/<claim>` of one of another namespace that consents with a `BucketShareGrant`,
+/// whose bucket it is granted a key of its own on (the other claim must have created its
+/// bucket). Read by the controller; backends never see it.
 pub const CLAIM_SHARE_FROM: &str = "shareFrom";
 /// `additionalConfig` key of a claim (Rook, NooBaa): most objects its key may store.
 pub const CLAIM_MAX_OBJECTS: &str = "maxObjects";
@@ -87,6 +88,16 @@ pub mod class_rotation {
     pub const ALL: [&str; 2] = [ROTATION_PERIOD, ROTATION_OVERLAP];
 }
 
+/// StorageClass parameters the controller reads and never passes to backends: the operator's
+/// consent to sharing across namespaces.
+pub mod class_sharing {
+    /// On the class of a claim whose bucket is shared: `"true"` lets claims of other namespaces
+    /// share it where the claim's namespace consents with a `BucketShareGrant`. Off by default.
+    pub const ALLOW_CROSS_NAMESPACE_SHARING: &str = "allowCrossNamespaceSharing";
+    /// All of them.
+    pub const ALL: [&str; 1] = [ALLOW_CROSS_NAMESPACE_SHARING];
+}
+
 /// Label put on every object the controller writes, valued with the provisioner name.
 pub const LABEL_PROVISIONER: &str = "objectbucket.io/provisioner";
 
@@ -128,6 +139,10 @@ pub mod annotations {
     pub const ROTATION: &str = "objectbucket.io/rotation";
     /// On an ObjectBucket of a claim sharing another claim's bucket: the UID of that claim.
     pub const SHARED_FROM: &str = "objectbucket.io/shared-from";
+    /// On a sharing claim's ObjectBucket: `<namespace>/<claim>` of the claim it shares from, as
+    /// consented when it was bound; its consent is checked again under this name, whatever the
+    /// claim's `shareFrom` says now.
+    pub const SHARED_FROM_CLAIM: &str = "objectbucket.io/shared-from-claim";
     /// On an ObjectBucket of a sharing claim: the bucket went with the claim it was shared
     /// from (`true`), and the sharing claim's key is revoked (`revoked`).
     pub const BUCKET_LOST: &str = "objectbucket.io/bucket-lost";

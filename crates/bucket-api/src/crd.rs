@@ -4,7 +4,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use kube::CustomResourceExt;
 
 use crate::contract::legacy;
-use crate::{ObjectBucket, ObjectBucketClaim};
+use crate::{BucketShareGrant, ObjectBucket, ObjectBucketClaim};
 
 /// One generated CRD and the file it is committed as under `crds/`.
 pub struct CrdFile {
@@ -29,7 +29,11 @@ impl CrdFile {
 
 /// Every CRD of the API, as committed under `crds/`.
 pub fn crd_files() -> Vec<CrdFile> {
-    vec![CrdFile::of(claim_crd()), CrdFile::of(ObjectBucket::crd())]
+    vec![
+        CrdFile::of(claim_crd()),
+        CrdFile::of(ObjectBucket::crd()),
+        CrdFile::of(BucketShareGrant::crd()),
+    ]
 }
 
 /// The claim's CRD, keeping the field lib-bucket-provisioner writes its binding to (see

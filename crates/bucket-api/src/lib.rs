@@ -11,6 +11,7 @@ mod crd;
 mod object_bucket;
 mod object_bucket_claim;
 pub mod quantity;
+mod share_grant;
 
 pub use access::AccessMode;
 pub use crd::{CrdFile, crd_files};
@@ -21,6 +22,10 @@ pub use object_bucket::{
 pub use object_bucket_claim::{
     ClaimPhase, CredentialsStatus, ObjectBucketClaim, ObjectBucketClaimSpec,
     ObjectBucketClaimStatus,
+};
+pub use share_grant::{
+    BucketShareGrant, BucketShareGrantSpec, BucketShareGrantStatus, GRANTEE_KIND, Grantee,
+    MAX_GRANTEES, SHARING_GROUP,
 };
 
 /// The API group of both kinds.

@@ -14,11 +14,21 @@
 //! | `rotation:secret-written` | the Secret holds the new key (`Overlap` not yet recorded) |
 //! | `rotation:overlap` | `Overlap` is recorded |
 //! | `rotation:key-retired` | the backend retired the previous key (the record not yet idle) |
+//!
+//! The steps of withdrawing a key shared across namespaces (the bucket side's `cross_namespace`):
+//!
+//! | step | after |
+//! |---|---|
+//! | `withdraw:key-revoked` | the backend revoked the key (its Secret, ConfigMap, ObjectBucket stay) |
+//! | `withdraw:objects-removed` | the Secret and ConfigMap are removed (the ObjectBucket stays) |
 
 use std::sync::LazyLock;
 
 /// The environment variable naming the step to abort at.
 pub const CRASH_AT: &str = "BUCKET_PROVISIONER_CRASH_AT";
+
+/// The steps of a withdrawal, in the order it reaches them.
+pub const WITHDRAW_STEPS: [&str; 2] = ["withdraw:key-revoked", "withdraw:objects-removed"];
 
 /// Every step a crash point names, in the order a rotation reaches them.
 pub const ROTATION_STEPS: [&str; 6] = [

@@ -1,5 +1,6 @@
 //! A real Kubernetes control plane for tests: etcd, kube-apiserver and kube-controller-manager
-//! (garbage collector, namespace, PersistentVolume binder and protection controllers), built by
+//! (garbage collector, namespace, PersistentVolume binder and protection, ClusterRole aggregation
+//! controllers), built by
 //! `tests/controlplane/build.sh`.
 //! [`Options::pods`] adds what a node's pods need.
 //!
@@ -176,9 +177,11 @@ impl ControlPlane {
             None
         };
         // The PV binder binds claims to the volumes provisioners make for them; the protection
-        // controllers lift the finalizers admission puts on every claim and volume.
+        // controllers lift the finalizers admission puts on every claim and volume; aggregation
+        // fills the `admin`, `edit` and `view` roles tenants are given.
         let mut controllers = "garbagecollector,namespace,persistentvolume-binder-controller,\
-            persistentvolume-protection-controller,persistentvolumeclaim-protection-controller"
+            persistentvolume-protection-controller,persistentvolumeclaim-protection-controller,\
+            clusterrole-aggregation-controller"
             .to_string();
         let mut controller_manager_extra = Vec::new();
         match &ca_path {

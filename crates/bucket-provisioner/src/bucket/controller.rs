@@ -1,4 +1,5 @@
-//! The controller: watches claims (and the Secrets, ConfigMaps and StorageClasses they depend on),
+//! The controller: watches claims (and the Secrets, ConfigMaps, StorageClasses and
+//! BucketShareGrants they depend on),
 //! decides which claims are this provisioner's, and runs one reconcile per claim at a time, with
 //! several claims in parallel.
 
@@ -27,7 +28,7 @@ use crate::bucket::observe::observe;
 use crate::bucket::probe::probe_backends;
 use crate::bucket::status::{ClaimState, set_claim_status};
 use crate::bucket::sweep::{count_phases, sweep};
-use crate::bucket::{cleanup, provision};
+use crate::bucket::{cleanup, cross_namespace, provision};
 use crate::kubernetes::backoff::Backoff;
 use crate::kubernetes::cache::claims::{CachedClaim, slim_meta};
 use crate::kubernetes::cache::compact::Packed;
@@ -109,8 +110,8 @@ pub async fn run_controller<P: Provisioner>(
 ) {
     let _leading = metrics.leading();
     let (all, ours) = watch_configs(LABEL_PROVISIONER, &config.provisioner_name);
-    // Claims, ObjectBuckets, Secrets, ConfigMaps, StorageClasses.
-    let (progress, listed) = ListProgress::new(5);
+    // Claims, ObjectBuckets, Secrets, ConfigMaps, StorageClasses, BucketShareGrants.
+    let (progress, listed) = ListProgress::new(6);
 
     // Claims arrive packed (`CachedClaim` decodes itself that way): nothing left to trim.
     let (claim_store, claim_events) =
@@ -155,6 +156,8 @@ pub async fn run_controller<P: Provisioner>(
         summarized_watch::<ConfigMap>(&client, &ours, ("configmaps", &health), (&progress, 3));
     let (classes, class_events) =
         cached_watch(&client, &all, "storageclasses", &health, slim, &progress, 4);
+    let (grants, grant_events) =
+        cached_watch(&client, &all, "bucketsharegrants", &health, slim, &progress, 5);
 
     let probe = probe_interval(config.backoff_initial, config.backoff_max);
     let (waiting, woken) = Waiting::new(probe, config.backoff_max.saturating_mul(2));
@@ -173,6 +176,7 @@ pub async fn run_controller<P: Provisioner>(
             secrets,
             config_maps,
             classes,
+            grants,
             listed,
         },
         backoff: Backoff::new(config.backoff_initial, config.backoff_max),
@@ -196,11 +200,20 @@ pub async fn run_controller<P: Provisioner>(
     let usage = tokio::spawn(usage);
     let probes = tokio::spawn(probe_backends(context.clone()));
     let by_class = claim_store.clone();
+    let (by_grant, grant_buckets) = (claim_store.clone(), context.caches.buckets.clone());
+    let class_buckets = context.caches.buckets.clone();
+    let grant_events = touched_since_list(cross_namespace::reported(grant_events, context.clone()));
     let controller = Controller::for_stream(claim_events, claim_store)
         .owns_stream(touched_since_list(secret_events))
         .owns_stream(touched_since_list(config_map_events))
         .watches_stream(touched_since_list(class_events), move |class| {
-            claims_of_class(&by_class, &class.name_any())
+            // A class's consent to share across namespaces concerns claims of other classes.
+            let mut claims = claims_of_class(&by_class, &class.name_any());
+            claims.extend(cross_namespace::sharers(&by_class, &class_buckets, None));
+            claims
+        })
+        .watches_stream(grant_events, move |grant| {
+            cross_namespace::sharers(&by_grant, &grant_buckets, grant.namespace().as_deref())
         })
         .watches_stream(bucket_events, |bucket| claim_of_bucket(&bucket))
         .reconcile_all_on(progress.look_again())

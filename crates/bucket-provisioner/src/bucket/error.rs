@@ -52,13 +52,22 @@ pub enum Error {
         /// Which limits, by parameter name and value.
         message: String,
     },
-    /// `shareFrom` names no claim of this namespace whose bucket can be shared. The same words
-    /// whatever the reason, so that nothing is learnt about other claims.
+    /// `shareFrom` names no claim whose bucket this claim may share. The same words whatever
+    /// the reason, so that nothing is learnt about other claims or namespaces.
     #[error(
-        "additionalConfig shareFrom {0:?}: no claim of that name in this namespace has a bucket \
-         of its own that can be shared (it must exist, be Bound and have created its bucket)"
+        "additionalConfig shareFrom {0:?}: no claim of that name has a bucket of its own that \
+         this claim may share (it must exist, be Bound and have created its bucket; in another \
+         namespace, that namespace must grant this claim access and its StorageClass allow it)"
     )]
     ShareSourceNotFound(String),
+    /// The consent this claim shared a bucket of another namespace under was withdrawn (the
+    /// grant deleted or narrowed, or the operator's class no longer allowing it).
+    #[error(
+        "additionalConfig shareFrom {0:?}: access was withdrawn by the bucket's namespace or \
+         its StorageClass; this claim's key is revoked. It binds again, with a new key, once \
+         access is granted again"
+    )]
+    ShareWithdrawn(String),
     /// The bucket this claim shared went with the claim it was shared from.
     #[error(
         "bucket {0:?} was deleted with the claim it was shared from; this claim's key is revoked. \
@@ -146,6 +155,7 @@ impl Failure for Error {
             Self::ExceedsClassLimit { .. } => "ExceedsClassLimit",
             Self::InvalidAdditionalConfig(_) => "InvalidParameters",
             Self::ShareSourceNotFound(_) => "ShareSourceNotFound",
+            Self::ShareWithdrawn(_) => "ShareWithdrawn",
             Self::BucketLost(_) => "BucketLost",
             Self::BucketNameImmutable { .. } => "BucketNameImmutable",
             Self::StorageClassImmutable { .. } => "StorageClassImmutable",
@@ -167,6 +177,7 @@ impl Failure for Error {
             // The claim it names may become shareable without this claim changing.
             Self::ObjectBucketConflict { .. }
             | Self::ShareSourceNotFound(_)
+            | Self::ShareWithdrawn(_)
             | Self::ForeignSecret(_)
             | Self::ForeignConfigMap(_) => Retry::Slowly,
             _ => Retry::OnChange,

@@ -14,7 +14,10 @@
 //!   values read as [`bucket_api::quantity`] says.
 //! - [`rotation`]: a bound claim's key replaced by a new one, on demand or on a schedule
 //!   after [`duration`]s written as Kubernetes writes them;
-//!   [`sharing`]: a claim granted a key on the bucket of another claim of its namespace.
+//!   [`sharing`]: a claim granted a key on the bucket of another claim of its namespace, and
+//!   `cross_namespace`: of another namespace, when a `BucketShareGrant` there and its
+//!   StorageClass consent (`consent` decides who may share what; `grant_rules` reads the grant
+//!   as hostile input).
 //! - [`standalone`]: buckets and keys on their own, for the COSI front.
 //! - [`legacy`], `adoption`: a claim bound by a lib-bucket-provisioner provisioner of the same
 //!   name, recognised and taken over in place.
@@ -22,10 +25,13 @@
 pub(crate) mod adoption;
 pub(crate) mod bound;
 pub(crate) mod cleanup;
+pub(crate) mod consent;
 pub(crate) mod context;
 pub mod controller;
+pub(crate) mod cross_namespace;
 pub mod duration;
 pub mod error;
+pub(crate) mod grant_rules;
 pub mod legacy;
 pub mod limits;
 pub mod location;

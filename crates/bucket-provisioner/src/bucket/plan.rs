@@ -63,6 +63,7 @@ pub fn plan(claim: &ObjectBucketClaim, class: &StorageClass) -> Result<Plan, Err
     let existing = parameters.remove(STORAGE_CLASS_BUCKET_NAME);
     let limits = ClassLimits::take(&mut parameters).map_err(&invalid_class)?;
     RotationPolicy::take(&mut parameters).map_err(&invalid_class)?;
+    crate::bucket::consent::take_consent(&mut parameters).map_err(&invalid_class)?;
 
     let generated_before = claim.annotations().get(annotations::GENERATED_BUCKET_NAME);
     let (bucket_name, source, generated) = if let Some(existing) = existing {
@@ -125,7 +126,8 @@ fn plan_for_class(class: &StorageClass) -> Result<Plan, Error> {
     parameters.remove(STORAGE_CLASS_BUCKET_NAME);
     let invalid_class = |message| Error::InvalidStorageClass { class: class.name_any(), message };
     let limits = ClassLimits::take(&mut parameters).map_err(invalid_class)?;
-    RotationPolicy::take(&mut parameters).map_err(invalid_class)?;
+    RotationPolicy::take(&mut parameters).map_err(&invalid_class)?;
+    crate::bucket::consent::take_consent(&mut parameters).map_err(invalid_class)?;
     Ok(Plan {
         bucket_name: String::new(),
         source: BucketSource::Existing,

@@ -18,6 +18,7 @@ use bucket_api::contract::annotations;
 
 use crate::bucket::bound::{self, Repair, bound_message, set_bound};
 use crate::bucket::context::Context;
+use crate::bucket::cross_namespace;
 use crate::bucket::error::{Error, Operation};
 use crate::bucket::limits::Limited;
 use crate::bucket::naming;
@@ -78,6 +79,9 @@ async fn bind<P: Provisioner>(
         if sharing::lost(&bound).is_some() {
             return Err(sharing::settle_lost(&bound, ctx).await?);
         }
+        if let Some(withdrawn) = cross_namespace::withdraw_if_refused(&claim, &bound, ctx).await? {
+            return Err(withdrawn);
+        }
         match bound::repair(claim.clone(), bound, secret.as_deref(), &observed, ctx).await? {
             Repair::Done(action) => return Ok(action),
             Repair::IssueCredentials(bound) => observed.bound = Some(*bound),
@@ -121,7 +125,7 @@ async fn bind<P: Provisioner>(
         None => match sharing::resolve(&claim, ctx)? {
             Some(owner) => {
                 let plan = plan_shared(&claim, &class, &owner)?;
-                shared_from = Some(owner.uid);
+                shared_from = Some(owner);
                 plan
             }
             None => plan(&claim, &class)?,
@@ -175,7 +179,7 @@ async fn bind<P: Provisioner>(
         }
     };
 
-    let written = (&plan, &limited, shared_from.as_deref());
+    let written = (&plan, &limited, shared_from.as_ref());
     let bucket = write_results(&claim, &mut observed, written, &provisioned, ctx).await?;
     if let Some(message) = &limited.exceeded {
         return Err(exceeded(&claim, message));
@@ -249,7 +253,7 @@ async fn persist_intent<P>(
 async fn write_results<P: Provisioner>(
     claim: &ObjectBucketClaim,
     observed: &mut Observed,
-    (plan, limited, shared_from): (&Plan, &Limited, Option<&str>),
+    (plan, limited, shared_from): (&Plan, &Limited, Option<&sharing::Owner>),
     provisioned: &ProvisionedBucket,
     ctx: &Context<P>,
 ) -> Result<Arc<ObjectBucket>, Error> {
@@ -269,9 +273,10 @@ async fn write_results<P: Provisioner>(
         access_mode: limited.access_mode,
     });
     let mut desired = desired;
-    if let Some(owner_uid) = shared_from {
+    if let Some(owner) = shared_from {
         let recorded = desired.metadata.annotations.get_or_insert_default();
-        recorded.insert(annotations::SHARED_FROM.into(), owner_uid.into());
+        recorded.insert(annotations::SHARED_FROM.into(), owner.uid.clone());
+        recorded.insert(annotations::SHARED_FROM_CLAIM.into(), owner.claim.clone());
     }
     let bucket = match &observed.bound {
         None => match observed.buckets.create(&PostParams::default(), &desired).await {
@@ -284,7 +289,9 @@ async fn write_results<P: Provisioner>(
             let mut replacement = desired;
             // A rotation's record outlives credentials issued again (its previous key is still
             // to be retired), and so does the claim a shared bucket came from.
-            for kept in [annotations::ROTATION, annotations::SHARED_FROM] {
+            for kept in
+                [annotations::ROTATION, annotations::SHARED_FROM, annotations::SHARED_FROM_CLAIM]
+            {
                 if let Some(value) = existing.annotations().get(kept) {
                     let recorded = replacement.metadata.annotations.get_or_insert_default();
                     recorded.insert(kept.into(), value.clone());

@@ -86,7 +86,9 @@
 //! [`Provisioner::grant`] of that bucket under its own `user_id`, and as a
 //! [`Provisioner::revoke`] when it goes or the bucket goes with its owner: nothing new to
 //! implement. The library revokes every sharing claim's key before it asks you to `delete` the
-//! owner's bucket.
+//! owner's bucket. Across namespaces (see `cross_namespace`) it is the same two calls: a grant
+//! when the owner's namespace and class consent, a revoke when they withdraw, and an
+//! [`Provisioner::update`] with the narrower mode when the consent narrows.
 //!
 //! ## Rotation: two keys at most, never none
 //! A claim's credentials are replaced on demand (its tenant changes the claim's

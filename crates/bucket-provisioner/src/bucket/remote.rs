@@ -111,10 +111,11 @@ pub async fn class_parameters(
 }
 
 /// `parameters` without those the library reads itself (`bucketName`, the operator's limits,
-/// rotation): what a backend's `BucketOptions::parameters` holds.
+/// rotation, sharing): what a backend's `BucketOptions::parameters` holds.
 pub fn backend_parameters(mut parameters: BTreeMap<String, String>) -> BTreeMap<String, String> {
     parameters.remove(contract::STORAGE_CLASS_BUCKET_NAME);
-    for name in contract::class_limits::ALL.iter().chain(&contract::class_rotation::ALL) {
+    let library = contract::class_limits::ALL.iter().chain(&contract::class_rotation::ALL);
+    for name in library.chain(&contract::class_sharing::ALL) {
         parameters.remove(*name);
     }
     parameters
@@ -130,6 +131,7 @@ mod tests {
             .into_iter()
             .chain(contract::class_limits::ALL.iter().map(|n| (*n, "1")))
             .chain(contract::class_rotation::ALL.iter().map(|n| (*n, "1h")))
+            .chain(contract::class_sharing::ALL.iter().map(|n| (*n, "true")))
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         class.insert(contract::STORAGE_CLASS_BUCKET_NAME.into(), "shared".into());

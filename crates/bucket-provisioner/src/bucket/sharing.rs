@@ -1,4 +1,5 @@
-//! Sharing a claim's bucket with another claim of its namespace.
+//! Sharing a claim's bucket with another claim of its namespace (and, through
+//! `cross_namespace`, of another namespace that consents).
 //!
 //! A claim whose `additionalConfig` names another claim of its own namespace (`shareFrom`) is
 //! granted its own key on that claim's bucket, with an access mode no wider than its class's
@@ -13,7 +14,7 @@
 //! ObjectBucket, then its key revoked: it ends `Failed`/`BucketLost` with no key, and a crash in
 //! between is finished by the sharing claim's own reconcile.
 
-use bucket_api::contract::{CLAIM_SHARE_FROM, annotations};
+use bucket_api::contract::annotations;
 use bucket_api::{AccessMode, ObjectBucket, ObjectBucketClaim, ObjectBucketPhase};
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::EventType;
@@ -22,58 +23,35 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::Provisioner;
+use crate::bucket::consent;
+pub(crate) use crate::bucket::consent::{Owner, eligible, share_from};
 use crate::bucket::context::Context;
 use crate::bucket::error::{Error, Operation};
-use crate::bucket::objects::BucketSource;
-use crate::bucket::observe::{bound_bucket_name, bound_uid, observe, source_of};
+use crate::bucket::grant_rules::split_share_from;
+use crate::bucket::observe::{bound_bucket_name, observe};
 use crate::bucket::status::{ClaimState, set_bucket_status, set_claim_status};
 use crate::{access_mode_of, user_id_of};
 
 /// The value of [`annotations::BUCKET_LOST`] once the lost claim's key is revoked.
 const REVOKED: &str = "revoked";
 
-/// The owning claim's bucket, as a sharing claim gets it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Owner {
-    /// The owning claim's UID, recorded on the sharing claim's ObjectBucket.
-    pub(crate) uid: String,
-    /// Its bucket.
-    pub(crate) bucket: String,
-    /// What its own key may do: the most a sharing claim may get.
-    pub(crate) mode: AccessMode,
-}
-
-/// The claim a claim asks to share from (`additionalConfig` `shareFrom`), if any.
-pub(crate) fn share_from(claim: &ObjectBucketClaim) -> Option<&str> {
-    claim.spec.additional_config.as_ref()?.get(CLAIM_SHARE_FROM).map(String::as_str)
-}
-
-/// The owner `claim` may share from, judged from what the owner's ObjectBucket (written by the
-/// controller alone) records: bound to it, its bucket created for it, not itself shared.
-pub(crate) fn eligible(claim_uid: &str, owner: &ObjectBucket, provisioner: &str) -> Option<Owner> {
-    let recorded = owner.annotations();
-    let ours = recorded.get(annotations::PROVISIONER).map(String::as_str) == Some(provisioner);
-    let created = source_of(recorded) == Some(BucketSource::New);
-    let shared = recorded.contains_key(annotations::SHARED_FROM);
-    let lost = recorded.contains_key(annotations::BUCKET_LOST);
-    let uid = bound_uid(owner)?;
-    let gone = owner.metadata.deletion_timestamp.is_some();
-    let bucket = bound_bucket_name(owner);
-    if !ours || !created || shared || lost || gone || uid == claim_uid || bucket.is_empty() {
-        return None;
-    }
-    Some(Owner { uid: uid.to_owned(), bucket: bucket.to_owned(), mode: access_mode_of(owner) })
-}
-
-/// Resolves `shareFrom` within the claim's namespace, from the caches alone. `Ok(None)` when the
+/// Resolves `shareFrom` within the claim's namespace (or, for `<namespace>/<claim>` of another
+/// one, as `cross_namespace` says), from the caches alone. `Ok(None)` when the
 /// claim shares nothing.
 pub(crate) fn resolve<P>(
     claim: &ObjectBucketClaim,
     ctx: &Context<P>,
 ) -> Result<Option<Owner>, Error> {
-    let Some(name) = share_from(claim) else { return Ok(None) };
-    let refused = || Error::ShareSourceNotFound(name.to_owned());
+    let Some(text) = share_from(claim) else { return Ok(None) };
+    let refused = || Error::ShareSourceNotFound(text.to_owned());
     let namespace = claim.namespace().unwrap_or_default();
+    let name = match split_share_from(text) {
+        Some((elsewhere, name)) if elsewhere != namespace => {
+            return consent::resolve(claim, text, (elsewhere, name), ctx).map(Some);
+        }
+        Some((_, name)) => name,
+        None => text,
+    };
     if name.is_empty() || name.contains('/') || name == claim.name_any() {
         return Err(refused());
     }
@@ -85,7 +63,8 @@ pub(crate) fn resolve<P>(
     }
     let owner_bucket = observe(&owner_claim, ctx).bound.ok_or_else(refused)?;
     let uid = claim.uid().unwrap_or_default();
-    eligible(&uid, &owner_bucket, &ctx.name).map(Some).ok_or_else(refused)
+    let owner = eligible(&uid, &owner_bucket, &ctx.name).ok_or_else(refused)?;
+    Ok(Some(Owner { claim: format!("{namespace}/{name}"), ..owner }))
 }
 
 /// The most a bound sharing claim may get: the mode of the claim it shares from, while its
@@ -97,6 +76,10 @@ pub(crate) fn bound_owner_mode<P>(
     ctx: &Context<P>,
 ) -> Option<AccessMode> {
     let recorded = bound.annotations().get(annotations::SHARED_FROM)?;
+    // Across namespaces, consent is checked under the record, whatever `shareFrom` says now.
+    if let Some(consented) = consent::bound_consent(claim, bound, ctx) {
+        return Some(consented.map_or_else(|| access_mode_of(bound), |owner| owner.mode));
+    }
     match resolve(claim, ctx) {
         Ok(Some(owner)) if owner.uid == *recorded => Some(owner.mode),
         _ => Some(access_mode_of(bound)),
@@ -138,15 +121,20 @@ pub(crate) async fn settle_lost<P: Provisioner>(
 }
 
 /// Before the bucket of the claim `owner` (with `owner_uid`) is deleted: every claim of its
-/// namespace whose ObjectBucket records sharing it is marked lost, its key revoked, and its
-/// status set, so that no key outlives the bucket and no sharing claim waits on it.
+/// namespace, or of a namespace its grants let in, whose ObjectBucket records sharing it is
+/// marked lost, its key revoked, and its status set, so that no key outlives the bucket and no
+/// sharing claim waits on it.
 pub(crate) async fn release_sharers<P: Provisioner>(
     namespace: &str,
     owner_uid: &str,
     ctx: &Context<P>,
 ) -> Result<(), Error> {
     let claims = ctx.caches.claim_store.state();
-    let in_namespace = claims.iter().filter(|c| c.meta().namespace.as_deref() == Some(namespace));
+    let mut namespaces = consent::granted_namespaces(namespace, ctx);
+    namespaces.insert(namespace.to_owned());
+    let in_namespace = claims
+        .iter()
+        .filter(|c| c.meta().namespace.as_ref().is_some_and(|ns| namespaces.contains(ns.as_str())));
     for cached in in_namespace {
         let Ok(claim) = cached.claim() else { continue };
         let Some(claim) = ctx.caches.claim(&claim) else { continue };

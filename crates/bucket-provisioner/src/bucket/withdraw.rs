@@ -55,7 +55,7 @@ pub(crate) async fn withdraw<P: Provisioner>(
 
 /// Deletes the object `name` if the claim controls it; one of anyone else is left untouched.
 /// Read first, and deleted under its UID, so that an object put in its place meanwhile stays.
-async fn remove_own<K: Summarized>(
+pub(crate) async fn remove_own<K: Summarized>(
     api: &Api<K>,
     cached: &Summaries<K>,
     name: &str,

@@ -1,6 +1,6 @@
 //! What the controller knows of the cluster without asking: the watch caches of claims,
-//! ObjectBuckets, our Secrets and ConfigMaps (as summaries) and the
-//! StorageClasses, each corrected by the controller's own writes that its watch has not
+//! ObjectBuckets, our Secrets and ConfigMaps (as summaries), the StorageClasses and the
+//! BucketShareGrants, each corrected by the controller's own writes that its watch has not
 //! delivered yet.
 //!
 //! A reconcile reads only from here. A write answers with the object as written, which is kept
@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use bucket_api::{ObjectBucket, ObjectBucketClaim};
+use bucket_api::{BucketShareGrant, ObjectBucket, ObjectBucketClaim};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -40,6 +40,8 @@ pub struct Caches {
     pub config_maps: Arc<Summaries<ConfigMap>>,
     /// Every StorageClass.
     pub classes: Store<StorageClass>,
+    /// Every BucketShareGrant: the consents to share a bucket across namespaces.
+    pub grants: Store<BucketShareGrant>,
     /// Whether every cache holds its first list.
     pub listed: watch::Receiver<bool>,
 }
