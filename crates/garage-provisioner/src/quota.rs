@@ -29,13 +29,16 @@ pub const MAX_SIZE: &str = "maxSize";
 pub const ACCEPTED: [&str; 2] = [MAX_OBJECTS, MAX_SIZE];
 
 /// Keys other provisioners' claims carry that mean nothing here, and why.
-const FOREIGN: [(&str, &str); 6] = [
+const FOREIGN: [(&str, &str); 9] = [
     ("bucketMaxObjects", "Garage has one quota per bucket, which maxObjects sets"),
     ("bucketMaxSize", "Garage has one quota per bucket, which maxSize sets"),
     ("bucketPolicy", "Garage has no bucket policies; each claim's key is scoped to its bucket"),
     ("bucketLifecycle", "not offered by this provisioner"),
     ("bucketOwner", "Garage has no user accounts to own buckets"),
     ("replicationPolicy", "Garage replicates every bucket by its cluster layout"),
+    ("cors", "this provisioner does not set bucket CORS rules; a key owning the bucket can"),
+    ("versioning", "Garage has no object versioning"),
+    ("objectLock", "Garage has no object lock"),
 ];
 
 /// The quotas asked for in `config`; any other key, or a malformed value, is an
@@ -136,6 +139,16 @@ mod tests {
         let error = parse(&config(&[(MAX_OBJECTS, "10k")])).unwrap_err();
         assert!(error.to_string().contains("not a whole number"), "{error}");
         assert!(shared_bucket("b").to_string().contains("did not create"));
+    }
+
+    #[test]
+    fn bucket_features_garage_does_not_apply_are_refused_by_name() {
+        for key in ["cors", "versioning", "objectLock", "bucketLifecycle"] {
+            let error = parse(&config(&[(key, "{}"), (MAX_SIZE, "1G")])).unwrap_err();
+            let text = error.to_string();
+            assert!(error.is_permanent());
+            assert!(text.contains(&format!("key(s) {key} (not supported: ")), "{text}");
+        }
     }
 
     /// Quantity-shaped text with the near misses that once overflowed.

@@ -189,6 +189,18 @@ async fn retain_keeps_data_brownfield_grants_share_it_and_nobody_takes_it_over()
     let failed = s.wait_for("limited", ClaimPhase::Failed, "InvalidParameters").await;
     assert!(ready(&failed).unwrap().message.contains("did not create"), "{failed:?}");
 
+    // Bucket features Garage is not asked for here are refused by name, nothing created.
+    let rules = r#"{"CORSRules": [{"AllowedOrigins": ["*"], "AllowedMethods": ["PUT"]}]}"#;
+    let features = [("web", "cors", rules), ("versioned", "versioning", "Enabled")];
+    for (name, key, value) in features {
+        let wanted = format!("{name}-{}", test_support::unique_suffix());
+        s.claim(name, spec(&retain, &wanted, &[(key, value)])).await;
+        let failed = s.wait_for(name, ClaimPhase::Failed, "InvalidParameters").await;
+        let message = &ready(&failed).unwrap().message;
+        assert!(message.contains(&format!("key(s) {key} (not supported: ")), "{message}");
+        assert!(s.bucket_info(&wanted).await.is_none(), "no bucket for a refused claim");
+    }
+
     s.delete_and_wait("reader").await;
     assert_eq!(s.bucket_info(&bucket).await.expect("still there").objects, 2);
 

@@ -33,13 +33,15 @@ pub const ACCEPTED: [&str; 5] =
     [MAX_OBJECTS, MAX_SIZE, BUCKET_MAX_OBJECTS, BUCKET_MAX_SIZE, crate::cors::CORS];
 
 /// Keys other provisioners' claims carry that mean nothing here, and why.
-const FOREIGN: [(&str, &str); 6] = [
+const FOREIGN: [(&str, &str); 8] = [
     ("bucketPolicy", "its S3 endpoint has no bucket policies"),
     ("bucketLifecycle", "its S3 endpoint has no lifecycle rules"),
     ("bucketOwner", "it has no user accounts to own buckets"),
     ("bucketclass", "it has no bucket classes (data placement is the node's directory)"),
     ("path", "it has no namespace buckets"),
     ("replicationPolicy", "it does not replicate buckets"),
+    ("versioning", "its S3 endpoint has no object versioning yet"),
+    ("objectLock", "its S3 endpoint has no object lock yet"),
 ];
 
 /// The quotas a claim asks for.
@@ -180,6 +182,16 @@ mod tests {
         );
         let error = ClaimQuotas::parse(&config(&[(MAX_OBJECTS, "10k")])).unwrap_err();
         assert!(error.to_string().contains("maxObjects \"10k\" is not a whole number"), "{error}");
+    }
+
+    #[test]
+    fn bucket_features_not_built_yet_are_refused_by_name() {
+        for key in ["versioning", "objectLock", "bucketLifecycle"] {
+            let error = ClaimQuotas::parse(&config(&[(key, "{}")])).unwrap_err();
+            let text = error.to_string();
+            assert!(error.is_permanent());
+            assert!(text.contains(&format!("key(s) {key} (not supported: ")), "{text}");
+        }
     }
 
     /// Quantity-shaped text with the near misses that once overflowed.

@@ -268,6 +268,9 @@ async fn unknown_keys_and_bad_values_fail_the_claim_saying_what_is_accepted() {
         ("policy", "bucketPolicy", "{\"Version\":\"2012-10-17\"}"),
         ("typo", "maxObject", "10"),
         ("units", "maxSize", "2GB"),
+        ("versioned", "versioning", "Enabled"),
+        ("locked", "objectLock", "{\"ObjectLockEnabled\":\"Enabled\"}"),
+        ("expiring", "bucketLifecycle", "{\"Rules\":[]}"),
     ] {
         let spec = ObjectBucketClaimSpec {
             storage_class_name: class.clone(),
@@ -281,6 +284,9 @@ async fn unknown_keys_and_bad_values_fail_the_claim_saying_what_is_accepted() {
         ("policy", "bucketPolicy (not supported: its S3 endpoint has no bucket policies)"),
         ("typo", "accepts maxObjects, maxSize, bucketMaxObjects, bucketMaxSize"),
         ("units", "maxSize \"2GB\" has an unknown unit"),
+        ("versioned", "versioning (not supported: its S3 endpoint has no object versioning"),
+        ("locked", "objectLock (not supported: its S3 endpoint has no object lock"),
+        ("expiring", "bucketLifecycle (not supported: its S3 endpoint has no lifecycle"),
     ] {
         let claim = env.wait(name, ClaimPhase::Failed, "InvalidParameters").await;
         let message = &claim.status.unwrap().conditions[0].message;

@@ -15,7 +15,7 @@ use tokio::sync::OnceCell;
 
 use crate::aws::{Clients, clients, http_client, retry_config};
 use crate::bucket::{Buckets, NameLocks};
-use crate::config::{ACCEPTED, BUCKET_LIFECYCLE, BUCKET_POLICY, ClaimConfig, names_user};
+use crate::config::{ACCEPTED, BUCKET_LIFECYCLE, BUCKET_POLICY, CORS, ClaimConfig, names_user};
 use crate::iam::{self, Users};
 use crate::legacy::{self, Adopted};
 use crate::owner::{ClassParameters, OwnerCredentials};
@@ -151,7 +151,8 @@ impl S3Provisioner {
         })
     }
 
-    /// Applies the claim's bucket policy and lifecycle to its bucket, removing those `previous`
+    /// Applies the claim's bucket policy, lifecycle and CORS rules to its bucket, removing those
+    /// `previous`
     /// (the `additionalConfig` the ObjectBucket recorded) had and the claim no longer asks for.
     /// The policy's principals are checked again against the claim's user as IAM names it.
     async fn configure(
@@ -188,6 +189,11 @@ impl S3Provisioner {
             None if previous.contains_key(BUCKET_LIFECYCLE) => {
                 buckets.set_lifecycle(bucket, None).await?;
             }
+            None => {}
+        }
+        match &config.cors {
+            Some(cors) => buckets.set_cors(bucket, Some(cors)).await?,
+            None if previous.contains_key(CORS) => buckets.set_cors(bucket, None).await?,
             None => {}
         }
         Ok(())
@@ -410,8 +416,8 @@ impl Provisioner for S3Provisioner {
         }
     }
 
-    /// Applies a changed access mode to the claim's user, and a changed `bucketPolicy` or
-    /// `bucketLifecycle` to the claim's own bucket, removing what the claim no longer asks for.
+    /// Applies a changed access mode to the claim's user, and a changed `bucketPolicy`,
+    /// `bucketLifecycle` or `cors` to the claim's own bucket, removing what the claim no longer asks for.
     async fn update(
         &self,
         options: &BucketOptions,
@@ -476,6 +482,9 @@ impl Provisioner for S3Provisioner {
 fn claim_config(settings: &Settings, options: &BucketOptions) -> Result<ClaimConfig, BackendError> {
     let partition = settings.partition();
     let config = ClaimConfig::parse(&options.additional_config, &options.bucket_name, partition)?;
+    if config.cors.is_some() && !settings.allow_cors {
+        return Err(crate::cors::not_allowed());
+    }
     if let Some(policy) = &config.policy {
         let user = iam::user_name(&options.user_id);
         let own = |p: &str| settings.create_bucket_user && names_user(p, partition, &user);
@@ -487,7 +496,7 @@ fn claim_config(settings: &Settings, options: &BucketOptions) -> Result<ClaimCon
 /// Bucket-wide settings asked for by a claim of a bucket it did not create.
 fn shared_bucket(bucket: &str) -> BackendError {
     BackendError::invalid_parameter(format!(
-        "additionalConfig {BUCKET_POLICY} and {BUCKET_LIFECYCLE} configure the whole bucket \
+        "additionalConfig {BUCKET_POLICY}, {BUCKET_LIFECYCLE} and {CORS} configure the whole bucket \
          {bucket:?}, which this claim did not create and may share with other claims \
          (StorageClass bucketName); only the claim that created a bucket sets them"
     ))

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use aws_sdk_s3::Client;
 use aws_sdk_s3::types::{
-    BucketLifecycleConfiguration, BucketLocationConstraint, CreateBucketConfiguration, Delete,
-    ObjectIdentifier, Tag, Tagging,
+    BucketLifecycleConfiguration, BucketLocationConstraint, CorsConfiguration,
+    CreateBucketConfiguration, Delete, ObjectIdentifier, Tag, Tagging,
 };
 use bucket_api::ReclaimPolicy;
 use bucket_provisioner::{BackendError, Removed};
@@ -286,6 +286,31 @@ impl Buckets<'_> {
                     )
                 })?;
             }
+        }
+        Ok(())
+    }
+
+    /// Applies `cors` to `bucket` (PutBucketCors), or removes its CORS rules for `None`.
+    pub(crate) async fn set_cors(
+        &self,
+        bucket: &str,
+        cors: Option<&CorsConfiguration>,
+    ) -> Result<(), BackendError> {
+        let action = format!("s3:PutBucketCORS {bucket}");
+        match cors {
+            Some(cors) => {
+                let request = self.s3.put_bucket_cors().bucket(bucket);
+                request
+                    .cors_configuration(cors.clone())
+                    .send()
+                    .await
+                    .map_err(|e| classify(e, &action, self.owner))?;
+            }
+            None => match self.s3.delete_bucket_cors().bucket(bucket).send().await {
+                Ok(_) => {}
+                Err(e) if code(&e) == Some("NoSuchCORSConfiguration") => {}
+                Err(e) => return Err(classify(e, &action, self.owner)),
+            },
         }
         Ok(())
     }

@@ -1,5 +1,7 @@
-//! A claim's `additionalConfig` on S3: `bucketPolicy` and `bucketLifecycle` for a bucket the
-//! claim created. The quota keys other provisioners accept are refused: S3 has no quotas.
+//! A claim's `additionalConfig` on S3: `bucketPolicy`, `bucketLifecycle` and `cors` (see
+//! [`crate::cors`]) for a bucket the claim created. The quota keys other provisioners accept are
+//! refused: S3 has no quotas. Any other key (`versioning`, `objectLock`, ...) is refused by name
+//! rather than ignored.
 //!
 //! # `bucketPolicy`
 //!
@@ -30,9 +32,9 @@ use std::collections::BTreeMap;
 
 use aws_sdk_s3::primitives::{DateTime, DateTimeFormat};
 use aws_sdk_s3::types::{
-    AbortIncompleteMultipartUpload, BucketLifecycleConfiguration, ExpirationStatus,
-    LifecycleExpiration, LifecycleRule, LifecycleRuleFilter, NoncurrentVersionExpiration,
-    Transition, TransitionStorageClass,
+    AbortIncompleteMultipartUpload, BucketLifecycleConfiguration, CorsConfiguration,
+    ExpirationStatus, LifecycleExpiration, LifecycleRule, LifecycleRuleFilter,
+    NoncurrentVersionExpiration, Transition, TransitionStorageClass,
 };
 use bucket_provisioner::BackendError;
 use serde::Deserialize;
@@ -44,8 +46,10 @@ use crate::iam::{GRANTED_BUCKET_ACTIONS, GRANTED_OBJECT_ACTIONS, USER_PATH};
 pub const BUCKET_POLICY: &str = "bucketPolicy";
 /// A lifecycle configuration for the claim's bucket.
 pub const BUCKET_LIFECYCLE: &str = "bucketLifecycle";
+/// CORS rules for the claim's bucket, where the StorageClass allows them.
+pub const CORS: &str = crate::cors::CORS;
 /// Every `additionalConfig` key the S3 provisioner accepts.
-pub const ACCEPTED: [&str; 2] = [BUCKET_POLICY, BUCKET_LIFECYCLE];
+pub const ACCEPTED: [&str; 3] = [BUCKET_POLICY, BUCKET_LIFECYCLE, CORS];
 /// Quota keys of other provisioners' claims, which S3 cannot enforce.
 const QUOTA_KEYS: [&str; 4] = ["maxObjects", "maxSize", "bucketMaxObjects", "bucketMaxSize"];
 
@@ -56,6 +60,8 @@ pub struct ClaimConfig {
     pub policy: Option<BucketPolicy>,
     /// The lifecycle configuration.
     pub lifecycle: Option<BucketLifecycleConfiguration>,
+    /// The CORS rules, checked except for whether the StorageClass allows them.
+    pub cors: Option<CorsConfiguration>,
 }
 
 impl ClaimConfig {
@@ -88,12 +94,13 @@ impl ClaimConfig {
                 .map(|text| BucketPolicy::parse(text, bucket, partition))
                 .transpose()?,
             lifecycle: config.get(BUCKET_LIFECYCLE).map(|text| lifecycle(text)).transpose()?,
+            cors: config.get(CORS).map(|text| crate::cors::parse(text)).transpose()?,
         })
     }
 
     /// Whether the claim asks for anything of its bucket.
     pub fn is_empty(&self) -> bool {
-        self.policy.is_none() && self.lifecycle.is_none()
+        self.policy.is_none() && self.lifecycle.is_none() && self.cors.is_none()
     }
 }
 
@@ -437,7 +444,15 @@ mod tests {
         assert!(text.contains("maxObjects, maxSize cannot be honoured"), "{text}");
         assert!(text.contains("AWS S3 has no bucket or user quotas"), "{text}");
         let text = message(ClaimConfig::parse(&config(&[("colour", "blue")]), "photos", "aws"));
-        assert!(text.contains("accepts bucketPolicy, bucketLifecycle"), "{text}");
+        assert!(text.contains("accepts bucketPolicy, bucketLifecycle, cors"), "{text}");
+    }
+
+    #[test]
+    fn features_s3_is_not_asked_for_here_are_refused_by_name() {
+        for key in ["versioning", "objectLock"] {
+            let text = message(ClaimConfig::parse(&config(&[(key, "Enabled")]), "photos", "aws"));
+            assert!(text.contains(&format!("unknown additionalConfig key {key:?}")), "{text}");
+        }
     }
 
     #[test]

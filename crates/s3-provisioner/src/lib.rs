@@ -33,10 +33,12 @@
 //! | `createBucketUser` | `"true"` (default); `"false"` hands the owner's keys to claims (`"yes"`/`"no"` as well) |
 //! | `bucketName` | an existing bucket to share (read by the library) |
 //! | `bucketPolicyPrincipals` | principals a claim's `bucketPolicy` may name besides its own user |
+//! | `allowCors` | `"true"`: claims may set their bucket's CORS rules (`cors`, see [`cors`]); default `"false"` |
 //!
 //! Anything else is refused (`InvalidParameters`). A claim's `additionalConfig` may hold a
-//! `bucketPolicy` and a `bucketLifecycle` for a bucket it created (see [`config`]); quota keys
-//! are refused, since S3 has none.
+//! `bucketPolicy`, a `bucketLifecycle` and, where the class allows it, `cors` for a bucket it
+//! created (see [`config`]); quota keys are refused, since S3 has none, and so is any other key
+//! (`versioning`, `objectLock` included), by name.
 //!
 //! The ObjectBucket's `additionalState` keeps these settings (the Secret's name, never its keys)
 //! with the IAM user and policy names, so cleanup works after the StorageClass is gone.
@@ -58,6 +60,7 @@ pub mod backend;
 pub mod bucket;
 pub mod cluster;
 pub mod config;
+pub mod cors;
 pub mod iam;
 pub mod legacy;
 pub mod owner;

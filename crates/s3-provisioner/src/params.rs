@@ -24,8 +24,10 @@ pub const CREATE_BUCKET_USER: &str = "createBucketUser";
 /// the claim's own IAM user. None by default.
 pub const BUCKET_POLICY_PRINCIPALS: &str = "bucketPolicyPrincipals";
 
+pub use crate::cors::ALLOW_CORS;
+
 /// Every parameter this backend accepts (`bucketName` is taken by the library before).
-pub const PARAMETERS: [&str; 8] = [
+pub const PARAMETERS: [&str; 9] = [
     REGION,
     SECRET_NAME,
     SECRET_NAMESPACE,
@@ -34,6 +36,7 @@ pub const PARAMETERS: [&str; 8] = [
     FORCE_PATH_STYLE,
     CREATE_BUCKET_USER,
     BUCKET_POLICY_PRINCIPALS,
+    ALLOW_CORS,
 ];
 
 /// `additionalState` key: the claim's IAM user.
@@ -66,6 +69,8 @@ pub struct Settings {
     pub create_bucket_user: bool,
     /// Principals claims' bucket policies may name besides the claim's own user.
     pub policy_principals: Vec<String>,
+    /// Whether claims may set their bucket's CORS rules (`allowCors`).
+    pub allow_cors: bool,
 }
 
 impl Settings {
@@ -137,6 +142,7 @@ impl Settings {
                  in a Secret: set {SECRET_NAME} and {SECRET_NAMESPACE}"
             )));
         }
+        let allow_cors = boolean(ALLOW_CORS, get(ALLOW_CORS), false)?;
         let policy_principals: Vec<String> = get(BUCKET_POLICY_PRINCIPALS)
             .unwrap_or_default()
             .split(',')
@@ -157,10 +163,12 @@ impl Settings {
             force_path_style,
             create_bucket_user,
             policy_principals,
+            allow_cors,
         })
     }
 
-    /// The settings as parameters, the part of `additionalState` that cleanup reads back.
+    /// The settings as parameters, the part of `additionalState` that cleanup reads back
+    /// (what claims may ask of their buckets is not: cleanup never needs it).
     pub fn to_state(&self) -> BTreeMap<String, String> {
         let mut state = BTreeMap::from([
             (REGION.to_string(), self.region.clone()),
@@ -275,7 +283,7 @@ mod tests {
 
     #[test]
     fn bad_parameters_are_named() {
-        let cases: [(&[(&str, &str)], &str); 8] = [
+        let cases: [(&[(&str, &str)], &str); 9] = [
             (&[("colour", "blue")], "\"colour\""),
             (&[(REGION, "Mars 1")], REGION),
             (&[(SECRET_NAME, "x")], SECRET_NAMESPACE),
@@ -284,6 +292,7 @@ mod tests {
             (&[(IAM_ENDPOINT, "https://host/path")], "path"),
             (&[(FORCE_PATH_STYLE, "yes")], FORCE_PATH_STYLE),
             (&[(CREATE_BUCKET_USER, "false")], SECRET_NAME),
+            (&[(ALLOW_CORS, "maybe")], ALLOW_CORS),
         ];
         for (pairs, mentioned) in cases {
             let error = Settings::from_parameters(&params(pairs)).expect_err(mentioned);
@@ -348,8 +357,9 @@ mod tests {
             #![proptest_config(ProptestConfig::with_cases(2000))]
 
             /// A class's parameters and the ObjectBucket's copy of them read alike, and the copy
-            /// reads back as the settings it was made from (but for the principals, which only
-            /// matter while the bucket is configured, never to its cleanup).
+            /// reads back as the settings it was made from (but for the principals and
+            /// `allowCors`, which only matter while the bucket is configured, never to its
+            /// cleanup).
             #[test]
             fn parameters_and_their_copy_read_alike(parameters in parameters()) {
                 let known = parameters.keys().all(|k| PARAMETERS.contains(&k.as_str()));
@@ -359,7 +369,8 @@ mod tests {
                 }
                 if let Some(settings) = read {
                     let again = Settings::from_state(&settings.to_state());
-                    let expected = Settings { policy_principals: Vec::new(), ..settings };
+                    let expected =
+                        Settings { policy_principals: Vec::new(), allow_cors: false, ..settings };
                     prop_assert_eq!(again.ok(), Some(expected));
                 }
             }

@@ -396,3 +396,79 @@ async fn a_repeated_rotation_keeps_two_keys_and_retires_only_the_claims_own() {
     backend.retire_key(&bound, &keep).await.expect("retiring twice is done");
     assert_eq!(moto.access_keys(&user).await, [new.access_key_id.as_str()]);
 }
+
+#[tokio::test]
+async fn cors_rules_follow_the_claim_where_the_class_allows_them() {
+    let moto = Moto::start().await;
+    let backend = S3Provisioner::new(Arc::new(FixedOwner(moto.admin.clone())));
+    let base = parameters(&moto);
+    let params = with(&base, &[("allowCors", "true")]);
+    let configured = claim(&format!("cors-{}", common::suffix()));
+    let bucket = configured.spec.bucket_name.clone().unwrap();
+    let rules = |origin: &str| {
+        format!(
+            r#"{{"CORSRules": [{{"ID": "uploads", "AllowedOrigins": ["{origin}"],
+                "AllowedMethods": ["PUT", "GET"], "MaxAgeSeconds": 600}}]}}"#
+        )
+    };
+    let mut asked = options(&configured, &params);
+    asked.additional_config = [("cors".to_string(), rules("https://app.example.com"))].into();
+    backend.validate(&asked).unwrap();
+    let provisioned = backend.provision(&asked).await.unwrap();
+    let owner = moto.s3(&moto.admin);
+    let applied = owner.get_bucket_cors().bucket(&bucket).send().await.unwrap();
+    let rule = &applied.cors_rules()[0];
+    assert_eq!(rule.allowed_origins(), ["https://app.example.com"]);
+    assert_eq!(rule.allowed_methods(), ["PUT", "GET"]);
+    assert_eq!(rule.max_age_seconds(), Some(600));
+
+    // A class that does not allow it, and rules S3 would refuse: named before anything is done.
+    let mut unallowed =
+        options(&configured, &base.iter().map(|(k, v)| (*k, v.as_str())).collect::<Vec<_>>());
+    unallowed.additional_config = asked.additional_config.clone();
+    let error = backend.validate(&unallowed).unwrap_err();
+    assert_eq!(reason(&error), "InvalidParameters");
+    assert!(error.to_string().contains("allowCors: \"true\""), "{error}");
+    let mut wrong = asked.clone();
+    wrong.additional_config.insert(
+        "cors".into(),
+        r#"{"CORSRules": [{"AllowedOrigins": ["*"], "AllowedMethods": ["PATCH"]}]}"#.into(),
+    );
+    let error = backend.validate(&wrong).unwrap_err();
+    assert!(error.to_string().contains("AllowedMethods \"PATCH\""), "{error}");
+
+    // Changed on the bound claim: replaced; the key removed: the rules go.
+    let mut record = object_bucket(&configured, Some(&provisioned));
+    record.spec.endpoint.as_mut().unwrap().additional_config = Some(asked.additional_config);
+    let mut changed = options(&configured, &params);
+    changed.additional_config = [("cors".to_string(), rules("https://new.example.com"))].into();
+    backend.update(&changed, &record).await.unwrap();
+    let applied = owner.get_bucket_cors().bucket(&bucket).send().await.unwrap();
+    assert_eq!(applied.cors_rules()[0].allowed_origins(), ["https://new.example.com"]);
+    record.spec.endpoint.as_mut().unwrap().additional_config = Some(changed.additional_config);
+    backend.update(&options(&configured, &params), &record).await.unwrap();
+    let gone = owner.get_bucket_cors().bucket(&bucket).send().await;
+    assert_eq!(error_code(gone), "NoSuchCORSConfiguration");
+
+    // A claim granted the bucket may not set rules for everyone sharing it.
+    let sharer = claim(&bucket);
+    let mut shared = options(&sharer, &params);
+    shared.additional_config = [("cors".to_string(), rules("*"))].into();
+    let error = backend.grant(&shared).await.unwrap_err();
+    assert!(error.to_string().contains("only the claim that created a bucket"), "{error}");
+    assert_eq!(
+        error_code(owner.get_bucket_cors().bucket(&bucket).send().await),
+        "NoSuchCORSConfiguration"
+    );
+
+    // What S3 could apply but no key here asks for is refused by name, never ignored.
+    for key in ["versioning", "objectLock"] {
+        let mut feature = options(&configured, &params);
+        feature.additional_config = [(key.to_string(), "Enabled".to_string())].into();
+        let error = backend.validate(&feature).unwrap_err();
+        assert!(error.to_string().contains(&format!("{key:?}")), "{error}");
+    }
+    record.spec.endpoint.as_mut().unwrap().additional_config = None;
+    backend.delete(&record).await.unwrap();
+    assert!(!moto.bucket_exists(&bucket).await);
+}

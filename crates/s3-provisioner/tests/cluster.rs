@@ -557,3 +557,76 @@ async fn a_service_outage_delays_claims_and_deletions_but_loses_nothing() {
     assert!(!s.moto.bucket_exists(&before).await, "deleted once the service was back");
     assert_eq!(s.moto.provisioned_users().await.len(), 1, "only the live claim's user remains");
 }
+
+/// Merges `config` into claim `name`'s `additionalConfig` (`null` removes a key).
+async fn change_config(s: &Setup, name: &str, config: serde_json::Value) {
+    let patch = json!({ "spec": { "additionalConfig": config } });
+    s.claims.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_claims_cors_rules_follow_the_claim_where_its_class_allows_them() {
+    let s = setup("s3-cors").await;
+    let controller = Harness::start(s.backend(), Deployed::S3);
+    // No more rights than the README asks the owner for, with what `cors` adds.
+    let mut actions = s3_provisioner::owner::OWNER_ACTIONS.to_vec();
+    actions.push("s3:PutBucketCORS");
+    let policy = json!({
+        "Version": "2012-10-17",
+        "Statement": [{ "Effect": "Allow", "Action": actions, "Resource": "*" }]
+    });
+    let owner = s.moto.user_with_policy("cors-owner", &policy.to_string()).await;
+    s.owner_keys("owner", &owner).await;
+    let p = &controller.provisioner;
+    let allowing = s.class(p, "owner", &[("allowCors", "true")], Some("Delete")).await;
+    let plain = s.class(p, "owner", &[], Some("Delete")).await;
+    let rules = |origin: &str| {
+        format!(
+            r#"{{"CORSRules": [{{"AllowedOrigins": ["{origin}"], "AllowedMethods": ["PUT"]}}]}}"#
+        )
+    };
+    let asking = |class: &str, key: &str, value: String| ObjectBucketClaimSpec {
+        additional_config: Some(BTreeMap::from([(key.to_string(), value)])),
+        ..spec(class, &format!("{key}-{}", suffix()).to_ascii_lowercase())
+    };
+    s.claim("web", asking(&allowing, "cors", rules("https://app.example.com"))).await;
+    s.claim("unallowed", asking(&plain, "cors", rules("*"))).await;
+    s.claim("versioned", asking(&allowing, "versioning", "Enabled".into())).await;
+
+    let claim = s.wait_for("web", ClaimPhase::Bound, "Bound").await;
+    let bucket = claim.spec.bucket_name.clone().unwrap();
+    let admin = s.moto.s3(&s.moto.admin);
+    let origins = || async {
+        match admin.get_bucket_cors().bucket(&bucket).send().await {
+            Ok(found) => Some(found.cors_rules()[0].allowed_origins().to_vec()),
+            Err(_) => None,
+        }
+    };
+    assert_eq!(origins().await.unwrap(), ["https://app.example.com"]);
+
+    // Changed on the bound claim, then dropped: the bucket follows.
+    change_config(&s, "web", json!({ "cors": rules("https://new.example.com") })).await;
+    eventually("the changed rules on the bucket", || async {
+        (origins().await? == ["https://new.example.com"]).then_some(())
+    })
+    .await;
+    change_config(&s, "web", json!({ "cors": null })).await;
+    eventually("the rules removed from the bucket", || async {
+        let gone = admin.get_bucket_cors().bucket(&bucket).send().await;
+        (gone.is_err() && common::error_code(gone) == "NoSuchCORSConfiguration").then_some(())
+    })
+    .await;
+
+    for (name, says) in [("unallowed", "allowCors: \"true\""), ("versioned", "\"versioning\"")] {
+        let claim = s.wait_for(name, ClaimPhase::Failed, "InvalidParameters").await;
+        let message = &ready(&claim).unwrap().message;
+        assert!(message.contains(says), "{name}: {message}");
+        s.wait_event(name, "InvalidParameters").await;
+    }
+    let buckets = admin.list_buckets().send().await.unwrap();
+    assert_eq!(buckets.buckets().len(), 1, "only the claim that could be served has a bucket");
+    for name in ["web", "unallowed", "versioned"] {
+        s.delete_and_wait(name).await;
+    }
+    assert!(!s.moto.bucket_exists(&bucket).await);
+}
