@@ -174,6 +174,7 @@ async fn each_request_of_a_whole_life_cut_in_turn_leaves_one_key_and_nothing_beh
     let proxy = CutProxy::start(upstream).await;
     let backend = backend(&moto, &proxy).await;
     let requests = whole_life(&moto, &proxy, &backend, "no fault").await;
+    eprintln!("a whole life takes {requests} requests; each is cut in turn");
     assert!(requests > 5, "the calls went through the proxy: {requests}");
     for n in 1..=requests {
         proxy.cut_in(n);
