@@ -163,14 +163,7 @@ impl S3Provisioner {
                 for key in users.access_keys(&user).await?.unwrap_or_default() {
                     users.delete_key(&user, &key).await?;
                 }
-                let created = users.create_key(&user).await?;
-                // A CreateAccessKey whose answer was lost (and retried) made a key no one holds.
-                for key in users.access_keys(&user).await?.unwrap_or_default() {
-                    if key != created.access_key_id {
-                        users.delete_key(&user, &key).await?;
-                    }
-                }
-                Ok(created)
+                users.create_only_key(&user).await
             })
             .await?;
         Ok(IssuedKey { endpoint: settings.consumer_endpoint(), credentials })
