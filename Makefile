@@ -47,8 +47,8 @@ help:
 	@echo "make chart  - lint the Helm chart, check its schema, deploy/ against it, and the alerts"
 	@echo "make bench  - measure the S3 endpoint (beside MinIO and versitygw) and the controllers"
 	@echo "              at scale (release build); results in bench-results.txt,"
-	@echo "              bench-controller-results.txt, bench-volumes-results.txt and"
-	@echo "              bench-garage-results.txt"
+	@echo "              bench-controller-results.txt, bench-cosi-results.txt,"
+	@echo "              bench-volumes-results.txt and bench-garage-results.txt"
 
 toolchain:
 	@command -v cargo >/dev/null || { echo "cargo (Rust) is required"; exit 1; }
@@ -162,7 +162,8 @@ e2e: controlplane chart-tools moto garage node volume-tools image
 	NODE_DIR="$${TMPDIR:-/tmp}/bucket-provisioner-node" tests/node/node.sh wait; \
 	exit $${failed:-0}
 
-# BENCH_CLAIMS (default 1000) and BENCH_WORKERS (default 4) size the controller benchmarks.
+# BENCH_CLAIMS (default 1000) and BENCH_WORKERS (default 4) size the controller benchmarks,
+# BENCH_COSI (default 1000) the COSI driver's.
 bench: toolchain controlplane garage
 	cargo bench -p s3-endpoint --bench s3_endpoint -- --output "$(CURDIR)/bench-results.txt"
 	@# MinIO and versitygw from their pinned Go modules, into the cache; one that cannot be
@@ -173,6 +174,8 @@ bench: toolchain controlplane garage
 		--append "$(CURDIR)/bench-results.txt"
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" cargo bench -p hostpath-provisioner \
 		--bench controller -- --output "$(CURDIR)/bench-controller-results.txt"
+	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" cargo bench -p hostpath-provisioner \
+		--bench cosi -- --output "$(CURDIR)/bench-cosi-results.txt"
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" cargo bench \
 		-p hostpath-volume-provisioner --bench volumes -- \
 		--output "$(CURDIR)/bench-volumes-results.txt"

@@ -350,7 +350,7 @@ impl Provisioner for HostPathProvisioner {
     }
 
     async fn revoke_key(&self, owner_id: &str) -> Result<(), BackendError> {
-        self.store.revoke_keys(owner_id).await.map(drop).map_err(backend_error)
+        self.revoke_own_key(owner_id).await
     }
 
     /// What the bucket holds and what the claim's key stored in it, from the store's meters.

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use bucket_provisioner::bucket::standalone::{
     BucketLocation, IssuedKey, KeyRequest, NewBucket, Quotas, cosi_may_use,
 };
+use bucket_provisioner::kubernetes::crash_point::crash_point;
 use bucket_provisioner::{BackendError, Credentials, Removed};
 use s3_endpoint::store::OwnKey;
 use s3_endpoint::{Creator, Quota, StoreError};
@@ -63,6 +64,7 @@ impl HostPathProvisioner {
             .set_bucket_quota(name, owner, quota(bucket.quotas))
             .await
             .map_err(backend_error)?;
+        crash_point("cosi:bucket-created");
         Ok(self.location(name))
     }
 
@@ -72,7 +74,14 @@ impl HostPathProvisioner {
         owner_id: &str,
     ) -> Result<Removed, BackendError> {
         let deleted = self.store().delete_bucket(bucket, owner_id).await.map_err(backend_error)?;
+        crash_point("cosi:bucket-deleted");
         Ok(if deleted { Removed::Bucket } else { Removed::AccessOnly })
+    }
+
+    pub(crate) async fn revoke_own_key(&self, owner_id: &str) -> Result<(), BackendError> {
+        self.store().revoke_keys(owner_id).await.map_err(backend_error)?;
+        crash_point("cosi:key-revoked");
+        Ok(())
     }
 
     pub(crate) fn find_bucket(
@@ -108,6 +117,7 @@ impl HostPathProvisioner {
                 StoreError::NoSuchBucket(b) => BackendError::not_found(format!("bucket {b:?}")),
                 e => backend_error(e),
             })?;
+        crash_point("cosi:key-issued");
         match issued {
             OwnKey::Issued(key) => Ok(IssuedKey {
                 endpoint: self.endpoint(),

@@ -21,6 +21,20 @@
 //! |---|---|
 //! | `withdraw:key-revoked` | the backend revoked the key (its Secret, ConfigMap, ObjectBucket stay) |
 //! | `withdraw:objects-removed` | the Secret and ConfigMap are removed (the ObjectBucket stays) |
+//!
+//! The steps of the COSI calls on the hostPath backend (create, grant, revoke, delete), where a
+//! crash leaves the work half done or done but unanswered; the `bucket:` ones are the store's
+//! (`s3-endpoint`, which reads the same variable):
+//!
+//! | step | after |
+//! |---|---|
+//! | `bucket:recorded` | the new bucket's record is written (its directory not yet made) |
+//! | `cosi:bucket-created` | the bucket and its quota are in place (not yet answered) |
+//! | `cosi:key-issued` | the access's key is written (not yet answered) |
+//! | `cosi:key-revoked` | the access's keys are removed (not yet answered) |
+//! | `bucket:keys-removed` | a deleted bucket's keys are gone (its data and record not yet) |
+//! | `bucket:data-removed` | its data is gone too (its record not yet) |
+//! | `cosi:bucket-deleted` | the bucket is gone (not yet answered) |
 
 use std::sync::LazyLock;
 
@@ -38,6 +52,17 @@ pub const ROTATION_STEPS: [&str; 6] = [
     "rotation:secret-written",
     "rotation:overlap",
     "rotation:key-retired",
+];
+
+/// Every COSI step a crash point names, in the order create, grant, revoke, delete reach them.
+pub const COSI_STEPS: [&str; 7] = [
+    "bucket:recorded",
+    "cosi:bucket-created",
+    "cosi:key-issued",
+    "cosi:key-revoked",
+    "bucket:keys-removed",
+    "bucket:data-removed",
+    "cosi:bucket-deleted",
 ];
 
 static STEP: LazyLock<Option<String>> =

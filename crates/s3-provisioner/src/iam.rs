@@ -151,7 +151,19 @@ impl Users<'_> {
         for key in self.access_keys(user).await?.unwrap_or_default() {
             self.delete_key(user, &key).await?;
         }
-        self.create_key(user).await
+        self.create_only_key(user).await
+    }
+
+    /// A new access key for `user`, which then holds no other: a `CreateAccessKey` whose answer
+    /// was lost (and that the SDK retried) made a key no one will ever hold the secret of.
+    pub(crate) async fn create_only_key(&self, user: &str) -> Result<Credentials, BackendError> {
+        let created = self.create_key(user).await?;
+        for key in self.access_keys(user).await?.unwrap_or_default() {
+            if key != created.access_key_id {
+                self.delete_key(user, &key).await?;
+            }
+        }
+        Ok(created)
     }
 
     /// A second access key for `user` beside `keep`, after deleting any other (an earlier

@@ -179,13 +179,18 @@ impl Env {
     /// Starts the provisioner (as [`Env::start`] does) set to abort at the crash point `step`
     /// (see `bucket_provisioner::kubernetes::crash_point`).
     pub fn start_crashing_at(&self, identity: &str, step: &str) -> Provisioner {
+        self.start_crashing_with(identity, step, &["--leader-elect=false"])
+    }
+
+    /// [`Env::start_crashing_at`] with other flags than the usual `--leader-elect=false`.
+    pub fn start_crashing_with(&self, identity: &str, step: &str, flags: &[&str]) -> Provisioner {
         let (mut command, metrics_port) = Provisioner::command(
             self.root.path(),
             &self.name,
             identity,
             self.port,
             &self.kubeconfig,
-            &["--leader-elect=false"],
+            flags,
         );
         command.env(bucket_provisioner::kubernetes::crash_point::CRASH_AT, step);
         Provisioner::spawn(command, metrics_port)

@@ -48,6 +48,7 @@ mod checksum;
 mod commit;
 mod cors;
 mod cors_json;
+mod crash_point;
 mod dir_cache;
 mod dir_sync;
 mod durable;
@@ -413,6 +414,7 @@ impl BucketStore {
     ) -> Result<BucketRecord, StoreError> {
         let path = self.bucket_path(bucket)?;
         let record = self.inner.mutate(|tx| self.record_creation(tx, bucket, &path, creator))?;
+        crash_point::crash_point("bucket:recorded");
         make_bucket_dir(&path)?;
         // Metered from the start, so that its usage is reported before its first write.
         self.meter(bucket)?;
@@ -532,6 +534,7 @@ impl BucketStore {
             }
             Ok(())
         })?;
+        crash_point::crash_point("bucket:keys-removed");
         let state_dir = self.inner.state_dir();
         for dir in
             [path, state_dir.join("meta").join(bucket), state_dir.join("uploads").join(bucket)]
@@ -539,6 +542,7 @@ impl BucketStore {
             remove_tree(&dir)?;
         }
         self.drop_meter(bucket)?;
+        crash_point::crash_point("bucket:data-removed");
         // The record goes last: until then a retry knows the bucket is ours.
         self.inner.mutate(|tx| {
             tx.remove_bucket(bucket);

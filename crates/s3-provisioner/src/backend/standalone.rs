@@ -15,7 +15,8 @@
 //! The user's policy is the record of what a key reaches: a retry asking the same buckets and
 //! modes finds the same policy; any other is [`BackendError::access_conflict`]. IAM shows a
 //! secret only when the key is made, so a retry cannot answer the earlier secret: it deletes
-//! the user's earlier key (whose answer was lost) and answers a new one, and the user keeps one.
+//! the user's earlier key (whose answer was lost) and answers a new one, and the user keeps one:
+//! a key made by a `CreateAccessKey` whose answer was lost (and that the SDK retried) goes too.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -162,7 +163,7 @@ impl S3Provisioner {
                 for key in users.access_keys(&user).await?.unwrap_or_default() {
                     users.delete_key(&user, &key).await?;
                 }
-                users.create_key(&user).await
+                users.create_only_key(&user).await
             })
             .await?;
         Ok(IssuedKey { endpoint: settings.consumer_endpoint(), credentials })

@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test binary uses its own part
 
 pub mod cluster;
+pub mod cut_proxy;
 pub mod moto;
 pub mod old_provisioner;
 
