@@ -119,6 +119,17 @@ pub fn cosi_account_id(name: &str) -> String {
     format!("{COSI_OWNER_PREFIX}a-{}", &hex::encode(digest)[..24])
 }
 
+/// Refuses an owner id that is not the COSI front's: another could name a claim's user, key or
+/// bucket record. Every backend checks it before acting on a COSI call.
+pub fn cosi_owner(owner_id: &str) -> Result<(), BackendError> {
+    match owner_id.starts_with(COSI_OWNER_PREFIX) {
+        true => Ok(()),
+        false => Err(BackendError::invalid_parameter(format!(
+            "owner id {owner_id:?} is not a COSI owner id (they start with {COSI_OWNER_PREFIX:?})"
+        ))),
+    }
+}
+
 /// Whether a bucket whose record names `creator` may be reached through the COSI front: one a
 /// COSI owner created, or one nobody's record claims (made by an operator). A claim's bucket
 /// never is.

@@ -22,8 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bucket_api::ReclaimPolicy;
 use bucket_provisioner::bucket::standalone::{
-    BucketLocation, COSI_OWNER_PREFIX, IssuedKey, KeyBucket, KeyRequest, NewBucket, Quotas,
-    cosi_may_use,
+    BucketLocation, IssuedKey, KeyBucket, KeyRequest, NewBucket, Quotas, cosi_may_use, cosi_owner,
 };
 use bucket_provisioner::{BackendError, Removed};
 use serde_json::Value;
@@ -304,16 +303,6 @@ fn percent_decoded(text: &str) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Only the COSI front's owner ids: another would name a claim's IAM user or bucket record.
-fn cosi_owner(owner_id: &str) -> Result<(), BackendError> {
-    match owner_id.starts_with(COSI_OWNER_PREFIX) {
-        true => Ok(()),
-        false => Err(BackendError::invalid_parameter(format!(
-            "owner id {owner_id:?} is not a COSI owner id (they start with {COSI_OWNER_PREFIX:?})"
-        ))),
-    }
 }
 
 fn no_parameters(parameters: &BTreeMap<String, String>) -> Result<(), BackendError> {
