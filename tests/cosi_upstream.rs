@@ -132,8 +132,12 @@ async fn existing_bucket_name_across_namespaces(version: CosiVersion) {
             })
             .await;
             assert_eq!(rebound.data["spec"]["bucketClaim"]["name"], "stolen");
-            let claim = stolen.get("stolen").await.unwrap();
-            assert!(version.claim_ready(&claim), "{}", claim.data["status"]);
+            // The controller writes the claim's status after rebinding the Bucket: wait for it.
+            eventually("the attacker's claim to be marked ready", || {
+                let stolen = &stolen;
+                async move { stolen.get("stolen").await.ok().filter(|c| version.claim_ready(c)) }
+            })
+            .await;
         }
         CosiVersion::V1Alpha2 => {
             tokio::time::sleep(std::time::Duration::from_secs(5)).await;
