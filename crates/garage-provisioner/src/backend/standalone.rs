@@ -173,10 +173,11 @@ impl GarageProvisioner {
             }
             Some((_, credentials)) => credentials,
             None => {
-                let made = store.ensure_key(&id, &key_name).await.map_err(|e| revoked(e, &id))?;
-                // Another request of the same access may have made it the moment before.
+                store.ensure_key(&id, &key_name).await.map_err(|e| revoked(e, &id))?;
+                // Another request of the same access may have made it the moment before: answer
+                // the key as Garage holds it, never what this request sent.
                 match existing_key(&store, &id).await? {
-                    Some((name, _)) if name == key_name => made,
+                    Some((name, credentials)) if name == key_name => credentials,
                     _ => return Err(BackendError::access_conflict(&request.owner_id)),
                 }
             }
