@@ -130,6 +130,15 @@ pub fn cosi_owner(owner_id: &str) -> Result<(), BackendError> {
     }
 }
 
+/// The reason of [`not_configured`].
+pub const STANDALONE_NOT_CONFIGURED: &str = "StandaloneNotConfigured";
+
+/// A backend serving several stores was started without one for the COSI front; `what` says
+/// which backend and what store, e.g. "this S3 provisioner was started without a store".
+pub fn not_configured(what: &str) -> BackendError {
+    BackendError::permanent(STANDALONE_NOT_CONFIGURED, format!("{what} for COSI buckets and keys"))
+}
+
 /// Whether a bucket whose record names `creator` may be reached through the COSI front: one a
 /// COSI owner created, or one nobody's record claims (made by an operator). A claim's bucket
 /// never is.

@@ -25,6 +25,7 @@ use std::collections::BTreeMap;
 use bucket_api::ReclaimPolicy;
 use bucket_provisioner::bucket::standalone::{
     BucketLocation, IssuedKey, KeyBucket, KeyRequest, NewBucket, Quotas, cosi_may_use, cosi_owner,
+    not_configured,
 };
 use bucket_provisioner::{BackendError, Credentials, Removed};
 use sha2::{Digest, Sha256};
@@ -49,10 +50,7 @@ impl GarageProvisioner {
     /// The driver's cluster and its admin token.
     async fn standalone_target(&self) -> Result<(Settings, String), BackendError> {
         let settings = self.standalone.clone().ok_or_else(|| {
-            BackendError::permanent(
-                "StandaloneNotConfigured",
-                "this Garage provisioner was started without a cluster for COSI buckets and keys",
-            )
+            not_configured("this Garage provisioner was started without a cluster")
         })?;
         let token = self.token(&settings).await?;
         Ok((settings, token))

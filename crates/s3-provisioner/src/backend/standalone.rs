@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use bucket_api::ReclaimPolicy;
 use bucket_provisioner::bucket::standalone::{
     BucketLocation, IssuedKey, KeyBucket, KeyRequest, NewBucket, Quotas, cosi_may_use, cosi_owner,
+    not_configured,
 };
 use bucket_provisioner::{BackendError, Removed};
 use serde_json::Value;
@@ -65,12 +66,10 @@ impl S3Provisioner {
     }
 
     async fn standalone_session(&self) -> Result<(Settings, Session), BackendError> {
-        let settings = self.standalone.clone().ok_or_else(|| {
-            BackendError::permanent(
-                "StandaloneNotConfigured",
-                "this S3 provisioner was started without a store for COSI buckets and keys",
-            )
-        })?;
+        let settings = self
+            .standalone
+            .clone()
+            .ok_or_else(|| not_configured("this S3 provisioner was started without a store"))?;
         let session = self.session(&settings).await?;
         Ok((settings, session))
     }
