@@ -34,7 +34,7 @@ fn body(i: usize) -> Vec<u8> {
 
 /// Even objects are tagged to expire, odd ones not.
 fn due(i: usize) -> bool {
-    i % 2 == 0
+    i.is_multiple_of(2)
 }
 
 /// The child: one pass over the store, 40 days ahead, until the parent kills it.

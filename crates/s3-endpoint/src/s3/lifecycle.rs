@@ -37,7 +37,7 @@ impl Default for LifecycleSchedule {
 }
 
 impl LifecycleSchedule {
-    /// A pass at start, then one every `interval` (at least a second apart), on the system
+    /// A pass at start, then one every `interval` (at least 10 ms apart), on the system
     /// clock.
     pub fn every(interval: Duration) -> Self {
         Self { every: interval.max(Duration::from_millis(10)), clock: Arc::new(SystemTime::now) }

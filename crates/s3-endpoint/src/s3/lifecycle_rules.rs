@@ -195,3 +195,127 @@ fn wire_filter(filter: &LifecycleFilter) -> (Option<LifecycleRuleFilter>, Option
     };
     (Some(wire), None)
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const DAY: i64 = 86_400;
+
+    /// A rule S3 would accept, in any of the forms a client may write it.
+    fn valid_rule(n: usize) -> impl Strategy<Value = LifecycleRule> {
+        let tags = proptest::collection::btree_map("[a-z]{1,8}", "\\PC{0,8}", 0..3);
+        let sizes = (proptest::option::of(0..1000i64), proptest::option::of(1000..5000i64));
+        let filter = prop_oneof![
+            "\\PC{0,12}".prop_map(|p| LifecycleFilter {
+                prefix: Some(p),
+                form: FilterForm::RulePrefix,
+                ..Default::default()
+            }),
+            (proptest::option::of("\\PC{0,12}"), tags, sizes).prop_map(|(prefix, tags, s)| {
+                LifecycleFilter {
+                    prefix,
+                    tags: tags.into_iter().collect(),
+                    size_greater_than: s.0,
+                    size_less_than: s.1,
+                    form: FilterForm::Filter,
+                }
+            }),
+        ];
+        let expiration = proptest::option::of(prop_oneof![
+            (1..10_000i32).prop_map(|d| Expiration { days: Some(d), ..Expiration::default() }),
+            (0..40_000i64)
+                .prop_map(|d| Expiration { date_unix: Some(d * DAY), ..Expiration::default() }),
+        ]);
+        let noncurrent = proptest::option::of((1..1000i32, proptest::option::of(1..=100i32)))
+            .prop_map(|n| {
+                n.map(|(days, newer)| NoncurrentExpiration {
+                    days: Some(days),
+                    newer_versions: newer,
+                })
+            });
+        (
+            any::<bool>(),
+            any::<bool>(),
+            filter,
+            expiration,
+            proptest::option::of(1..1000i32),
+            noncurrent,
+        )
+            .prop_map(move |(named, enabled, filter, expiration, abort, noncurrent)| {
+                let plain = filter.tags.is_empty()
+                    && filter.size_greater_than.is_none()
+                    && filter.size_less_than.is_none();
+                let abort = abort.filter(|_| plain).map(Some);
+                // At least one action.
+                let expiration = match (&expiration, abort, &noncurrent) {
+                    (None, None, None) => {
+                        Some(Expiration { days: Some(1), ..Expiration::default() })
+                    }
+                    _ => expiration,
+                };
+                LifecycleRule {
+                    id: named.then(|| format!("rule-{n}")),
+                    status: if enabled { "Enabled" } else { "Disabled" }.to_owned(),
+                    filter,
+                    expiration,
+                    abort_incomplete_upload_days: abort,
+                    noncurrent_expiration: noncurrent,
+                    transitions: false,
+                }
+            })
+    }
+
+    fn valid_config() -> impl Strategy<Value = LifecycleConfig> {
+        (1..6usize)
+            .prop_flat_map(|n| (0..n).map(valid_rule).collect::<Vec<_>>())
+            .prop_map(|rules| LifecycleConfig { rules })
+    }
+
+    proptest! {
+        /// What GetBucketLifecycleConfiguration answers is read back by
+        /// PutBucketLifecycleConfiguration as the same rules, whatever form they were in.
+        #[test]
+        fn answered_rules_read_back_the_same(config in valid_config()) {
+            prop_assert_eq!(config.check(), Ok(()));
+            let wire = BucketLifecycleConfiguration { rules: rules_of(&config) };
+            prop_assert_eq!(config_of(Some(wire)).unwrap(), config);
+        }
+
+        /// Whatever numbers and texts a tenant sends are answered (accepted or refused with an
+        /// S3 error), never a panic; what is accepted passes the check.
+        #[test]
+        fn any_rule_is_answered(
+            days in any::<Option<i32>>(),
+            date in proptest::option::of(-10_000_000_000i64..10_000_000_000),
+            abort in any::<Option<Option<i32>>>(),
+            sizes in any::<(Option<i64>, Option<i64>)>(),
+            status in "\\PC{0,10}",
+            tags in proptest::collection::vec(("\\PC{0,5}", "\\PC{0,5}"), 0..3),
+        ) {
+            let rule = LifecycleRule {
+                id: None,
+                status,
+                filter: LifecycleFilter {
+                    prefix: None,
+                    tags,
+                    size_greater_than: sizes.0,
+                    size_less_than: sizes.1,
+                    form: FilterForm::Filter,
+                },
+                expiration: Some(Expiration { days, date_unix: date, expired_object_delete_marker: None }),
+                abort_incomplete_upload_days: abort,
+                noncurrent_expiration: None,
+                transitions: false,
+            };
+            let wire = BucketLifecycleConfiguration {
+                rules: rules_of(&LifecycleConfig { rules: vec![rule] }),
+            };
+            if let Ok(config) = config_of(Some(wire)) {
+                prop_assert!(config.check().is_ok());
+            }
+        }
+    }
+}

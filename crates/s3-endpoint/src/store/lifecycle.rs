@@ -317,7 +317,7 @@ impl LifecycleRule {
             }
         }
         if let Some(noncurrent) = &self.noncurrent_expiration {
-            if !noncurrent.days.is_some_and(|d| d >= 1) {
+            if noncurrent.days.is_none_or(|d| d < 1) {
                 return refuse(
                     InvalidArgument,
                     "'NoncurrentDays' for NoncurrentVersionExpiration action must be a positive \

@@ -189,7 +189,7 @@ impl BucketStore {
             }
         };
         for upload in uploads {
-            if !rule.aborts(&upload.key, upload.initiated).is_some_and(|at| at <= now) {
+            if rule.aborts(&upload.key, upload.initiated).is_none_or(|at| at > now) {
                 continue;
             }
             if stop() {
