@@ -214,3 +214,37 @@ impl BucketStore {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::store::{Creator, ObjectAttrs, PutCheck, Writer};
+
+    async fn put(store: &BucketStore, key: &str, body: &'static [u8]) {
+        let body = futures::stream::iter([Ok::<_, io::Error>(Bytes::from_static(body))]);
+        let (attrs, check) = (ObjectAttrs::default(), PutCheck::default());
+        store.put_object("b-1", key, attrs, body, check, &Writer::Operator).await.unwrap();
+    }
+
+    /// An object written again after a pass decided the old one was due is a new object: the
+    /// decision is taken again under the key's commit lock, and it stays.
+    #[tokio::test]
+    async fn an_object_replaced_since_it_was_found_due_stays() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = BucketStore::open(tmp.path().to_owned(), "id").unwrap();
+        let creator = Creator { user_id: "obc-1", delete_with_claim: true };
+        store.create_bucket("b-1", creator).await.unwrap();
+        put(&store, "k", b"old").await;
+        let old = store.head_object("b-1", "k").await.unwrap();
+        put(&store, "k", b"new").await;
+        let due = |info: &ObjectInfo| info.etag == old.etag;
+        assert!(!store.delete_if("b-1", "k", Some(&due)).unwrap());
+        assert_eq!(store.head_object("b-1", "k").await.unwrap().size, 3);
+        let due = |info: &ObjectInfo| info.etag != old.etag;
+        assert!(store.delete_if("b-1", "k", Some(&due)).unwrap());
+        assert!(matches!(store.head_object("b-1", "k").await, Err(StoreError::NoSuchKey(_))));
+        assert!(!store.delete_if("b-1", "k", Some(&due)).unwrap(), "gone already");
+    }
+}
