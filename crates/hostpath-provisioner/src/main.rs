@@ -5,6 +5,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bucket_provisioner::runtime::{
     ControllerArgs, Process, Service, hostname, init_logging, shutdown_signal,
@@ -16,7 +17,7 @@ use hostpath_provisioner::admin_secret::{ADMIN_SECRET_WATCH, follow_admin_secret
 use hostpath_provisioner::{
     AdminCredentials, BucketStore, DEFAULT_COSI_DRIVER_NAME, HostPathConfig, HostPathProvisioner,
 };
-use s3_endpoint::s3::{EndpointMetrics, serve_endpoint, service};
+use s3_endpoint::s3::{EndpointMetrics, LifecycleSchedule, serve_endpoint, service};
 
 /// Object buckets as directories on this node, with an S3 endpoint and per-claim keys.
 #[derive(Parser, Debug)]
@@ -41,6 +42,11 @@ struct Args {
     /// Port consumers use for the endpoint (`BUCKET_PORT`; default: the `--s3-listen` port).
     #[arg(long, env = "ENDPOINT_PORT")]
     endpoint_port: Option<u16>,
+    /// Seconds between two passes applying the buckets' lifecycle rules (one also runs at
+    /// start), 60 to 86400.
+    #[arg(long, env = "LIFECYCLE_INTERVAL_SECONDS", default_value_t = 3600,
+        value_parser = clap::value_parser!(u64).range(60..=86400))]
+    lifecycle_interval_seconds: u64,
     /// Region reported to consumers.
     #[arg(long, env = "REGION", default_value = "us-east-1")]
     region: String,
@@ -102,9 +108,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let s3_address = listener.local_addr()?;
     tracing::info!(address = %s3_address, "serving S3");
     let endpoint_store = store.clone();
+    let lifecycle = LifecycleSchedule::every(Duration::from_secs(args.lifecycle_interval_seconds));
     services.push(Service::new("S3 endpoint", move |process: Process| {
         let answers = process.metrics.register(EndpointMetrics::register);
-        let endpoint = service(endpoint_store).counting_answers(answers);
+        let endpoint = service(endpoint_store).counting_answers(answers).lifecycle(lifecycle);
         // The endpoint never fails: it keeps accepting through errors until told to stop.
         serve_endpoint(listener, endpoint, process.stop.wait()).map(Ok::<(), Infallible>)
     }));

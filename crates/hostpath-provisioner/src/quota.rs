@@ -35,7 +35,7 @@ pub const ACCEPTED: [&str; 5] =
 /// Keys other provisioners' claims carry that mean nothing here, and why.
 const FOREIGN: [(&str, &str); 8] = [
     ("bucketPolicy", "its S3 endpoint has no bucket policies"),
-    ("bucketLifecycle", "its S3 endpoint has no lifecycle rules"),
+    ("bucketLifecycle", "its S3 endpoint takes lifecycle rules over S3, not from claims yet"),
     ("bucketOwner", "it has no user accounts to own buckets"),
     ("bucketclass", "it has no bucket classes (data placement is the node's directory)"),
     ("path", "it has no namespace buckets"),

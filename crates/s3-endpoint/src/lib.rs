@@ -4,14 +4,17 @@
 //! binary serves the endpoint beside its controller.
 //!
 //! - [`store`]: bucket directories, objects (with their metadata and tags), multipart uploads,
-//!   buckets' CORS rules, usage meters and the durable record of owners and keys.
+//!   buckets' CORS and lifecycle rules, the lifecycle pass that applies the latter, usage meters
+//!   and the durable record of owners and keys.
 //! - [`s3`]: the S3 endpoint (`s3s`) over the store, authorized per key and bucket; object
-//!   tagging, and bucket CORS with the browser's preflight answered in front of `s3s`.
+//!   tagging, bucket CORS with the browser's preflight answered in front of `s3s`, and bucket
+//!   lifecycle, applied by a worker the server runs ([`s3::LifecycleSchedule`]).
 //! - [`admin`]: the optional operator credential that administers every bucket.
 //!
 //! A binary opens one [`BucketStore`], optionally gives it an operator credential with
 //! [`BucketStore::set_admin`], and runs [`s3::serve`] (or [`s3::serve_endpoint`] on a
-//! [`s3::service`]) on it; whoever provisions buckets holds the same store.
+//! [`s3::service`]) on it; whoever provisions buckets holds the same store, and may set a
+//! bucket's rules itself ([`BucketStore::set_bucket_cors`], [`BucketStore::set_bucket_lifecycle`]).
 
 pub mod admin;
 pub mod s3;

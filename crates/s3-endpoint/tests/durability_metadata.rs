@@ -1,13 +1,17 @@
 //! What a change of metadata does on disk before it is acknowledged, recorded with strace:
 //! PutObjectTagging and DeleteObjectTagging (on a plain object, one kept beside the bucket and a
-//! folder marker), PutBucketCors and DeleteBucketCors. Every attribute set or removed is synced
-//! with its file, every file written is synced, and every name renamed into place or removed is
-//! synced in its directory, all before the answer; after a restart everything acknowledged is
-//! there. Alone in its binary so that the trace holds this test's requests only.
+//! folder marker), PutBucketCors and DeleteBucketCors, PutBucketLifecycleConfiguration and
+//! DeleteBucketLifecycle. Every attribute set or removed is synced with its file, every file
+//! written is synced, and every name renamed into place or removed is synced in its directory,
+//! all before the answer; after a restart everything acknowledged is there. Alone in its binary
+//! so that the trace holds this test's requests only.
 
 mod common;
 
-use aws_sdk_s3::types::{CorsConfiguration, CorsRule, Tag, Tagging};
+use aws_sdk_s3::types::{
+    BucketLifecycleConfiguration, CorsConfiguration, CorsRule, ExpirationStatus,
+    LifecycleExpiration, LifecycleRule, LifecycleRuleFilter, Tag, Tagging,
+};
 use common::Server;
 use common::strace::{Trace, answers, calls, is_sync, parent, synced};
 
@@ -16,13 +20,21 @@ fn tagging(key: &str, value: &str) -> Tagging {
     Tagging::builder().tag_set(tag).build().unwrap()
 }
 
+fn lifecycle() -> BucketLifecycleConfiguration {
+    let expiration = LifecycleExpiration::builder().days(1).build();
+    let filter = LifecycleRuleFilter::builder().prefix("tmp/").build();
+    let rule = LifecycleRule::builder().id("tmp").status(ExpirationStatus::Enabled);
+    let rule = rule.filter(filter).expiration(expiration).build().unwrap();
+    BucketLifecycleConfiguration::builder().rules(rule).build().unwrap()
+}
+
 fn cors() -> CorsConfiguration {
     let rule = CorsRule::builder().allowed_origins("*").allowed_methods("GET").build().unwrap();
     CorsConfiguration::builder().cors_rules(rule).build().unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn acknowledged_tags_and_cors_rules_are_synced_before_the_answer() {
+async fn acknowledged_tags_cors_and_lifecycle_rules_are_synced_before_the_answer() {
     let tmp = tempfile::tempdir().unwrap();
     let server = Server::start(tmp.path()).await;
     let key = server.bucket_with_key("meta", "obc-m").await;
@@ -44,7 +56,11 @@ async fn acknowledged_tags_and_cors_rules_are_synced_before_the_answer() {
     s3.put_bucket_cors().bucket("meta").cors_configuration(cors()).send().await.unwrap();
     s3.delete_bucket_cors().bucket("meta").send().await.unwrap();
     s3.put_bucket_cors().bucket("meta").cors_configuration(cors()).send().await.unwrap();
-    let requests = 7;
+    let put_lifecycle = || s3.put_bucket_lifecycle_configuration().bucket("meta");
+    put_lifecycle().lifecycle_configuration(lifecycle()).send().await.unwrap();
+    s3.delete_bucket_lifecycle().bucket("meta").send().await.unwrap();
+    put_lifecycle().lifecycle_configuration(lifecycle()).send().await.unwrap();
+    let requests = 10;
     let log = trace.stop().await;
 
     let all = calls(&log);
@@ -108,5 +124,7 @@ async fn acknowledged_tags_and_cors_rules_are_synced_before_the_answer() {
     }
     let got = s3.get_bucket_cors().bucket("meta").send().await.unwrap();
     assert_eq!(got.cors_rules(), cors().cors_rules());
+    let got = s3.get_bucket_lifecycle_configuration().bucket("meta").send().await.unwrap();
+    assert_eq!(got.rules(), lifecycle().rules());
     server.stop().await;
 }

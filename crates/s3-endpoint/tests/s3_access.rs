@@ -9,8 +9,9 @@ use aws_sdk_s3::Client;
 use aws_sdk_s3::error::SdkError;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{
-    CompletedMultipartUpload, CompletedPart, CorsConfiguration, CorsRule, Delete, ObjectAttributes,
-    ObjectCannedAcl, ObjectIdentifier, Tag, Tagging,
+    BucketLifecycleConfiguration, CompletedMultipartUpload, CompletedPart, CorsConfiguration,
+    CorsRule, Delete, ExpirationStatus, LifecycleExpiration, LifecycleRule, LifecycleRuleFilter,
+    ObjectAttributes, ObjectCannedAcl, ObjectIdentifier, Tag, Tagging,
 };
 use common::Server;
 use s3_endpoint::store::KeyMode;
@@ -34,6 +35,15 @@ fn outcome<T, E: std::fmt::Debug, R: std::fmt::Debug>(
 fn cors() -> CorsConfiguration {
     let rule = CorsRule::builder().allowed_origins("*").allowed_methods("GET").build().unwrap();
     CorsConfiguration::builder().cors_rules(rule).build().unwrap()
+}
+
+/// A lifecycle configuration to set and read (which expires nothing the test uses).
+fn lifecycle() -> BucketLifecycleConfiguration {
+    let expiration = LifecycleExpiration::builder().days(365).build();
+    let rule = LifecycleRule::builder().id("old").status(ExpirationStatus::Enabled);
+    let rule = rule.filter(LifecycleRuleFilter::builder().prefix("archive/").build());
+    let rule = rule.expiration(expiration).build().unwrap();
+    BucketLifecycleConfiguration::builder().rules(rule).build().unwrap()
 }
 
 /// Tries every operation class with `client`; `owner` (full access) sets up what an operation
@@ -74,6 +84,16 @@ async fn try_everything(
     try_op!("GetBucketCors", client.get_bucket_cors().bucket(b));
     try_op!("PutBucketCors", client.put_bucket_cors().bucket(b).cors_configuration(cors()));
     try_op!("DeleteBucketCors", client.delete_bucket_cors().bucket(b));
+    let set_lifecycle = |c: &Client| {
+        c.put_bucket_lifecycle_configuration().bucket(b).lifecycle_configuration(lifecycle())
+    };
+    set_lifecycle(owner).send().await.unwrap();
+    try_op!(
+        "GetBucketLifecycleConfiguration",
+        client.get_bucket_lifecycle_configuration().bucket(b)
+    );
+    try_op!("PutBucketLifecycleConfiguration", set_lifecycle(client));
+    try_op!("DeleteBucketLifecycle", client.delete_bucket_lifecycle().bucket(b));
     let tagging = Tagging::builder().tag_set(Tag::builder().key("k").value(tag).build().unwrap());
     try_op!(
         "PutObjectTagging",
@@ -201,7 +221,7 @@ async fn each_access_mode_allows_exactly_its_operations() {
     keys.push((KeyMode::ReadWrite, owner.clone()));
 
     const LOOKUPS: [&str; 4] = ["HeadBucket", "GetBucketLocation", "ListBuckets", "ListParts"];
-    const READS: [&str; 12] = [
+    const READS: [&str; 13] = [
         "GetObject",
         "HeadObject",
         "GetObjectAttributes",
@@ -213,6 +233,7 @@ async fn each_access_mode_allows_exactly_its_operations() {
         "GetObjectAcl",
         "GetObjectTagging",
         "GetBucketCors",
+        "GetBucketLifecycleConfiguration",
         "CopyObject", // reads its source
     ];
     const WRITES: [&str; 9] = [
@@ -227,8 +248,14 @@ async fn each_access_mode_allows_exactly_its_operations() {
         "UploadPartCopy", // writes a part, reads its source
     ];
     // Deletes, and bucket configuration: full access only.
-    const DELETES: [&str; 4] =
-        ["DeleteObject", "DeleteObjects", "PutBucketCors", "DeleteBucketCors"];
+    const DELETES: [&str; 6] = [
+        "DeleteObject",
+        "DeleteObjects",
+        "PutBucketCors",
+        "DeleteBucketCors",
+        "PutBucketLifecycleConfiguration",
+        "DeleteBucketLifecycle",
+    ];
     for (mode, client) in &keys {
         let seen = try_everything(client, &owner, mode.as_str()).await;
         assert_eq!(seen.len(), LOOKUPS.len() + READS.len() + WRITES.len() + DELETES.len());

@@ -16,6 +16,7 @@ use s3s::service::S3Service;
 use s3s::{Body, HttpError, HttpResponse, S3Error, S3ErrorCode, s3_error};
 use subtle::ConstantTimeEq;
 
+use super::lifecycle::LifecycleSchedule;
 use super::metrics::EndpointMetrics;
 use super::zero_copy::FileSends;
 use super::{attributes_etag, cors, spool};
@@ -39,6 +40,8 @@ pub struct Endpoint {
     s3: S3Service,
     store: Arc<BucketStore>,
     answers: Option<EndpointMetrics>,
+    /// When the server runs the lifecycle pass.
+    lifecycle: LifecycleSchedule,
     /// The connection this copy serves, for bodies sent from their files (HTTP/1 only).
     sends: Option<Arc<FileSends>>,
 }
@@ -51,13 +54,24 @@ impl std::fmt::Debug for Endpoint {
 
 impl Endpoint {
     pub(super) fn new(s3: S3Service, store: Arc<BucketStore>) -> Self {
-        Self { s3, store, answers: None, sends: None }
+        Self { s3, store, answers: None, lifecycle: LifecycleSchedule::default(), sends: None }
     }
 
     /// Counts every answer by status class in `metrics`
     /// (`bucket_provisioner_s3_responses_total`), for the endpoint's error-rate alert.
     pub fn counting_answers(self, metrics: EndpointMetrics) -> Self {
         Self { answers: Some(metrics), ..self }
+    }
+
+    /// Runs the lifecycle pass on `schedule` instead of every
+    /// [`DEFAULT_LIFECYCLE_INTERVAL`](super::DEFAULT_LIFECYCLE_INTERVAL) on the system clock.
+    pub fn lifecycle(self, schedule: LifecycleSchedule) -> Self {
+        Self { lifecycle: schedule, ..self }
+    }
+
+    /// The store and the schedule of the lifecycle worker the server runs for this endpoint.
+    pub(super) fn lifecycle_worker(&self) -> (Arc<BucketStore>, LifecycleSchedule) {
+        (self.store.clone(), self.lifecycle.clone())
     }
 
     /// This endpoint for one connection: its large GET bodies are sent from their files.

@@ -12,7 +12,9 @@
 //! The jobs, a file each: `server` (the HTTP server and the service it runs), `auth` (keys and
 //! who may do what), `convert` (between `s3s`'s types and the store's), `handlers` (the
 //! operations, a file per family: buckets, ACLs, listings, objects, multipart uploads, object
-//! tagging, bucket CORS), `tags` (S3's rules for object tags, which tenants write), `cors_rules`
+//! tagging, bucket CORS, bucket lifecycle), `tags` (S3's rules for object tags, which tenants
+//! write), `lifecycle_rules` (lifecycle documents between the wire and the store), `lifecycle`
+//! (the worker running the store's lifecycle pass while the server runs), `cors_rules`
 //! (what CORS rules may say, and which one a request matches), `cors` (the browser's preflight
 //! and the CORS headers of cross-origin answers),
 //! `metrics` (answers by status class, registered by the binary into the registry it serves).
@@ -33,6 +35,8 @@ mod cors;
 mod cors_rules;
 mod front;
 mod handlers;
+mod lifecycle;
+mod lifecycle_rules;
 mod metrics;
 mod rules;
 mod server;
@@ -43,6 +47,7 @@ mod zero_copy;
 pub use auth::{BucketAccess, KeyAuth};
 pub use front::{Endpoint, MAX_CLOCK_SKEW, MAX_PRESIGNED_EXPIRY_SECS, RequestId};
 pub use handlers::HostPathS3;
+pub use lifecycle::{DEFAULT_LIFECYCLE_INTERVAL, LifecycleSchedule};
 pub use metrics::EndpointMetrics;
 pub use server::{serve, serve_endpoint, service};
 

@@ -11,7 +11,9 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use s3s::service::S3ServiceBuilder;
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
+use super::lifecycle;
 use super::zero_copy::{FileSends, SendfileStream};
 use super::{BucketAccess, Endpoint, HostPathS3, KeyAuth};
 use crate::store::BucketStore;
@@ -20,7 +22,8 @@ use crate::store::BucketStore;
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Serves the S3 API for `store` on `listener` until `shutdown` completes, then lets requests in
-/// flight finish (for at most 30 seconds).
+/// flight finish (for at most 30 seconds). Meanwhile runs the lifecycle pass, at start and then
+/// hourly.
 pub async fn serve(
     listener: TcpListener,
     store: Arc<BucketStore>,
@@ -29,7 +32,8 @@ pub async fn serve(
     serve_endpoint(listener, service(store), shutdown).await
 }
 
-/// [`serve`] for an endpoint made with [`service`] (counting its answers, say).
+/// [`serve`] for an endpoint made with [`service`] (counting its answers, say), running the
+/// lifecycle pass on the endpoint's [`LifecycleSchedule`](super::LifecycleSchedule).
 pub async fn serve_endpoint(
     listener: TcpListener,
     service: Endpoint,
@@ -39,6 +43,9 @@ pub async fn serve_endpoint(
     // Slow clients must not hold connections open by dribbling headers.
     builder.http1().timer(TokioTimer::new()).header_read_timeout(Duration::from_secs(30));
     let graceful = GracefulShutdown::new();
+    let (store, schedule) = service.lifecycle_worker();
+    let stop_lifecycle = CancellationToken::new();
+    let lifecycle = tokio::spawn(lifecycle::run(store, schedule, stop_lifecycle.clone()));
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -72,8 +79,12 @@ pub async fn serve_endpoint(
         }
     }
     drop(listener);
+    stop_lifecycle.cancel();
     if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown()).await.is_err() {
         tracing::warn!("S3 connections still open after the drain timeout; closing them");
+    }
+    if let Err(e) = lifecycle.await {
+        tracing::error!(error = %e, "the lifecycle worker failed");
     }
 }
 

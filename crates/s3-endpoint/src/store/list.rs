@@ -251,7 +251,11 @@ impl BucketStore {
         self.blocking(move |store| store.list_blocking(&bucket, &query)).await
     }
 
-    fn list_blocking(&self, bucket: &str, query: &ListQuery) -> Result<ListPage, StoreError> {
+    pub(super) fn list_blocking(
+        &self,
+        bucket: &str,
+        query: &ListQuery,
+    ) -> Result<ListPage, StoreError> {
         let dir = self.bucket_dir(bucket)?;
         let mut page = ListPage::default();
         if query.max_keys == 0 {

@@ -11,6 +11,7 @@
 //!                                        cannot be attached to its data file (`attached`)
 //!     meta/<bucket>/side/<hh>/<md5>.{json,data}  objects whose key cannot be a path (see below)
 //!     meta/<bucket>/cors.json            the bucket's CORS rules (`cors`)
+//!     meta/<bucket>/lifecycle.json       the bucket's lifecycle rules (`lifecycle_file`)
 //!     uploads/<bucket>/<upload-id>/      multipart uploads in progress
 //!     usage/<bucket>.json                what the bucket holds, in total and by claim (`usage`)
 //!     tmp/00 … tmp/3f                    temporary files, renamed into place when complete
@@ -54,6 +55,9 @@ mod dir_sync;
 mod durable;
 mod error;
 mod key_mode;
+mod lifecycle;
+mod lifecycle_file;
+mod lifecycle_pass;
 mod list;
 mod multipart;
 mod names;
@@ -84,6 +88,12 @@ pub use cors::{
 };
 pub use error::StoreError;
 pub use key_mode::KeyMode;
+pub use lifecycle::{
+    Expiration, FilterForm, InvalidLifecycle, LifecycleConfig, LifecycleFilter, LifecycleRefusal,
+    LifecycleRule, MAX_LIFECYCLE_ID_CHARS, MAX_LIFECYCLE_RULES, MAX_NEWER_NONCURRENT_VERSIONS,
+    NoncurrentExpiration,
+};
+pub use lifecycle_pass::LifecyclePassReport;
 pub use list::{ListPage, ListQuery};
 pub use multipart::{CompleteRequest, CompletedPartSpec, UploadInfo};
 pub use names::{KeyPath, MAX_KEY_LEN, parse_key, validate_bucket_name, validate_key};

@@ -279,27 +279,31 @@ impl BucketStore {
     /// The uploads in progress in `bucket`, ordered by key, then by start time.
     pub async fn list_uploads(&self, bucket: &str) -> Result<Vec<UploadInfo>, StoreError> {
         let bucket = bucket.to_owned();
-        self.blocking(move |store| {
-            store.bucket_dir(&bucket)?;
-            let dir = store.inner.state_dir().join("uploads").join(&bucket);
-            let mut uploads = Vec::new();
-            for entry in entries_of(&dir)? {
-                let entry = entry?;
-                let Ok(id) = entry.file_name().into_string() else { continue };
-                if !is_upload_id(&id) {
-                    continue;
-                }
-                // Completed or aborted meanwhile: simply not listed.
-                if let Some(upload) = read_upload_file(&entry.path())? {
-                    uploads.push(upload_info(id, upload));
-                }
+        self.blocking(move |store| store.list_uploads_blocking(&bucket)).await
+    }
+
+    pub(super) fn list_uploads_blocking(
+        &self,
+        bucket: &str,
+    ) -> Result<Vec<UploadInfo>, StoreError> {
+        self.bucket_dir(bucket)?;
+        let dir = self.inner.state_dir().join("uploads").join(bucket);
+        let mut uploads = Vec::new();
+        for entry in entries_of(&dir)? {
+            let entry = entry?;
+            let Ok(id) = entry.file_name().into_string() else { continue };
+            if !is_upload_id(&id) {
+                continue;
             }
-            uploads.sort_by(|a, b| {
-                (&a.key, a.initiated, &a.upload_id).cmp(&(&b.key, b.initiated, &b.upload_id))
-            });
-            Ok(uploads)
-        })
-        .await
+            // Completed or aborted meanwhile: simply not listed.
+            if let Some(upload) = read_upload_file(&entry.path())? {
+                uploads.push(upload_info(id, upload));
+            }
+        }
+        uploads.sort_by(|a, b| {
+            (&a.key, a.initiated, &a.upload_id).cmp(&(&b.key, b.initiated, &b.upload_id))
+        });
+        Ok(uploads)
     }
 
     /// Assembles the listed parts into `key` (streamed file to file) and ends the upload. The
@@ -438,21 +442,29 @@ impl BucketStore {
         upload_id: &str,
     ) -> Result<(), StoreError> {
         let args = (bucket.to_owned(), key.to_owned(), upload_id.to_owned());
-        self.blocking(move |store| {
-            let _upload = store.upload_lock(&args.0, &args.2);
-            let (dir, upload) = store.load_upload(&args.0, &args.1, &args.2)?;
-            let freed = Change::resize(upload.writer.as_deref(), 0, part_bytes(&dir)?);
-            let ticket = store.meter(&args.0)?.begin(freed, &Writer::Operator)?;
-            match remove_tree(&dir) {
-                Ok(()) => ticket.applied(),
-                Err(e) => {
-                    ticket.uncertain();
-                    return Err(e.into());
-                }
+        self.blocking(move |store| store.abort_blocking(&args.0, &args.1, &args.2)).await
+    }
+
+    /// [`BucketStore::abort_upload`], off the async threads: what its parts take is freed in
+    /// the bucket's usage once they are gone.
+    pub(super) fn abort_blocking(
+        &self,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+    ) -> Result<(), StoreError> {
+        let _upload = self.upload_lock(bucket, upload_id);
+        let (dir, upload) = self.load_upload(bucket, key, upload_id)?;
+        let freed = Change::resize(upload.writer.as_deref(), 0, part_bytes(&dir)?);
+        let ticket = self.meter(bucket)?.begin(freed, &Writer::Operator)?;
+        match remove_tree(&dir) {
+            Ok(()) => ticket.applied(),
+            Err(e) => {
+                ticket.uncertain();
+                return Err(e.into());
             }
-            Ok(())
-        })
-        .await
+        }
+        Ok(())
     }
 
     /// Who started each multipart upload of `bucket`, and what its parts take, for counting the

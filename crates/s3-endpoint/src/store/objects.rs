@@ -337,21 +337,41 @@ impl BucketStore {
     }
 
     pub(super) fn delete_blocking(&self, bucket: &str, key: &str) -> Result<(), StoreError> {
+        self.delete_if(bucket, key, None).map(|_| ())
+    }
+
+    /// Removes `key` as DeleteObject does, but with `due`, only if `due` holds for the object
+    /// as it stands under its commit lock (an object replaced since `due` was decided is a new
+    /// one, and stays); answers whether an object was there to remove.
+    pub(super) fn delete_if(
+        &self,
+        bucket: &str,
+        key: &str,
+        due: Option<&dyn Fn(&ObjectInfo) -> bool>,
+    ) -> Result<bool, StoreError> {
         let dir = self.bucket_dir(bucket)?;
         validate_key(key)?;
         let _guard = self.key_lock(bucket, key);
+        if let Some(due) = due {
+            match self.open_blocking(bucket, key) {
+                Ok((info, _)) if due(&info) => {}
+                Ok(_) | Err(StoreError::NoSuchKey(_)) => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
         // Never refused: it only frees. Counted only once the object is surely gone.
         let ticket = match self.existing(bucket, &dir, key)? {
             Some(old) => Some(self.meter(bucket)?.begin(Change::remove(&old), &Writer::Operator)?),
             None => None, // only leftovers of a crash, if anything
         };
         let result = self.delete_located(bucket, key, &dir);
+        let found = ticket.is_some();
         match (ticket, &result) {
             (Some(ticket), Ok(())) => ticket.applied(),
             (Some(ticket), Err(_)) => ticket.uncertain(),
             (None, _) => {}
         }
-        result
+        result.map(|()| found)
     }
 
     pub(super) fn delete_located(

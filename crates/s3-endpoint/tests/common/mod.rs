@@ -37,6 +37,11 @@ impl Server {
         Server { addr, store, stop: Some(stop), task: Some(task) }
     }
 
+    /// A server run by its caller (with its own service and shutdown), for the helpers here.
+    pub fn unmanaged(addr: SocketAddr, store: Arc<BucketStore>) -> Self {
+        Server { addr, store, stop: None, task: None }
+    }
+
     /// Asks the server to stop and waits for it.
     pub async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {

@@ -3,6 +3,7 @@
 mod acl;
 mod buckets;
 mod cors;
+mod lifecycle;
 mod listing;
 mod multipart;
 mod objects;
@@ -149,6 +150,11 @@ operations! {
     put_bucket_cors(PutBucketCorsInput) -> PutBucketCorsOutput;
     get_bucket_cors(GetBucketCorsInput) -> GetBucketCorsOutput;
     delete_bucket_cors(DeleteBucketCorsInput) -> DeleteBucketCorsOutput;
+    put_bucket_lifecycle_configuration(PutBucketLifecycleConfigurationInput)
+        -> PutBucketLifecycleConfigurationOutput;
+    get_bucket_lifecycle_configuration(GetBucketLifecycleConfigurationInput)
+        -> GetBucketLifecycleConfigurationOutput;
+    delete_bucket_lifecycle(DeleteBucketLifecycleInput) -> DeleteBucketLifecycleOutput;
     get_object_tagging(GetObjectTaggingInput) -> GetObjectTaggingOutput;
     delete_object_tagging(DeleteObjectTaggingInput) -> DeleteObjectTaggingOutput;
 }
