@@ -14,7 +14,7 @@ use crate::ids::BucketId;
 use crate::status::CallError;
 
 /// Which COSI API the request came through: its objects are read in the same version.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Version {
     /// `objectstorage.k8s.io/v1alpha1`.
     V1alpha1,

@@ -1,40 +1,142 @@
 //! The [`Lookup`] of a grant's facts from the cluster's COSI objects, read as dynamic objects of
 //! the request's version.
 //!
-//! RBAC it needs (cluster-wide, group `objectstorage.k8s.io`): `get` on `buckets`, `list` on
-//! `bucketaccesses` (the sidecar names an access only by its UID, so it is found in the list) and
-//! `list` on `bucketclaims` (v1alpha1, see [`made_for_claim_uid`]).
+//! The sidecar names an access only by its UID (`ba-<uid>`), and a v1alpha1 Bucket only by its
+//! claim's UID, so the namespaces of BucketAccesses and BucketClaims are kept in watched
+//! metadata caches, started on the first grant of each version: a grant costs one `get` of each
+//! Bucket, not a list of every access in the cluster. A UID the cache has not seen yet (an
+//! access made a moment ago) is looked up with one list of names, as a cache cannot say that
+//! something does not exist. A UID's namespace never changes, so a cache is never wrong, only
+//! late.
+//!
+//! RBAC it needs (cluster-wide, group `objectstorage.k8s.io`): `get` on `buckets`, `list` and
+//! `watch` on `bucketaccesses` and `bucketclaims` (v1alpha1, see [`made_for_claim_uid`]).
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 
+use futures::StreamExt;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::tenancy::{BucketFacts, GrantFacts, Lookup, LookupError, Version};
 
 /// The COSI API group.
 pub const GROUP: &str = "objectstorage.k8s.io";
 
+/// The kinds whose namespaces are found by UID.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Indexed {
+    Access,
+    Claim,
+}
+
+impl Indexed {
+    fn kind_and_plural(self) -> (&'static str, &'static str) {
+        match self {
+            Indexed::Access => ("BucketAccess", "bucketaccesses"),
+            Indexed::Claim => ("BucketClaim", "bucketclaims"),
+        }
+    }
+}
+
+type MetaStore = Store<PartialObjectMeta<DynamicObject>>;
+
+/// The watched caches, and the tasks that keep them, stopped with the last clone of the lookup.
+#[derive(Default)]
+struct Caches {
+    stores: Mutex<HashMap<(Version, Indexed), MetaStore>>,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Drop for Caches {
+    fn drop(&mut self) {
+        let tasks = self.tasks.get_mut().map(std::mem::take).unwrap_or_default();
+        for task in tasks {
+            task.abort();
+        }
+    }
+}
+
 /// Reads Buckets and BucketAccesses with a Kubernetes client.
 #[derive(Clone)]
 pub struct KubeLookup {
     client: Client,
+    caches: Arc<Caches>,
 }
 
 impl KubeLookup {
     /// A lookup through `client`, which needs the RBAC of the [module documentation](self).
     pub fn new(client: Client) -> Self {
-        Self { client }
+        Self { client, caches: Arc::default() }
     }
 
-    fn api(&self, version: Version, kind: &str, plural: &str) -> Api<DynamicObject> {
+    fn resource(version: Version, kind: &str, plural: &str) -> ApiResource {
         let version = match version {
             Version::V1alpha1 => "v1alpha1",
             Version::V1alpha2 => "v1alpha2",
         };
         let gvk = GroupVersionKind::gvk(GROUP, version, kind);
-        Api::all_with(self.client.clone(), &ApiResource::from_gvk_with_plural(&gvk, plural))
+        ApiResource::from_gvk_with_plural(&gvk, plural)
+    }
+
+    fn api(&self, version: Version, kind: &str, plural: &str) -> Api<DynamicObject> {
+        Api::all_with(self.client.clone(), &Self::resource(version, kind, plural))
+    }
+
+    /// The cache of `indexed` objects of `version`, started on first use. Must be called
+    /// inside a Tokio runtime.
+    fn store(&self, version: Version, indexed: Indexed) -> MetaStore {
+        let mut stores = self.caches.stores.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(store) = stores.get(&(version, indexed)) {
+            return store.clone();
+        }
+        let (kind, plural) = indexed.kind_and_plural();
+        let resource = Self::resource(version, kind, plural);
+        let writer = reflector::store::Writer::new(resource.clone());
+        let store = writer.as_reader();
+        let api = Api::<PartialObjectMeta<DynamicObject>>::all_with(self.client.clone(), &resource);
+        // Errors (a CRD not installed, RBAC missing) are retried with backoff; until the cache
+        // holds an object, lookups fall back to a list, which reports the error itself.
+        let stream = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .reflect(writer)
+            .for_each(move |event| {
+                if let Err(error) = event {
+                    tracing::debug!(%error, kind, "COSI metadata watch");
+                }
+                std::future::ready(())
+            });
+        let task = tokio::spawn(stream);
+        self.caches.tasks.lock().unwrap_or_else(|e| e.into_inner()).push(task);
+        stores.insert((version, indexed), store.clone());
+        store
+    }
+
+    /// The namespace of the `indexed` object with UID `uid`: from the cache, else from one list
+    /// of names; `None` when no such object exists.
+    async fn namespace_of(
+        &self,
+        version: Version,
+        indexed: Indexed,
+        uid: &str,
+    ) -> Result<Option<String>, LookupError> {
+        let store = self.store(version, indexed);
+        if let Some(found) = store.find(|o| o.metadata.uid.as_deref() == Some(uid)) {
+            return Ok(found.metadata.namespace.clone());
+        }
+        let (kind, plural) = indexed.kind_and_plural();
+        let listed = self
+            .api(version, kind, plural)
+            .list_metadata(&ListParams::default())
+            .await
+            .map_err(|e| LookupError::Api(e.to_string()))?;
+        Ok(namespace_of_uid(&listed.items, uid))
     }
 
     async fn lookup(
@@ -45,17 +147,11 @@ impl KubeLookup {
     ) -> Result<GrantFacts, LookupError> {
         let api_error = |e: kube::Error| LookupError::Api(e.to_string());
         let uid = account_name.strip_prefix("ba-").unwrap_or(account_name);
-        let accesses = self.api(version, "BucketAccess", "bucketaccesses");
-        // Names, namespaces and UIDs only: a grant costs one small list, not every access's spec.
-        let listed = accesses.list_metadata(&ListParams::default()).await.map_err(api_error)?;
-        let access_namespace = listed
-            .items
-            .iter()
-            .find(|a| a.metadata.uid.as_deref() == Some(uid))
-            .and_then(|a| a.metadata.namespace.clone())
+        let access_namespace = self
+            .namespace_of(version, Indexed::Access, uid)
+            .await?
             .ok_or_else(|| LookupError::Missing(format!("no BucketAccess has UID {uid:?}")))?;
         let objects = self.api(version, "Bucket", "buckets");
-        let mut claims = None;
         let mut facts = Vec::with_capacity(buckets.len());
         for name in buckets {
             let bucket = objects
@@ -64,14 +160,7 @@ impl KubeLookup {
                 .map_err(api_error)?
                 .ok_or_else(|| LookupError::Missing(format!("no Bucket named {name:?}")))?;
             let claim_namespace = match made_for_claim_uid(version, name) {
-                Some(claim_uid) => {
-                    if claims.is_none() {
-                        let api = self.api(version, "BucketClaim", "bucketclaims");
-                        let listed = api.list(&ListParams::default()).await.map_err(api_error)?;
-                        claims = Some(listed.items);
-                    }
-                    namespace_of_uid(claims.as_deref().unwrap_or_default(), claim_uid)
-                }
+                Some(claim_uid) => self.namespace_of(version, Indexed::Claim, claim_uid).await?,
                 None => claim_namespace(version, &bucket),
             };
             facts.push(BucketFacts { bucket: name.clone(), claim_namespace });
@@ -102,9 +191,9 @@ pub fn made_for_claim_uid(version: Version, bucket_name: &str) -> Option<&str> {
     is_uid.then_some(uid)
 }
 
-/// The namespace of the claim with UID `uid` among `claims`; `None` when it is gone.
-fn namespace_of_uid(claims: &[DynamicObject], uid: &str) -> Option<String> {
-    claims
+/// The namespace of the object with UID `uid` among `objects`; `None` when it is gone.
+fn namespace_of_uid(objects: &[PartialObjectMeta<DynamicObject>], uid: &str) -> Option<String> {
+    objects
         .iter()
         .find(|c| c.metadata.uid.as_deref() == Some(uid))
         .and_then(|c| c.metadata.namespace.clone())
@@ -151,10 +240,10 @@ mod tests {
             assert_eq!(made_for_claim_uid(Version::V1alpha1, other), None, "{other}");
         }
         let claim = |ns: &str, uid: &str| {
-            let mut object = DynamicObject {
+            let mut object = PartialObjectMeta::<DynamicObject> {
                 types: None,
                 metadata: Default::default(),
-                data: serde_json::json!({}),
+                _phantom: std::marker::PhantomData,
             };
             object.metadata.namespace = Some(ns.into());
             object.metadata.uid = Some(uid.into());

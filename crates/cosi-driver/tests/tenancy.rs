@@ -10,6 +10,7 @@ use std::sync::Arc;
 use common::Harness;
 use cosi_driver::KubeLookup;
 use cosi_driver::proto::{v1alpha1, v1alpha2};
+use cosi_driver::tenancy::{Lookup, LookupError, Version};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
@@ -19,6 +20,7 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
+use test_support::bench::{AuditedPlane, requests_since};
 use test_support::{ControlPlane, WAIT, test_namespace, unique_suffix};
 use tonic::Code;
 
@@ -71,8 +73,8 @@ async fn driver_identity(admin: &Client, namespace: &str) -> Client {
         "metadata": {"name": name},
         "rules": [
             {"apiGroups": ["objectstorage.k8s.io"], "resources": ["buckets"], "verbs": ["get"]},
-            {"apiGroups": ["objectstorage.k8s.io"], "resources": ["bucketaccesses"], "verbs": ["list"]},
-            {"apiGroups": ["objectstorage.k8s.io"], "resources": ["bucketclaims"], "verbs": ["list"]}
+            {"apiGroups": ["objectstorage.k8s.io"], "resources": ["bucketaccesses"], "verbs": ["list", "watch"]},
+            {"apiGroups": ["objectstorage.k8s.io"], "resources": ["bucketclaims"], "verbs": ["list", "watch"]}
         ]
     }))
     .unwrap();
@@ -214,4 +216,61 @@ async fn an_access_in_another_namespace_is_refused_under_both_versions() {
     assert_eq!(refused.code(), Code::PermissionDenied, "{}", refused.message());
     let owner = access_object(&admin, "v1alpha2", &ns_a).await;
     h.v2().driver_grant_bucket_access(grant(owner)).await.unwrap();
+}
+
+/// The kubeconfig's client.
+async fn client_of(path: &std::path::Path) -> Client {
+    let file = Kubeconfig::read_from(path).unwrap();
+    let config =
+        kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default()).await.unwrap();
+    Client::try_from(config).unwrap()
+}
+
+/// How many times the audit log says `user` listed BucketAccesses since `mark`.
+fn access_lists(audit: &std::path::Path, user: &str, mark: u64) -> usize {
+    let (requests, _) = requests_since(audit, user, mark);
+    requests.iter().filter(|r| r.verb == "list" && r.resource == "bucketaccesses").count()
+}
+
+#[tokio::test]
+async fn grants_find_their_access_in_a_watched_cache_not_a_list_each() {
+    test_support::init_tracing();
+    const DRIVER: &str = "cosi-tenancy-driver";
+    let AuditedPlane { plane: _plane, client: admin, kubeconfig, audit } =
+        AuditedPlane::start(DRIVER).await;
+    install_cosi_crds(&admin).await;
+    let ns = test_namespace(&admin, "cosi-cache").await;
+    let mut accounts = Vec::new();
+    for _ in 0..20 {
+        accounts.push(access_object(&admin, "v1alpha1", &ns).await);
+    }
+    let lookup = KubeLookup::new(client_of(&kubeconfig).await);
+
+    // The first grant starts the cache, and lists while it fills; once a grant lists nothing,
+    // the cache holds every access made before it started.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let (_, before) = requests_since(&audit, DRIVER, 0);
+        let first = lookup.facts(Version::V1alpha1, &accounts[0], &[]).await.unwrap();
+        assert_eq!(first.access_namespace, ns);
+        if access_lists(&audit, DRIVER, before) == 0 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "every grant listed accesses");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let (_, mark) = requests_since(&audit, DRIVER, 0);
+    for account in &accounts[1..] {
+        let facts = lookup.facts(Version::V1alpha1, account, &[]).await.unwrap();
+        assert_eq!(facts.access_namespace, ns, "{account}");
+    }
+    let lists = access_lists(&audit, DRIVER, mark);
+    assert_eq!(lists, 0, "19 grants of accesses already watched listed accesses {lists} times");
+
+    // An access made now is found, and one that never existed is still refused.
+    let late = access_object(&admin, "v1alpha1", &ns).await;
+    let facts = lookup.facts(Version::V1alpha1, &late, &[]).await.unwrap();
+    assert_eq!(facts.access_namespace, ns);
+    let missing = lookup.facts(Version::V1alpha1, "ba-no-such-uid", &[]).await.unwrap_err();
+    assert!(matches!(missing, LookupError::Missing(_)), "{missing:?}");
 }
