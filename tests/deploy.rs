@@ -147,3 +147,40 @@ fn deploy_names_the_image_make_image_builds() {
         assert_eq!(provisioners, 1, "{dir} runs one provisioner container");
     }
 }
+
+/// The bucket controllers read Namespaces (a class may limit sharing across namespaces to those
+/// of given labels), cluster-wide and read-only; nothing else of `deploy/` touches them.
+#[test]
+fn only_the_bucket_controllers_read_namespaces_and_none_writes_them() {
+    let dirs = [
+        ("deploy/hostpath", true),
+        ("deploy/s3", true),
+        ("deploy/garage", true),
+        ("deploy/hostpath-volumes", false),
+        ("deploy/cosi/hostpath", false),
+        ("deploy/cosi/s3", false),
+        ("deploy/cosi/garage", false),
+    ];
+    for (dir, reads) in dirs {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(dir);
+        let mut verbs = Vec::new();
+        for (file, object) in read_manifests(&path).unwrap() {
+            let kind = object.types.as_ref().map(|t| t.kind.as_str()).unwrap_or_default();
+            for rule in object.data["rules"].as_array().into_iter().flatten() {
+                let core = rule["apiGroups"].as_array().is_some_and(|g| g.iter().any(|g| g == ""));
+                let resources = rule["resources"].as_array().into_iter().flatten();
+                if core && resources.clone().any(|r| r == "namespaces" || r == "*") {
+                    assert_eq!(kind, "ClusterRole", "{}", file.display());
+                    let listed = rule["verbs"].as_array().unwrap().iter();
+                    verbs.extend(listed.map(|v| v.as_str().unwrap().to_owned()));
+                }
+            }
+        }
+        let expected: Vec<String> = if reads {
+            ["get", "list", "watch"].iter().map(|v| v.to_string()).collect()
+        } else {
+            Vec::new()
+        };
+        assert_eq!(verbs, expected, "{dir}");
+    }
+}

@@ -94,8 +94,15 @@ pub mod class_sharing {
     /// On the class of a claim whose bucket is shared: `"true"` lets claims of other namespaces
     /// share it where the claim's namespace consents with a `BucketShareGrant`. Off by default.
     pub const ALLOW_CROSS_NAMESPACE_SHARING: &str = "allowCrossNamespaceSharing";
+    /// On the same class, optional: only claims of namespaces whose labels match this selector
+    /// may share its claims' buckets. Comma-separated terms, all of which must hold: `key=value`
+    /// (the label has that value) or `key` (the label is there). Namespace labels are the
+    /// operator's to write, not a tenant's. Unset: every namespace a grant names.
+    pub const CROSS_NAMESPACE_SHARING_NAMESPACE_SELECTOR: &str =
+        "crossNamespaceSharingNamespaceSelector";
     /// All of them.
-    pub const ALL: [&str; 1] = [ALLOW_CROSS_NAMESPACE_SHARING];
+    pub const ALL: [&str; 2] =
+        [ALLOW_CROSS_NAMESPACE_SHARING, CROSS_NAMESPACE_SHARING_NAMESPACE_SELECTOR];
 }
 
 /// Label put on every object the controller writes, valued with the provisioner name.

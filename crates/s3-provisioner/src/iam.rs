@@ -178,10 +178,31 @@ impl Users<'_> {
                 format!("access key {keep} is not a key of IAM user {user}; nothing was rotated"),
             ));
         }
+        self.delete_all_but(user, keep, &keys).await?;
+        match self.create_key(user).await {
+            // The answer of this very CreateAccessKey was lost and the SDK sent it again: the
+            // first made a key no one holds the secret of, which leaves no room for a second.
+            Err(BackendError::Permanent { reason, .. }) if reason == "LimitExceeded" => {
+                let keys = self.access_keys(user).await?.unwrap_or_default();
+                tracing::info!(user, "a key whose answer was lost is deleted, and made again");
+                self.delete_all_but(user, keep, &keys).await?;
+                self.create_key(user).await
+            }
+            created => created,
+        }
+    }
+
+    /// Deletes every key of `keys` but `keep`.
+    async fn delete_all_but(
+        &self,
+        user: &str,
+        keep: &str,
+        keys: &[String],
+    ) -> Result<(), BackendError> {
         for key in keys.iter().filter(|k| *k != keep) {
             self.delete_key(user, key).await?;
         }
-        self.create_key(user).await
+        Ok(())
     }
 
     /// Deletes `user`'s access key `key`; gone already (or never `user`'s) counts as done.

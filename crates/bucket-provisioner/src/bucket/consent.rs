@@ -1,6 +1,7 @@
 //! Whether a claim may share a bucket, from the caches alone: the owner's eligibility (the same
-//! in any namespace) and, across namespaces, the consent of the owner's StorageClass and of a
-//! `BucketShareGrant` of the owner's namespace (see `cross_namespace` for what follows from it).
+//! in any namespace) and, across namespaces, the consent of the owner's StorageClass (limited,
+//! where it says so, to namespaces of given labels) and of a `BucketShareGrant` of the owner's
+//! namespace (see `cross_namespace` for what follows from it).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -14,6 +15,7 @@ use crate::access_mode_of;
 use crate::bucket::context::Context;
 use crate::bucket::error::Error;
 use crate::bucket::grant_rules::{self, narrowest, split_share_from, widest};
+use crate::bucket::namespace_selector::take_selector;
 use crate::bucket::objects::BucketSource;
 use crate::bucket::observe::{bound_bucket_name, bound_uid, observe, source_of};
 
@@ -80,32 +82,56 @@ fn granted<P>(
 }
 
 /// The owner `claim` may share from claim `owner_name` of namespace `owner_ns` (another than
-/// its own), from the caches alone: `None` unless the owner, its operator and its namespace all
-/// consent.
+/// its own), from the caches alone: `Ok(None)` unless the owner, its operator and its namespace
+/// all consent, and the claim's namespace carries the labels the operator's class asks for.
+/// `Err` only for a claim the grant lets in, when the class's namespace selector cannot be read.
 fn consent<P>(
     claim: &ObjectBucketClaim,
     (owner_ns, owner_name): (&str, &str),
     ctx: &Context<P>,
-) -> Option<Owner> {
+) -> Result<Option<Owner>, Error> {
     let namespace = claim.namespace().unwrap_or_default();
     if namespace == owner_ns {
-        return None;
+        return Ok(None);
     }
-    let cached = ctx.caches.claim_store.get(&ObjectRef::new(owner_name).within(owner_ns))?;
-    let owner_claim = ctx.caches.claim(&cached.claim().ok()?)?;
+    let Some(cached) = ctx.caches.claim_store.get(&ObjectRef::new(owner_name).within(owner_ns))
+    else {
+        return Ok(None);
+    };
+    let Some(owner_claim) = cached.claim().ok().and_then(|c| ctx.caches.claim(&c)) else {
+        return Ok(None);
+    };
     if owner_claim.metadata.deletion_timestamp.is_some() {
-        return None;
+        return Ok(None);
     }
-    let owner_bucket = observe(&owner_claim, ctx).bound?;
-    let owner = eligible(&claim.uid().unwrap_or_default(), &owner_bucket, &ctx.name)?;
-    let class = ctx.caches.class(&owner_bucket.spec.storage_class_name)?;
+    let Some(owner_bucket) = observe(&owner_claim, ctx).bound else { return Ok(None) };
+    let Some(owner) = eligible(&claim.uid().unwrap_or_default(), &owner_bucket, &ctx.name) else {
+        return Ok(None);
+    };
+    let Some(class) = ctx.caches.class(&owner_bucket.spec.storage_class_name) else {
+        return Ok(None);
+    };
     let mut parameters = class.parameters.clone().unwrap_or_default();
     if class.provisioner != ctx.name || take_consent(&mut parameters) != Ok(true) {
-        return None;
+        return Ok(None);
     }
-    let grant = granted(ctx, (owner_ns, owner_name), (&namespace, &claim.name_any()))?;
-    let mode = narrowest(owner.mode, grant)?;
-    Some(Owner { mode, claim: format!("{owner_ns}/{owner_name}"), ..owner })
+    let Some(grant) = granted(ctx, (owner_ns, owner_name), (&namespace, &claim.name_any())) else {
+        return Ok(None);
+    };
+    // Read after the grant: only a claim the owner lets in learns that the class is broken.
+    let selector = take_selector(&mut parameters).map_err(|message| Error::ShareClassInvalid {
+        share_from: format!("{owner_ns}/{owner_name}"),
+        class: class.name_any(),
+        message,
+    })?;
+    if let Some(selector) = selector {
+        let labels = ctx.caches.namespace_labels(&namespace).unwrap_or_default();
+        if !selector.matches(&labels) {
+            return Ok(None);
+        }
+    }
+    let Some(mode) = narrowest(owner.mode, grant) else { return Ok(None) };
+    Ok(Some(Owner { mode, claim: format!("{owner_ns}/{owner_name}"), ..owner }))
 }
 
 /// Whether the claim's status says its access was withdrawn: a refusal goes on saying so (the
@@ -122,7 +148,7 @@ pub(crate) fn resolve<P>(
     (namespace, name): (&str, &str),
     ctx: &Context<P>,
 ) -> Result<Owner, Error> {
-    consent(claim, (namespace, name), ctx).ok_or_else(|| match withdrawn_before(claim) {
+    consent(claim, (namespace, name), ctx)?.ok_or_else(|| match withdrawn_before(claim) {
         true => Error::ShareWithdrawn(text.to_owned()),
         false => Error::ShareSourceNotFound(text.to_owned()),
     })
@@ -138,16 +164,22 @@ pub(crate) fn recorded_elsewhere<'a>(
     (Some(namespace) != claim.namespace().as_deref()).then_some((recorded, (namespace, name)))
 }
 
-/// The owner a bound claim shares across namespaces still consents to: `Some(None)` when it
-/// shares from another namespace and consent is gone; `None` when it shares nothing across.
+/// The owner a bound claim shares across namespaces still consents to; once consent is gone,
+/// the error the claim is to report (`ShareWithdrawn`, or why the owner's class cannot be
+/// read). `None` when it shares nothing across.
 pub(crate) fn bound_consent<P>(
     claim: &ObjectBucketClaim,
     bound: &ObjectBucket,
     ctx: &Context<P>,
-) -> Option<Option<Owner>> {
-    let (_, owner) = recorded_elsewhere(claim, bound)?;
+) -> Option<Result<Owner, Error>> {
+    let (recorded, owner) = recorded_elsewhere(claim, bound)?;
     let uid = bound.annotations().get(annotations::SHARED_FROM);
-    Some(consent(claim, owner, ctx).filter(|o| Some(&o.uid) == uid))
+    let withdrawn = || Error::ShareWithdrawn(recorded.to_owned());
+    Some(match consent(claim, owner, ctx) {
+        Ok(Some(owner)) if Some(&owner.uid) == uid => Ok(owner),
+        Ok(_) => Err(withdrawn()),
+        Err(error) => Err(error),
+    })
 }
 
 /// The namespaces the grants of `namespace` let in: where claims sharing its buckets may be.

@@ -1,5 +1,5 @@
-//! The controller: watches claims (and the Secrets, ConfigMaps, StorageClasses and
-//! BucketShareGrants they depend on),
+//! The controller: watches claims (and the Secrets, ConfigMaps, StorageClasses,
+//! BucketShareGrants and Namespaces they depend on),
 //! decides which claims are this provisioner's, and runs one reconcile per claim at a time, with
 //! several claims in parallel.
 
@@ -12,7 +12,7 @@ use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaim};
 use std::fmt::Debug;
 
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{EventType, Reporter};
@@ -98,6 +98,15 @@ fn slim<K: Resource>(object: &mut K) {
     slim_meta(object.meta_mut());
 }
 
+/// Of a Namespace only its name and labels are read (a class's namespace selector).
+fn labels_only(namespace: &mut Namespace) {
+    let meta = &mut namespace.metadata;
+    meta.managed_fields = None;
+    meta.annotations = None;
+    namespace.spec = None;
+    namespace.status = None;
+}
+
 /// Runs the controller until `shutdown` resolves, then lets running reconciles finish. Watch
 /// failures are reported to `health`.
 pub async fn run_controller<P: Provisioner>(
@@ -110,8 +119,8 @@ pub async fn run_controller<P: Provisioner>(
 ) {
     let _leading = metrics.leading();
     let (all, ours) = watch_configs(LABEL_PROVISIONER, &config.provisioner_name);
-    // Claims, ObjectBuckets, Secrets, ConfigMaps, StorageClasses, BucketShareGrants.
-    let (progress, listed) = ListProgress::new(6);
+    // Claims, ObjectBuckets, Secrets, ConfigMaps, StorageClasses, BucketShareGrants, Namespaces.
+    let (progress, listed) = ListProgress::new(7);
 
     // Claims arrive packed (`CachedClaim` decodes itself that way): nothing left to trim.
     let (claim_store, claim_events) =
@@ -158,6 +167,8 @@ pub async fn run_controller<P: Provisioner>(
         cached_watch(&client, &all, "storageclasses", &health, slim, &progress, 4);
     let (grants, grant_events) =
         cached_watch(&client, &all, "bucketsharegrants", &health, slim, &progress, 5);
+    let (namespaces, namespace_events) =
+        cached_watch(&client, &all, "namespaces", &health, labels_only, &progress, 6);
 
     let probe = probe_interval(config.backoff_initial, config.backoff_max);
     let (waiting, woken) = Waiting::new(probe, config.backoff_max.saturating_mul(2));
@@ -177,6 +188,7 @@ pub async fn run_controller<P: Provisioner>(
             config_maps,
             classes,
             grants,
+            namespaces,
             listed,
         },
         backoff: Backoff::new(config.backoff_initial, config.backoff_max),
@@ -202,6 +214,7 @@ pub async fn run_controller<P: Provisioner>(
     let by_class = claim_store.clone();
     let (by_grant, grant_buckets) = (claim_store.clone(), context.caches.buckets.clone());
     let class_buckets = context.caches.buckets.clone();
+    let (by_namespace, namespace_buckets) = (claim_store.clone(), context.caches.buckets.clone());
     let grant_events = touched_since_list(cross_namespace::reported(grant_events, context.clone()));
     let controller = Controller::for_stream(claim_events, claim_store)
         .owns_stream(touched_since_list(secret_events))
@@ -214,6 +227,10 @@ pub async fn run_controller<P: Provisioner>(
         })
         .watches_stream(grant_events, move |grant| {
             cross_namespace::sharers(&by_grant, &grant_buckets, grant.namespace().as_deref())
+        })
+        .watches_stream(touched_since_list(namespace_events), move |namespace| {
+            // Its labels may let its claims share across namespaces, or withdraw them.
+            cross_namespace::sharers_in(&by_namespace, &namespace_buckets, &namespace.name_any())
         })
         .watches_stream(bucket_events, |bucket| claim_of_bucket(&bucket))
         .reconcile_all_on(progress.look_again())

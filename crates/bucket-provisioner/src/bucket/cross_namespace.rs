@@ -6,7 +6,9 @@
 //! - the named claim is Bound and created its bucket (as inside a namespace, judged from its
 //!   ObjectBucket, which tenants cannot write: a grant is consent, never proof of ownership);
 //! - the StorageClass of that bucket (as its ObjectBucket records it) has
-//!   `allowCrossNamespaceSharing: "true"`, the operator's consent;
+//!   `allowCrossNamespaceSharing: "true"`, the operator's consent, and, where it also has
+//!   `crossNamespaceSharingNamespaceSelector`, the sharing claim's namespace carries the labels
+//!   it asks for (labels an operator writes, not a tenant; see `namespace_selector`);
 //! - a valid [`BucketShareGrant`] of the owner's namespace names the owning claim and lets in
 //!   the sharing claim's namespace (or the claim itself), the owner's consent.
 //!
@@ -15,8 +17,8 @@
 //! the same namespace gets, so that nothing is learnt of other namespaces.
 //!
 //! The sharing claim's ObjectBucket records the owning claim as `<namespace>/<claim>` and its
-//! UID, and consent is checked again under that record on every reconcile (grants and classes
-//! are watched, and their changes wake the claims they concern). Consent gone, the claim's key
+//! UID, and consent is checked again under that record on every reconcile (grants, classes and
+//! namespaces are watched, and their changes wake the claims they concern). Consent gone, the claim's key
 //! is revoked, its Secret, ConfigMap and ObjectBucket removed, and it ends
 //! `Failed`/`ShareWithdrawn`; the bucket and its data stay. Consent back, it binds again with a
 //! new key. Consent narrowed, its key is narrowed in place.
@@ -59,9 +61,7 @@ pub(crate) async fn withdraw_if_refused<P: Provisioner>(
     bound: &ObjectBucket,
     ctx: &Context<P>,
 ) -> Result<Option<Error>, Error> {
-    if !matches!(bound_consent(claim, bound, ctx), Some(None)) {
-        return Ok(None);
-    }
+    let Some(Err(refusal)) = bound_consent(claim, bound, ctx) else { return Ok(None) };
     let recorded = recorded_elsewhere(claim, bound).map(|(r, _)| r).unwrap_or_default();
     let recorded = recorded.to_owned();
     let bucket = bound_bucket_name(bound).to_owned();
@@ -80,7 +80,7 @@ pub(crate) async fn withdraw_if_refused<P: Provisioner>(
     delete_object_bucket(&observed.buckets, bound, ctx).await?;
     tracing::info!(claim = %key(claim), bucket = %bucket, shared_from = %recorded,
         "consent to share across namespaces was withdrawn: the claim's key is revoked");
-    Ok(Some(Error::ShareWithdrawn(recorded)))
+    Ok(Some(refusal))
 }
 
 /// The claims whose sharing across namespaces a change in `namespace` (every namespace when
@@ -91,15 +91,41 @@ pub(crate) fn sharers(
     buckets: &Packed<ObjectBucket>,
     namespace: Option<&str>,
 ) -> Vec<ObjectRef<CachedClaim>> {
-    let concerns = |own: Option<&str>, text: &str| {
-        split_share_from(text)
-            .is_some_and(|(ns, _)| Some(ns) != own && namespace.is_none_or(|wanted| wanted == ns))
+    let all = |_: &str| true;
+    sharers_where(claims, buckets, all, |ns| namespace.is_none_or(|wanted| wanted == ns))
+}
+
+/// The claims of `namespace` sharing from (or asking to share from) another namespace: a
+/// change of its labels may let them in or withdraw them.
+pub(crate) fn sharers_in(
+    claims: &Store<CachedClaim>,
+    buckets: &Packed<ObjectBucket>,
+    namespace: &str,
+) -> Vec<ObjectRef<CachedClaim>> {
+    sharers_where(claims, buckets, |own| own == namespace, |_| true)
+}
+
+/// The claims of a namespace `reader` accepts sharing across namespaces from a claim of a
+/// namespace `owner` accepts, by their `shareFrom` or by what their ObjectBucket records.
+fn sharers_where(
+    claims: &Store<CachedClaim>,
+    buckets: &Packed<ObjectBucket>,
+    reader: impl Fn(&str) -> bool,
+    owner: impl Fn(&str) -> bool,
+) -> Vec<ObjectRef<CachedClaim>> {
+    let concerns = |own: &str, text: &str| {
+        reader(own) && split_share_from(text).is_some_and(|(ns, _)| ns != own && owner(ns))
     };
     let mut found = BTreeSet::new();
     for cached in claims.state() {
+        // Filtered by namespace before the claim is decoded: most claims are in none of them.
+        if !cached.meta().namespace.as_deref().is_some_and(&reader) {
+            continue;
+        }
         let Ok(claim) = cached.claim() else { continue };
-        if share_from(&claim).is_some_and(|text| concerns(claim.namespace().as_deref(), text)) {
-            found.insert((claim.namespace().unwrap_or_default(), claim.name_any()));
+        let own = claim.namespace().unwrap_or_default();
+        if share_from(&claim).is_some_and(|text| concerns(&own, text)) {
+            found.insert((own, claim.name_any()));
         }
     }
     for (_, name) in buckets.keys() {
@@ -107,7 +133,7 @@ pub(crate) fn sharers(
         let Some(claim_ref) = bucket.spec.claim_ref.as_ref() else { continue };
         let (Some(ns), Some(claim)) = (&claim_ref.namespace, &claim_ref.name) else { continue };
         let recorded = bucket.annotations().get(annotations::SHARED_FROM_CLAIM);
-        if recorded.is_some_and(|text| concerns(Some(ns), text)) {
+        if recorded.is_some_and(|text| concerns(ns, text)) {
             found.insert((ns.clone(), claim.clone()));
         }
     }

@@ -68,6 +68,21 @@ pub enum Error {
          access is granted again"
     )]
     ShareWithdrawn(String),
+    /// The StorageClass of the claim `shareFrom` names in another namespace, which lets this
+    /// claim in otherwise, limits sharing to namespaces of given labels with a selector that
+    /// cannot be read: nothing is shared until its operator corrects it. Told only to a claim
+    /// the owner's grant lets in, so that it teaches nobody else anything.
+    #[error(
+        "additionalConfig shareFrom {share_from:?}: StorageClass {class:?} of that claim cannot          be read: {message}; nothing of it is shared across namespaces until its operator          corrects it"
+    )]
+    ShareClassInvalid {
+        /// The claim's `shareFrom`.
+        share_from: String,
+        /// The owning claim's StorageClass.
+        class: String,
+        /// What is wrong with it.
+        message: String,
+    },
     /// The bucket this claim shared went with the claim it was shared from.
     #[error(
         "bucket {0:?} was deleted with the claim it was shared from; this claim's key is revoked. \
@@ -156,6 +171,7 @@ impl Failure for Error {
             Self::InvalidAdditionalConfig(_) => "InvalidParameters",
             Self::ShareSourceNotFound(_) => "ShareSourceNotFound",
             Self::ShareWithdrawn(_) => "ShareWithdrawn",
+            Self::ShareClassInvalid { .. } => "InvalidStorageClass",
             Self::BucketLost(_) => "BucketLost",
             Self::BucketNameImmutable { .. } => "BucketNameImmutable",
             Self::StorageClassImmutable { .. } => "StorageClassImmutable",
@@ -178,6 +194,7 @@ impl Failure for Error {
             Self::ObjectBucketConflict { .. }
             | Self::ShareSourceNotFound(_)
             | Self::ShareWithdrawn(_)
+            | Self::ShareClassInvalid { .. }
             | Self::ForeignSecret(_)
             | Self::ForeignConfigMap(_) => Retry::Slowly,
             _ => Retry::OnChange,

@@ -29,7 +29,7 @@ pub struct Allowed {
 const QUOTED: usize = 64;
 
 /// `value` quoted for an error message, cut short: a hostile value never fills a status.
-fn quoted(value: &str) -> String {
+pub(crate) fn quoted(value: &str) -> String {
     match value.char_indices().nth(QUOTED) {
         Some((end, _)) => format!("{:?}…", &value[..end]),
         None => format!("{value:?}"),

@@ -17,7 +17,7 @@
 //!   [`sharing`]: a claim granted a key on the bucket of another claim of its namespace, and
 //!   `cross_namespace`: of another namespace, when a `BucketShareGrant` there and its
 //!   StorageClass consent (`consent` decides who may share what; `grant_rules` reads the grant
-//!   as hostile input).
+//!   as hostile input; `namespace_selector` the class's limit to namespaces of given labels).
 //! - [`standalone`]: buckets and keys on their own, for the COSI front.
 //! - [`legacy`], `adoption`: a claim bound by a lib-bucket-provisioner provisioner of the same
 //!   name, recognised and taken over in place.
@@ -35,6 +35,7 @@ pub(crate) mod grant_rules;
 pub mod legacy;
 pub mod limits;
 pub mod location;
+pub(crate) mod namespace_selector;
 pub mod naming;
 pub mod objects;
 pub(crate) mod observe;

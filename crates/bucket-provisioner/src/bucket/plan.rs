@@ -16,6 +16,7 @@ use crate::BucketOptions;
 use crate::bucket::context::Context;
 use crate::bucket::error::Error;
 use crate::bucket::limits::{ClassLimits, Limited};
+use crate::bucket::namespace_selector::take_selector;
 use crate::bucket::naming;
 use crate::bucket::objects::{BucketSource, parse_reclaim_policy};
 use crate::bucket::observe::{bound_bucket_name, source_of};
@@ -64,6 +65,7 @@ pub fn plan(claim: &ObjectBucketClaim, class: &StorageClass) -> Result<Plan, Err
     let limits = ClassLimits::take(&mut parameters).map_err(&invalid_class)?;
     RotationPolicy::take(&mut parameters).map_err(&invalid_class)?;
     crate::bucket::consent::take_consent(&mut parameters).map_err(&invalid_class)?;
+    take_selector(&mut parameters).map_err(&invalid_class)?;
 
     let generated_before = claim.annotations().get(annotations::GENERATED_BUCKET_NAME);
     let (bucket_name, source, generated) = if let Some(existing) = existing {
@@ -127,7 +129,8 @@ fn plan_for_class(class: &StorageClass) -> Result<Plan, Error> {
     let invalid_class = |message| Error::InvalidStorageClass { class: class.name_any(), message };
     let limits = ClassLimits::take(&mut parameters).map_err(invalid_class)?;
     RotationPolicy::take(&mut parameters).map_err(&invalid_class)?;
-    crate::bucket::consent::take_consent(&mut parameters).map_err(invalid_class)?;
+    crate::bucket::consent::take_consent(&mut parameters).map_err(&invalid_class)?;
+    take_selector(&mut parameters).map_err(invalid_class)?;
     Ok(Plan {
         bucket_name: String::new(),
         source: BucketSource::Existing,

@@ -78,7 +78,7 @@ pub(crate) fn bound_owner_mode<P>(
     let recorded = bound.annotations().get(annotations::SHARED_FROM)?;
     // Across namespaces, consent is checked under the record, whatever `shareFrom` says now.
     if let Some(consented) = consent::bound_consent(claim, bound, ctx) {
-        return Some(consented.map_or_else(|| access_mode_of(bound), |owner| owner.mode));
+        return Some(consented.map_or_else(|_| access_mode_of(bound), |owner| owner.mode));
     }
     match resolve(claim, ctx) {
         Ok(Some(owner)) if owner.uid == *recorded => Some(owner.mode),

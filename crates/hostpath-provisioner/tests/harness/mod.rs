@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test binary uses its own subset
 
 mod scoped;
+pub mod share;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! What the controller knows of the cluster without asking: the watch caches of claims,
-//! ObjectBuckets, our Secrets and ConfigMaps (as summaries), the StorageClasses and the
-//! BucketShareGrants, each corrected by the controller's own writes that its watch has not
+//! ObjectBuckets, our Secrets and ConfigMaps (as summaries), the StorageClasses, the
+//! BucketShareGrants and the Namespaces' labels, each corrected by the controller's own writes that its watch has not
 //! delivered yet.
 //!
 //! A reconcile reads only from here. A write answers with the object as written, which is kept
@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use bucket_api::{BucketShareGrant, ObjectBucket, ObjectBucketClaim};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::watch;
@@ -42,6 +42,9 @@ pub struct Caches {
     pub classes: Store<StorageClass>,
     /// Every BucketShareGrant: the consents to share a bucket across namespaces.
     pub grants: Store<BucketShareGrant>,
+    /// Every Namespace, with its labels alone: where a StorageClass limits sharing across
+    /// namespaces to those of given labels.
+    pub namespaces: Store<Namespace>,
     /// Whether every cache holds its first list.
     pub listed: watch::Receiver<bool>,
 }
@@ -57,6 +60,15 @@ impl Caches {
     /// The StorageClass `name`, if the cache has it.
     pub fn class(&self, name: &str) -> Option<Arc<StorageClass>> {
         self.classes.get(&ObjectRef::new(name))
+    }
+
+    /// The labels of Namespace `name`, if the cache has it.
+    pub fn namespace_labels(
+        &self,
+        name: &str,
+    ) -> Option<std::collections::BTreeMap<String, String>> {
+        let namespace = self.namespaces.get(&ObjectRef::new(name))?;
+        Some(namespace.metadata.labels.clone().unwrap_or_default())
     }
 
     /// Waits until every cache holds its first list: before that, a missing object proves nothing.
