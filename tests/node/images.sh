@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Builds the images the end-to-end tests run besides the provisioner's own (`make image`):
-# the pod sandbox (pause), a shell for init containers (busybox) and the consumer application.
-#   images.sh NODE-BIN-DIR STATIC-BINARY-DIR OUTPUT-DIR
+# the pod sandbox (pause), a shell for init containers (busybox), the consumer application and
+# the upstream COSI sidecar (v0.2.2, from the directory tests/cosi/build.sh prints).
+#   images.sh NODE-BIN-DIR STATIC-BINARY-DIR OUTPUT-DIR COSI-DIR
 set -euo pipefail
 
-[[ $# -eq 3 ]] || { echo "usage: $0 NODE-BIN-DIR STATIC-BINARY-DIR OUTPUT-DIR" >&2; exit 2; }
+[[ $# -eq 4 ]] || { echo "usage: $0 NODE-BIN-DIR STATIC-BINARY-DIR OUTPUT-DIR COSI-DIR" >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
-node_bin=$1 static=$2 out=$3
+node_bin=$1 static=$2 out=$3 cosi=$4
 cache_root=${BUCKET_PROVISIONER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/bucket-provisioner}
 context=$(mktemp -d "$cache_root/image-context.XXXXXX")
 trap 'rm -rf "$context"' EXIT
@@ -28,3 +29,12 @@ mkdir -p "$context/consumer"
 cp "$static/examples/consumer" "$context/consumer/bucket-consumer"
 "$here/oci-build.sh" localhost/bucket-consumer:e2e "$here/images/consumer.Dockerfile" \
   "$context/consumer" "$out/consumer"
+
+# A FROM scratch image runs only a binary that needs no loader or libraries.
+sidecar="$cosi/v1alpha1/sidecar"
+[[ $(ldd "$sidecar" 2>&1 || true) == *"not a dynamic"* ]] \
+  || { echo "image: $sidecar is not statically linked" >&2; exit 1; }
+mkdir -p "$context/cosi-sidecar"
+cp "$sidecar" "$context/cosi-sidecar/sidecar"
+"$here/oci-build.sh" localhost/cosi-sidecar:v0.2.2 "$here/images/cosi-sidecar.Dockerfile" \
+  "$context/cosi-sidecar" "$out/cosi-sidecar"

@@ -53,6 +53,8 @@ pub struct Images {
     pub busybox: String,
     /// The pod sandbox image.
     pub pause: String,
+    /// The upstream COSI sidecar, v0.2.2 (`objectstorage.k8s.io/v1alpha1`).
+    pub cosi_sidecar: String,
 }
 
 impl Images {
@@ -71,6 +73,7 @@ impl Images {
             consumer: read("consumer")?,
             busybox: read("busybox")?,
             pause: read("pause")?,
+            cosi_sidecar: read("cosi-sidecar")?,
         })
     }
 }
@@ -309,8 +312,9 @@ async fn wait_node_ready(plane: &ControlPlane) -> Result<()> {
 }
 
 /// Points every container of a pod template at the node's images, as a user sets the image
-/// reference before applying: the provisioner's own, and a shell for `busybox`. Anything else
-/// could only come from a registry, which the node cannot reach.
+/// reference before applying: the provisioner's own, a shell for `busybox`, and the upstream
+/// COSI sidecar built from source. Anything else could only come from a registry, which the node
+/// cannot reach.
 pub fn set_images(object: &mut DynamicObject, images: &Images) -> Result<()> {
     let Some(spec) = object.data.pointer_mut("/spec/template/spec") else { return Ok(()) };
     for list in ["initContainers", "containers"] {
@@ -320,6 +324,7 @@ pub fn set_images(object: &mut DynamicObject, images: &Images) -> Result<()> {
             let ours = match repository.rsplit('/').next().unwrap_or_default() {
                 "bucket-provisioner" => &images.provisioner,
                 "busybox" => &images.busybox,
+                "objectstorage-sidecar" => &images.cosi_sidecar,
                 _ => bail!("image {image:?} would have to be pulled from a registry"),
             };
             container["image"] = ours.clone().into();
