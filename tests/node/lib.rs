@@ -311,6 +311,42 @@ async fn wait_node_ready(plane: &ControlPlane) -> Result<()> {
     }
 }
 
+/// helm, from `$BUCKET_PROVISIONER_HELM_BIN` or built by `tests/helm/build.sh`.
+pub fn helm_bin() -> PathBuf {
+    if let Some(path) = std::env::var_os("BUCKET_PROVISIONER_HELM_BIN") {
+        return path.into();
+    }
+    let output =
+        Command::new(script("../helm/build.sh")).output().expect("running tests/helm/build.sh");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    PathBuf::from(String::from_utf8_lossy(&output.stdout).lines().last().unwrap().trim())
+}
+
+/// Runs helm against the node's cluster and answers its output; panics with it when it fails.
+pub fn helm(node: &Node, args: &[&str]) -> String {
+    let output = Command::new(helm_bin())
+        .args(args)
+        .env("KUBECONFIG", node.plane().kubeconfig_path())
+        // helm keeps its caches and repositories there; none are used, nothing is left behind.
+        .env("HELM_CACHE_HOME", std::env::temp_dir().join("bucket-provisioner-helm/cache"))
+        .env("HELM_CONFIG_HOME", std::env::temp_dir().join("bucket-provisioner-helm/config"))
+        .env("HELM_DATA_HOME", std::env::temp_dir().join("bucket-provisioner-helm/data"))
+        .output()
+        .expect("running helm");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "helm {args:?} failed:\n{stdout}{stderr}");
+    println!("--- helm {} ---\n{stdout}", args[0]);
+    stdout
+}
+
+/// The node's provisioner image as the chart's `--set` values (repository and tag).
+pub fn image_values(node: &Node) -> String {
+    let image = &node.images().provisioner;
+    let (repository, tag) = image.rsplit_once(':').expect("the image has a tag");
+    format!("image.repository={repository},image.tag={tag}")
+}
+
 /// Points every container of a pod template at the node's images, as a user sets the image
 /// reference before applying: the provisioner's own, a shell for `busybox`, and the upstream
 /// COSI sidecar built from source. Anything else could only come from a registry, which the node
