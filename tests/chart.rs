@@ -413,6 +413,29 @@ fn cosi_adds_the_upstream_sidecar_and_the_rbac_of_deploy_cosi() {
         assert_eq!(leader["rules"], deployed_leader["rules"], "{component}");
     }
 
+    // The S3 driver's store: the parameters given, the owner's Secret unless they name one.
+    let store =
+        render(&["--set", "s3.enabled=true,cosi.enabled=true,cosi.s3.parameters.region=eu-west-1"]);
+    let args =
+        &container(find(&store, "Deployment", "s3-bucket-provisioner"), "provisioner")["args"];
+    let store_args: Vec<&str> = args
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.as_str()?.strip_prefix("--cosi-parameter="))
+        .collect();
+    assert_eq!(
+        store_args,
+        [
+            "region=eu-west-1",
+            "secretName=s3-owner-credentials",
+            &format!("secretNamespace={NAMESPACE}")
+        ]
+    );
+    let hostpath = find(&store, "Deployment", "hostpath-bucket-provisioner");
+    let hostpath_args = container(hostpath, "provisioner")["args"].to_string();
+    assert!(!hostpath_args.contains("--cosi-parameter"), "hostPath serves its own root");
+
     // A driver name of its own reaches the driver.
     let named = render(&["--set", "cosi.enabled=true,cosi.hostpath.driverName=team.example.com"]);
     let deployment = find(&named, "Deployment", "hostpath-bucket-provisioner");

@@ -4,12 +4,16 @@ in the same pod, the two talking over a socket on an emptyDir. */}}
 {{/* The socket's directory in both containers. */}}
 {{- define "bp.cosiDir" -}}/var/lib/cosi{{- end -}}
 
-{{/* The provisioner's COSI flags (.root, .driverName). */}}
+{{/* The provisioner's COSI flags (.root, .driverName, and .parameters: the store a backend
+that serves several is to use, as a StorageClass would name it). */}}
 {{- define "bp.cosiArgs" -}}
 {{- if .root.Values.cosi.enabled }}
 - --cosi-endpoint=unix://{{ include "bp.cosiDir" . }}/cosi.sock
 {{- with .driverName }}
 - --cosi-driver-name={{ . }}
+{{- end }}
+{{- range $key, $value := .parameters }}
+- {{ printf "--cosi-parameter=%s=%s" $key (toString $value) | quote }}
 {{- end }}
 {{- end }}
 {{- end -}}
