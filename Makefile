@@ -152,8 +152,8 @@ node: toolchain
 	@tests/node/build.sh >/dev/null
 
 # A real node running the image, deployed from deploy/ and installed with the Helm chart (each
-# test binary starts a node of its own), and COSI (the upstream v0.2.2 controller and sidecar
-# with deploy/cosi/hostpath/); needs root. The consumer pods' output is printed.
+# test binary starts a node of its own), and COSI (the upstream controller and sidecar, v0.2.2
+# and main, with deploy/cosi/hostpath/); needs root. The consumer pods' output is printed.
 # --workspace resolves features as `make test` does, so no dependency is rebuilt.
 e2e: controlplane chart-tools moto garage node volume-tools cosi image
 	@tests/node/images.sh "$$(tests/node/build.sh 2>/dev/null)" "$(STATIC_DIR)" "$(IMAGES_DIR)" "$(COSI_DIR)"
@@ -161,7 +161,7 @@ e2e: controlplane chart-tools moto garage node volume-tools cosi image
 		BUCKET_PROVISIONER_NODE_BIN="$$(tests/node/build.sh 2>/dev/null)" \
 		BUCKET_PROVISIONER_IMAGES="$(IMAGES_DIR)" BUCKET_PROVISIONER_HELM_BIN="$(HELM_BIN)" \
 		BUCKET_PROVISIONER_COSI_DIR="$(COSI_DIR)" cargo test --workspace --test e2e --test helm \
-		--test volume_capacity --test cosi_e2e -- --nocapture || failed=1; \
+		--test volume_capacity --test cosi_e2e --test cosi_v1alpha2_e2e -- --nocapture || failed=1; \
 	NODE_DIR="$${TMPDIR:-/tmp}/bucket-provisioner-node" tests/node/node.sh wait; \
 	exit $${failed:-0}
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the images the end-to-end tests run besides the provisioner's own (`make image`):
 # the pod sandbox (pause), a shell for init containers (busybox), the consumer application and
-# the upstream COSI sidecar (v0.2.2, from the directory tests/cosi/build.sh prints).
+# the upstream COSI sidecar (v0.2.2 and main, from the directory tests/cosi/build.sh prints).
 #   images.sh NODE-BIN-DIR STATIC-BINARY-DIR OUTPUT-DIR COSI-DIR
 set -euo pipefail
 
@@ -30,11 +30,15 @@ cp "$static/examples/consumer" "$context/consumer/bucket-consumer"
 "$here/oci-build.sh" localhost/bucket-consumer:e2e "$here/images/consumer.Dockerfile" \
   "$context/consumer" "$out/consumer"
 
-# A FROM scratch image runs only a binary that needs no loader or libraries.
-sidecar="$cosi/v1alpha1/sidecar"
-[[ $(ldd "$sidecar" 2>&1 || true) == *"not a dynamic"* ]] \
-  || { echo "image: $sidecar is not statically linked" >&2; exit 1; }
-mkdir -p "$context/cosi-sidecar"
-cp "$sidecar" "$context/cosi-sidecar/sidecar"
-"$here/oci-build.sh" localhost/cosi-sidecar:v0.2.2 "$here/images/cosi-sidecar.Dockerfile" \
-  "$context/cosi-sidecar" "$out/cosi-sidecar"
+# The upstream COSI sidecar at both pinned revisions. A FROM scratch image runs only a binary
+# that needs no loader or libraries.
+for entry in v1alpha1=cosi-sidecar=v0.2.2 v1alpha2=cosi-sidecar-v1alpha2=main-ee00c26; do
+  IFS== read -r api name tag <<<"$entry"
+  sidecar="$cosi/$api/sidecar"
+  [[ $(ldd "$sidecar" 2>&1 || true) == *"not a dynamic"* ]] \
+    || { echo "image: $sidecar is not statically linked" >&2; exit 1; }
+  mkdir -p "$context/$name"
+  cp "$sidecar" "$context/$name/sidecar"
+  "$here/oci-build.sh" "localhost/cosi-sidecar:$tag" "$here/images/cosi-sidecar.Dockerfile" \
+    "$context/$name" "$out/$name"
+done

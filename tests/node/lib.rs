@@ -55,6 +55,8 @@ pub struct Images {
     pub pause: String,
     /// The upstream COSI sidecar, v0.2.2 (`objectstorage.k8s.io/v1alpha1`).
     pub cosi_sidecar: String,
+    /// The upstream COSI sidecar from main (`objectstorage.k8s.io/v1alpha2`).
+    pub cosi_sidecar_v1alpha2: String,
 }
 
 impl Images {
@@ -74,6 +76,7 @@ impl Images {
             busybox: read("busybox")?,
             pause: read("pause")?,
             cosi_sidecar: read("cosi-sidecar")?,
+            cosi_sidecar_v1alpha2: read("cosi-sidecar-v1alpha2")?,
         })
     }
 }
