@@ -42,7 +42,8 @@ help:
 	@echo "make demo   - local control plane + hostPath provisioner + a claim + a consumer"
 	@echo "make test   - fmt, clippy and every test (unit, real control plane, and make e2e)"
 	@echo "make image  - the provisioner image from the Dockerfile, as an archive (no registry)"
-	@echo "make e2e    - a real node (root): the image deployed from deploy/, pods using claims"
+	@echo "make e2e    - a real node (root): the image deployed from deploy/ and deploy/cosi/hostpath/,"
+	@echo "              pods using claims and COSI accesses"
 	@echo "make crds   - regenerate crds/ (and the chart's copy) from crates/bucket-api"
 	@echo "make chart  - lint the Helm chart, check its schema, deploy/ against it, and the alerts"
 	@echo "make bench  - measure the S3 endpoint (beside MinIO and versitygw) and the controllers"
@@ -151,14 +152,16 @@ node: toolchain
 	@tests/node/build.sh >/dev/null
 
 # A real node running the image, deployed from deploy/ and installed with the Helm chart (each
-# test binary starts a node of its own); needs root. The consumer pods' output is printed.
+# test binary starts a node of its own), and COSI (the upstream controller and sidecar, v0.2.2
+# and main, with deploy/cosi/hostpath/); needs root. The consumer pods' output is printed.
 # --workspace resolves features as `make test` does, so no dependency is rebuilt.
-e2e: controlplane chart-tools moto garage node volume-tools image
-	@tests/node/images.sh "$$(tests/node/build.sh 2>/dev/null)" "$(STATIC_DIR)" "$(IMAGES_DIR)"
+e2e: controlplane chart-tools moto garage node volume-tools cosi image
+	@tests/node/images.sh "$$(tests/node/build.sh 2>/dev/null)" "$(STATIC_DIR)" "$(IMAGES_DIR)" "$(COSI_DIR)"
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" BUCKET_PROVISIONER_GARAGE_BIN="$(GARAGE_BIN)" \
 		BUCKET_PROVISIONER_NODE_BIN="$$(tests/node/build.sh 2>/dev/null)" \
 		BUCKET_PROVISIONER_IMAGES="$(IMAGES_DIR)" BUCKET_PROVISIONER_HELM_BIN="$(HELM_BIN)" \
-		cargo test --workspace --test e2e --test helm --test volume_capacity -- --nocapture || failed=1; \
+		BUCKET_PROVISIONER_COSI_DIR="$(COSI_DIR)" cargo test --workspace --test e2e --test helm \
+		--test volume_capacity --test cosi_e2e --test cosi_v1alpha2_e2e -- --nocapture || failed=1; \
 	NODE_DIR="$${TMPDIR:-/tmp}/bucket-provisioner-node" tests/node/node.sh wait; \
 	exit $${failed:-0}
 

@@ -2,14 +2,21 @@
 //! would: credentials, endpoint, region and bucket all come from the environment, so there is
 //! no endpoint code here. It writes an object, reads it back and lists the bucket, then reads
 //! each object named on its command line (objects someone else put there).
+//!
+//! With a COSI (`objectstorage.k8s.io/v1alpha1`) access Secret mounted as a volume instead,
+//! `COSI_BUCKET_INFO=/path/BucketInfo` names its one key, `BucketInfo`: JSON whose
+//! `spec.bucketName` and `spec.secretS3` (`endpoint`, `region`, `accessKeyID`,
+//! `accessSecretKey`) say everything.
 
 use std::error::Error;
 use std::fmt::Debug;
 use std::process::ExitCode;
 
 use aws_config::BehaviorVersion;
+use aws_sdk_s3::config::{Credentials, Region};
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
+use serde_json::Value;
 
 /// What the service answered (`AccessDenied: ...`), or why there was no answer.
 fn explain<E, R>(e: SdkError<E, R>) -> String
@@ -40,15 +47,72 @@ async fn main() -> ExitCode {
     }
 }
 
+/// Where the bucket is and the keys to it, from a COSI access Secret.
+struct CosiAccess {
+    endpoint: String,
+    region: String,
+    access_key_id: String,
+    secret_access_key: String,
+    bucket: String,
+}
+
+/// The v1alpha1 `BucketInfo` JSON of an access Secret, naming the first field it lacks.
+fn bucket_info(text: &str) -> Result<CosiAccess, String> {
+    let info: Value = serde_json::from_str(text).map_err(|e| format!("BucketInfo: {e}"))?;
+    let field = |pointer: &str| -> Result<String, String> {
+        match info.pointer(pointer).and_then(Value::as_str) {
+            Some(value) if !value.is_empty() => Ok(value.to_owned()),
+            _ => Err(format!("BucketInfo has no {}", pointer[1..].replace('/', "."))),
+        }
+    };
+    Ok(CosiAccess {
+        endpoint: field("/spec/secretS3/endpoint")?,
+        region: field("/spec/secretS3/region")?,
+        access_key_id: field("/spec/secretS3/accessKeyID")?,
+        secret_access_key: field("/spec/secretS3/accessSecretKey")?,
+        bucket: field("/spec/bucketName")?,
+    })
+}
+
+/// The COSI v1alpha1 access this pod was given, if any: its mounted `BucketInfo` file.
+fn cosi_access() -> Result<Option<CosiAccess>, String> {
+    let Ok(path) = std::env::var("COSI_BUCKET_INFO") else { return Ok(None) };
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("reading {path}: {e}"))?;
+    bucket_info(&text).map(Some)
+}
+
 async fn run() -> Result<(), Box<dyn Error>> {
-    let bucket = std::env::var("BUCKET_NAME").map_err(|_| "BUCKET_NAME is not set")?;
-    // Reads AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION and AWS_ENDPOINT_URL.
-    let shared = aws_config::defaults(BehaviorVersion::latest())
-        .http_client(aws_smithy_http_client::Builder::new().build_http())
-        .load()
-        .await;
-    // Path-style addressing, because the endpoint host may be an address or a Service name.
-    let config = aws_sdk_s3::config::Builder::from(&shared).force_path_style(true).build();
+    let http = aws_smithy_http_client::Builder::new().build_http();
+    let (bucket, config) = match cosi_access()? {
+        Some(access) => {
+            println!("consumer: COSI access to bucket {} at {}", access.bucket, access.endpoint);
+            let credentials = Credentials::new(
+                access.access_key_id,
+                access.secret_access_key,
+                None,
+                None,
+                "cosi-access",
+            );
+            let config = aws_sdk_s3::Config::builder()
+                .behavior_version(BehaviorVersion::latest())
+                .http_client(http)
+                .credentials_provider(credentials)
+                .region(Region::new(access.region))
+                .endpoint_url(access.endpoint)
+                .force_path_style(true)
+                .build();
+            (access.bucket, config)
+        }
+        None => {
+            let bucket = std::env::var("BUCKET_NAME").map_err(|_| "BUCKET_NAME is not set")?;
+            // Reads AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION and AWS_ENDPOINT_URL.
+            let shared =
+                aws_config::defaults(BehaviorVersion::latest()).http_client(http).load().await;
+            // Path-style addressing, because the endpoint host may be an address or a Service
+            // name.
+            (bucket, aws_sdk_s3::config::Builder::from(&shared).force_path_style(true).build())
+        }
+    };
     let s3 = aws_sdk_s3::Client::from_conf(config);
 
     let key = "hello.txt";
@@ -86,4 +150,46 @@ async fn run() -> Result<(), Box<dyn Error>> {
         println!("consumer: read s3://{bucket}/{key}: {body:?}");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::bucket_info;
+
+    const INFO: &str = r#"{"metadata":{"name":"bc-1"},"spec":{"bucketName":"bc-1",
+        "authenticationType":"KEY","secretS3":{"endpoint":"http://s3.example:9000",
+        "region":"us-east-1","accessKeyID":"AK","accessSecretKey":"SK"},"protocols":["s3"]}}"#;
+
+    #[test]
+    fn reads_the_v1alpha1_bucket_info() {
+        let access = bucket_info(INFO).unwrap();
+        assert_eq!(access.bucket, "bc-1");
+        assert_eq!(access.endpoint, "http://s3.example:9000");
+        assert_eq!(access.region, "us-east-1");
+        assert_eq!(
+            (access.access_key_id.as_str(), access.secret_access_key.as_str()),
+            ("AK", "SK")
+        );
+    }
+
+    #[test]
+    fn names_the_field_it_lacks() {
+        let missing = INFO.replace(r#""accessSecretKey":"SK""#, r#""accessSecretKey":"""#);
+        let error = bucket_info(&missing).err().unwrap();
+        assert_eq!(error, "BucketInfo has no spec.secretS3.accessSecretKey");
+        let error = bucket_info("not json").err().unwrap();
+        assert!(error.starts_with("BucketInfo: "), "{error}");
+    }
+
+    proptest! {
+        /// Whatever the file holds, the answer is the access or an error about BucketInfo.
+        #[test]
+        fn any_text_is_read_or_refused_by_name(text in ".*") {
+            if let Err(error) = bucket_info(&text) {
+                prop_assert!(error.starts_with("BucketInfo"), "{error}");
+            }
+        }
+    }
 }

@@ -329,6 +329,123 @@ fn good_values_render() {
     );
 }
 
+/// The object of `kind` named `name` among `objects`.
+fn find<'a>(objects: &'a [Value], kind_: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| kind(o) == kind_ && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind_} {name}"))
+}
+
+/// Container `name` of a Deployment.
+fn container<'a>(deployment: &'a Value, name: &str) -> &'a Value {
+    let containers = deployment["spec"]["template"]["spec"]["containers"].as_array().unwrap();
+    containers.iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("no container {name}"))
+}
+
+/// With `cosi.enabled`, each driver pod (hostPath, S3) gets the upstream sidecar as
+/// `deploy/cosi/` runs it, the socket on an emptyDir both mount, `--cosi-endpoint` on the
+/// provisioner, and its ServiceAccount the rules of `deploy/cosi/<backend>/10-rbac.yaml`.
+#[test]
+fn cosi_adds_the_upstream_sidecar_and_the_rbac_of_deploy_cosi() {
+    let plain = render(&["--set", "s3.enabled=true"]);
+    for object in &plain {
+        let names: Vec<String> = images(object);
+        assert!(!names.iter().any(|i| i.contains("objectstorage")), "{}", key(object));
+        assert!(!key(object).ends_with("-cosi"), "{} without cosi.enabled", key(object));
+    }
+
+    let rendered = render(&["--set", "s3.enabled=true,cosi.enabled=true"]);
+    let socket = "unix:///var/lib/cosi/cosi.sock";
+    for (component, folder, driver) in [
+        ("hostpath-bucket-provisioner", "deploy/cosi/hostpath", "hostpath-cosi-driver"),
+        ("s3-bucket-provisioner", "deploy/cosi/s3", "s3-cosi-driver"),
+    ] {
+        let deployed: Vec<Value> = read_manifests(&repo(folder))
+            .unwrap()
+            .into_iter()
+            .map(|(_, o)| normalized(serde_json::to_value(o).unwrap()))
+            .collect();
+        let ours = normalized(find(&rendered, "Deployment", component).clone());
+        let theirs = find(&deployed, "Deployment", driver);
+        let names: Vec<&Value> = ours["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| &c["name"])
+            .collect();
+        assert_eq!(names, ["provisioner", "cosi-sidecar"], "{component}");
+        assert_eq!(
+            container(&ours, "cosi-sidecar"),
+            container(theirs, "cosi-sidecar"),
+            "{component}'s sidecar (left) differs from {folder}'s (right)"
+        );
+        let pod = &ours["spec"]["template"]["spec"];
+        let volume = pod["volumes"].as_array().unwrap().iter().find(|v| v["name"] == "cosi-socket");
+        assert_eq!(volume.map(|v| &v["emptyDir"]), Some(&serde_json::json!({})), "{component}");
+        assert_eq!(pod["securityContext"]["fsGroup"], 65532, "{component}");
+        let provisioner = container(&ours, "provisioner");
+        let mounts = provisioner["volumeMounts"].as_array().unwrap();
+        assert!(
+            mounts.iter().any(|m| m["name"] == "cosi-socket" && m["mountPath"] == "/var/lib/cosi"),
+            "{component}: {mounts:?}"
+        );
+        let args = provisioner["args"].as_array().unwrap();
+        assert!(args.contains(&format!("--cosi-endpoint={socket}").into()), "{args:?}");
+        assert!(!args.contains(&"--cosi-only".into()), "the chart's pods serve claims too");
+
+        let role = find(&rendered, "ClusterRole", &format!("{component}-cosi"));
+        let deployed_role = find(&deployed, "ClusterRole", driver);
+        assert_eq!(
+            role["rules"], deployed_role["rules"],
+            "{component}: rules differ from {folder}"
+        );
+        let binding = find(&rendered, "ClusterRoleBinding", &format!("{component}-cosi"));
+        assert_eq!(binding["roleRef"]["name"], format!("{component}-cosi"));
+        let subject = serde_json::json!([{
+            "kind": "ServiceAccount", "name": component, "namespace": NAMESPACE
+        }]);
+        assert_eq!(binding["subjects"], subject);
+        // The v1alpha1 sidecar's leader Lease: the provisioner's own Role grants what
+        // deploy/cosi's does.
+        let leader = find(&rendered, "Role", &format!("{component}-leader"));
+        let deployed_leader = find(&deployed, "Role", &format!("{driver}-leader"));
+        assert_eq!(leader["rules"], deployed_leader["rules"], "{component}");
+    }
+
+    // The S3 driver's store: the parameters given, the owner's Secret unless they name one.
+    let store =
+        render(&["--set", "s3.enabled=true,cosi.enabled=true,cosi.s3.parameters.region=eu-west-1"]);
+    let args =
+        &container(find(&store, "Deployment", "s3-bucket-provisioner"), "provisioner")["args"];
+    let store_args: Vec<&str> = args
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.as_str()?.strip_prefix("--cosi-parameter="))
+        .collect();
+    assert_eq!(
+        store_args,
+        [
+            "region=eu-west-1",
+            "secretName=s3-owner-credentials",
+            &format!("secretNamespace={NAMESPACE}")
+        ]
+    );
+    let hostpath = find(&store, "Deployment", "hostpath-bucket-provisioner");
+    let hostpath_args = container(hostpath, "provisioner")["args"].to_string();
+    assert!(!hostpath_args.contains("--cosi-parameter"), "hostPath serves its own root");
+
+    // A driver name of its own reaches the driver.
+    let named = render(&["--set", "cosi.enabled=true,cosi.hostpath.driverName=team.example.com"]);
+    let deployment = find(&named, "Deployment", "hostpath-bucket-provisioner");
+    let args = &container(deployment, "provisioner")["args"];
+    assert!(
+        args.as_array().unwrap().contains(&"--cosi-driver-name=team.example.com".into()),
+        "{args}"
+    );
+}
+
 fn images(object: &Value) -> Vec<String> {
     let spec = &object["spec"]["template"]["spec"];
     ["initContainers", "containers"]
@@ -342,7 +459,7 @@ fn images(object: &Value) -> Vec<String> {
 #[test]
 fn bad_values_fail_naming_the_value() {
     let chart = chart();
-    let cases: [(&[&str], &str); 12] = [
+    let cases: [(&[&str], &str); 14] = [
         (&["--set", "hostpath.replicas=2"], "/hostpath/replicas"),
         (&["--set", "hostpath.root=relative/path"], "/hostpath/root"),
         (&["--set", "image.pullPolicy=Sometimes"], "/image/pullPolicy"),
@@ -370,6 +487,8 @@ fn bad_values_fail_naming_the_value() {
             "/s3/ownerCredentials/accessKeyId",
         ),
         (&["--set", "hostpathVolumes.reclaimPolicy=Recycle"], "/hostpathVolumes/reclaimPolicy"),
+        (&["--set", "cosi.hostpath.driverName=-driver"], "/cosi/hostpath/driverName"),
+        (&["--set", "cosi.sidecar.pullPolicy=Sometimes"], "/cosi/sidecar/pullPolicy"),
     ];
     for (args, named) in cases {
         let mut all = vec!["template", RELEASE, chart.to_str().unwrap()];

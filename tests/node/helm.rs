@@ -6,7 +6,6 @@
 //! A test binary of its own, so its node (and the default root) is its alone. Run by `make e2e`.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use aws_sdk_s3::primitives::ByteStream;
@@ -17,7 +16,9 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, ListParams, ObjectMeta, PostParams};
-use node_tests::{Node, consumer_pod, run_to_completion, s3_client, wait_rollout};
+use node_tests::{
+    Node, consumer_pod, helm, image_values, run_to_completion, s3_client, wait_rollout,
+};
 use test_support::eventually;
 
 const NS: &str = "bucket-provisioner";
@@ -28,40 +29,6 @@ const APP: &str = "helm-app";
 
 fn repo(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(relative)
-}
-
-fn helm_bin() -> PathBuf {
-    if let Some(path) = std::env::var_os("BUCKET_PROVISIONER_HELM_BIN") {
-        return path.into();
-    }
-    let output = Command::new(repo("tests/helm/build.sh")).output().expect("tests/helm/build.sh");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    PathBuf::from(String::from_utf8_lossy(&output.stdout).lines().last().unwrap().trim())
-}
-
-/// Runs helm against the node's cluster; panics with its output when it fails.
-fn helm(node: &Node, args: &[&str]) -> String {
-    let output = Command::new(helm_bin())
-        .args(args)
-        .env("KUBECONFIG", node.plane().kubeconfig_path())
-        // helm keeps its caches and repositories there; none are used, nothing is left behind.
-        .env("HELM_CACHE_HOME", std::env::temp_dir().join("bucket-provisioner-helm/cache"))
-        .env("HELM_CONFIG_HOME", std::env::temp_dir().join("bucket-provisioner-helm/config"))
-        .env("HELM_DATA_HOME", std::env::temp_dir().join("bucket-provisioner-helm/data"))
-        .output()
-        .expect("running helm");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "helm {args:?} failed:\n{stdout}{stderr}");
-    println!("--- helm {} ---\n{stdout}", args[0]);
-    stdout
-}
-
-/// The image as `--set` values: repository and tag of the node's provisioner image.
-fn image_values(node: &Node) -> String {
-    let image = &node.images().provisioner;
-    let (repository, tag) = image.rsplit_once(':').expect("the image has a tag");
-    format!("image.repository={repository},image.tag={tag}")
 }
 
 async fn wait_phase(claims: &Api<ObjectBucketClaim>, name: &str, phase: ClaimPhase) {

@@ -53,6 +53,10 @@ pub struct Images {
     pub busybox: String,
     /// The pod sandbox image.
     pub pause: String,
+    /// The upstream COSI sidecar, v0.2.2 (`objectstorage.k8s.io/v1alpha1`).
+    pub cosi_sidecar: String,
+    /// The upstream COSI sidecar from main (`objectstorage.k8s.io/v1alpha2`).
+    pub cosi_sidecar_v1alpha2: String,
 }
 
 impl Images {
@@ -71,6 +75,8 @@ impl Images {
             consumer: read("consumer")?,
             busybox: read("busybox")?,
             pause: read("pause")?,
+            cosi_sidecar: read("cosi-sidecar")?,
+            cosi_sidecar_v1alpha2: read("cosi-sidecar-v1alpha2")?,
         })
     }
 }
@@ -308,9 +314,46 @@ async fn wait_node_ready(plane: &ControlPlane) -> Result<()> {
     }
 }
 
+/// helm, from `$BUCKET_PROVISIONER_HELM_BIN` or built by `tests/helm/build.sh`.
+pub fn helm_bin() -> PathBuf {
+    if let Some(path) = std::env::var_os("BUCKET_PROVISIONER_HELM_BIN") {
+        return path.into();
+    }
+    let output =
+        Command::new(script("../helm/build.sh")).output().expect("running tests/helm/build.sh");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    PathBuf::from(String::from_utf8_lossy(&output.stdout).lines().last().unwrap().trim())
+}
+
+/// Runs helm against the node's cluster and answers its output; panics with it when it fails.
+pub fn helm(node: &Node, args: &[&str]) -> String {
+    let output = Command::new(helm_bin())
+        .args(args)
+        .env("KUBECONFIG", node.plane().kubeconfig_path())
+        // helm keeps its caches and repositories there; none are used, nothing is left behind.
+        .env("HELM_CACHE_HOME", std::env::temp_dir().join("bucket-provisioner-helm/cache"))
+        .env("HELM_CONFIG_HOME", std::env::temp_dir().join("bucket-provisioner-helm/config"))
+        .env("HELM_DATA_HOME", std::env::temp_dir().join("bucket-provisioner-helm/data"))
+        .output()
+        .expect("running helm");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "helm {args:?} failed:\n{stdout}{stderr}");
+    println!("--- helm {} ---\n{stdout}", args[0]);
+    stdout
+}
+
+/// The node's provisioner image as the chart's `--set` values (repository and tag).
+pub fn image_values(node: &Node) -> String {
+    let image = &node.images().provisioner;
+    let (repository, tag) = image.rsplit_once(':').expect("the image has a tag");
+    format!("image.repository={repository},image.tag={tag}")
+}
+
 /// Points every container of a pod template at the node's images, as a user sets the image
-/// reference before applying: the provisioner's own, and a shell for `busybox`. Anything else
-/// could only come from a registry, which the node cannot reach.
+/// reference before applying: the provisioner's own, a shell for `busybox`, and the upstream
+/// COSI sidecar built from source. Anything else could only come from a registry, which the node
+/// cannot reach.
 pub fn set_images(object: &mut DynamicObject, images: &Images) -> Result<()> {
     let Some(spec) = object.data.pointer_mut("/spec/template/spec") else { return Ok(()) };
     for list in ["initContainers", "containers"] {
@@ -320,6 +363,7 @@ pub fn set_images(object: &mut DynamicObject, images: &Images) -> Result<()> {
             let ours = match repository.rsplit('/').next().unwrap_or_default() {
                 "bucket-provisioner" => &images.provisioner,
                 "busybox" => &images.busybox,
+                "objectstorage-sidecar" => &images.cosi_sidecar,
                 _ => bail!("image {image:?} would have to be pulled from a registry"),
             };
             container["image"] = ours.clone().into();

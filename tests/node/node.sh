@@ -24,7 +24,7 @@ trap '' PIPE
 snap="$NODE_DIR/snapshot"
 lock=${NODE_LOCK:-/run/lock/bucket-provisioner-node.lock}
 # Host paths the node's programs create; the ones that did not exist before a run are removed.
-HOST_PATHS=(/var/lib/bucket-provisioner /var/lib/hostpath-volumes /var/log/containers /var/log/pods /run/netns
+HOST_PATHS=(/var/lib/bucket-provisioner /var/lib/bucket-provisioner-cosi /var/lib/hostpath-volumes /var/log/containers /var/log/pods /run/netns
   /run/containerd /var/lib/cni /var/lib/kubelet /etc/cni /opt/cni /opt/containerd
   /var/lib/containerd /etc/kubernetes /run/calico /var/lib/calico)
 # Mounts under these (and NODE_DIR) that appeared during a run are unmounted.
@@ -389,11 +389,14 @@ run() {
   fi
   rm -rf "$NODE_DIR"
   mkdir -p "$NODE_DIR"
-  if [[ -e /var/lib/bucket-provisioner ]]; then
-    log "/var/lib/bucket-provisioner exists: the tests deploy deploy/hostpath/, whose buckets live there"
-    echo failed
-    exit 1
-  fi
+  local root
+  for root in /var/lib/bucket-provisioner /var/lib/bucket-provisioner-cosi; do
+    if [[ -e $root ]]; then
+      log "$root exists: the tests deploy deploy/hostpath/ and deploy/cosi/hostpath/, whose buckets live there"
+      echo failed
+      exit 1
+    fi
+  done
   snapshot
   trap 'cleanup; exit 0' TERM INT HUP
   ip link add "$NODE_BRIDGE" type bridge &&

@@ -129,36 +129,10 @@ pub struct Cosi {
 }
 
 impl Cosi {
-    /// Starts a control plane, installs `version`'s CRDs and starts its upstream controller
-    /// under the upstream RBAC (applied from the same source).
+    /// Starts a control plane with `version` installed on it ([`install_upstream`]).
     pub async fn start(version: CosiVersion) -> Result<Cosi> {
-        let dir = version.dir()?;
         let plane = ControlPlane::start()?;
-        let admin = plane.client().await;
-        install_cosi_crds(&admin, &dir.join("crd")).await?;
-        upstream_controller_rbac(&admin, &dir.join("controller-rbac.yaml")).await?;
-        let kubeconfig =
-            service_account_kubeconfig(&plane, CONTROLLER_NAMESPACE, CONTROLLER_ACCOUNT).await?;
-        let controller = dir.join("controller").display().to_string();
-        let kubeconfig = kubeconfig.display().to_string();
-        let mut argv = vec![
-            "env".to_owned(),
-            format!("KUBECONFIG={kubeconfig}"),
-            // v1alpha1's controller always elects a leader, with a Lease in this namespace.
-            format!("POD_NAMESPACE={CONTROLLER_NAMESPACE}"),
-            controller,
-            format!("--kubeconfig={kubeconfig}"),
-        ];
-        match version {
-            CosiVersion::V1Alpha1 => argv.push("--v=4".into()),
-            CosiVersion::V1Alpha2 => {
-                // Its probe port defaults to :8081, which a second one on this host would take.
-                argv.push(format!("--health-probe-bind-address=127.0.0.1:{}", free_port()?));
-                argv.push("--metrics-bind-address=0".into());
-            }
-        }
-        let logs = tempfile::Builder::new().prefix("cosi-controller-").tempdir()?.keep();
-        let controller = Supervised::start(&logs, &[("controller", argv)], &[])?;
+        let controller = install_upstream(&plane, version).await?;
         Ok(Cosi { version, controller, plane })
     }
 
@@ -234,6 +208,38 @@ impl Sidecar {
     pub fn full_log(&self) -> String {
         std::fs::read_to_string(self.processes.log("sidecar")).unwrap_or_default()
     }
+}
+
+/// Installs `version`'s CRDs on `plane` and starts its upstream controller under the upstream
+/// RBAC (applied from the same source), as an operator installs COSI on a cluster; the
+/// controller runs until the answer is dropped.
+pub async fn install_upstream(plane: &ControlPlane, version: CosiVersion) -> Result<Supervised> {
+    let dir = version.dir()?;
+    let admin = plane.client().await;
+    install_cosi_crds(&admin, &dir.join("crd")).await?;
+    upstream_controller_rbac(&admin, &dir.join("controller-rbac.yaml")).await?;
+    let kubeconfig =
+        service_account_kubeconfig(plane, CONTROLLER_NAMESPACE, CONTROLLER_ACCOUNT).await?;
+    let controller = dir.join("controller").display().to_string();
+    let kubeconfig = kubeconfig.display().to_string();
+    let mut argv = vec![
+        "env".to_owned(),
+        format!("KUBECONFIG={kubeconfig}"),
+        // v1alpha1's controller always elects a leader, with a Lease in this namespace.
+        format!("POD_NAMESPACE={CONTROLLER_NAMESPACE}"),
+        controller,
+        format!("--kubeconfig={kubeconfig}"),
+    ];
+    match version {
+        CosiVersion::V1Alpha1 => argv.push("--v=4".into()),
+        CosiVersion::V1Alpha2 => {
+            // Its probe port defaults to :8081, which a second one on this host would take.
+            argv.push(format!("--health-probe-bind-address=127.0.0.1:{}", free_port()?));
+            argv.push("--metrics-bind-address=0".into());
+        }
+    }
+    let logs = tempfile::Builder::new().prefix("cosi-controller-").tempdir()?.keep();
+    Supervised::start(&logs, &[("controller", argv)], &[])
 }
 
 /// Applies the CRDs in `dir` (server-side apply) and waits until each is Established.
