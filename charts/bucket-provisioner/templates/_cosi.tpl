@@ -91,7 +91,7 @@ rules:
     verbs: ["update"]
   - apiGroups: ["objectstorage.k8s.io"]
     resources: ["bucketclaims"]
-    verbs: ["get", "list", "update"]
+    verbs: ["get", "list", "watch", "update"]
   - apiGroups: ["objectstorage.k8s.io"]
     resources: ["bucketclaims/status"]
     verbs: ["update", "patch"]
