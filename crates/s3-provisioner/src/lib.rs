@@ -61,8 +61,10 @@ pub mod bucket;
 pub mod cluster;
 pub mod config;
 pub mod cors;
+mod features;
 pub mod iam;
 pub mod legacy;
+pub mod lifecycle;
 pub mod owner;
 pub mod params;
 

@@ -88,7 +88,7 @@ impl S3Provisioner {
         let (settings, session) = self.standalone_session().await?;
         let name = &bucket.bucket_name;
         self.buckets(&session)
-            .create(name, &settings.region, &bucket.owner_id, ReclaimPolicy::Delete)
+            .create(name, &settings.region, (&bucket.owner_id, ReclaimPolicy::Delete), false)
             .await?;
         Ok(BucketLocation { bucket_name: name.clone(), endpoint: settings.consumer_endpoint() })
     }
