@@ -5,12 +5,12 @@
 use aws_sdk_s3::primitives::DateTime;
 use aws_sdk_s3::types::{
     AbortIncompleteMultipartUpload, BucketLifecycleConfiguration, ExpirationStatus,
-    LifecycleExpiration, LifecycleRule, LifecycleRuleFilter, NoncurrentVersionExpiration,
-    Transition, TransitionStorageClass,
+    LifecycleExpiration, LifecycleRule, LifecycleRuleAndOperator, LifecycleRuleFilter,
+    NoncurrentVersionExpiration, Transition, TransitionStorageClass,
 };
 use bucket_provisioner::BackendError;
 use bucket_provisioner::bucket::features::lifecycle::{
-    BUCKET_LIFECYCLE, Expiration, Lifecycle, Rule, When,
+    BUCKET_LIFECYCLE, Expiration, Filter, Lifecycle, Rule, When,
 };
 
 /// S3 counts days as an `i32`; the library's are `u32`.
@@ -35,20 +35,40 @@ pub fn configuration(lifecycle: &Lifecycle) -> Result<BucketLifecycleConfigurati
     configuration.build().map_err(invalid)
 }
 
+/// S3 takes one criterion alone, and several only inside an `And`; none is the whole bucket,
+/// which it writes as an empty prefix.
+fn filter_of(filter: &Filter) -> LifecycleRuleFilter {
+    let as_i64 = |bytes: u64| i64::try_from(bytes).unwrap_or(i64::MAX);
+    let (above, below) = (filter.size_greater_than.map(as_i64), filter.size_less_than.map(as_i64));
+    let criteria = usize::from(filter.prefix.is_some())
+        + usize::from(above.is_some())
+        + usize::from(below.is_some());
+    let builder = LifecycleRuleFilter::builder();
+    match criteria {
+        0 => builder.prefix("").build(),
+        1 => builder
+            .set_prefix(filter.prefix.clone())
+            .set_object_size_greater_than(above)
+            .set_object_size_less_than(below)
+            .build(),
+        _ => builder
+            .and(
+                LifecycleRuleAndOperator::builder()
+                    .set_prefix(filter.prefix.clone())
+                    .set_object_size_greater_than(above)
+                    .set_object_size_less_than(below)
+                    .build(),
+            )
+            .build(),
+    }
+}
+
 fn rule_of(rule: &Rule) -> Result<LifecycleRule, BackendError> {
     let status = if rule.enabled { ExpirationStatus::Enabled } else { ExpirationStatus::Disabled };
-    let filter = &rule.filter;
-    let sized = filter.size_greater_than.is_some() || filter.size_less_than.is_some();
-    // No criterion at all is the whole bucket, which S3 writes as an empty prefix.
-    let prefix = filter.prefix.clone().or_else(|| (!sized).then(String::new));
-    let as_i64 = |bytes: u64| i64::try_from(bytes).unwrap_or(i64::MAX);
-    let mut built = LifecycleRule::builder().status(status).set_id(rule.id.clone()).filter(
-        LifecycleRuleFilter::builder()
-            .set_prefix(prefix)
-            .set_object_size_greater_than(filter.size_greater_than.map(as_i64))
-            .set_object_size_less_than(filter.size_less_than.map(as_i64))
-            .build(),
-    );
+    let mut built = LifecycleRule::builder()
+        .status(status)
+        .set_id(rule.id.clone())
+        .filter(filter_of(&rule.filter));
     if let Some(expiration) = rule.expiration {
         let builder = LifecycleExpiration::builder();
         built = built.expiration(match expiration {
@@ -100,10 +120,12 @@ mod tests {
             {"Status":"Disabled","Transitions":[{"Days":90,"StorageClass":"GLACIER"}],
              "NoncurrentVersionExpiration":{"NoncurrentDays":10}},
             {"Status":"Enabled","Filter":{"ObjectSizeGreaterThan":5},
-             "Expiration":{"Date":"2030-01-01T00:00:00Z"}}]}"#;
+             "Expiration":{"Date":"2030-01-01T00:00:00Z"}},
+            {"Status":"Enabled","Filter":{"Prefix":"a/","ObjectSizeLessThan":5},
+             "Expiration":{"Days":1}}]}"#;
         let parsed = configuration(&Lifecycle::parse(text).unwrap()).unwrap();
         let rules = parsed.rules();
-        assert_eq!(rules.len(), 3);
+        assert_eq!(rules.len(), 4);
         assert_eq!(rules[0].id(), Some("expire-logs"));
         assert_eq!(rules[0].filter().and_then(|f| f.prefix()), Some("logs/"));
         assert_eq!(rules[0].expiration().and_then(|e| e.days()), Some(30));
@@ -116,5 +138,7 @@ mod tests {
         assert_eq!(rules[2].filter().and_then(|f| f.prefix()), None);
         let at = rules[2].expiration().and_then(|e| e.date()).unwrap();
         assert_eq!(at.secs(), 1_893_456_000);
+        let both = rules[3].filter().and_then(|f| f.and()).unwrap();
+        assert_eq!((both.prefix(), both.object_size_less_than()), (Some("a/"), Some(5)));
     }
 }

@@ -69,8 +69,8 @@ pub struct Filter {
 pub enum When {
     /// Days after an object's creation.
     Days(u32),
-    /// A date (midnight UTC).
-    Date(Timestamp),
+    /// A date: midnight UTC, in seconds since the Unix epoch.
+    Date(i64),
 }
 
 /// When current objects expire.
@@ -179,7 +179,7 @@ fn when(what: &str, days_field: Option<u32>, date_field: Option<&str>) -> Result
             if at.as_second().rem_euclid(86_400) != 0 || at.subsec_nanosecond() != 0 {
                 return Err(format!("{what} Date {text:?} must be midnight UTC"));
             }
-            Ok(When::Date(at))
+            Ok(When::Date(at.as_second()))
         }
         _ => Err(format!("{what} takes Days or Date, exactly one")),
     }
