@@ -212,7 +212,9 @@ async fn a_compliance_retention_holds_against_the_claim_that_set_it() {
 #[tokio::test]
 async fn what_the_class_does_not_allow_is_refused_by_name_and_nothing_is_made() {
     let f = Fixture::start().await;
-    let cases: [(&[(&str, &str)], (&str, String), &str); 6] = [
+    /// The class's parameters, what the claim asks, and what the refusal says.
+    type Case<'a> = (&'a [(&'a str, &'a str)], (&'a str, String), &'a str);
+    let cases: [Case; 6] = [
         (&[], ("versioning", "Enabled".into()), "allowVersioning: \"true\""),
         (&[], ("objectLock", "Enabled".into()), "allowObjectLock: \"true\""),
         (
