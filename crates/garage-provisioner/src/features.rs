@@ -294,4 +294,59 @@ mod tests {
         let bad_class = BucketFeatures::parse(&map(&[]), &map(&[(ALLOW_CORS, "yes")]));
         assert!(bad_class.unwrap_err().to_string().contains(ALLOW_CORS));
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// One lifecycle rule made of the actions S3 has, some Garage lacks.
+        fn rule() -> impl Strategy<Value = serde_json::Value> {
+            let action = prop::sample::select(vec![
+                ("Expiration", json_of(r#"{"Days": 3}"#)),
+                ("Expiration", json_of(r#"{"ExpiredObjectDeleteMarker": true}"#)),
+                ("AbortIncompleteMultipartUpload", json_of(r#"{"DaysAfterInitiation": 1}"#)),
+                ("NoncurrentVersionExpiration", json_of(r#"{"NoncurrentDays": 1}"#)),
+                ("Transitions", json_of(r#"[{"Days": 1, "StorageClass": "GLACIER"}]"#)),
+                ("Filter", json_of(r#"{"Prefix": "a/", "ObjectSizeLessThan": 9}"#)),
+            ]);
+            prop::collection::vec(action, 0..4).prop_map(|actions| {
+                let mut rule = serde_json::json!({ "Status": "Enabled" });
+                for (name, value) in actions {
+                    rule[name] = value;
+                }
+                rule
+            })
+        }
+
+        fn json_of(text: &str) -> serde_json::Value {
+            serde_json::from_str(text).unwrap()
+        }
+
+        proptest! {
+            /// Whatever a tenant writes is judged; what reaches Garage holds only what Garage
+            /// applies, so nothing asked is silently dropped.
+            #[test]
+            fn only_what_garage_applies_is_sent(
+                rules in prop::collection::vec(rule(), 0..3),
+                text in proptest::prelude::any::<String>(),
+            ) {
+                let written = serde_json::json!({ "Rules": rules }).to_string();
+                for text in [written, text] {
+                    match BucketFeatures::parse(&map(&[(BUCKET_LIFECYCLE, &text)]), &map(&[])) {
+                        Ok(parsed) => {
+                            for rule in parsed.lifecycle.unwrap().rules() {
+                                prop_assert!(rule.transitions().is_empty());
+                                prop_assert!(rule.noncurrent_version_expiration().is_none());
+                                prop_assert!(rule
+                                    .expiration()
+                                    .is_none_or(|e| e.expired_object_delete_marker().is_none()));
+                            }
+                        }
+                        Err(error) => prop_assert!(error.is_permanent()),
+                    }
+                }
+            }
+        }
+    }
 }
