@@ -21,6 +21,7 @@ use crate::api::{BucketInfo, ClusterHealth, Permissions};
 use crate::cluster::{AdminToken, ClassParameters};
 use crate::empty::{PassLimits, empty_pass, http_client, s3_client};
 use crate::endpoints::AdminEndpoints;
+use crate::features::{self, BucketFeatures};
 use crate::identity::{STATE_CLUSTER_ID, cluster_id};
 use crate::names::{SERVICE_KEY_NAME, claim_key_id, ownership_alias, service_key_id};
 use crate::params::Settings;
@@ -226,6 +227,7 @@ impl Provisioner for GarageProvisioner {
     fn validate(&self, options: &BucketOptions) -> Result<(), BackendError> {
         Settings::from_parameters(&options.parameters)?;
         quota::parse(&options.additional_config)?;
+        BucketFeatures::parse(&options.additional_config, &options.parameters)?;
         Permissions::for_mode(options.access_mode)?;
         self.seen
             .lock()
@@ -237,6 +239,7 @@ impl Provisioner for GarageProvisioner {
     async fn provision(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
         let settings = Settings::from_parameters(&options.parameters)?;
         let quotas = quota::parse(&options.additional_config)?;
+        let features = BucketFeatures::parse(&options.additional_config, &options.parameters)?;
         let token = self.token(&settings).await?;
         let store = store(&self.http, &settings, &token);
         let service = self.service_key(&store, &settings).await?;
@@ -246,6 +249,10 @@ impl Provisioner for GarageProvisioner {
             .await?;
         let Created::Mine(bucket) = created else { return Err(BackendError::name_taken(name)) };
         let bucket = store.set_quotas(&bucket, quotas).await?;
+        if !features.is_empty() {
+            let s3 = s3_client(&settings, &service, &self.s3_http);
+            features.apply(&s3, name, &BTreeMap::new()).await?;
+        }
         let mut provisioned = self.access(&store, &settings, options, &bucket).await?;
         provisioned.additional_state.insert(STATE_BUCKET_ID.into(), bucket.id.clone());
         provisioned.additional_state.insert(STATE_CLUSTER_ID.into(), cluster_id(&service));
@@ -259,6 +266,9 @@ impl Provisioner for GarageProvisioner {
         let name = &options.bucket_name;
         if quota::any(&options.additional_config) {
             return Err(quota::shared_bucket(name));
+        }
+        if !BucketFeatures::parse(&options.additional_config, &options.parameters)?.is_empty() {
+            return Err(features::shared_bucket(name));
         }
         let token = self.token(&settings).await?;
         let store = store(&self.http, &settings, &token);
@@ -335,15 +345,18 @@ impl Provisioner for GarageProvisioner {
         self.remove_key(&store(&self.http, &target.settings, &target.token), bucket).await
     }
 
-    /// Applies a changed access mode to the claim's key, and changed `maxObjects` / `maxSize` to
-    /// the quotas of the claim's own bucket.
+    /// Applies a changed access mode to the claim's key, changed `maxObjects` / `maxSize` to
+    /// the quotas of the claim's own bucket, and changed `cors` / `bucketLifecycle` to it
+    /// (removed when the key goes).
     async fn update(
         &self,
         options: &BucketOptions,
         bucket: &ObjectBucket,
     ) -> Result<(), BackendError> {
         let settings = Settings::from_parameters(&options.parameters)?;
-        let quotas = quota::parse(&options.additional_config)?;
+        let config = &options.additional_config;
+        let quotas = quota::parse(config)?;
+        let features = BucketFeatures::parse(config, &options.parameters)?;
         let previous = bucket
             .spec
             .endpoint
@@ -351,7 +364,9 @@ impl Provisioner for GarageProvisioner {
             .and_then(|e| e.additional_config.clone())
             .unwrap_or_default();
         let mode_changed = access_mode_of(bucket) != options.access_mode;
-        if !mode_changed && !quota::any(&options.additional_config) && !quota::any(&previous) {
+        let limited = quota::any(config) || quota::any(&previous);
+        let configured = features::any(config) || features::any(&previous);
+        if !mode_changed && !limited && !configured {
             return Ok(());
         }
         let permissions = Permissions::for_mode(options.access_mode)?;
@@ -360,24 +375,31 @@ impl Provisioner for GarageProvisioner {
         let name = &options.bucket_name;
         let Some(info) = store.bucket(name).await? else {
             return Err(BackendError::transient(format!(
-                "bucket {name:?} is not in Garage (deleted by hand?); its quotas and key \
-                 permissions cannot be set"
+                "bucket {name:?} is not in Garage (deleted by hand?); its quotas, settings and \
+                 key permissions cannot be set"
             )));
         };
         if mode_changed {
             let key = claim_key_id(&options.user_id);
             store.set_permissions(&info, &key, permissions).await?;
-            if !quota::any(&options.additional_config) && !quota::any(&previous) {
+            if !limited && !configured {
                 return Ok(());
             }
         }
         let service = self.service_key(&store, &settings).await?;
         match creator(&info, &service.access_key_id) {
             Some((creator, _)) if creator == options.user_id => {}
-            _ => return Err(quota::shared_bucket(name)),
+            _ if limited => return Err(quota::shared_bucket(name)),
+            _ => return Err(features::shared_bucket(name)),
         }
-        let info = store.set_quotas(&info, quotas).await?;
-        self.usage.record(name, &settings, &info);
+        if limited {
+            let info = store.set_quotas(&info, quotas).await?;
+            self.usage.record(name, &settings, &info);
+        }
+        if configured {
+            let s3 = s3_client(&settings, &service, &self.s3_http);
+            features.apply(&s3, name, &previous).await?;
+        }
         Ok(())
     }
 

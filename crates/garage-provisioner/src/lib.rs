@@ -9,6 +9,7 @@
 //! | new bucket | `CreateBucket` with the ownership record (below), then `AddBucketAlias` with the bucket's name; `UpdateBucket` for quotas; the claim's key (`ImportKey`) with read and write (`AllowBucketKey`) |
 //! | StorageClass `bucketName` | `GetBucketInfo` (missing is a permanent error), then the claim's key |
 //! | `maxObjects` / `maxSize` changed | `UpdateBucket` quotas of the claim's own bucket |
+//! | `cors` / `bucketLifecycle` set or changed | `PutBucketCors` / `PutBucketLifecycleConfiguration` through S3 with the provisioner's key (deleted when the key goes) |
 //! | deleted, bucket kept | `DeleteKey` of the claim's key |
 //! | deleted, `Delete` policy, bucket created by the claim | the same, then the bucket emptied through S3 in passes, then `DeleteBucket` |
 //!
@@ -40,6 +41,12 @@
 //! | `region` | Garage's `s3_region` (default `garage`) |
 //! | `secretName`, `secretNamespace` | Secret with the admin token under `GARAGE_ADMIN_TOKEN` (required) |
 //! | `bucketName` | an existing bucket to share (read by the library) |
+//! | `allowCors` | `"true"`: claims may set their bucket's CORS rules (`cors`); default `"false"` |
+//! | `allowLifecycle` | `"false"`: claims may not set lifecycle rules (`bucketLifecycle`); allowed by default |
+//!
+//! A claim's `additionalConfig` may hold the quota keys (see [`quota`]) and, for a bucket it
+//! created, `cors` and `bucketLifecycle` (expiration and aborted uploads only; see
+//! [`features`]). `versioning` and `objectLock`, which Garage lacks, are refused by name.
 //!
 //! # Running
 //!
@@ -52,6 +59,7 @@ pub mod backend;
 pub mod cluster;
 pub mod empty;
 pub mod endpoints;
+pub mod features;
 pub mod identity;
 pub mod names;
 pub mod params;

@@ -17,8 +17,17 @@ pub const SECRET_NAME: &str = "secretName";
 /// Namespace of that Secret.
 pub const SECRET_NAMESPACE: &str = "secretNamespace";
 
-/// Every parameter this backend accepts (`bucketName` is taken by the library before).
-pub const PARAMETERS: [&str; 5] = [ADMIN_ENDPOINT, ENDPOINT, REGION, SECRET_NAME, SECRET_NAMESPACE];
+/// Every parameter this backend accepts (`bucketName` is taken by the library before); the
+/// last two, what claims may ask of their buckets, are read by [`crate::features`].
+pub const PARAMETERS: [&str; 7] = [
+    ADMIN_ENDPOINT,
+    ENDPOINT,
+    REGION,
+    SECRET_NAME,
+    SECRET_NAMESPACE,
+    crate::features::PARAMETERS[0],
+    crate::features::PARAMETERS[1],
+];
 
 /// The key of the admin token in the Secret.
 pub const TOKEN_KEY: &str = "GARAGE_ADMIN_TOKEN";

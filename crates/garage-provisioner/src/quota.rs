@@ -29,23 +29,22 @@ pub const MAX_SIZE: &str = "maxSize";
 pub const ACCEPTED: [&str; 2] = [MAX_OBJECTS, MAX_SIZE];
 
 /// Keys other provisioners' claims carry that mean nothing here, and why.
-const FOREIGN: [(&str, &str); 9] = [
+const FOREIGN: [(&str, &str); 7] = [
     ("bucketMaxObjects", "Garage has one quota per bucket, which maxObjects sets"),
     ("bucketMaxSize", "Garage has one quota per bucket, which maxSize sets"),
     ("bucketPolicy", "Garage has no bucket policies; each claim's key is scoped to its bucket"),
-    ("bucketLifecycle", "not offered by this provisioner"),
     ("bucketOwner", "Garage has no user accounts to own buckets"),
     ("replicationPolicy", "Garage replicates every bucket by its cluster layout"),
-    ("cors", "this provisioner does not set bucket CORS rules; a key owning the bucket can"),
     ("versioning", "Garage has no object versioning"),
     ("objectLock", "Garage has no object lock"),
 ];
 
-/// The quotas asked for in `config`; any other key, or a malformed value, is an
-/// `InvalidParameters` error naming it.
+/// The quotas asked for in `config`; a key neither a quota nor one [`crate::features`] reads,
+/// or a malformed value, is an `InvalidParameters` error naming it.
 pub fn parse(config: &BTreeMap<String, String>) -> Result<Quotas, BackendError> {
     let mut refused = Vec::new();
-    for key in config.keys().filter(|k| !ACCEPTED.contains(&k.as_str())) {
+    let known = |key: &str| ACCEPTED.contains(&key) || crate::features::KEYS.contains(&key);
+    for key in config.keys().filter(|k| !known(k)) {
         match FOREIGN.iter().find(|(foreign, _)| foreign == key) {
             Some((_, why)) => refused.push(format!("{key} (not supported: {why})")),
             None => refused.push(key.clone()),
@@ -53,9 +52,10 @@ pub fn parse(config: &BTreeMap<String, String>) -> Result<Quotas, BackendError> 
     }
     if !refused.is_empty() {
         return Err(BackendError::invalid_parameter(format!(
-            "unknown additionalConfig key(s) {}: the Garage provisioner accepts {}",
+            "unknown additionalConfig key(s) {}: the Garage provisioner accepts {}, {}",
             refused.join(", "),
-            ACCEPTED.join(", ")
+            ACCEPTED.join(", "),
+            crate::features::KEYS.join(", ")
         )));
     }
     let max_objects = config.get(MAX_OBJECTS).map(|v| parse_count(v)).transpose()?;
@@ -143,7 +143,7 @@ mod tests {
 
     #[test]
     fn bucket_features_garage_does_not_apply_are_refused_by_name() {
-        for key in ["cors", "versioning", "objectLock", "bucketLifecycle"] {
+        for key in ["versioning", "objectLock"] {
             let error = parse(&config(&[(key, "{}"), (MAX_SIZE, "1G")])).unwrap_err();
             let text = error.to_string();
             assert!(error.is_permanent());

@@ -6,6 +6,8 @@ use std::sync::{Arc, Mutex};
 use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::{BehaviorVersion, Region, SharedCredentialsProvider, SharedHttpClient};
 use bucket_api::ObjectBucket;
+use bucket_provisioner::bucket::features::object_lock::{OBJECT_LOCK, change_refusal};
+use bucket_provisioner::bucket::features::versioning::{VERSIONING, Versioning};
 use bucket_provisioner::bucket::standalone::{BucketLocation, IssuedKey, KeyRequest, NewBucket};
 use bucket_provisioner::{
     AccessMode, Adoption, BackendError, BucketOptions, Credentials, ProvisionedBucket, Provisioner,
@@ -15,6 +17,7 @@ use tokio::sync::OnceCell;
 
 use crate::aws::{Clients, clients, http_client, retry_config};
 use crate::bucket::{Buckets, NameLocks};
+
 use crate::config::{ACCEPTED, BUCKET_LIFECYCLE, BUCKET_POLICY, CORS, ClaimConfig, names_user};
 use crate::iam::{self, Users};
 use crate::legacy::{self, Adopted};
@@ -151,10 +154,12 @@ impl S3Provisioner {
         })
     }
 
-    /// Applies the claim's bucket policy, lifecycle and CORS rules to its bucket, removing those
-    /// `previous`
-    /// (the `additionalConfig` the ObjectBucket recorded) had and the claim no longer asks for.
-    /// The policy's principals are checked again against the claim's user as IAM names it.
+    /// Applies the claim's object lock retention, versioning, bucket policy, lifecycle and CORS
+    /// rules to its bucket, removing those `previous` (the `additionalConfig` the ObjectBucket
+    /// recorded) had and the claim no longer asks for (versioning is suspended). An object lock
+    /// change S3 cannot make, or one weakening a COMPLIANCE retention, is refused before anything
+    /// changes. The policy's principals are checked again against the claim's user as IAM
+    /// names it.
     async fn configure(
         &self,
         session: &Session,
@@ -166,6 +171,25 @@ impl S3Provisioner {
         let buckets =
             Buckets { s3: &session.clients.s3, owner: &session.owner, locks: &self.creating };
         let bucket = &options.bucket_name;
+        if config.object_lock.is_some() || previous.contains_key(OBJECT_LOCK) {
+            let on_bucket = buckets.object_lock(bucket).await?;
+            if let Some(refusal) = change_refusal(bucket, on_bucket, config.object_lock.as_ref()) {
+                return Err(refusal);
+            }
+            if let Some(lock) = &config.object_lock
+                && on_bucket != Some(lock.retention)
+            {
+                buckets.set_object_lock(bucket, lock).await?;
+            }
+        }
+        match config.versioning {
+            Some(state) => buckets.set_versioning(bucket, state).await?,
+            // Never unversioned again; a locked bucket stays versioned.
+            None if previous.contains_key(VERSIONING) && config.object_lock.is_none() => {
+                buckets.set_versioning(bucket, Versioning::Suspended).await?;
+            }
+            None => {}
+        }
         match &config.policy {
             Some(policy) => {
                 let own = match settings.create_bucket_user {
@@ -331,8 +355,8 @@ impl Provisioner for S3Provisioner {
             .create(
                 &options.bucket_name,
                 &settings.region,
-                &options.user_id,
-                options.reclaim_policy,
+                (&options.user_id, options.reclaim_policy),
+                config.object_lock.is_some(),
             )
             .await?;
         let provisioned = self.access(&session, &settings, options).await?;
@@ -417,7 +441,9 @@ impl Provisioner for S3Provisioner {
     }
 
     /// Applies a changed access mode to the claim's user, and a changed `bucketPolicy`,
-    /// `bucketLifecycle` or `cors` to the claim's own bucket, removing what the claim no longer asks for.
+    /// `bucketLifecycle`, `cors`, `versioning` or `objectLock` retention to the claim's own
+    /// bucket, removing what the claim no longer asks for (object lock itself can be neither
+    /// added nor removed: refused).
     async fn update(
         &self,
         options: &BucketOptions,
@@ -485,6 +511,22 @@ fn claim_config(settings: &Settings, options: &BucketOptions) -> Result<ClaimCon
     if config.cors.is_some() && !settings.allow_cors {
         return Err(crate::cors::not_allowed());
     }
+    let features = &settings.features;
+    if config.lifecycle.is_some() {
+        features.check_lifecycle()?;
+    }
+    if config.versioning.is_some() {
+        features.check_versioning()?;
+    }
+    if let Some(lock) = &config.object_lock {
+        features.check_object_lock(lock)?;
+        if config.versioning == Some(Versioning::Suspended) {
+            return Err(BackendError::invalid_parameter(format!(
+                "additionalConfig {VERSIONING}: Suspended cannot go with {OBJECT_LOCK}: a bucket \
+                 with object lock keeps versioning Enabled"
+            )));
+        }
+    }
     if let Some(policy) = &config.policy {
         let user = iam::user_name(&options.user_id);
         let own = |p: &str| settings.create_bucket_user && names_user(p, partition, &user);
@@ -496,8 +538,8 @@ fn claim_config(settings: &Settings, options: &BucketOptions) -> Result<ClaimCon
 /// Bucket-wide settings asked for by a claim of a bucket it did not create.
 fn shared_bucket(bucket: &str) -> BackendError {
     BackendError::invalid_parameter(format!(
-        "additionalConfig {BUCKET_POLICY}, {BUCKET_LIFECYCLE} and {CORS} configure the whole bucket \
-         {bucket:?}, which this claim did not create and may share with other claims \
+        "additionalConfig {BUCKET_POLICY}, {BUCKET_LIFECYCLE}, {CORS}, {VERSIONING} and \
+         {OBJECT_LOCK} configure the whole bucket {bucket:?}, which this claim did not create and may share with other claims \
          (StorageClass bucketName); only the claim that created a bucket sets them"
     ))
 }

@@ -81,16 +81,17 @@ fn invalid(what: &str, error: impl std::fmt::Display) -> BackendError {
 }
 
 impl Buckets<'_> {
-    /// Creates `bucket` for the claim with `user_id` under `policy`, or finds the one an earlier
-    /// attempt made; any other bucket of that name is [`BackendError::name_taken`].
+    /// Creates `bucket` for the claim with `user_id` under `policy`, with object lock when
+    /// `locked` (which S3 turns on only here), or finds the one an earlier attempt made; any
+    /// other bucket of that name is [`BackendError::name_taken`].
     pub(crate) async fn create(
         &self,
         bucket: &str,
         region: &str,
-        user_id: &str,
-        policy: ReclaimPolicy,
+        (user_id, policy): (&str, ReclaimPolicy),
+        locked: bool,
     ) -> Result<(), BackendError> {
-        self.locks.hold(bucket, self.create_unlocked(bucket, region, user_id, policy)).await
+        self.locks.hold(bucket, self.create_unlocked(bucket, region, user_id, policy, locked)).await
     }
 
     async fn create_unlocked(
@@ -99,8 +100,13 @@ impl Buckets<'_> {
         region: &str,
         user_id: &str,
         policy: ReclaimPolicy,
+        locked: bool,
     ) -> Result<(), BackendError> {
-        let mut request = self.s3.create_bucket().bucket(bucket);
+        let mut request = self
+            .s3
+            .create_bucket()
+            .bucket(bucket)
+            .set_object_lock_enabled_for_bucket(locked.then_some(true));
         // us-east-1 is the one region that takes no location constraint.
         if region != crate::params::DEFAULT_REGION {
             let configuration = CreateBucketConfiguration::builder()

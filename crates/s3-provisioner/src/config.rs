@@ -1,7 +1,7 @@
-//! A claim's `additionalConfig` on S3: `bucketPolicy`, `bucketLifecycle` and `cors` (see
-//! [`crate::cors`]) for a bucket the claim created. The quota keys other provisioners accept are
-//! refused: S3 has no quotas. Any other key (`versioning`, `objectLock`, ...) is refused by name
-//! rather than ignored.
+//! A claim's `additionalConfig` on S3: `bucketPolicy`, `bucketLifecycle`, `cors` (see
+//! [`crate::cors`]), `versioning` and `objectLock` for a bucket the claim created. The quota keys
+//! other provisioners accept are refused: S3 has no quotas. Any other key is refused by name
+//! rather than ignored. What the StorageClass allows of each is checked by the backend.
 //!
 //! # `bucketPolicy`
 //!
@@ -19,25 +19,19 @@
 //!
 //! The claim's user is `arn:<partition>:iam::<account>:user/bucket-provisioner/obc-<claim uid>`.
 //!
-//! # `bucketLifecycle`
+//! # `bucketLifecycle`, `versioning`, `objectLock`
 //!
-//! A lifecycle configuration (JSON, as S3's `PutBucketLifecycleConfiguration` takes it):
-//! `{"Rules": [{"ID", "Status", "Filter": {"Prefix", "ObjectSizeGreaterThan",
-//! "ObjectSizeLessThan"}, "Expiration": {"Days" | "Date" | "ExpiredObjectDeleteMarker"},
-//! "NoncurrentVersionExpiration": {"NoncurrentDays", "NewerNoncurrentVersions"},
-//! "AbortIncompleteMultipartUpload": {"DaysAfterInitiation"}, "Transitions": [{"Days" | "Date",
-//! "StorageClass"}]}]}`. Any other field is refused, by name.
+//! Read by the library (see [`bucket_provisioner::bucket::features`]): the lifecycle rules as
+//! S3's `PutBucketLifecycleConfiguration` takes them (Rook's format), `Enabled` or `Suspended`,
+//! and object lock with an optional default retention.
 
 use std::collections::BTreeMap;
 
-use aws_sdk_s3::primitives::{DateTime, DateTimeFormat};
-use aws_sdk_s3::types::{
-    AbortIncompleteMultipartUpload, BucketLifecycleConfiguration, CorsConfiguration,
-    ExpirationStatus, LifecycleExpiration, LifecycleRule, LifecycleRuleFilter,
-    NoncurrentVersionExpiration, Transition, TransitionStorageClass,
-};
+use aws_sdk_s3::types::{BucketLifecycleConfiguration, CorsConfiguration};
 use bucket_provisioner::BackendError;
-use serde::Deserialize;
+use bucket_provisioner::bucket::features::lifecycle::Lifecycle;
+use bucket_provisioner::bucket::features::object_lock::{OBJECT_LOCK, ObjectLock};
+use bucket_provisioner::bucket::features::versioning::{VERSIONING, Versioning};
 use serde_json::Value;
 
 use crate::iam::{GRANTED_BUCKET_ACTIONS, GRANTED_OBJECT_ACTIONS, USER_PATH};
@@ -49,7 +43,7 @@ pub const BUCKET_LIFECYCLE: &str = "bucketLifecycle";
 /// CORS rules for the claim's bucket, where the StorageClass allows them.
 pub const CORS: &str = crate::cors::CORS;
 /// Every `additionalConfig` key the S3 provisioner accepts.
-pub const ACCEPTED: [&str; 3] = [BUCKET_POLICY, BUCKET_LIFECYCLE, CORS];
+pub const ACCEPTED: [&str; 5] = [BUCKET_POLICY, BUCKET_LIFECYCLE, CORS, VERSIONING, OBJECT_LOCK];
 /// Quota keys of other provisioners' claims, which S3 cannot enforce.
 const QUOTA_KEYS: [&str; 4] = ["maxObjects", "maxSize", "bucketMaxObjects", "bucketMaxSize"];
 
@@ -62,6 +56,10 @@ pub struct ClaimConfig {
     pub lifecycle: Option<BucketLifecycleConfiguration>,
     /// The CORS rules, checked except for whether the StorageClass allows them.
     pub cors: Option<CorsConfiguration>,
+    /// The versioning state asked for.
+    pub versioning: Option<Versioning>,
+    /// Object lock, with its default retention.
+    pub object_lock: Option<ObjectLock>,
 }
 
 impl ClaimConfig {
@@ -93,14 +91,23 @@ impl ClaimConfig {
                 .get(BUCKET_POLICY)
                 .map(|text| BucketPolicy::parse(text, bucket, partition))
                 .transpose()?,
-            lifecycle: config.get(BUCKET_LIFECYCLE).map(|text| lifecycle(text)).transpose()?,
+            lifecycle: config
+                .get(BUCKET_LIFECYCLE)
+                .map(|text| crate::lifecycle::configuration(&Lifecycle::parse(text)?))
+                .transpose()?,
             cors: config.get(CORS).map(|text| crate::cors::parse(text)).transpose()?,
+            versioning: config.get(VERSIONING).map(|text| Versioning::parse(text)).transpose()?,
+            object_lock: config.get(OBJECT_LOCK).map(|text| ObjectLock::parse(text)).transpose()?,
         })
     }
 
     /// Whether the claim asks for anything of its bucket.
     pub fn is_empty(&self) -> bool {
-        self.policy.is_none() && self.lifecycle.is_none() && self.cors.is_none()
+        self.policy.is_none()
+            && self.lifecycle.is_none()
+            && self.cors.is_none()
+            && self.versioning.is_none()
+            && self.object_lock.is_none()
     }
 }
 
@@ -263,157 +270,6 @@ fn granted(action: &str) -> bool {
     })
 }
 
-fn invalid_lifecycle(why: impl std::fmt::Display) -> BackendError {
-    BackendError::invalid_parameter(format!("additionalConfig {BUCKET_LIFECYCLE}: {why}"))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "PascalCase")]
-struct LifecycleJson {
-    rules: Vec<RuleJson>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "PascalCase")]
-struct RuleJson {
-    #[serde(rename = "ID")]
-    id: Option<String>,
-    status: String,
-    filter: Option<FilterJson>,
-    prefix: Option<String>,
-    expiration: Option<ExpirationJson>,
-    noncurrent_version_expiration: Option<NoncurrentJson>,
-    abort_incomplete_multipart_upload: Option<AbortJson>,
-    transitions: Option<Vec<TransitionJson>>,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "PascalCase")]
-struct FilterJson {
-    prefix: Option<String>,
-    object_size_greater_than: Option<i64>,
-    object_size_less_than: Option<i64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "PascalCase")]
-struct ExpirationJson {
-    days: Option<i32>,
-    date: Option<String>,
-    expired_object_delete_marker: Option<bool>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "PascalCase")]
-struct NoncurrentJson {
-    noncurrent_days: i32,
-    newer_noncurrent_versions: Option<i32>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "PascalCase")]
-struct AbortJson {
-    days_after_initiation: i32,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "PascalCase")]
-struct TransitionJson {
-    days: Option<i32>,
-    date: Option<String>,
-    storage_class: String,
-}
-
-fn date(text: &str) -> Result<DateTime, BackendError> {
-    DateTime::from_str(text, DateTimeFormat::DateTime).map_err(|_| {
-        invalid_lifecycle(format_args!("{text:?} is not a date such as 2030-01-01T00:00:00Z"))
-    })
-}
-
-/// Reads a lifecycle configuration written as JSON.
-fn lifecycle(text: &str) -> Result<BucketLifecycleConfiguration, BackendError> {
-    let parsed: LifecycleJson = serde_json::from_str(text).map_err(invalid_lifecycle)?;
-    if parsed.rules.is_empty() {
-        return Err(invalid_lifecycle("needs at least one rule in Rules"));
-    }
-    let mut configuration = BucketLifecycleConfiguration::builder();
-    for rule in parsed.rules {
-        let status = match rule.status.as_str() {
-            "Enabled" => ExpirationStatus::Enabled,
-            "Disabled" => ExpirationStatus::Disabled,
-            other => {
-                return Err(invalid_lifecycle(format_args!(
-                    "Status {other:?} must be \"Enabled\" or \"Disabled\""
-                )));
-            }
-        };
-        let acts = rule.expiration.is_some()
-            || rule.noncurrent_version_expiration.is_some()
-            || rule.abort_incomplete_multipart_upload.is_some()
-            || rule.transitions.as_ref().is_some_and(|t| !t.is_empty());
-        if !acts {
-            return Err(invalid_lifecycle(
-                "a rule needs an Expiration, NoncurrentVersionExpiration, AbortIncompleteMultipartUpload or Transitions",
-            ));
-        }
-        let mut built = LifecycleRule::builder().status(status).set_id(rule.id);
-        // The older top-level Prefix means what a filter on it does.
-        let filter = match (rule.filter, rule.prefix) {
-            (Some(_), Some(_)) => {
-                return Err(invalid_lifecycle("a rule takes a Filter or a Prefix, not both"));
-            }
-            (None, Some(prefix)) => FilterJson { prefix: Some(prefix), ..FilterJson::default() },
-            (filter, None) => filter.unwrap_or_default(),
-        };
-        let sized =
-            filter.object_size_greater_than.is_some() || filter.object_size_less_than.is_some();
-        // No criterion at all is the whole bucket, which S3 writes as an empty prefix.
-        let prefix = filter.prefix.or_else(|| (!sized).then(String::new));
-        built = built.filter(
-            LifecycleRuleFilter::builder()
-                .set_prefix(prefix)
-                .set_object_size_greater_than(filter.object_size_greater_than)
-                .set_object_size_less_than(filter.object_size_less_than)
-                .build(),
-        );
-        if let Some(expiration) = rule.expiration {
-            built = built.expiration(
-                LifecycleExpiration::builder()
-                    .set_days(expiration.days)
-                    .set_date(expiration.date.as_deref().map(date).transpose()?)
-                    .set_expired_object_delete_marker(expiration.expired_object_delete_marker)
-                    .build(),
-            );
-        }
-        if let Some(noncurrent) = rule.noncurrent_version_expiration {
-            built = built.noncurrent_version_expiration(
-                NoncurrentVersionExpiration::builder()
-                    .noncurrent_days(noncurrent.noncurrent_days)
-                    .set_newer_noncurrent_versions(noncurrent.newer_noncurrent_versions)
-                    .build(),
-            );
-        }
-        if let Some(abort) = rule.abort_incomplete_multipart_upload {
-            built = built.abort_incomplete_multipart_upload(
-                AbortIncompleteMultipartUpload::builder()
-                    .days_after_initiation(abort.days_after_initiation)
-                    .build(),
-            );
-        }
-        for transition in rule.transitions.unwrap_or_default() {
-            built = built.transitions(
-                Transition::builder()
-                    .set_days(transition.days)
-                    .set_date(transition.date.as_deref().map(date).transpose()?)
-                    .storage_class(TransitionStorageClass::from(transition.storage_class.as_str()))
-                    .build(),
-            );
-        }
-        configuration = configuration.rules(built.build().map_err(invalid_lifecycle)?);
-    }
-    configuration.build().map_err(invalid_lifecycle)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -444,15 +300,10 @@ mod tests {
         assert!(text.contains("maxObjects, maxSize cannot be honoured"), "{text}");
         assert!(text.contains("AWS S3 has no bucket or user quotas"), "{text}");
         let text = message(ClaimConfig::parse(&config(&[("colour", "blue")]), "photos", "aws"));
-        assert!(text.contains("accepts bucketPolicy, bucketLifecycle, cors"), "{text}");
-    }
-
-    #[test]
-    fn features_s3_is_not_asked_for_here_are_refused_by_name() {
-        for key in ["versioning", "objectLock"] {
-            let text = message(ClaimConfig::parse(&config(&[(key, "Enabled")]), "photos", "aws"));
-            assert!(text.contains(&format!("unknown additionalConfig key {key:?}")), "{text}");
-        }
+        assert!(
+            text.contains("accepts bucketPolicy, bucketLifecycle, cors, versioning, objectLock"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -517,40 +368,6 @@ mod tests {
                 .unwrap();
         assert!(other.check_principals(|p| p == OWN, &[]).is_err());
         other.check_principals(|p| p == OWN, &[role.into()]).unwrap();
-    }
-
-    #[test]
-    fn lifecycles_read_as_s3_writes_them() {
-        let text = r#"{"Rules":[
-            {"ID":"expire-logs","Status":"Enabled","Filter":{"Prefix":"logs/"},
-             "Expiration":{"Days":30},"AbortIncompleteMultipartUpload":{"DaysAfterInitiation":7}},
-            {"Status":"Disabled","Transitions":[{"Days":90,"StorageClass":"GLACIER"}],
-             "NoncurrentVersionExpiration":{"NoncurrentDays":10}}]}"#;
-        let parsed = lifecycle(text).unwrap();
-        let rules = parsed.rules();
-        assert_eq!(rules.len(), 2);
-        assert_eq!(rules[0].id(), Some("expire-logs"));
-        assert_eq!(rules[0].filter().and_then(|f| f.prefix()), Some("logs/"));
-        assert_eq!(rules[0].expiration().and_then(|e| e.days()), Some(30));
-        assert_eq!(rules[1].filter().and_then(|f| f.prefix()), Some(""), "the whole bucket");
-        assert_eq!(
-            rules[1].transitions()[0].storage_class(),
-            Some(&TransitionStorageClass::Glacier)
-        );
-
-        for (text, says) in [
-            (
-                r#"{"Rules":[{"Status":"Enabled","Filter":{"Tag":{}},"Expiration":{"Days":1}}]}"#,
-                "unknown field `Tag`",
-            ),
-            (r#"{"Rules":[{"Status":"On","Expiration":{"Days":1}}]}"#, "Status \"On\""),
-            (r#"{"Rules":[{"Status":"Enabled"}]}"#, "a rule needs an Expiration"),
-            (r#"{"Rules":[]}"#, "at least one rule"),
-            (r#"{"Rules":[{"Status":"Enabled","Expiration":{"Date":"soon"}}]}"#, "not a date"),
-        ] {
-            let text = message(lifecycle(text));
-            assert!(text.contains(says), "{says}: {text}");
-        }
     }
 
     mod properties {

@@ -74,29 +74,40 @@ fn actions(mode: AccessMode) -> (&'static [&'static str], &'static [&'static str
 
 /// A policy that allows `mode`'s work with the objects of `bucket` (and, unless `WriteOnly`,
 /// listing it), and nothing else: no other bucket, no bucket configuration (policy, tags, ACLs),
-/// no IAM.
+/// no IAM. Where it may write, it may not set an object's own retention
+/// (`s3:PutObjectRetention`, which `s3:PutObject*` would include): on a bucket with object lock
+/// that would pass the StorageClass's limits (`allowComplianceRetention`,
+/// `maxObjectLockRetentionDays`), which hold only for the bucket's default retention.
 pub fn policy_document(partition: &str, bucket: &str, mode: AccessMode) -> String {
     let bucket_arn = format!("arn:{partition}:s3:::{bucket}");
     let (bucket_actions, object_actions) = actions(mode);
-    json!({
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "ListTheBucket",
-                "Effect": "Allow",
-                "Action": bucket_actions,
-                "Resource": bucket_arn,
-            },
-            {
-                "Sid": "UseTheObjects",
-                "Effect": "Allow",
-                "Action": object_actions,
-                "Resource": format!("{bucket_arn}/*"),
-            }
-        ]
-    })
-    .to_string()
+    let mut statements = vec![
+        json!({
+            "Sid": "ListTheBucket",
+            "Effect": "Allow",
+            "Action": bucket_actions,
+            "Resource": bucket_arn,
+        }),
+        json!({
+            "Sid": "UseTheObjects",
+            "Effect": "Allow",
+            "Action": object_actions,
+            "Resource": format!("{bucket_arn}/*"),
+        }),
+    ];
+    if object_actions.contains(&"s3:PutObject*") {
+        statements.push(json!({
+            "Sid": "NoRetentionOfItsOwn",
+            "Effect": "Deny",
+            "Action": RETENTION_ACTION,
+            "Resource": format!("{bucket_arn}/*"),
+        }));
+    }
+    json!({ "Version": "2012-10-17", "Statement": statements }).to_string()
 }
+
+/// Setting an object's own retention, denied to claims' users (see [`policy_document`]).
+pub const RETENTION_ACTION: &str = "s3:PutObjectRetention";
 
 /// IAM calls for one claim's user.
 pub(crate) struct Users<'a> {
@@ -354,7 +365,10 @@ mod tests {
             .iter()
             .map(|s| s["Resource"].as_str().unwrap())
             .collect();
-        assert_eq!(resources, ["arn:aws:s3:::photos", "arn:aws:s3:::photos/*"]);
+        assert_eq!(
+            resources,
+            ["arn:aws:s3:::photos", "arn:aws:s3:::photos/*", "arn:aws:s3:::photos/*"]
+        );
         let text = document.to_string();
         assert!(!text.contains("iam:") && !text.contains("\"s3:*\""));
         assert!(!text.contains("PutBucketPolicy") && !text.contains("DeleteBucket\""));
@@ -369,5 +383,21 @@ mod tests {
         assert!(write.contains("s3:PutObject*") && write.contains("s3:AbortMultipartUpload"));
         assert!(!write.contains("GetObject"));
         assert!(!write.contains("s3:ListBucket") && !write.contains("Delete"));
+    }
+
+    #[test]
+    fn whoever_may_write_may_not_set_an_objects_own_retention() {
+        for mode in [AccessMode::ReadWrite, AccessMode::WriteOnly] {
+            let document: serde_json::Value =
+                serde_json::from_str(&policy_document("aws", "b", mode)).unwrap();
+            let denied = document["Statement"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["Effect"] == "Deny")
+                .unwrap_or_else(|| panic!("{mode}: {document}"));
+            assert_eq!(denied["Action"], RETENTION_ACTION);
+            assert_eq!(denied["Resource"], "arn:aws:s3:::b/*");
+        }
     }
 }

@@ -34,11 +34,13 @@
 //! | `bucketName` | an existing bucket to share (read by the library) |
 //! | `bucketPolicyPrincipals` | principals a claim's `bucketPolicy` may name besides its own user |
 //! | `allowCors` | `"true"`: claims may set their bucket's CORS rules (`cors`, see [`cors`]); default `"false"` |
+//! | `allowVersioning`, `allowObjectLock`, `allowComplianceRetention`, `maxObjectLockRetentionDays`, `allowLifecycle` | what claims may ask of versioning, object lock and lifecycle rules (see [`bucket_provisioner::bucket::features::class`]) |
 //!
 //! Anything else is refused (`InvalidParameters`). A claim's `additionalConfig` may hold a
-//! `bucketPolicy`, a `bucketLifecycle` and, where the class allows it, `cors` for a bucket it
-//! created (see [`config`]); quota keys are refused, since S3 has none, and so is any other key
-//! (`versioning`, `objectLock` included), by name.
+//! `bucketPolicy` and, where the class allows them, `bucketLifecycle` (see [`lifecycle`]),
+//! `cors`, `versioning` and `objectLock` (applied by the crate's `features` module; object lock
+//! only when the bucket is created) for a bucket it created (see [`config`]); quota keys are
+//! refused, since S3 has none, and so is any other key, by name.
 //!
 //! The ObjectBucket's `additionalState` keeps these settings (the Secret's name, never its keys)
 //! with the IAM user and policy names, so cleanup works after the StorageClass is gone.
@@ -61,8 +63,10 @@ pub mod bucket;
 pub mod cluster;
 pub mod config;
 pub mod cors;
+mod features;
 pub mod iam;
 pub mod legacy;
+pub mod lifecycle;
 pub mod owner;
 pub mod params;
 

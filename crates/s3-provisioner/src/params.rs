@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use bucket_provisioner::bucket::features::class::{self, ClassFeatures};
 use bucket_provisioner::{BackendError, Endpoint};
 
 /// Region of the bucket (default [`DEFAULT_REGION`]).
@@ -27,7 +28,7 @@ pub const BUCKET_POLICY_PRINCIPALS: &str = "bucketPolicyPrincipals";
 pub use crate::cors::ALLOW_CORS;
 
 /// Every parameter this backend accepts (`bucketName` is taken by the library before).
-pub const PARAMETERS: [&str; 9] = [
+pub const PARAMETERS: [&str; 14] = [
     REGION,
     SECRET_NAME,
     SECRET_NAMESPACE,
@@ -37,6 +38,11 @@ pub const PARAMETERS: [&str; 9] = [
     CREATE_BUCKET_USER,
     BUCKET_POLICY_PRINCIPALS,
     ALLOW_CORS,
+    class::ALLOW_VERSIONING,
+    class::ALLOW_OBJECT_LOCK,
+    class::ALLOW_COMPLIANCE_RETENTION,
+    class::MAX_RETENTION_DAYS,
+    class::ALLOW_LIFECYCLE,
 ];
 
 /// `additionalState` key: the claim's IAM user.
@@ -71,6 +77,8 @@ pub struct Settings {
     pub policy_principals: Vec<String>,
     /// Whether claims may set their bucket's CORS rules (`allowCors`).
     pub allow_cors: bool,
+    /// What claims may ask of versioning, object lock and lifecycle rules.
+    pub features: ClassFeatures,
 }
 
 impl Settings {
@@ -164,6 +172,7 @@ impl Settings {
             create_bucket_user,
             policy_principals,
             allow_cors,
+            features: ClassFeatures::from_parameters(values)?,
         })
     }
 
@@ -283,7 +292,7 @@ mod tests {
 
     #[test]
     fn bad_parameters_are_named() {
-        let cases: [(&[(&str, &str)], &str); 9] = [
+        let cases: [(&[(&str, &str)], &str); 11] = [
             (&[("colour", "blue")], "\"colour\""),
             (&[(REGION, "Mars 1")], REGION),
             (&[(SECRET_NAME, "x")], SECRET_NAMESPACE),
@@ -293,6 +302,8 @@ mod tests {
             (&[(FORCE_PATH_STYLE, "yes")], FORCE_PATH_STYLE),
             (&[(CREATE_BUCKET_USER, "false")], SECRET_NAME),
             (&[(ALLOW_CORS, "maybe")], ALLOW_CORS),
+            (&[(class::ALLOW_OBJECT_LOCK, "maybe")], class::ALLOW_OBJECT_LOCK),
+            (&[(class::MAX_RETENTION_DAYS, "-1")], class::MAX_RETENTION_DAYS),
         ];
         for (pairs, mentioned) in cases {
             let error = Settings::from_parameters(&params(pairs)).expect_err(mentioned);
@@ -341,6 +352,7 @@ mod tests {
                 "(https?|ftp)://(u@)?[a-zA-Z0-9.-]{0,10}(:[0-9]{0,6})?(/x)?",
                 "[ a-zA-Z0-9_.-]{0,12}",
                 "(TRUE|true|False|false|yes)",
+                "[0-9]{1,4}",
                 "( ?(arn:aws:iam::[0-9]{3}:user/x|\\*|x),?){0,3}",
             ]
         }
@@ -358,8 +370,8 @@ mod tests {
 
             /// A class's parameters and the ObjectBucket's copy of them read alike, and the copy
             /// reads back as the settings it was made from (but for the principals and
-            /// `allowCors`, which only matter while the bucket is configured, never to its
-            /// cleanup).
+            /// what claims may ask of their buckets, which only matter while the bucket is
+            /// configured, never to its cleanup).
             #[test]
             fn parameters_and_their_copy_read_alike(parameters in parameters()) {
                 let known = parameters.keys().all(|k| PARAMETERS.contains(&k.as_str()));
@@ -369,8 +381,12 @@ mod tests {
                 }
                 if let Some(settings) = read {
                     let again = Settings::from_state(&settings.to_state());
-                    let expected =
-                        Settings { policy_principals: Vec::new(), allow_cors: false, ..settings };
+                    let expected = Settings {
+                        policy_principals: Vec::new(),
+                        allow_cors: false,
+                        features: ClassFeatures::default(),
+                        ..settings
+                    };
                     prop_assert_eq!(again.ok(), Some(expected));
                 }
             }

@@ -617,7 +617,9 @@ async fn a_claims_cors_rules_follow_the_claim_where_its_class_allows_them() {
     })
     .await;
 
-    for (name, says) in [("unallowed", "allowCors: \"true\""), ("versioned", "\"versioning\"")] {
+    for (name, says) in
+        [("unallowed", "allowCors: \"true\""), ("versioned", "allowVersioning: \"true\"")]
+    {
         let claim = s.wait_for(name, ClaimPhase::Failed, "InvalidParameters").await;
         let message = &ready(&claim).unwrap().message;
         assert!(message.contains(says), "{name}: {message}");

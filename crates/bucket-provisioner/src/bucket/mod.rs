@@ -10,6 +10,8 @@
 //! - [`objects`], [`naming`], `ownership`: what is written, under which names, and the
 //!   checks that keep the controller off what is not its claim's; `withdraw`: what a claim
 //!   refused for a Secret or ConfigMap not its own gives back.
+//! - [`features`]: bucket features claims ask for (versioning, object lock, lifecycle rules)
+//!   and what their StorageClass allows of them, read alike for every backend.
 //! - [`limits`]: what a StorageClass lets its claims ask for (quotas, access modes); quota
 //!   values read as [`bucket_api::quantity`] says.
 //! - [`rotation`]: a bound claim's key replaced by a new one, on demand or on a schedule
@@ -31,6 +33,7 @@ pub mod controller;
 pub(crate) mod cross_namespace;
 pub mod duration;
 pub mod error;
+pub mod features;
 pub(crate) mod grant_rules;
 pub mod legacy;
 pub mod limits;

@@ -88,7 +88,7 @@ impl S3Provisioner {
         let (settings, session) = self.standalone_session().await?;
         let name = &bucket.bucket_name;
         self.buckets(&session)
-            .create(name, &settings.region, &bucket.owner_id, ReclaimPolicy::Delete)
+            .create(name, &settings.region, (&bucket.owner_id, ReclaimPolicy::Delete), false)
             .await?;
         Ok(BucketLocation { bucket_name: name.clone(), endpoint: settings.consumer_endpoint() })
     }
@@ -340,9 +340,16 @@ mod tests {
         ];
         let policy: Value = serde_json::from_str(&policy_document("aws", &buckets)).unwrap();
         let found: Vec<&str> = resources(&policy).collect();
+        // a's objects twice: allowed, and denied their own retention (see iam).
         assert_eq!(
             found,
-            ["arn:aws:s3:::a", "arn:aws:s3:::a/*", "arn:aws:s3:::b", "arn:aws:s3:::b/*"]
+            [
+                "arn:aws:s3:::a",
+                "arn:aws:s3:::a/*",
+                "arn:aws:s3:::a/*",
+                "arn:aws:s3:::b",
+                "arn:aws:s3:::b/*"
+            ]
         );
         let sids: BTreeSet<&str> = policy["Statement"]
             .as_array()
@@ -350,8 +357,8 @@ mod tests {
             .iter()
             .map(|s| s["Sid"].as_str().unwrap())
             .collect();
-        assert_eq!(sids.len(), 4, "Sids are unique: {sids:?}");
-        let b_objects = &policy["Statement"][3]["Action"];
+        assert_eq!(sids.len(), 5, "Sids are unique: {sids:?}");
+        let b_objects = &policy["Statement"][4]["Action"];
         assert!(!b_objects.to_string().contains("Put"), "b is read-only: {b_objects}");
     }
 

@@ -1,0 +1,176 @@
+//! Claims' versioning, object lock and lifecycle rules end to end: the controller in this
+//! process on the real control plane as `deploy/s3/` runs it, moto with IAM enforced and an
+//! owner allowed only what the README lists, and the bucket read back through the S3 API.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use bucket_api::{ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec};
+use common::cluster::{Setup, setup, spec};
+use common::suffix;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+use test_support::{Deployed, Harness, eventually, ready};
+
+const ROOK_LIFECYCLE: &str = r#"{"Rules": [
+    {"ID": "AbortIncompleteMultipartUploads", "Status": "Enabled", "Prefix": "",
+     "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1}},
+    {"ID": "ExpireAfter30Days", "Status": "Enabled", "Prefix": "",
+     "Expiration": {"Days": 30}}]}"#;
+
+fn lock(mode: &str, days: u32) -> String {
+    format!(
+        r#"{{"ObjectLockEnabled": "Enabled",
+            "Rule": {{"DefaultRetention": {{"Mode": "{mode}", "Days": {days}}}}}}}"#
+    )
+}
+
+fn asking(class: &str, config: &[(&str, &str)]) -> ObjectBucketClaimSpec {
+    ObjectBucketClaimSpec {
+        additional_config: Some(
+            config.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
+        ),
+        ..spec(class, &format!("features-{}", suffix()))
+    }
+}
+
+/// Merges `config` into claim `name`'s `additionalConfig` (`null` removes a key).
+async fn change_config(s: &Setup, name: &str, config: serde_json::Value) {
+    let patch = json!({ "spec": { "additionalConfig": config } });
+    s.claims.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+}
+
+/// Waits for claim `name`'s Ready condition to say `says` with reason `InvalidParameters`, and
+/// for an Event of that reason. Repeats of one reason on one claim count into the first Event's
+/// series (as Kubernetes' Events do), so only the first refusal's note is read.
+async fn refused(s: &Setup, name: &str, says: &str, first: bool) -> ObjectBucketClaim {
+    let claim = eventually(&format!("claim {name} refused: {says}"), || async {
+        let claim = s.claims.get(name).await.ok()?;
+        let condition = ready(&claim)?;
+        (condition.reason == "InvalidParameters" && condition.message.contains(says))
+            .then_some(claim.clone())
+    })
+    .await;
+    eventually(&format!("an InvalidParameters Event on claim {name}"), || async {
+        let events = s.events(name).await;
+        events
+            .iter()
+            .any(|(reason, note)| reason == "InvalidParameters" && (!first || note.contains(says)))
+            .then_some(())
+    })
+    .await;
+    claim
+}
+
+/// The versioning status of `bucket`, read from the body where moto 5.2 names the answer's
+/// root in a way the SDK refuses.
+async fn versioning_of(s3: &aws_sdk_s3::Client, bucket: &str) -> Option<String> {
+    match s3.get_bucket_versioning().bucket(bucket).send().await {
+        Ok(found) => found.status().map(|s| s.as_str().to_string()),
+        Err(aws_sdk_s3::error::SdkError::ServiceError(e)) if e.raw().status().as_u16() == 200 => {
+            let body = String::from_utf8_lossy(e.raw().body().bytes().unwrap_or_default());
+            let status = body.split("<Status>").nth(1)?.split("</Status>").next()?;
+            Some(status.to_string())
+        }
+        Err(_) => None,
+    }
+}
+
+#[tokio::test]
+async fn claims_get_the_bucket_features_their_class_allows_and_no_more() {
+    let s = setup("s3-features").await;
+    let controller = Harness::start(s.backend(), Deployed::S3);
+    // No more rights than the README asks the owner for, with what these keys add.
+    let mut actions = s3_provisioner::owner::OWNER_ACTIONS.to_vec();
+    actions.extend([
+        "s3:PutBucketVersioning",
+        "s3:PutLifecycleConfiguration",
+        "s3:GetBucketObjectLockConfiguration",
+        "s3:PutBucketObjectLockConfiguration",
+    ]);
+    let policy = json!({
+        "Version": "2012-10-17",
+        "Statement": [{ "Effect": "Allow", "Action": actions, "Resource": "*" }]
+    });
+    let owner = s.moto.user_with_policy("features-owner", &policy.to_string()).await;
+    s.owner_keys("owner", &owner).await;
+    let p = &controller.provisioner;
+    let allowing = [
+        ("allowVersioning", "true"),
+        ("allowObjectLock", "true"),
+        ("allowComplianceRetention", "true"),
+        ("maxObjectLockRetentionDays", "30"),
+    ];
+    let open = s.class(p, "owner", &allowing, Some("Delete")).await;
+    let plain = s.class(p, "owner", &[("allowLifecycle", "false")], Some("Delete")).await;
+    let compliance = lock("COMPLIANCE", 10);
+    let too_long = lock("GOVERNANCE", 40);
+    s.claim(
+        "kept",
+        asking(&open, &[("versioning", "Enabled"), ("bucketLifecycle", ROOK_LIFECYCLE)]),
+    )
+    .await;
+    s.claim("locked", asking(&open, &[("objectLock", &compliance)])).await;
+    s.claim("capped", asking(&open, &[("objectLock", &too_long)])).await;
+    s.claim("unversioned", asking(&plain, &[("versioning", "Enabled")])).await;
+    s.claim("unruled", asking(&plain, &[("bucketLifecycle", ROOK_LIFECYCLE)])).await;
+
+    let admin = s.moto.s3(&s.moto.admin);
+    let kept = s.wait_for("kept", ClaimPhase::Bound, "Bound").await.spec.bucket_name.unwrap();
+    assert_eq!(versioning_of(&admin, &kept).await.as_deref(), Some("Enabled"));
+    let rules = admin.get_bucket_lifecycle_configuration().bucket(&kept).send().await.unwrap();
+    assert_eq!(rules.rules()[1].expiration().and_then(|e| e.days()), Some(30));
+    let locked = s.wait_for("locked", ClaimPhase::Bound, "Bound").await.spec.bucket_name.unwrap();
+    let retention = || async {
+        let found = admin.get_object_lock_configuration().bucket(&locked).send().await.unwrap();
+        let rule = found.object_lock_configuration()?.rule()?.default_retention()?.clone();
+        Some((rule.mode()?.as_str().to_string(), rule.days()?))
+    };
+    assert_eq!(retention().await, Some(("COMPLIANCE".into(), 10)));
+
+    for (name, says) in [
+        ("capped", "40 days is longer than the 30 days"),
+        ("unversioned", "allowVersioning: \"true\""),
+        ("unruled", "allowLifecycle: \"true\""),
+    ] {
+        let claim = s.wait_for(name, ClaimPhase::Failed, "InvalidParameters").await;
+        assert!(ready(&claim).unwrap().message.contains(says), "{name}: {claim:?}");
+        refused(&s, name, says, true).await;
+    }
+
+    // The bound claim drops versioning and its rules: suspended, removed.
+    change_config(&s, "kept", json!({ "versioning": null, "bucketLifecycle": null })).await;
+    eventually("versioning suspended and the rules gone", || async {
+        let rules = admin.get_bucket_lifecycle_configuration().bucket(&kept).send().await;
+        (versioning_of(&admin, &kept).await.as_deref() == Some("Suspended") && rules.is_err())
+            .then_some(())
+    })
+    .await;
+    // Object lock asked later: refused, with the reason, and nothing changes.
+    change_config(&s, "kept", json!({ "objectLock": "Enabled" })).await;
+    refused(&s, "kept", "created without object lock", true).await;
+    let none = admin.get_object_lock_configuration().bucket(&kept).send().await;
+    assert_eq!(common::error_code(none), "ObjectLockConfigurationNotFoundError");
+
+    // The tenant tries to shorten the COMPLIANCE retention, then to drop it.
+    change_config(&s, "locked", json!({ "objectLock": lock("COMPLIANCE", 1) })).await;
+    refused(&s, "locked", "COMPLIANCE default retention of 10 days", true).await;
+    change_config(&s, "locked", json!({ "objectLock": null })).await;
+    refused(&s, "locked", "cannot be turned off", false).await;
+    assert_eq!(retention().await, Some(("COMPLIANCE".into(), 10)));
+    // Lengthened within the cap: applied, and the claim is Bound again.
+    change_config(&s, "locked", json!({ "objectLock": lock("COMPLIANCE", 20) })).await;
+    eventually("the longer retention on the bucket", || async {
+        (retention().await? == ("COMPLIANCE".into(), 20)).then_some(())
+    })
+    .await;
+    s.wait_for("locked", ClaimPhase::Bound, "Bound").await;
+
+    let buckets = admin.list_buckets().send().await.unwrap();
+    assert_eq!(buckets.buckets().len(), 2, "only the claims that could be served have buckets");
+    for name in ["kept", "locked", "capped", "unversioned", "unruled"] {
+        s.delete_and_wait(name).await;
+    }
+    assert!(!s.moto.bucket_exists(&kept).await && !s.moto.bucket_exists(&locked).await);
+}
