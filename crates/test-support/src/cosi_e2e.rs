@@ -103,6 +103,9 @@ pub async fn claim_access_and_consumer<S: CosiStore>(world: &mut CosiWorld, stor
         store.get(&second, "hello.txt").await.is_err()
     })
     .await;
+    // The restarted sidecar grants every access again (main); the key in use stays the one.
+    let secret = version.wait_access_secret(&tenant.client, &tenant.namespace, "writer-creds");
+    assert_eq!(secret.await, writer, "a repeated grant answers the key consumers hold");
     assert_eq!(store.get(&writer, "hello.txt").await.unwrap(), b"hello");
 
     // Under Retain, the bucket outlives its claim, data and all.
