@@ -37,7 +37,7 @@ struct GarageStore {
     operator: bucket_provisioner::Credentials,
 }
 
-/// The driver's store, as `--cosi-parameter` entries name it: node 0's APIs.
+/// The store: node 0's APIs, and the token's Secret as the Deployment names it.
 fn store_parameters(garage: &GarageCluster) -> BTreeMap<String, String> {
     BTreeMap::from([
         ("adminEndpoint".into(), garage.nodes[0].admin_url()),
@@ -160,12 +160,13 @@ impl CosiStore for GarageStore {
 /// A Garage cluster, and the driver under `version` with the cluster's admin token.
 async fn start(version: CosiVersion) -> (CosiWorld, GarageStore) {
     let store = GarageStore::start().await;
+    // This cluster's APIs; the token's Secret is the one the Deployment names.
+    let mut parameters = store_parameters(&store.garage);
+    parameters.retain(|key, _| ["adminEndpoint", "endpoint", "region"].contains(&key.as_str()));
     let driver = DriverBinary {
         program: env!("CARGO_BIN_EXE_garage-bucket-provisioner").into(),
-        args: store_parameters(&store.garage)
-            .iter()
-            .map(|(k, v)| format!("--cosi-parameter={k}={v}"))
-            .collect(),
+        args: Vec::new(),
+        store: parameters,
     };
     let world = CosiWorld::start(version, Deployed::CosiGarage, "garage", driver).await.unwrap();
     // The operator fills the token's Secret, as 30-admin-token.yaml asks.

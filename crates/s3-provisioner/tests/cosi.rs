@@ -110,15 +110,15 @@ async fn start(version: CosiVersion) -> (CosiWorld, MotoStore) {
         "Statement": [{ "Effect": "Allow", "Action": actions, "Resource": "*" }]
     });
     let owner = moto.user_with_policy("cosi-owner", &policy.to_string()).await;
-    let store = [
-        format!("endpoint={}", moto.endpoint),
-        "forcePathStyle=true".into(),
-        format!("secretName={OWNER_SECRET}"),
-        format!("secretNamespace={DEPLOY_NAMESPACE}"),
-    ];
+    // moto in place of AWS; the owner's Secret is the one the Deployment names.
+    let store = BTreeMap::from([
+        ("endpoint".to_owned(), moto.endpoint.clone()),
+        ("forcePathStyle".to_owned(), "true".to_owned()),
+    ]);
     let driver = DriverBinary {
         program: env!("CARGO_BIN_EXE_s3-bucket-provisioner").into(),
-        args: store.iter().map(|p| format!("--cosi-parameter={p}")).collect(),
+        args: Vec::new(),
+        store,
     };
     let world = CosiWorld::start(version, Deployed::CosiS3, "s3", driver).await.unwrap();
     // The operator fills the owner's Secret, as 30-owner-credentials.yaml asks.

@@ -3,10 +3,11 @@
 //! `deploy/cosi/<backend>/` folder (`--cosi-only`, as deployed), the upstream sidecar beside it
 //! with the same identity, and the classes tenants use.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use kube::api::{Api, DynamicObject};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -19,13 +20,44 @@ use crate::{CosiTenant, Deployed, S3Access, Supervised, deployed_identity, free_
 /// call with backoff.
 pub const COSI_WAIT: Duration = Duration::from_secs(180);
 
-/// A driver binary and the arguments of its backend (its store, its S3 listener, ...); the world
-/// adds the identity, the socket, the driver name, `--cosi-only` and no leader election.
+/// A driver binary and the arguments of its backend; the world adds the identity, the socket,
+/// the driver name, `--cosi-only`, no leader election, and the store as the Deployment of the
+/// driver's `deploy/cosi/` folder names it.
 pub struct DriverBinary {
     /// The executable (`env!("CARGO_BIN_EXE_...")`).
     pub program: PathBuf,
-    /// The backend's own arguments.
+    /// The backend's own arguments (hostPath's root and S3 listener, ...).
     pub args: Vec<String>,
+    /// The test's store, by `--cosi-parameter` key: each value replaces the one the Deployment
+    /// gives that key, and a key it does not name is added (an S3 endpoint for moto). What the
+    /// Deployment names and the test does not (the Secret of the store's credentials, ...)
+    /// stays as deployed.
+    pub store: BTreeMap<String, String>,
+}
+
+/// The `--cosi-parameter` entries of the driver container of `deployed`'s Deployment, by key.
+pub fn deployed_store(deployed: Deployed) -> Result<BTreeMap<String, String>> {
+    let dir = crate::deploy_dir().join(deployed.folder());
+    let objects = crate::read_manifests(&dir)?;
+    let deployment = objects
+        .iter()
+        .map(|(_, object)| object)
+        .find(|o| o.types.as_ref().is_some_and(|t| t.kind == "Deployment"))
+        .with_context(|| format!("no Deployment in {}", dir.display()))?;
+    let containers = deployment.data["spec"]["template"]["spec"]["containers"].as_array();
+    let driver = containers
+        .into_iter()
+        .flatten()
+        .find(|c| c["name"] == "driver")
+        .with_context(|| format!("no driver container in {}", dir.display()))?;
+    let mut store = BTreeMap::new();
+    for arg in driver["args"].as_array().into_iter().flatten().filter_map(|a| a.as_str()) {
+        if let Some(entry) = arg.strip_prefix("--cosi-parameter=") {
+            let (key, value) = entry.split_once('=').with_context(|| format!("{arg:?}"))?;
+            store.insert(key.to_owned(), value.to_owned());
+        }
+    }
+    Ok(store)
 }
 
 /// A running world; everything stops when it is dropped.
@@ -71,6 +103,11 @@ impl CosiWorld {
         let driver_name = format!("{prefix}.test.cosi.bucket-provisioner.io-{suffix}");
         let mut argv = vec![driver.program.display().to_string()];
         argv.extend(driver.args);
+        if !driver.store.is_empty() {
+            let mut store = deployed_store(deployed)?;
+            store.extend(driver.store);
+            argv.extend(store.iter().map(|(k, v)| format!("--cosi-parameter={k}={v}")));
+        }
         argv.extend([
             format!("--kubeconfig={}", identity.kubeconfig.display()),
             format!("--metrics-address=127.0.0.1:{}", free_port()?),
