@@ -135,10 +135,28 @@ async fn start(version: CosiVersion) -> (CosiWorld, MotoStore) {
     (world, MotoStore { moto })
 }
 
+/// Every key record the driver keeps beside the owner's keys is of an IAM user that still
+/// exists: revoking an access or deleting a bucket forgot the keys that went. Answers how many
+/// there are.
+async fn no_record_outlives_its_key(world: &CosiWorld, store: &MotoStore) -> usize {
+    let secrets: Api<Secret> = Api::namespaced(world.admin.clone(), DEPLOY_NAMESPACE);
+    let records = secrets.list(&Default::default()).await.unwrap();
+    let mut users = Vec::new();
+    for name in records.items.iter().filter_map(|s| s.metadata.name.as_deref()) {
+        if let Some(user) = name.strip_prefix("cosi-key-") {
+            assert!(store.moto.user_exists(user).await, "record {name} outlived its user");
+            users.push(user.to_owned());
+        }
+    }
+    users.len()
+}
+
 #[tokio::test]
 async fn v1alpha1_claim_access_and_consumer() {
     let (mut world, store) = start(CosiVersion::V1Alpha1).await;
     cosi_e2e::claim_access_and_consumer(&mut world, &store).await;
+    // v0.2.2 revoked every access with its claim: no key, no record.
+    assert_eq!(no_record_outlives_its_key(&world, &store).await, 0);
 }
 
 /// One world for both checks of main: a control plane and moto fewer.
@@ -147,4 +165,6 @@ async fn v1alpha2_claim_access_consumer_and_static_bucket() {
     let (mut world, store) = start(CosiVersion::V1Alpha2).await;
     cosi_e2e::claim_access_and_consumer(&mut world, &store).await;
     cosi_e2e::static_bucket_is_granted_and_kept(&mut world, &store).await;
+    // The accesses main never revoked keep their recorded keys.
+    assert!(no_record_outlives_its_key(&world, &store).await > 0, "keys in use are recorded");
 }
