@@ -1,6 +1,6 @@
 //! The end-to-end COSI checks every store-backed driver passes under the real upstream
 //! controller and sidecar: class → claim → Bucket → access → Secret → a consumer knowing nothing
-//! but that Secret writes, reads and lists; a ReadOnly key cannot write (v1alpha2); every access
+//! but that Secret writes, reads and lists; a ReadOnly key cannot write; every access
 //! has its own key; revoking stops a key; the deletion policy decides a bucket's fate; and an
 //! operator's static bucket (v1alpha2 `existingBucketID`) is granted and never deleted.
 //!
@@ -77,19 +77,21 @@ pub async fn claim_access_and_consumer<S: CosiStore>(world: &mut CosiWorld, stor
         assert_eq!(writer.bucket, bucket_object);
     }
 
-    // A second access gets a key of its own, which works beside the first.
-    let second_mode = if version == CosiVersion::V1Alpha2 { "ReadOnly" } else { "ReadWrite" };
-    let second = world.access(&tenant, "second", "data", second_mode).await;
+    // A second access gets a key of its own, which works beside the first: a ReadOnly one
+    // (v1alpha2 asks it per claim, v1alpha1 through its class's accessMode) reads and lists
+    // but cannot write or delete.
+    let class = match version {
+        CosiVersion::V1Alpha1 => world.read_only_class.clone(),
+        CosiVersion::V1Alpha2 => world.access_class.clone(),
+    };
+    let second = world.access_of_class(&tenant, "second", "data", "ReadOnly", &class).await;
     assert_ne!(second.access_key_id, writer.access_key_id, "every access has its own key");
     assert_eq!(second.bucket, writer.bucket);
     assert_eq!(store.get(&second, "hello.txt").await.unwrap(), b"hello");
-    if version == CosiVersion::V1Alpha2 {
-        // A ReadOnly access reads and lists but cannot write or delete.
-        assert_eq!(store.list(&second).await.unwrap(), ["hello.txt"]);
-        assert_eq!(store.put(&second, "x", b"x").await.unwrap_err(), "AccessDenied");
-        assert_eq!(store.delete(&second, "hello.txt").await.unwrap_err(), "AccessDenied");
-        assert_eq!(store.list(&writer).await.unwrap(), ["hello.txt"], "nothing written");
-    }
+    assert_eq!(store.list(&second).await.unwrap(), ["hello.txt"]);
+    assert_eq!(store.put(&second, "x", b"x").await.unwrap_err(), "AccessDenied");
+    assert_eq!(store.delete(&second, "hello.txt").await.unwrap_err(), "AccessDenied");
+    assert_eq!(store.list(&writer).await.unwrap(), ["hello.txt"], "nothing written");
 
     // Deleting an access revokes its key; the other key keeps working.
     let accesses = version.api(&tenant.client, "BucketAccess", Some(&tenant.namespace));

@@ -79,6 +79,9 @@ pub struct CosiWorld {
     pub retain_class: String,
     /// A BucketAccessClass handing out keys.
     pub access_class: String,
+    /// A BucketAccessClass handing out read-only keys (`accessMode`, v1alpha1's only way to
+    /// ask a mode; v1alpha2 asks it per claim).
+    pub read_only_class: String,
     /// The driver's unix socket.
     pub socket: PathBuf,
     _socket_dir: tempfile::TempDir,
@@ -129,9 +132,15 @@ impl CosiWorld {
         for (name, policy) in [(&delete_class, "Delete"), (&retain_class, "Retain")] {
             create(&classes, &version.bucket_class(name, &driver_name, policy, json!({}))).await?;
         }
+        let read_only_class = format!("{prefix}-read-only-{suffix}");
         let access_classes = version.api(&admin, "BucketAccessClass", None);
         create(&access_classes, &version.access_class(&access_class, &driver_name, json!({})))
             .await?;
+        if version == CosiVersion::V1Alpha1 {
+            let read_only = json!({ "accessMode": "ReadOnly" });
+            let class = version.access_class(&read_only_class, &driver_name, read_only);
+            create(&access_classes, &class).await?;
+        }
         Ok(CosiWorld {
             sidecar,
             driver,
@@ -142,6 +151,7 @@ impl CosiWorld {
             delete_class,
             retain_class,
             access_class,
+            read_only_class,
             socket,
             _socket_dir: socket_dir,
         })
@@ -217,15 +227,28 @@ impl CosiWorld {
         claim: &str,
         mode: &str,
     ) -> S3Access {
-        self.request_access(tenant, name, claim, mode).await;
+        self.access_of_class(tenant, name, claim, mode, &self.access_class).await
+    }
+
+    /// [`CosiWorld::access`] through BucketAccessClass `class`.
+    pub async fn access_of_class(
+        &self,
+        tenant: &CosiTenant,
+        name: &str,
+        claim: &str,
+        mode: &str,
+        class: &str,
+    ) -> S3Access {
         let accesses = self.version.api(&tenant.client, "BucketAccess", Some(&tenant.namespace));
+        let secret = format!("{name}-creds");
+        let object = self.version.access(&tenant.namespace, name, class, claim, &secret, mode);
+        create(&accesses, &object).await.unwrap();
         let version = self.version;
         let granted =
             wait_for(&accesses, name, COSI_WAIT, |a| version.access_ready(a).then_some(()));
         granted
             .await
             .unwrap_or_else(|last| panic!("access {name} not granted: {last}\n{}", self.logs()));
-        let secret = format!("{name}-creds");
         version.wait_access_secret(&tenant.client, &tenant.namespace, &secret).await
     }
 
