@@ -20,6 +20,7 @@ use crate::bucket::{Buckets, NameLocks};
 
 use crate::config::{ACCEPTED, BUCKET_LIFECYCLE, BUCKET_POLICY, CORS, ClaimConfig, names_user};
 use crate::iam::{self, Users};
+use crate::key_records::KeyRecords;
 use crate::legacy::{self, Adopted};
 use crate::owner::{ClassParameters, OwnerCredentials};
 use crate::params::{DEFAULT_REGION, STATE_POLICY_NAME, STATE_USER_NAME, Settings};
@@ -41,6 +42,8 @@ pub struct S3Provisioner {
     creating: NameLocks,
     /// The store the COSI front's buckets and keys are on (see [`standalone`]).
     standalone: Option<Settings>,
+    /// Where the COSI front's keys are recorded, secrets included.
+    key_records: Option<Arc<dyn KeyRecords>>,
 }
 
 /// Clients for one call, with what messages say about the owner.
@@ -63,7 +66,15 @@ impl S3Provisioner {
             default_chain: OnceCell::new(),
             creating: NameLocks::default(),
             standalone: None,
+            key_records: None,
         }
+    }
+
+    /// Records each COSI access's key in `records`, so that a repeated grant answers the key
+    /// in use; without records it can only replace it (IAM shows a secret once).
+    pub fn with_key_records(mut self, records: Arc<dyn KeyRecords>) -> Self {
+        self.key_records = Some(records);
+        self
     }
 
     /// Also consult StorageClasses when cleaning up after a claim whose ObjectBucket (and so

@@ -19,7 +19,9 @@
 //!
 //! Buckets with no key and keys of their own, for a COSI front, on the one store
 //! [`S3Provisioner::with_standalone`] names: see [`backend::standalone`]. A key is an IAM user
-//! whose policy gives each of its buckets its own mode.
+//! whose policy gives each of its buckets its own mode, and its secret is recorded
+//! ([`key_records`], set with [`S3Provisioner::with_key_records`]) so that a repeated grant
+//! answers the key in use instead of replacing it.
 //!
 //! # StorageClass parameters
 //!
@@ -65,6 +67,7 @@ pub mod config;
 pub mod cors;
 mod features;
 pub mod iam;
+pub mod key_records;
 pub mod legacy;
 pub mod lifecycle;
 pub mod owner;
@@ -72,6 +75,7 @@ pub mod params;
 
 pub use backend::S3Provisioner;
 pub use cluster::KubeCluster;
+pub use key_records::{KeyRecords, KubeKeyRecords};
 pub use owner::{ClassParameters, OwnerCredentials};
 pub use params::{SecretRef, Settings};
 

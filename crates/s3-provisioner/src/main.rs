@@ -7,7 +7,7 @@ use bucket_provisioner::runtime::{self, ControllerArgs, init_logging, shutdown_s
 use clap::Parser;
 use cosi_driver::{CosiArgs, CosiRunError};
 use s3_provisioner::{
-    DEFAULT_COSI_DRIVER_NAME, DEFAULT_PROVISIONER_NAME, KubeCluster, S3Provisioner,
+    DEFAULT_COSI_DRIVER_NAME, DEFAULT_PROVISIONER_NAME, KubeCluster, KubeKeyRecords, S3Provisioner,
 };
 
 /// Provisions object buckets on AWS S3 or an S3-compatible service.
@@ -33,7 +33,8 @@ async fn main() -> Result<(), CosiRunError> {
     let args = Args::parse();
     init_logging(args.controller.log_format);
     // The Kubernetes side of owner credentials lives here, not in the backend.
-    let cluster = Arc::new(KubeCluster::new(runtime::client(&args.controller).await?));
+    let client = runtime::client(&args.controller).await?;
+    let cluster = Arc::new(KubeCluster::new(client.clone()));
     let mut backend = S3Provisioner::new(cluster.clone())
         .with_class_parameters(cluster)
         .with_max_attempts(args.aws_max_attempts);
@@ -41,6 +42,20 @@ async fn main() -> Result<(), CosiRunError> {
         backend = backend
             .with_standalone(&parameters)
             .map_err(|e| CosiRunError::Parameters(e.to_string()))?;
+        // Access keys are recorded beside the owner's keys, else in the driver's namespace.
+        let namespace = parameters.get("secretNamespace").cloned().or_else(|| {
+            std::env::var("POD_NAMESPACE").ok().filter(|namespace| !namespace.is_empty())
+        });
+        match namespace {
+            Some(namespace) => {
+                let records = KubeKeyRecords::new(client, &namespace);
+                backend = backend.with_key_records(Arc::new(records));
+            }
+            None => tracing::warn!(
+                "no secretNamespace parameter and no POD_NAMESPACE: COSI access keys are not \
+                 recorded, so a repeated grant replaces the key consumers hold"
+            ),
+        }
     }
     let shutdown = shutdown_signal();
     let (name, cosi) = (&args.provisioner_name, &args.cosi);

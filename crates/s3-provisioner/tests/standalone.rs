@@ -12,7 +12,7 @@ use bucket_provisioner::bucket::standalone::{
 };
 use bucket_provisioner::{AccessMode, BackendError, Provisioner, Removed};
 use common::moto::Moto;
-use common::{FixedOwner, claim, error_code, options, read_write};
+use common::{FixedOwner, MemoryKeyRecords, claim, error_code, options, read_write};
 use s3_provisioner::backend::standalone::COSI_OWNER_ACTIONS;
 use s3_provisioner::owner::OWNER_ACTIONS;
 use s3_provisioner::{S3Provisioner, iam};
@@ -246,4 +246,38 @@ async fn an_attempt_cut_off_after_the_user_is_finished_by_the_retry() {
     let refused = first.as_ref().err().or(second.as_ref().err()).unwrap();
     assert!(refused.is_access_conflict(), "{refused}");
     assert_eq!(moto.access_keys(&iam::user_name(&on_rw.owner_id)).await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_repeated_grant_answers_the_recorded_key_in_use() {
+    let moto = Moto::start().await;
+    let records = Arc::new(MemoryKeyRecords::default());
+    let backend = backend(&moto).await.with_key_records(records.clone());
+    let name = format!("recorded-{}", common::suffix());
+    backend.create_bucket(&new_bucket(&name, &[])).await.unwrap();
+    let access = key("ba-recorded", &[(&name, AccessMode::ReadWrite)]);
+    let user = iam::user_name(&access.owner_id);
+
+    // The grant repeated (main's sidecar grants every access again when it starts) answers
+    // the same key, which keeps working: consumers holding it are not locked out.
+    let first = backend.issue_key(&access).await.unwrap();
+    let again = backend.issue_key(&access).await.unwrap();
+    assert_eq!(again.credentials, first.credentials);
+    assert_eq!(moto.access_keys(&user).await, [first.credentials.access_key_id.as_str()]);
+    read_write(&moto.s3(&first.credentials), &name).await;
+
+    // A record of a key IAM no longer holds is no answer: a new key, recorded in its place.
+    let iam = moto.iam(&moto.admin);
+    let id = &first.credentials.access_key_id;
+    iam.delete_access_key().user_name(&user).access_key_id(id).send().await.unwrap();
+    let replaced = backend.issue_key(&access).await.unwrap();
+    assert_ne!(replaced.credentials.access_key_id, *id);
+    assert_eq!(moto.access_keys(&user).await, [replaced.credentials.access_key_id.as_str()]);
+    read_write(&moto.s3(&replaced.credentials), &name).await;
+    assert_eq!(backend.issue_key(&access).await.unwrap().credentials, replaced.credentials);
+
+    // Revoking forgets the record with the user.
+    backend.revoke_key(&access.owner_id).await.unwrap();
+    assert!(records.0.lock().unwrap().is_empty(), "the record went with the key");
+    assert!(!moto.user_exists(&user).await);
 }

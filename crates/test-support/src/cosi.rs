@@ -236,6 +236,10 @@ pub async fn install_upstream(plane: &ControlPlane, version: CosiVersion) -> Res
             // Its probe port defaults to :8081, which a second one on this host would take.
             argv.push(format!("--health-probe-bind-address=127.0.0.1:{}", free_port()?));
             argv.push("--metrics-bind-address=0".into());
+            // Its default development logger panics on its own log line when it binds a static
+            // Bucket (an odd number of key-value arguments), so static Buckets are never bound
+            // (upstream defect); production logging only reports the line.
+            argv.push("--zap-devel=false".into());
         }
     }
     let logs = tempfile::Builder::new().prefix("cosi-controller-").tempdir()?.keep();

@@ -4,8 +4,8 @@
 //! |---|---|
 //! | `create_bucket` | `CreateBucket`, tagged with the COSI owner id as a claim's bucket is with the claim's user id (a retry finds it, anyone else gets `name_taken`) |
 //! | `existing_bucket` | the bucket's tags: one made by a COSI owner or tagged by no claim is found; a claim's is `not_found` |
-//! | `issue_key` | an IAM user named after the owner id under [`COSI_USER_PATH`], with one inline policy ([`COSI_POLICY_NAME`]) granting each bucket its mode, and one access key |
-//! | `revoke_key` | the user's keys, policies and the user |
+//! | `issue_key` | an IAM user named after the owner id under [`COSI_USER_PATH`], with one inline policy ([`COSI_POLICY_NAME`]) granting each bucket its mode, and one access key, recorded with its secret ([`crate::key_records`]) |
+//! | `revoke_key` | the user's keys, policies and the user, then its record |
 //! | `delete_bucket` | when the tags name this owner: every COSI user whose policy reaches the bucket, then the bucket emptied and deleted; anything else is left alone (`AccessOnly`) |
 //!
 //! The store is the driver's, set once with [`S3Provisioner::with_standalone`] (the parameters
@@ -14,9 +14,12 @@
 //!
 //! The user's policy is the record of what a key reaches: a retry asking the same buckets and
 //! modes finds the same policy; any other is [`BackendError::access_conflict`]. IAM shows a
-//! secret only when the key is made, so a retry cannot answer the earlier secret: it deletes
-//! the user's earlier key (whose answer was lost) and answers a new one, and the user keeps one:
-//! a key made by a `CreateAccessKey` whose answer was lost (and that the SDK retried) goes too.
+//! secret only when the key is made, so the key is recorded, secret included, before it is
+//! answered ([`S3Provisioner::with_key_records`]): a repeated grant (upstream main's sidecar
+//! grants every access again whenever it starts) answers the user's one key when the record
+//! holds it. Otherwise (no record, or one IAM no longer matches) the retry deletes the user's
+//! keys and answers a new one, so the user keeps one: a key made by a `CreateAccessKey` whose
+//! answer was lost (and that the SDK retried) goes too.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -158,10 +161,24 @@ impl S3Provisioner {
             .creating
             .hold(&user, async {
                 self.ensure_cosi_user(&session, &user, &policy, &request.owner_id).await?;
-                for key in users.access_keys(&user).await?.unwrap_or_default() {
+                let keys = users.access_keys(&user).await?.unwrap_or_default();
+                // The key in use, when it is the user's only one and its secret was recorded.
+                if let Some(records) = &self.key_records
+                    && let [only] = keys.as_slice()
+                    && let Some(recorded) = records.read(&user).await?
+                    && recorded.access_key_id == *only
+                {
+                    return Ok(recorded);
+                }
+                for key in keys {
                     users.delete_key(&user, &key).await?;
                 }
-                users.create_only_key(&user).await
+                let made = users.create_only_key(&user).await?;
+                // Recorded before it is answered: a retry after a lost answer finds it.
+                if let Some(records) = &self.key_records {
+                    records.write(&user, &made).await?;
+                }
+                Ok(made)
             })
             .await?;
         Ok(IssuedKey { endpoint: settings.consumer_endpoint(), credentials })
@@ -170,9 +187,17 @@ impl S3Provisioner {
     pub(super) async fn standalone_revoke(&self, owner_id: &str) -> Result<(), BackendError> {
         cosi_owner(owner_id)?;
         let (_, session) = self.standalone_session().await?;
-        Users { iam: &session.clients.iam, owner: &session.owner }
-            .remove(&iam::user_name(owner_id))
-            .await
+        let user = iam::user_name(owner_id);
+        Users { iam: &session.clients.iam, owner: &session.owner }.remove(&user).await?;
+        self.forget_key(&user).await
+    }
+
+    /// Removes the record of `user`'s key, once the user is gone.
+    async fn forget_key(&self, user: &str) -> Result<(), BackendError> {
+        match &self.key_records {
+            Some(records) => records.remove(user).await,
+            None => Ok(()),
+        }
     }
 
     /// Makes sure `user` exists with `policy`: a user with another policy is another request
@@ -249,6 +274,7 @@ impl S3Provisioner {
             if resources(&policy).any(|r| r == arn) {
                 tracing::info!(user, bucket, "removing a COSI key reaching a deleted bucket");
                 users.remove(&user).await?;
+                self.forget_key(&user).await?;
             }
         }
         Ok(())

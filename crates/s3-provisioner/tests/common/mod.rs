@@ -31,6 +31,27 @@ impl OwnerCredentials for FixedOwner {
     }
 }
 
+/// Key records held in memory, for tests without a cluster.
+#[derive(Default)]
+pub struct MemoryKeyRecords(pub std::sync::Mutex<std::collections::HashMap<String, Credentials>>);
+
+#[async_trait]
+impl s3_provisioner::KeyRecords for MemoryKeyRecords {
+    async fn read(&self, user: &str) -> Result<Option<Credentials>, BackendError> {
+        Ok(self.0.lock().unwrap().get(user).cloned())
+    }
+
+    async fn write(&self, user: &str, key: &Credentials) -> Result<(), BackendError> {
+        self.0.lock().unwrap().insert(user.to_owned(), key.clone());
+        Ok(())
+    }
+
+    async fn remove(&self, user: &str) -> Result<(), BackendError> {
+        self.0.lock().unwrap().remove(user);
+        Ok(())
+    }
+}
+
 /// A short suffix that differs between calls, for unique names.
 pub fn suffix() -> String {
     test_support::unique_suffix()

@@ -1,0 +1,329 @@
+//! One COSI world for any driver binary: a control plane with one COSI version's CRDs and the
+//! upstream controller, the driver serving COSI on a socket with the identity of its
+//! `deploy/cosi/<backend>/` folder (`--cosi-only`, as deployed), the upstream sidecar beside it
+//! with the same identity, and the classes tenants use.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use kube::api::{Api, DynamicObject};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use crate::cosi::{Cosi, CosiVersion, Sidecar, create};
+use crate::unique_suffix;
+use crate::{CosiTenant, Deployed, S3Access, Supervised, deployed_identity, free_port};
+
+/// How long a claim or an access may take to be ready: the v0.2.2 sidecar requeues a failed
+/// call with backoff.
+pub const COSI_WAIT: Duration = Duration::from_secs(180);
+
+/// A driver binary and the arguments of its backend; the world adds the identity, the socket,
+/// the driver name, `--cosi-only`, no leader election, and the store as the Deployment of the
+/// driver's `deploy/cosi/` folder names it.
+pub struct DriverBinary {
+    /// The executable (`env!("CARGO_BIN_EXE_...")`).
+    pub program: PathBuf,
+    /// The backend's own arguments (hostPath's root and S3 listener, ...).
+    pub args: Vec<String>,
+    /// The test's store, by `--cosi-parameter` key: each value replaces the one the Deployment
+    /// gives that key, and a key it does not name is added (an S3 endpoint for moto). What the
+    /// Deployment names and the test does not (the Secret of the store's credentials, ...)
+    /// stays as deployed.
+    pub store: BTreeMap<String, String>,
+}
+
+/// The `--cosi-parameter` entries of the driver container of `deployed`'s Deployment, by key.
+pub fn deployed_store(deployed: Deployed) -> Result<BTreeMap<String, String>> {
+    let dir = crate::deploy_dir().join(deployed.folder());
+    let objects = crate::read_manifests(&dir)?;
+    let deployment = objects
+        .iter()
+        .map(|(_, object)| object)
+        .find(|o| o.types.as_ref().is_some_and(|t| t.kind == "Deployment"))
+        .with_context(|| format!("no Deployment in {}", dir.display()))?;
+    let containers = deployment.data["spec"]["template"]["spec"]["containers"].as_array();
+    let driver = containers
+        .into_iter()
+        .flatten()
+        .find(|c| c["name"] == "driver")
+        .with_context(|| format!("no driver container in {}", dir.display()))?;
+    let mut store = BTreeMap::new();
+    for arg in driver["args"].as_array().into_iter().flatten().filter_map(|a| a.as_str()) {
+        if let Some(entry) = arg.strip_prefix("--cosi-parameter=") {
+            let (key, value) = entry.split_once('=').with_context(|| format!("{arg:?}"))?;
+            store.insert(key.to_owned(), value.to_owned());
+        }
+    }
+    Ok(store)
+}
+
+/// A running world; everything stops when it is dropped.
+pub struct CosiWorld {
+    // Declared first: the sidecar and the driver stop before their apiserver.
+    sidecar: Sidecar,
+    driver: Supervised,
+    /// The version it serves.
+    pub version: CosiVersion,
+    /// The upstream controller and its control plane.
+    pub cosi: Cosi,
+    /// An administrator's client, for what an operator does.
+    pub admin: Client,
+    /// The `driverName` the driver serves and the classes name.
+    pub driver_name: String,
+    /// A BucketClass that deletes buckets with their claim.
+    pub delete_class: String,
+    /// A BucketClass that keeps them.
+    pub retain_class: String,
+    /// A BucketAccessClass handing out keys.
+    pub access_class: String,
+    /// A BucketAccessClass handing out read-only keys (`accessMode`, v1alpha1's only way to
+    /// ask a mode; v1alpha2 asks it per claim).
+    pub read_only_class: String,
+    /// The driver's unix socket.
+    pub socket: PathBuf,
+    _socket_dir: tempfile::TempDir,
+}
+
+impl CosiWorld {
+    /// Starts the control plane and controller of `version`, `driver` as `deployed`'s
+    /// ServiceAccount (a `deploy/cosi/` one), the sidecar beside it, and the classes; `prefix`
+    /// starts the driver and class names.
+    pub async fn start(
+        version: CosiVersion,
+        deployed: Deployed,
+        prefix: &str,
+        driver: DriverBinary,
+    ) -> Result<CosiWorld> {
+        let cosi = Cosi::start(version).await?;
+        let admin = cosi.client().await;
+        let identity = deployed_identity(cosi.plane(), deployed).await?;
+        let socket_dir = tempfile::Builder::new().prefix("cosi-socket-").tempdir()?;
+        let socket = socket_dir.path().join("cosi.sock");
+        let suffix = unique_suffix();
+        let driver_name = format!("{prefix}.test.cosi.bucket-provisioner.io-{suffix}");
+        let mut argv = vec![driver.program.display().to_string()];
+        argv.extend(driver.args);
+        if !driver.store.is_empty() {
+            let mut store = deployed_store(deployed)?;
+            store.extend(driver.store);
+            argv.extend(store.iter().map(|(k, v)| format!("--cosi-parameter={k}={v}")));
+        }
+        argv.extend([
+            format!("--kubeconfig={}", identity.kubeconfig.display()),
+            format!("--metrics-address=127.0.0.1:{}", free_port()?),
+            format!("--cosi-endpoint=unix://{}", socket.display()),
+            format!("--cosi-driver-name={driver_name}"),
+            "--cosi-only".into(),
+            "--leader-elect=false".into(),
+        ]);
+        let filter = std::env::var("PROVISIONER_LOG")
+            .unwrap_or_else(|_| "warn,kube_client::client::tls=error".into());
+        let logs = tempfile::Builder::new().prefix("cosi-driver-").tempdir()?.keep();
+        let driver = Supervised::start(&logs, &[("driver", argv)], &[("RUST_LOG", &filter)])?;
+        let sidecar = cosi.sidecar(deployed, &socket).await?;
+
+        let delete_class = format!("{prefix}-delete-{suffix}");
+        let retain_class = format!("{prefix}-retain-{suffix}");
+        let access_class = format!("{prefix}-keys-{suffix}");
+        let classes = version.api(&admin, "BucketClass", None);
+        for (name, policy) in [(&delete_class, "Delete"), (&retain_class, "Retain")] {
+            create(&classes, &version.bucket_class(name, &driver_name, policy, json!({}))).await?;
+        }
+        let read_only_class = format!("{prefix}-read-only-{suffix}");
+        let access_classes = version.api(&admin, "BucketAccessClass", None);
+        create(&access_classes, &version.access_class(&access_class, &driver_name, json!({})))
+            .await?;
+        if version == CosiVersion::V1Alpha1 {
+            let read_only = json!({ "accessMode": "ReadOnly" });
+            let class = version.access_class(&read_only_class, &driver_name, read_only);
+            create(&access_classes, &class).await?;
+        }
+        Ok(CosiWorld {
+            sidecar,
+            driver,
+            version,
+            cosi,
+            admin,
+            driver_name,
+            delete_class,
+            retain_class,
+            access_class,
+            read_only_class,
+            socket,
+            _socket_dir: socket_dir,
+        })
+    }
+
+    /// A new tenant: a namespace of its own and an identity whose rights end there.
+    pub async fn tenant(&self, prefix: &str) -> CosiTenant {
+        CosiTenant::new(self.cosi.plane(), prefix).await.expect("a COSI tenant")
+    }
+
+    /// Kills the sidecar and starts it again, as a pod restart would.
+    pub fn restart_sidecar(&mut self) {
+        self.sidecar.restart().expect("restarting the sidecar");
+    }
+
+    /// Kills the driver and starts it again, as a container restart would.
+    pub fn restart_driver(&mut self) {
+        self.driver.stop("driver").expect("stopping the driver");
+        self.driver.start_again("driver").expect("starting the driver again");
+    }
+
+    /// Everything the sidecar logged.
+    pub fn sidecar_log(&self) -> String {
+        self.sidecar.full_log()
+    }
+
+    /// Everything the driver logged.
+    pub fn driver_log(&self) -> String {
+        std::fs::read_to_string(self.driver.log("driver")).unwrap_or_default()
+    }
+
+    /// What the driver and the upstream pieces said, for a failing assertion.
+    pub fn logs(&self) -> String {
+        format!(
+            "--- driver ---\n{}\n--- sidecar ---\n{}\n--- controller ---\n{}",
+            self.driver.log_tail("driver", 60),
+            self.sidecar.log(40),
+            self.cosi.controller_log(20)
+        )
+    }
+
+    /// Panics if the sidecar or the driver was refused anything by the RBAC of its folder.
+    pub fn assert_never_forbidden(&self) {
+        for (who, log) in [("sidecar", self.sidecar_log()), ("driver", self.driver_log())] {
+            assert!(!log.contains("forbidden"), "{who} was refused by RBAC:\n{log}");
+        }
+    }
+
+    /// A tenant's claim `name` of class `class`; waits until its bucket is ready and answers
+    /// the Bucket object's name.
+    pub async fn claim(&self, tenant: &CosiTenant, name: &str, class: &str) -> String {
+        let claims = self.version.api(&tenant.client, "BucketClaim", Some(&tenant.namespace));
+        create(&claims, &self.version.claim(&tenant.namespace, name, class)).await.unwrap();
+        self.wait_claim_ready(tenant, name).await
+    }
+
+    /// Waits until claim `name` is ready and bound; answers its Bucket object's name.
+    pub async fn wait_claim_ready(&self, tenant: &CosiTenant, name: &str) -> String {
+        let claims = self.version.api(&tenant.client, "BucketClaim", Some(&tenant.namespace));
+        let version = self.version;
+        let ready = wait_for(&claims, name, COSI_WAIT, |c| {
+            version.claim_ready(c).then(|| version.claim_bucket(c)).flatten()
+        });
+        ready.await.unwrap_or_else(|last| panic!("claim {name} not ready: {last}\n{}", self.logs()))
+    }
+
+    /// A tenant's access `name` to claim `claim` with `mode`, its Secret `name`-creds; waits
+    /// until it is granted and reads the Secret as a pod would.
+    pub async fn access(
+        &self,
+        tenant: &CosiTenant,
+        name: &str,
+        claim: &str,
+        mode: &str,
+    ) -> S3Access {
+        self.access_of_class(tenant, name, claim, mode, &self.access_class).await
+    }
+
+    /// [`CosiWorld::access`] through BucketAccessClass `class`.
+    pub async fn access_of_class(
+        &self,
+        tenant: &CosiTenant,
+        name: &str,
+        claim: &str,
+        mode: &str,
+        class: &str,
+    ) -> S3Access {
+        let accesses = self.version.api(&tenant.client, "BucketAccess", Some(&tenant.namespace));
+        let secret = format!("{name}-creds");
+        let object = self.version.access(&tenant.namespace, name, class, claim, &secret, mode);
+        create(&accesses, &object).await.unwrap();
+        let version = self.version;
+        let granted =
+            wait_for(&accesses, name, COSI_WAIT, |a| version.access_ready(a).then_some(()));
+        granted
+            .await
+            .unwrap_or_else(|last| panic!("access {name} not granted: {last}\n{}", self.logs()));
+        version.wait_access_secret(&tenant.client, &tenant.namespace, &secret).await
+    }
+
+    /// Creates a tenant's access `name` to claim `claim` with `mode` and returns at once.
+    pub async fn request_access(&self, tenant: &CosiTenant, name: &str, claim: &str, mode: &str) {
+        let accesses = self.version.api(&tenant.client, "BucketAccess", Some(&tenant.namespace));
+        let secret = format!("{name}-creds");
+        let object =
+            self.version.access(&tenant.namespace, name, &self.access_class, claim, &secret, mode);
+        create(&accesses, &object).await.unwrap();
+    }
+
+    /// The Bucket object `name`, as an administrator reads it.
+    pub async fn bucket_object(&self, name: &str) -> Option<DynamicObject> {
+        let buckets = self.version.api(&self.admin, "Bucket", None);
+        buckets.get_opt(name).await.expect("reading a Bucket")
+    }
+
+    /// The id the driver answered for Bucket object `name` (its `status.bucketID`).
+    pub async fn bucket_id(&self, name: &str) -> String {
+        let bucket = self.bucket_object(name).await.expect("the Bucket exists");
+        let id = bucket.data["status"]["bucketID"].as_str().unwrap_or_default().to_owned();
+        assert!(!id.is_empty(), "Bucket {name} has no bucketID: {}", bucket.data["status"]);
+        id
+    }
+
+    /// A static Bucket an operator makes (v1alpha2): `bucket_id` is the store's name of a
+    /// bucket that already exists, reserved for claim `claim` of `tenant`, with `deletion`;
+    /// then the tenant's claim binding it. Waits until the claim is ready; answers the Bucket
+    /// object's name.
+    pub async fn static_bucket(
+        &self,
+        tenant: &CosiTenant,
+        claim: &str,
+        bucket_id: &str,
+        deletion: &str,
+    ) -> String {
+        assert_eq!(self.version, CosiVersion::V1Alpha2, "existingBucketID as v1alpha2 spells it");
+        let name = format!("static-{}", unique_suffix());
+        let spec = json!({ "spec": {
+            "driverName": self.driver_name, "deletionPolicy": deletion, "protocols": ["S3"],
+            "bucketClaimRef": { "name": claim, "namespace": tenant.namespace },
+            "existingBucketID": bucket_id,
+        }});
+        let buckets = self.version.api(&self.admin, "Bucket", None);
+        create(&buckets, &self.version.object("Bucket", &name, None, spec)).await.unwrap();
+        let claims = self.version.api(&tenant.client, "BucketClaim", Some(&tenant.namespace));
+        let binding = self.version.claim_of_existing(&tenant.namespace, claim, &name);
+        create(&claims, &binding).await.unwrap();
+        let bound = self.wait_claim_ready(tenant, claim).await;
+        assert_eq!(bound, name, "the claim is bound to the operator's Bucket");
+        name
+    }
+}
+
+/// Polls object `name` until `check` yields a value, for up to `wait`; the error carries the
+/// last status seen.
+pub async fn wait_for<T>(
+    api: &Api<DynamicObject>,
+    name: &str,
+    wait: Duration,
+    check: impl Fn(&DynamicObject) -> Option<T>,
+) -> Result<T, String> {
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut last = String::from("never seen");
+    loop {
+        if let Ok(object) = api.get(name).await {
+            if let Some(value) = check(&object) {
+                return Ok(value);
+            }
+            last = format!("{} status {}", object.name_any(), object.data["status"]);
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(last);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
