@@ -13,8 +13,8 @@ use bucket_provisioner::{
 use s3_endpoint::store::{CorsConfig, KeyMode, LifecycleConfig};
 use s3_endpoint::{AccessKey, BucketStore, Creator, StoreError};
 
-use crate::{cors, lifecycle};
 use crate::quota::{BUCKET_MAX_OBJECTS, BUCKET_MAX_SIZE, ClaimQuotas, MAX_OBJECTS, MAX_SIZE};
+use crate::{cors, lifecycle};
 
 /// Key in an ObjectBucket's `additionalState` holding the identity that provisioned it.
 pub const STATE_IDENTITY: &str = "identity";

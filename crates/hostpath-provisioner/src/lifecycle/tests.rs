@@ -169,8 +169,8 @@ fn rules() -> impl Strategy<Value = Rule> {
         proptest::option::of(small_or_huge()),
         transitions,
     )
-        .prop_map(|(id, enabled, (prefix, above, below), expiration, noncurrent, abort, moves)| {
-            Rule {
+        .prop_map(
+            |(id, enabled, (prefix, above, below), expiration, noncurrent, abort, moves)| Rule {
                 id,
                 enabled,
                 filter: Filter { prefix, size_greater_than: above, size_less_than: below },
@@ -178,8 +178,8 @@ fn rules() -> impl Strategy<Value = Rule> {
                 noncurrent_expiration: noncurrent,
                 abort_multipart_days: abort,
                 transitions: moves,
-            }
-        })
+            },
+        )
 }
 
 proptest! {
