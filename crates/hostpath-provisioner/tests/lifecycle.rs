@@ -145,6 +145,9 @@ async fn lifecycle_rules_are_refused_by_name_where_they_cannot_be_applied() {
     let _provisioner = env.start("node-a");
     let closed = env.class(&[("allowLifecycle", "false")], "Delete").await;
     let open = env.class(&[], "Delete").await;
+    // An operator's bucket, which a claim is granted and may share with others.
+    std::fs::create_dir_all(env.bucket_dir("operator-data")).unwrap();
+    let granting = env.class(&[("bucketName", "operator-data")], "Delete").await;
     let home = env.home();
     let transitions = json!({ "Rules": [{ "ID": "cold", "Status": "Enabled", "Filter": {},
         "Transitions": [{ "Days": 30, "StorageClass": "GLACIER" }] }] });
@@ -154,6 +157,7 @@ async fn lifecycle_rules_are_refused_by_name_where_they_cannot_be_applied() {
         ("moving", &open, transitions.to_string()),
         ("typo", &open, typo.to_string()),
         ("not-json", &open, "Rules: expire after 30 days".to_owned()),
+        ("granted", &granting, expire_logs(30)),
     ] {
         home.create(name, spec(class, name, Some(value))).await;
     }
@@ -163,6 +167,7 @@ async fn lifecycle_rules_are_refused_by_name_where_they_cannot_be_applied() {
         ("moving", "rule 1: Transitions not supported"),
         ("typo", "unknown field `Dayz`"),
         ("not-json", "not the JSON of put-bucket-lifecycle-configuration"),
+        ("granted", "only the claim that created a bucket sets them"),
     ] {
         let claim = env.wait(name, ClaimPhase::Failed, "InvalidParameters").await;
         let message = &claim.status.unwrap().conditions[0].message;
@@ -179,5 +184,6 @@ async fn lifecycle_rules_are_refused_by_name_where_they_cannot_be_applied() {
         .await;
     }
     let buckets = std::fs::read_dir(env.root.path().join("buckets")).unwrap().count();
-    assert_eq!(buckets, 0, "nothing was created for a refused claim");
+    assert_eq!(buckets, 1, "nothing but the operator's bucket: none for a refused claim");
+    assert!(env.home().secret("granted").await.is_none(), "a refused claim gets no key");
 }
