@@ -10,11 +10,11 @@ use bucket_provisioner::{
     BackendError, BucketOptions, Credentials, Endpoint, ProvisionedBucket, Provisioner, Removed,
     user_id_of,
 };
-use s3_endpoint::store::{CorsConfig, KeyMode};
+use s3_endpoint::store::{CorsConfig, KeyMode, LifecycleConfig};
 use s3_endpoint::{AccessKey, BucketStore, Creator, StoreError};
 
-use crate::cors;
 use crate::quota::{BUCKET_MAX_OBJECTS, BUCKET_MAX_SIZE, ClaimQuotas, MAX_OBJECTS, MAX_SIZE};
+use crate::{cors, lifecycle};
 
 /// Key in an ObjectBucket's `additionalState` holding the identity that provisioned it.
 pub const STATE_IDENTITY: &str = "identity";
@@ -126,6 +126,13 @@ impl HostPathProvisioner {
 }
 
 impl HostPathProvisioner {
+    /// Whether the claim created its bucket, and so may set what configures the whole bucket.
+    fn created_by_claim(&self, options: &BucketOptions) -> bool {
+        self.store.bucket_record(&options.bucket_name).is_some_and(|r| {
+            r.created_by_provisioner && r.creator.as_deref() == Some(options.user_id.as_str())
+        })
+    }
+
     /// Sets (or with `None` removes) the bucket's CORS rules where the claim created the
     /// bucket; rules for a bucket it only shares are refused, as its bucket-wide quotas are.
     async fn set_bucket_cors(
@@ -133,23 +140,41 @@ impl HostPathProvisioner {
         options: &BucketOptions,
         rules: Option<CorsConfig>,
     ) -> Result<(), BackendError> {
-        let (user, bucket) = (&options.user_id, &options.bucket_name);
-        let created = self.store.bucket_record(bucket).is_some_and(|r| {
-            r.created_by_provisioner && r.creator.as_deref() == Some(user.as_str())
-        });
-        if created {
+        let bucket = &options.bucket_name;
+        if self.created_by_claim(options) {
             return self.store.set_bucket_cors(bucket, rules).await.map_err(backend_error);
         }
         if rules.is_none() {
             return Ok(());
         }
-        Err(BackendError::invalid_parameter(format!(
-            "additionalConfig {} sets the CORS rules of the whole bucket {bucket:?}, which this \
-             claim did not create and may share with other claims; only the claim that created \
-             a bucket sets them",
-            cors::CORS
-        )))
+        Err(shared_bucket(cors::CORS, "CORS", bucket))
     }
+
+    /// Sets (or with `None` removes) the bucket's lifecycle rules where the claim created the
+    /// bucket; rules for a bucket it only shares are refused: they delete others' objects too.
+    async fn set_bucket_lifecycle(
+        &self,
+        options: &BucketOptions,
+        rules: Option<LifecycleConfig>,
+    ) -> Result<(), BackendError> {
+        let bucket = &options.bucket_name;
+        if self.created_by_claim(options) {
+            return self.store.set_bucket_lifecycle(bucket, rules).await.map_err(backend_error);
+        }
+        if rules.is_none() {
+            return Ok(());
+        }
+        Err(shared_bucket(lifecycle::BUCKET_LIFECYCLE, "lifecycle", bucket))
+    }
+}
+
+/// The refusal of bucket-wide rules asked by a claim that did not create the bucket.
+fn shared_bucket(key: &str, what: &str, bucket: &str) -> BackendError {
+    BackendError::invalid_parameter(format!(
+        "additionalConfig {key} sets the {what} rules of the whole bucket {bucket:?}, which this \
+         claim did not create and may share with other claims; only the claim that created a \
+         bucket sets them"
+    ))
 }
 
 /// The endpoint's key mode granting what the claim's access mode allows.
@@ -181,17 +206,21 @@ pub(crate) fn backend_error(e: StoreError) -> BackendError {
     BackendError::permanent(reason, e.to_string())
 }
 
-/// What a claim asks of its bucket beyond its key: quotas and CORS rules.
+/// What a claim asks of its bucket beyond its key: quotas, CORS and lifecycle rules.
 struct ClaimConfig {
     quotas: ClaimQuotas,
     cors: Option<CorsConfig>,
+    lifecycle: Option<LifecycleConfig>,
 }
 
-/// The claim's quotas and CORS rules, checked against the StorageClass's parameters (only
-/// `allowCors` is accepted).
+/// The claim's quotas, CORS and lifecycle rules, checked against the StorageClass's parameters
+/// (only `allowCors` and `allowLifecycle` are accepted).
 fn checked_config(options: &BucketOptions) -> Result<ClaimConfig, BackendError> {
-    let cors = cors::claim_rules(&options.additional_config, &options.parameters)?;
-    Ok(ClaimConfig { quotas: ClaimQuotas::parse(&options.additional_config)?, cors })
+    let (config, parameters) = (&options.additional_config, &options.parameters);
+    let cors = cors::claim_rules(config, parameters)?;
+    let quotas = ClaimQuotas::parse(config)?;
+    let lifecycle = lifecycle::claim_rules(config, parameters)?;
+    Ok(ClaimConfig { quotas, cors, lifecycle })
 }
 
 impl Provisioner for HostPathProvisioner {
@@ -200,7 +229,7 @@ impl Provisioner for HostPathProvisioner {
     }
 
     async fn provision(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
-        let ClaimConfig { quotas, cors } = checked_config(options)?;
+        let ClaimConfig { quotas, cors, lifecycle } = checked_config(options)?;
         let creator = Creator {
             user_id: &options.user_id,
             delete_with_claim: options.reclaim_policy == ReclaimPolicy::Delete,
@@ -217,6 +246,9 @@ impl Provisioner for HostPathProvisioner {
         if cors.is_some() {
             self.set_bucket_cors(options, cors).await?;
         }
+        if lifecycle.is_some() {
+            self.set_bucket_lifecycle(options, lifecycle).await?;
+        }
         let (user, bucket) = (&options.user_id, &options.bucket_name);
         self.store.set_user_quota(user, bucket, quotas.claim).await.map_err(backend_error)?;
         // Narrowed before the key is handed to anyone: the Secret is written after this answer.
@@ -228,7 +260,7 @@ impl Provisioner for HostPathProvisioner {
     }
 
     async fn grant(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
-        let ClaimConfig { quotas, cors } = checked_config(options)?;
+        let ClaimConfig { quotas, cors, lifecycle } = checked_config(options)?;
         let exists = self.store.bucket_exists(&options.bucket_name).map_err(backend_error)?;
         if !exists {
             return Err(BackendError::permanent(
@@ -244,6 +276,9 @@ impl Provisioner for HostPathProvisioner {
         self.set_bucket_quota(options, &quotas).await?;
         if cors.is_some() {
             self.set_bucket_cors(options, cors).await?;
+        }
+        if lifecycle.is_some() {
+            self.set_bucket_lifecycle(options, lifecycle).await?;
         }
         self.issue(options, &quotas).await
     }
@@ -281,22 +316,26 @@ impl Provisioner for HostPathProvisioner {
         Ok(())
     }
 
-    /// Applies changed quotas, CORS rules and access mode to the bound bucket: the claim's own
-    /// quota and mode always, the bucket's quota and rules where the claim created it. A quota
-    /// lowered below what is stored blocks further writes and deletes nothing; a key removed
-    /// lifts its limit, and `cors` removed takes the rules it set away. A mode holds from the
-    /// next request on.
+    /// Applies changed quotas, CORS and lifecycle rules and access mode to the bound bucket: the
+    /// claim's own quota and mode always, the bucket's quota and rules where the claim created
+    /// it. A quota lowered below what is stored blocks further writes and deletes nothing; a key
+    /// removed lifts its limit, and `cors` or `bucketLifecycle` removed takes the rules it set
+    /// away. Rules of a claim that never carried the key (as its ObjectBucket, which only the
+    /// provisioner writes, records) are left as they are. A mode holds from the next request on.
     async fn update(
         &self,
         options: &BucketOptions,
         bucket: &ObjectBucket,
     ) -> Result<(), BackendError> {
-        let ClaimConfig { quotas, cors } = checked_config(options)?;
+        let ClaimConfig { quotas, cors, lifecycle } = checked_config(options)?;
         self.set_bucket_quota(options, &quotas).await?;
         let previous = bucket.spec.endpoint.as_ref().and_then(|e| e.additional_config.as_ref());
-        let had_cors = previous.is_some_and(|c| c.contains_key(cors::CORS));
-        if cors.is_some() || had_cors {
+        let had = |key| previous.is_some_and(|c| c.contains_key(key));
+        if cors.is_some() || had(cors::CORS) {
             self.set_bucket_cors(options, cors).await?;
+        }
+        if lifecycle.is_some() || had(lifecycle::BUCKET_LIFECYCLE) {
+            self.set_bucket_lifecycle(options, lifecycle).await?;
         }
         let (user, bucket) = (&options.user_id, &options.bucket_name);
         self.store.set_user_quota(user, bucket, quotas.claim).await.map_err(backend_error)?;

@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 
 use bucket_provisioner::BackendError;
+use bucket_provisioner::bucket::features::class::ALLOW_LIFECYCLE;
 use s3_endpoint::store::CorsConfig;
 
 /// The `additionalConfig` key holding the rules.
@@ -19,8 +20,9 @@ pub const CORS: &str = "cors";
 /// refuses them).
 pub const ALLOW_CORS: &str = "allowCors";
 
-/// Every StorageClass parameter the hostPath provisioner accepts.
-pub const PARAMETERS: [&str; 1] = [ALLOW_CORS];
+/// Every StorageClass parameter the hostPath provisioner accepts (`allowLifecycle` is read by
+/// [`crate::lifecycle`]).
+pub const PARAMETERS: [&str; 2] = [ALLOW_CORS, ALLOW_LIFECYCLE];
 
 /// Whether the class allows claims' CORS rules; any other parameter, or another value, is an
 /// `InvalidParameters` error saying what is accepted.

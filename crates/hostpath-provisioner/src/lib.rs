@@ -6,6 +6,8 @@
 //! - [`cosi`]: buckets with no key and a key per access, for the COSI driver.
 //! - [`quota`]: the quota keys of a claim's `additionalConfig`, enforced by the endpoint.
 //! - [`cors`]: a claim's CORS rules (`additionalConfig` `cors`), where its class allows them.
+//! - [`lifecycle`]: a claim's lifecycle rules (`additionalConfig` `bucketLifecycle`), where its
+//!   class allows them (`allowLifecycle`), as the endpoint's lifecycle pass applies them.
 //! - [`admin_secret`]: follows the operator credential ([`AdminCredentials`]) from a Secret.
 //! - [`prepare`]: handing the root to the provisioner's user, as the init container does.
 //!
@@ -20,6 +22,7 @@ pub mod admin_secret;
 pub mod backend;
 pub mod cors;
 pub mod cosi;
+pub mod lifecycle;
 pub mod prepare;
 pub mod quota;
 

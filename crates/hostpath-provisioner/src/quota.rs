@@ -8,7 +8,8 @@
 //! | `bucketMaxObjects` | objects in the bucket, whoever stores them | as `maxObjects` |
 //! | `bucketMaxSize` | bytes in the bucket, whoever stores them | as `maxSize` |
 //!
-//! The key `cors` (the bucket's CORS rules) is accepted too, and read by [`crate::cors`].
+//! The keys `cors` (the bucket's CORS rules, read by [`crate::cors`]) and `bucketLifecycle` (its
+//! lifecycle rules, read by [`crate::lifecycle`]) are accepted too.
 //!
 //! The bucket-wide keys belong to the claim that created the bucket: a claim granted an existing
 //! bucket (StorageClass `bucketName`) shares it, and may not limit the others.
@@ -29,13 +30,18 @@ pub const BUCKET_MAX_OBJECTS: &str = "bucketMaxObjects";
 pub const BUCKET_MAX_SIZE: &str = "bucketMaxSize";
 
 /// Every `additionalConfig` key the hostPath provisioner accepts.
-pub const ACCEPTED: [&str; 5] =
-    [MAX_OBJECTS, MAX_SIZE, BUCKET_MAX_OBJECTS, BUCKET_MAX_SIZE, crate::cors::CORS];
+pub const ACCEPTED: [&str; 6] = [
+    MAX_OBJECTS,
+    MAX_SIZE,
+    BUCKET_MAX_OBJECTS,
+    BUCKET_MAX_SIZE,
+    crate::cors::CORS,
+    crate::lifecycle::BUCKET_LIFECYCLE,
+];
 
 /// Keys other provisioners' claims carry that mean nothing here, and why.
-const FOREIGN: [(&str, &str); 8] = [
+const FOREIGN: [(&str, &str); 7] = [
     ("bucketPolicy", "its S3 endpoint has no bucket policies"),
-    ("bucketLifecycle", "its S3 endpoint takes lifecycle rules over S3, not from claims yet"),
     ("bucketOwner", "it has no user accounts to own buckets"),
     ("bucketclass", "it has no bucket classes (data placement is the node's directory)"),
     ("path", "it has no namespace buckets"),
@@ -178,7 +184,11 @@ mod tests {
         assert!(message.contains("bucketPolicy (not supported: its S3 endpoint has no bucket"));
         assert!(message.contains("colour"), "{message}");
         assert!(
-            message.ends_with("accepts maxObjects, maxSize, bucketMaxObjects, bucketMaxSize, cors")
+            message.ends_with(
+                "accepts maxObjects, maxSize, bucketMaxObjects, bucketMaxSize, cors, \
+                 bucketLifecycle"
+            ),
+            "{message}"
         );
         let error = ClaimQuotas::parse(&config(&[(MAX_OBJECTS, "10k")])).unwrap_err();
         assert!(error.to_string().contains("maxObjects \"10k\" is not a whole number"), "{error}");
@@ -186,7 +196,7 @@ mod tests {
 
     #[test]
     fn bucket_features_not_built_yet_are_refused_by_name() {
-        for key in ["versioning", "objectLock", "bucketLifecycle"] {
+        for key in ["versioning", "objectLock"] {
             let error = ClaimQuotas::parse(&config(&[(key, "{}")])).unwrap_err();
             let text = error.to_string();
             assert!(error.is_permanent());

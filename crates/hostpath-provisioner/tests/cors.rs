@@ -7,11 +7,9 @@ mod harness;
 
 use std::collections::BTreeMap;
 
-use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaimSpec};
+use bucket_api::{ClaimPhase, ObjectBucketClaimSpec};
 use harness::*;
-use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
-use test_support::eventually;
 
 const APP: &str = "https://app.example.com";
 
@@ -38,22 +36,6 @@ async fn preflight(port: u16, path: &str, origin: &str, method: &str) -> (u16, S
     stream.read_to_string(&mut response).await.unwrap();
     let status = response.split(' ').nth(1).unwrap().parse().unwrap();
     (status, response.to_ascii_lowercase())
-}
-
-/// Merges `config` into the claim's `additionalConfig` and waits until the ObjectBucket
-/// records it, which happens once the backend applied it.
-async fn change_config(env: &Env, claim: &str, config: serde_json::Value) {
-    let patch = json!({ "spec": { "additionalConfig": config } });
-    let patched =
-        env.claims.patch(claim, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
-    let wanted = patched.spec.additional_config.filter(|c| !c.is_empty());
-    let buckets: Api<ObjectBucket> = Api::all(env.client.clone());
-    let name = format!("obc-{}-{claim}", env.ns);
-    eventually("the ObjectBucket to record the new additionalConfig", || async {
-        let recorded = buckets.get(&name).await.ok()?.spec.endpoint?.additional_config;
-        (recorded.filter(|c| !c.is_empty()) == wanted).then_some(())
-    })
-    .await;
 }
 
 #[tokio::test]
@@ -85,14 +67,14 @@ async fn a_claims_cors_rules_follow_the_claim_where_its_class_allows_them() {
 
     // Changed on the bound claim: the new rules replace the old.
     let other = "https://other.example.org";
-    change_config(&env, "web", json!({ "cors": rules(other, "GET") })).await;
+    env.change_config("web", json!({ "cors": rules(other, "GET") })).await;
     let (status, _) = preflight(env.port, &format!("/{bucket}/upload"), APP, "PUT").await;
     assert_eq!(status, 403);
     let (status, text) = preflight(env.port, &format!("/{bucket}/page"), other, "GET").await;
     assert_eq!(status, 200, "{text}");
 
     // Removed from the claim: the bucket has no rules any more.
-    change_config(&env, "web", json!({ "cors": null })).await;
+    env.change_config("web", json!({ "cors": null })).await;
     let err = s3.get_bucket_cors().bucket(&bucket).send().await;
     assert_eq!(code(err), "NoSuchCORSConfiguration");
 }

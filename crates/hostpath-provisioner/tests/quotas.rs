@@ -286,10 +286,7 @@ async fn unknown_keys_and_bad_values_fail_the_claim_saying_what_is_accepted() {
         ("units", "maxSize \"2GB\" has an unknown unit"),
         ("versioned", "versioning (not supported: its S3 endpoint has no object versioning"),
         ("locked", "objectLock (not supported: its S3 endpoint has no object lock"),
-        (
-            "expiring",
-            "bucketLifecycle (not supported: its S3 endpoint takes lifecycle rules over S3",
-        ),
+        ("expiring", "additionalConfig bucketLifecycle: Rules holds 0 rules"),
     ] {
         let claim = env.wait(name, ClaimPhase::Failed, "InvalidParameters").await;
         let message = &claim.status.unwrap().conditions[0].message;

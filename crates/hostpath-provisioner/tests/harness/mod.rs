@@ -15,10 +15,10 @@ use aws_sdk_s3::Client as S3;
 use aws_sdk_s3::config::{Credentials, Region};
 use aws_sdk_s3::error::ProvideErrorMetadata;
 use aws_sdk_s3::primitives::ByteStream;
-use bucket_api::{ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec};
+use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use test_support::{
     ControlPlane, Deployed, bucket_class, delete_claim_and_wait, deployed_identity, install_crds,
     parameters, test_namespace, unique_suffix, wait_for_claim,
@@ -253,6 +253,22 @@ impl Env {
     /// An S3 client configured from nothing but the claim's environment.
     pub async fn s3_for(&self, name: &str) -> (S3, String) {
         self.home().s3_for(name).await
+    }
+
+    /// Merges `config` into the claim's `additionalConfig` and waits until the ObjectBucket
+    /// records it, which happens once the backend applied it.
+    pub async fn change_config(&self, claim: &str, config: serde_json::Value) {
+        let patch = serde_json::json!({ "spec": { "additionalConfig": config } });
+        let params = PatchParams::default();
+        let patched = self.claims.patch(claim, &params, &Patch::Merge(&patch)).await.unwrap();
+        let wanted = patched.spec.additional_config.filter(|c| !c.is_empty());
+        let buckets: Api<ObjectBucket> = Api::all(self.client.clone());
+        let name = format!("obc-{}-{claim}", self.ns);
+        test_support::eventually("the ObjectBucket to record the new additionalConfig", || async {
+            let recorded = buckets.get(&name).await.ok()?.spec.endpoint?.additional_config;
+            (recorded.filter(|c| !c.is_empty()) == wanted).then_some(())
+        })
+        .await;
     }
 }
 
