@@ -1,7 +1,7 @@
 //! Provisioning a live claim: observe → decide → persist intent → call the backend → write
-//! results → status; a bound claim is handed to [`crate::bucket::bound`] instead. Each phase is
-//! idempotent, so a crash anywhere is healed by the next run. What happens when a claim goes is
-//! in [`crate::bucket::cleanup`].
+//! results → status; a bound claim goes through the phases of [`crate::bucket::bound`] instead.
+//! Each phase is idempotent, so a crash anywhere is healed by the next run. What happens when a
+//! claim goes is in [`crate::bucket::cleanup`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,9 +16,10 @@ use serde_json::json;
 
 use bucket_api::contract::annotations;
 
-use crate::bucket::bound::{self, Repair, bound_message, set_bound};
+use crate::bucket::bound::plan::bound_message;
+use crate::bucket::bound::report::set_bound;
+use crate::bucket::bound::{self, Repair};
 use crate::bucket::context::Context;
-use crate::bucket::cross_namespace;
 use crate::bucket::error::{Error, Operation};
 use crate::bucket::limits::Limited;
 use crate::bucket::naming;
@@ -76,13 +77,7 @@ async fn bind<P: Provisioner>(
     )?;
 
     if let Some(bound) = observed.bound.take() {
-        if sharing::lost(&bound).is_some() {
-            return Err(sharing::settle_lost(&bound, ctx).await?);
-        }
-        if let Some(withdrawn) = cross_namespace::withdraw_if_refused(&claim, &bound, ctx).await? {
-            return Err(withdrawn);
-        }
-        match bound::repair(claim.clone(), bound, secret.as_deref(), &observed, ctx).await? {
+        match bound::reconcile(claim.clone(), bound, secret.as_deref(), &observed, ctx).await? {
             Repair::Done(action) => return Ok(action),
             Repair::IssueCredentials(bound) => observed.bound = Some(*bound),
         }
