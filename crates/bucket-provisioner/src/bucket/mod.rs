@@ -7,7 +7,9 @@
 //!   report ([`status`], [`error`]). A bound claim is one pass through `bound`'s phases:
 //!   observe (what exists) → plan (every decision as data, no I/O: a lost bucket, withdrawn
 //!   consent, repairs, the quotas and mode in force, the rotation policy) → apply (the backend
-//!   calls and writes, in one place) → report (Events, and status from the outcome).
+//!   calls and writes, in one place) → report (Events, and status from the outcome). A claim to
+//!   bind is decided the same way (`plan`'s `decide`), and a claim's going by the backend's
+//!   answer (`settlement`).
 //! - `sweep`, [`usage`], `probe`: the loops beside the controller: orphaned ObjectBuckets,
 //!   what bound buckets hold, and whether backends claims wait on answer again.
 //! - [`objects`], [`naming`], `ownership`: what is written, under which names, and the
@@ -50,6 +52,7 @@ pub mod remote;
 pub mod rotation;
 pub(crate) mod rotation_record;
 pub mod run;
+pub(crate) mod settlement;
 pub mod sharing;
 pub mod standalone;
 pub mod status;
