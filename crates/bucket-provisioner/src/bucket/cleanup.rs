@@ -201,9 +201,9 @@ pub(crate) async fn give_back<P: Provisioner>(
 }
 
 /// Deletes or revokes per the record, then releases or deletes the ObjectBucket as the
-/// backend's answer decides ([`settled`]) and says what happened on `subject`. A transient backend failure is returned
-/// for a retry; a permanent one is reported and leaves the ObjectBucket `Failed` as the record
-/// of what was left behind.
+/// backend's answer decides ([`settled`]) and says what happened on `subject`. A transient
+/// backend failure is returned for a retry; a permanent one is reported and leaves the
+/// ObjectBucket `Failed` as the record of what was left behind.
 async fn settle<P: Provisioner>(
     buckets: &Api<ObjectBucket>,
     record: &ObjectBucket,

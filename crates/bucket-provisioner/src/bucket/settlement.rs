@@ -171,9 +171,8 @@ mod tests {
             settled("b", (Operation::Delete, Err(permanent())), (NEW, true, true)).unwrap();
         assert_eq!(failed.type_, EventType::Warning);
         assert!(failed.message.ends_with("left behind for manual cleanup"), "{}", failed.message);
-        assert!(
-            matches!(&failed.record, Record::Release(ObjectBucketPhase::Failed, r, _) if *r == failed.reason)
-        );
+        assert!(matches!(&failed.record, Record::Release(ObjectBucketPhase::Failed, reason, _)
+                if *reason == failed.reason));
         let transient = BackendError::Transient { message: "timeout".into() };
         let retried = settled("b", (Operation::Delete, Err(transient)), (NEW, true, true));
         assert!(matches!(retried, Err(Error::Backend { operation: Operation::Delete, .. })));

@@ -7,7 +7,8 @@
 //!    binding it may not change, the rotation policy, the finalizer, the quotas and access mode
 //!    in force (and whether the backend must be told), the name to record, the condition.
 //! 3. [`apply`]: the backend calls and writes those decisions call for, in their order; a
-//!    rotation under way goes as far as it can, one step at a time (see [`crate::bucket::rotation`]).
+//!    rotation under way goes as far as it can, one step at a time (see
+//!    [`crate::bucket::rotation`]).
 //! 4. [`report`]: what was done told as Events, and the claim and its ObjectBucket marked
 //!    Bound; or the claim handed back to the provisioning path to have its credentials issued
 //!    again.
