@@ -101,10 +101,13 @@ async fn keep_bound<P: Provisioner>(
         done.recreated = true;
     }
     keep.binding?;
-    let policy = keep.rotation?;
+    let rotation = keep.rotation?;
+    let policy = rotation.policy;
     // Before the credentials check: a rotation interrupted between writing the Secret and
     // recording it is finished here, not mistaken for an edited Secret.
-    let (bound, _) = rotation::advance(&claim, bound, (secret, &policy), observed, ctx).await?;
+    if rotation.due() {
+        (bound, _) = rotation::advance(&claim, bound, (secret, &policy), observed, ctx).await?;
+    }
     let secret = ctx.caches.secrets.get(&observed.namespace, &claim.name_any());
     if check_credentials(secret.as_deref(), &bound) != CredentialsCheck::Recorded {
         // Credentials are never stored outside the Secret: the backend issues them again.

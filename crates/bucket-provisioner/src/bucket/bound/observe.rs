@@ -1,9 +1,10 @@
-//! Observe: what a bound claim's decisions depend on, read from the caches before anything is
-//! written, so that [`super::plan`] can decide from data alone.
+//! Observe: what a bound claim's decisions depend on, read from the caches (and the clock)
+//! before anything is written, so that [`super::plan`] can decide from data alone.
 
 use std::sync::Arc;
 
 use bucket_api::{AccessMode, ObjectBucket, ObjectBucketClaim};
+use jiff::Timestamp;
 use k8s_openapi::api::storage::v1::StorageClass;
 
 use crate::bucket::consent::bound_consent;
@@ -24,6 +25,8 @@ pub(crate) struct Facts {
     pub(crate) owner_mode: Option<AccessMode>,
     /// The claim shares across namespaces, and the consent its ObjectBucket records is gone.
     pub(crate) consent_withdrawn: bool,
+    /// The controller's clock when it looked: what rotation steps fall due by.
+    pub(crate) now: Timestamp,
 }
 
 /// Reads the facts of `claim`, bound to `bound` (named `object_bucket`), from the caches.
@@ -36,5 +39,7 @@ pub(crate) fn facts<P>(
     let class = ctx.caches.class(&claim.spec.storage_class_name);
     let owner_mode = class.as_ref().and_then(|_| sharing::bound_owner_mode(claim, &bound, ctx));
     let consent_withdrawn = matches!(bound_consent(claim, &bound, ctx), Some(None));
-    Facts { bound, object_bucket: object_bucket.to_owned(), class, owner_mode, consent_withdrawn }
+    let object_bucket = object_bucket.to_owned();
+    let now = Timestamp::now();
+    Facts { bound, object_bucket, class, owner_mode, consent_withdrawn, now }
 }

@@ -14,7 +14,8 @@ use crate::bucket::limits::{ClassLimits, Limited};
 use crate::bucket::objects::BucketSource;
 use crate::bucket::observe::{bound_bucket_name, source_of};
 use crate::bucket::plan::{Plan, exceeded, limited, plan_for_bound};
-use crate::bucket::rotation::{RotationPolicy, policy_from};
+use crate::bucket::rotation::{Next, RotationPolicy, next, policy_from};
+use crate::bucket::rotation_record::{RotationRecord, requested};
 use crate::bucket::sharing;
 
 /// What becomes of a bound claim.
@@ -37,9 +38,9 @@ pub(crate) struct Keep {
     pub(crate) recreate: bool,
     /// The claim still asks for the bucket and StorageClass it is bound to; else the error.
     pub(crate) binding: Result<(), Error>,
-    /// The rotation policy its keys are held to (the default when its class is gone, so that a
-    /// rotation under way still ends); the class's error when it cannot be read.
-    pub(crate) rotation: Result<RotationPolicy, Error>,
+    /// The rotation policy its keys are held to and the step of their rotation due now; the
+    /// class's error when the policy cannot be read.
+    pub(crate) rotation: Result<Rotation, Error>,
     /// The claim lost its finalizer: put back, or its deletion would skip its cleanup.
     pub(crate) restore_finalizer: bool,
     /// The quotas and access mode in force, and whether the backend must be told of them.
@@ -48,6 +49,23 @@ pub(crate) struct Keep {
     pub(crate) record_name: Option<String>,
     /// What the claim's `Ready` condition says while it is bound.
     pub(crate) message: String,
+}
+
+/// Where the rotation of a bound claim's keys stands.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Rotation {
+    /// The policy its keys are held to: its class's, or the default when its class is gone (so
+    /// that a rotation under way still ends).
+    pub(crate) policy: RotationPolicy,
+    /// The step due now; each step taken decides the next (see [`crate::bucket::rotation`]).
+    pub(crate) next: Next,
+}
+
+impl Rotation {
+    /// Whether a step is due now, rather than only a look at a later time.
+    pub(crate) fn due(&self) -> bool {
+        !matches!(self.next, Next::Wait(_))
+    }
 }
 
 /// What is in force for a bound claim.
@@ -77,12 +95,11 @@ pub(crate) fn plan(claim: &ObjectBucketClaim, facts: &Facts) -> BoundPlan {
     if facts.consent_withdrawn {
         return BoundPlan::Withdraw;
     }
-    let class = facts.class.as_deref();
     let source = source_of(bound.annotations()).unwrap_or(BucketSource::Existing);
     BoundPlan::Keep(Box::new(Keep {
         recreate: bound.meta().deletion_timestamp.is_some(),
         binding: unchanged_binding(claim, bound),
-        rotation: class.map_or_else(|| Ok(RotationPolicy::default()), policy_from),
+        rotation: rotation(claim, facts),
         restore_finalizer: !claim.finalizers().iter().any(|f| f == FINALIZER),
         config: config(claim, facts),
         record_name: (claim.spec.object_bucket_name.as_deref()
@@ -98,6 +115,15 @@ pub(crate) fn bound_message(source: BucketSource, bucket: &str) -> String {
         BucketSource::New => format!("provisioned bucket {bucket:?}"),
         BucketSource::Existing => format!("granted access to bucket {bucket:?}"),
     }
+}
+
+/// The rotation policy of the claim's class, and the step of its rotation due at `facts.now`.
+fn rotation(claim: &ObjectBucketClaim, facts: &Facts) -> Result<Rotation, Error> {
+    let class = facts.class.as_deref();
+    let policy = class.map_or_else(|| Ok(RotationPolicy::default()), policy_from)?;
+    let record = RotationRecord::of(&facts.bound).unwrap_or_default();
+    let next = next(&record, &facts.bound, requested(claim), policy.period, facts.now);
+    Ok(Rotation { policy, next })
 }
 
 /// What is in force for a bound claim, and whether the backend must be told. Without its
@@ -220,6 +246,7 @@ mod tests {
             class,
             owner_mode: None,
             consent_withdrawn: false,
+            now: "2026-01-01T00:00:00Z".parse().unwrap(),
         }
     }
 
@@ -244,7 +271,9 @@ mod tests {
         let keep = keep(&claim, &plain(&claim));
         assert!(!keep.recreate && !keep.restore_finalizer);
         assert_eq!(reason(&keep.binding), "Ok");
-        assert_eq!(keep.rotation.as_ref().ok(), Some(&RotationPolicy::default()));
+        let rotation = keep.rotation.as_ref().unwrap();
+        assert_eq!(rotation.policy, RotationPolicy::default());
+        assert!(!rotation.due(), "{rotation:?}");
         let config = keep.config.as_ref().unwrap();
         assert!(config.update.is_none() && config.exceeded(&claim).is_none());
         assert_eq!(config.limited.access_mode, AccessMode::ReadWrite);
@@ -358,7 +387,7 @@ mod tests {
         let mut facts = plain(&claim);
         facts.class = None;
         let keep_plan = keep(&claim, &facts);
-        assert_eq!(keep_plan.rotation.as_ref().ok(), Some(&RotationPolicy::default()));
+        assert_eq!(keep_plan.rotation.as_ref().unwrap().policy, RotationPolicy::default());
         assert!(keep_plan.config.unwrap().update.is_none());
         claim.spec.additional_config = Some(map(&[("maxObjects", "10")]));
         assert_eq!(reason(&keep(&claim, &facts).config), "StorageClassNotFound");
@@ -376,8 +405,58 @@ mod tests {
         let keep_plan = keep(&claim, &facts);
         assert_eq!(reason(&keep_plan.rotation), "InvalidStorageClass");
         facts.class = Some(class(&[("rotationPeriod", "720h")]));
-        let period = keep(&claim, &facts).rotation.unwrap().period;
+        let period = keep(&claim, &facts).rotation.unwrap().policy.period;
         assert_eq!(period, Some(std::time::Duration::from_secs(720 * 3600)));
+    }
+
+    fn rotation_of(claim: &ObjectBucketClaim, facts: &Facts) -> Rotation {
+        keep(claim, facts).rotation.unwrap()
+    }
+
+    #[test]
+    fn a_new_rotation_request_is_due_at_once_and_the_one_honoured_is_not() {
+        let mut claim = bound_claim();
+        let mut facts = plain(&claim);
+        let ask = |claim: &mut ObjectBucketClaim, token: &str| {
+            let annotations = claim.metadata.annotations.get_or_insert_default();
+            annotations.insert(annotations::ROTATE_CREDENTIALS.into(), token.into());
+        };
+        ask(&mut claim, "t1");
+        assert_eq!(rotation_of(&claim, &facts).next, Next::Start("t1".into()));
+        let honoured = RotationRecord { handled: "t1".into(), ..Default::default() };
+        let recorded = facts.bound.metadata.annotations.get_or_insert_default();
+        recorded.insert(annotations::ROTATION.into(), honoured.to_json());
+        assert!(!rotation_of(&claim, &facts).due());
+        ask(&mut claim, "t2");
+        assert!(rotation_of(&claim, &facts).due());
+    }
+
+    #[test]
+    fn the_class_period_makes_a_rotation_due_by_the_clock() {
+        let claim = bound_claim();
+        let mut facts = plain(&claim);
+        facts.class = Some(class(&[("rotationPeriod", "24h")]));
+        facts.bound.metadata.creation_timestamp =
+            Some(Time("2026-01-01T00:00:00Z".parse().unwrap()));
+        facts.now = "2026-01-01T12:00:00Z".parse().unwrap();
+        let waiting = rotation_of(&claim, &facts);
+        assert_eq!(waiting.next, Next::Wait(Some("2026-01-02T00:00:00Z".parse().unwrap())));
+        facts.now = "2026-01-02T00:00:00Z".parse().unwrap();
+        assert_eq!(rotation_of(&claim, &facts).next, Next::Start(String::new()));
+    }
+
+    #[test]
+    fn a_rotation_under_way_goes_on_even_without_its_class() {
+        let claim = bound_claim();
+        let mut facts = plain(&claim);
+        facts.class = None;
+        let issuing = RotationRecord {
+            step: crate::bucket::rotation_record::Step::Issuing,
+            ..Default::default()
+        };
+        let recorded = facts.bound.metadata.annotations.get_or_insert_default();
+        recorded.insert(annotations::ROTATION.into(), issuing.to_json());
+        assert_eq!(rotation_of(&claim, &facts).next, Next::Issue);
     }
 
     #[test]
