@@ -1,6 +1,6 @@
-//! Plan: every decision of a bound claim's reconcile, made from [`Facts`] alone (no I/O, no
-//! clock), in the order [`super::apply`] takes them. A decision that fails is kept as its error,
-//! so that what comes before it is still done, as it would be step by step.
+//! Plan: every decision of a bound claim's reconcile, made from [`Facts`] alone (no I/O; the
+//! time is one of the facts), in the order [`super::apply`] takes them. A decision that fails is
+//! kept as its error, so that what comes before it is still done, as it would be step by step.
 
 use std::collections::BTreeMap;
 
