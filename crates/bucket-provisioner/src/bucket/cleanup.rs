@@ -24,9 +24,10 @@ use serde_json::json;
 use bucket_api::contract::annotations;
 
 use crate::bucket::context::Context;
-use crate::bucket::error::{ABANDON_HINT, Error, Failure, Operation};
+use crate::bucket::error::{ABANDON_HINT, Error, Operation};
 use crate::bucket::objects::{self, BucketSource, parse_reclaim_policy};
 use crate::bucket::observe::{Observed, bound_bucket_name, bound_uid, observe, source_of};
+use crate::bucket::settlement::{Record, Settled, deletes_bucket, settled};
 use crate::bucket::status::set_bucket_status;
 use crate::kubernetes::cache::reference_key;
 use crate::kubernetes::finalizer;
@@ -181,11 +182,6 @@ async fn abandon<P: Provisioner>(
     }
 }
 
-/// Whether a claim's going takes its bucket with it: made for the claim, under `Delete`.
-pub(crate) fn deletes_bucket(record: &ObjectBucket, source: BucketSource) -> bool {
-    source == BucketSource::New && record.spec.reclaim_policy == Some(ReclaimPolicy::Delete)
-}
-
 /// Asks the backend to delete the bucket (`delete_bucket`) or to revoke the claim's access, timed
 /// as the provisioning operation it is.
 pub(crate) async fn give_back<P: Provisioner>(
@@ -204,10 +200,10 @@ pub(crate) async fn give_back<P: Provisioner>(
     (operation, outcome)
 }
 
-/// Deletes or revokes per the record and the backend's answer, then releases or deletes the
-/// ObjectBucket and says what happened on `subject`. A transient backend failure is returned
-/// for a retry; a permanent one is reported and leaves the ObjectBucket `Failed` as the record
-/// of what was left behind.
+/// Deletes or revokes per the record, then releases or deletes the ObjectBucket as the
+/// backend's answer decides ([`settled`]) and says what happened on `subject`. A transient
+/// backend failure is returned for a retry; a permanent one is reported and leaves the
+/// ObjectBucket `Failed` as the record of what was left behind.
 async fn settle<P: Provisioner>(
     buckets: &Api<ObjectBucket>,
     record: &ObjectBucket,
@@ -225,60 +221,19 @@ async fn settle<P: Provisioner>(
     {
         crate::bucket::sharing::release_sharers(namespace, uid, ctx).await?;
     }
-    let (operation, outcome) = give_back(record, delete_bucket, ctx).await;
-    let who = reference_key(subject);
-
-    let (type_, reason, message) = match outcome {
-        Ok(Removed::Bucket) => {
-            if real_record {
-                delete_object_bucket(buckets, record, ctx).await?;
-            }
-            (EventType::Normal, "Deleted".to_string(), format!("deleted bucket {bucket:?}"))
+    let answer = give_back(record, delete_bucket, ctx).await;
+    let operation = answer.0;
+    let settled = settled(&bucket, answer, (source, delete_bucket, real_record))?;
+    match &settled.record {
+        Record::Delete => delete_object_bucket(buckets, record, ctx).await?,
+        Record::Release(phase, reason, message) => {
+            release(buckets, record, *phase, reason, message, ctx).await?;
         }
-        Ok(Removed::AccessOnly) if delete_bucket => {
-            let message = format!(
-                "the backend's records do not show this claim creating bucket {bucket:?} under \
-                 the Delete policy, so only the claim's access was revoked and the bucket was kept"
-            );
-            if real_record {
-                release(buckets, record, ObjectBucketPhase::Failed, "BucketKept", &message, ctx)
-                    .await?;
-            }
-            (EventType::Warning, "BucketKept".to_string(), message)
-        }
-        Ok(Removed::AccessOnly) => {
-            // A retained bucket stays on record as Released; access to a bucket that was never
-            // the claim's leaves nothing to describe.
-            if real_record && source == BucketSource::New {
-                let message = "claim deleted; the bucket was retained";
-                release(buckets, record, ObjectBucketPhase::Released, "Released", message, ctx)
-                    .await?;
-            } else if real_record {
-                delete_object_bucket(buckets, record, ctx).await?;
-            }
-            let message =
-                format!("revoked the claim's access to bucket {bucket:?}; the bucket was kept");
-            (EventType::Normal, "Revoked".to_string(), message)
-        }
-        Err(error @ BackendError::Permanent { .. }) => {
-            let failure = Error::Backend { operation, bucket, source: error, hint: "" };
-            let message = format!("{failure}; the bucket was left behind for manual cleanup");
-            if real_record {
-                release(
-                    buckets,
-                    record,
-                    ObjectBucketPhase::Failed,
-                    failure.reason(),
-                    &message,
-                    ctx,
-                )
-                .await?;
-            }
-            (EventType::Warning, failure.reason().to_string(), message)
-        }
-        Err(source) => return Err(Error::Backend { operation, bucket, source, hint: "" }),
-    };
+        Record::Untouched => {}
+    }
+    let Settled { type_, reason, message, .. } = settled;
     ctx.publish(subject, type_, &reason, &message, operation).await;
+    let who = reference_key(subject);
     if type_ == EventType::Warning {
         tracing::warn!(claim = %who, reason = %reason, "{message}");
     } else {

@@ -3,8 +3,13 @@
 //! - [`provisioner`]: the backend contract, with a guide for writing one; [`location`]: where a
 //!   bucket is and the key to it, as backends answer.
 //! - [`controller`]: the controller that drives a backend for every claim of its StorageClasses;
-//!   one claim goes observe (`observe`) → decide (`plan`) → act (`provision`, `bound`,
-//!   `cleanup`) → report ([`status`], [`error`]).
+//!   one claim goes observe (`observe`) → decide (`plan`) → act (`provision`, `cleanup`) →
+//!   report ([`status`], [`error`]). A bound claim is one pass through `bound`'s phases:
+//!   observe (what exists) → plan (every decision as data, no I/O: a lost bucket, withdrawn
+//!   consent, repairs, the quotas and mode in force, the rotation policy) → apply (the backend
+//!   calls and writes, in one place) → report (Events, and status from the outcome). A claim to
+//!   bind is decided the same way (`plan`'s `decide`), and a claim's going by the backend's
+//!   answer (`settlement`).
 //! - `sweep`, [`usage`], `probe`: the loops beside the controller: orphaned ObjectBuckets,
 //!   what bound buckets hold, and whether backends claims wait on answer again.
 //! - [`objects`], [`naming`], `ownership`: what is written, under which names, and the
@@ -51,6 +56,7 @@ pub mod remote;
 pub mod rotation;
 pub(crate) mod rotation_record;
 pub mod run;
+pub(crate) mod settlement;
 pub mod sharing;
 pub mod standalone;
 pub mod status;

@@ -1,7 +1,7 @@
 //! Provisioning a live claim: observe → decide → persist intent → call the backend → write
-//! results → status; a bound claim is handed to [`crate::bucket::bound`] instead. Each phase is
-//! idempotent, so a crash anywhere is healed by the next run. What happens when a claim goes is
-//! in [`crate::bucket::cleanup`].
+//! results → status; a bound claim goes through the phases of [`crate::bucket::bound`] instead.
+//! Each phase is idempotent, so a crash anywhere is healed by the next run. What happens when a
+//! claim goes is in [`crate::bucket::cleanup`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,18 +16,17 @@ use serde_json::json;
 
 use bucket_api::contract::annotations;
 
-use crate::bucket::bound::{self, Repair, bound_message, set_bound};
+use crate::bucket::bound::plan::bound_message;
+use crate::bucket::bound::report::set_bound;
+use crate::bucket::bound::{self, Repair};
 use crate::bucket::context::Context;
-use crate::bucket::cross_namespace;
-use crate::bucket::error::{Error, Operation};
+use crate::bucket::error::Error;
 use crate::bucket::limits::Limited;
 use crate::bucket::naming;
 use crate::bucket::objects::{self, BucketRecord, BucketSource, reclaim_policy_str};
 use crate::bucket::observe::{Observed, observe};
 use crate::bucket::ownership::{check_not_foreign, ensure_owned};
-use crate::bucket::plan::{
-    Plan, bucket_options, exceeded, limited, plan, plan_for_bound, plan_shared, storage_class,
-};
+use crate::bucket::plan::{Binding, Origin, Plan, bucket_options, decide, exceeded, storage_class};
 use crate::bucket::rotation;
 use crate::bucket::sharing;
 use crate::bucket::withdraw::withdraw;
@@ -57,6 +56,7 @@ async fn bind<P: Provisioner>(
     claim: Arc<ObjectBucketClaim>,
     ctx: &Context<P>,
 ) -> Result<Action, Error> {
+    // Observe: the claim's objects, and nothing under its names that is not its own.
     let claim = crate::bucket::adoption::adopt_legacy(claim, ctx).await?;
     let mut observed = observe(&claim, ctx);
     let name = claim.name_any();
@@ -75,14 +75,10 @@ async fn bind<P: Provisioner>(
         Error::ForeignConfigMap,
     )?;
 
+    // A bound claim is reconciled through its own phases; back here only to have its
+    // credentials issued again.
     if let Some(bound) = observed.bound.take() {
-        if sharing::lost(&bound).is_some() {
-            return Err(sharing::settle_lost(&bound, ctx).await?);
-        }
-        if let Some(withdrawn) = cross_namespace::withdraw_if_refused(&claim, &bound, ctx).await? {
-            return Err(withdrawn);
-        }
-        match bound::repair(claim.clone(), bound, secret.as_deref(), &observed, ctx).await? {
+        match bound::reconcile(claim.clone(), bound, secret.as_deref(), &observed, ctx).await? {
             Repair::Done(action) => return Ok(action),
             Repair::IssueCredentials(bound) => observed.bound = Some(*bound),
         }
@@ -112,37 +108,49 @@ async fn bind<P: Provisioner>(
         ctx.blocked(&claim_key, Some(false));
     }
 
+    // Plan: what the claim is given, decided from what was observed.
     let class = storage_class(ctx, &claim.spec.storage_class_name)?;
-    let mut shared_from = None;
-    let mut plan = match &observed.bound {
-        Some(bound) => {
-            let mut plan = plan_for_bound(bound, &class)?;
-            if let Some(mode) = sharing::bound_owner_mode(&claim, bound, ctx) {
-                plan.limits = plan.limits.shared_from(mode);
-            }
-            plan
-        }
-        None => match sharing::resolve(&claim, ctx)? {
-            Some(owner) => {
-                let plan = plan_shared(&claim, &class, &owner)?;
-                shared_from = Some(owner);
-                plan
-            }
-            None => plan(&claim, &class)?,
-        },
+    let origin = match &observed.bound {
+        Some(bound) => Origin::Bound(bound, sharing::bound_owner_mode(&claim, bound, ctx)),
+        None => sharing::resolve(&claim, ctx)?.map_or(Origin::Own, Origin::Shared),
     };
-    // Checked before anything is recorded or created: a claim asking for more than its class
-    // allows never reaches the backend.
-    let limited = limited(&claim, &plan, observed.bound.is_some())?;
-    let operation = match plan.source {
-        BucketSource::New => Operation::Provision,
-        BucketSource::Existing => Operation::Grant,
-    };
-    let mut claim = claim;
+    let mut binding = decide(&claim, &class, origin)?;
+
+    // Apply: intent recorded, the backend called, what it answered written.
+    let (claim, provisioned) = call_backend(claim, &observed, &mut binding, ctx).await?;
+    let plan = &binding.plan;
+    let written = (plan, &binding.limited, binding.shared_from.as_ref());
+    let bucket = write_results(&claim, &mut observed, written, &provisioned, ctx).await?;
+
+    // Report: Bound, unless the claim asked for more than its class allows.
+    if let Some(message) = &binding.limited.exceeded {
+        return Err(exceeded(&claim, message));
+    }
+    // The status says it, so a success is not also an Event: one write fewer per claim.
+    let message = bound_message(plan.source, &plan.bucket_name);
+    tracing::info!(claim = %key(&*claim), bucket = %plan.bucket_name, "{message}");
+    let claim = ctx.caches.claim(&claim).unwrap_or(claim);
+    let (credentials, wait) = rotation::schedule(&claim, &bucket, ctx)?;
+    let mode = binding.limited.access_mode;
+    set_bound(&observed, &bucket, &claim, &message, (mode, credentials), ctx).await?;
+    Ok(wait.map_or_else(Action::await_change, Action::requeue))
+}
+
+/// Records the intent, then asks the backend for the bucket or the grant; a generated name the
+/// backend finds taken is replaced (in `binding`, and recorded) before it is tried again.
+/// Answers the claim as last written and what the backend made.
+async fn call_backend<P: Provisioner>(
+    mut claim: Arc<ObjectBucketClaim>,
+    observed: &Observed,
+    binding: &mut Binding,
+    ctx: &Context<P>,
+) -> Result<(Arc<ObjectBucketClaim>, ProvisionedBucket), Error> {
+    let operation = binding.operation;
+    let plan = &mut binding.plan;
     let mut attempts = 0;
-    let provisioned = loop {
+    loop {
         attempts += 1;
-        let options = bucket_options(&claim, &plan, &observed.uid, &limited);
+        let options = bucket_options(&claim, plan, &observed.uid, &binding.limited);
         let backend_error = |source: BackendError| Error::Backend {
             operation,
             bucket: plan.bucket_name.clone(),
@@ -151,7 +159,7 @@ async fn bind<P: Provisioner>(
         };
         ctx.provisioner.validate(&options).map_err(backend_error)?;
         let cleanup_state = ctx.provisioner.cleanup_state(&options);
-        claim = persist_intent(&observed, &claim, &plan, ctx, &cleanup_state).await?;
+        claim = persist_intent(observed, &claim, plan, ctx, &cleanup_state).await?;
         let options = BucketOptions { claim: (*claim).clone(), ..options };
         let started = Instant::now();
         let answer = match plan.source {
@@ -160,7 +168,7 @@ async fn bind<P: Provisioner>(
         };
         ctx.metrics.observe_provisioning(operation.as_str(), started.elapsed().as_secs_f64());
         match answer {
-            Ok(provisioned) => break provisioned,
+            Ok(provisioned) => return Ok((claim, provisioned)),
             // A generated name is ours to change: pick another and record it before trying it.
             Err(error)
                 if error.is_name_taken()
@@ -177,21 +185,7 @@ async fn bind<P: Provisioner>(
             }
             Err(error) => return Err(backend_error(error)),
         }
-    };
-
-    let written = (&plan, &limited, shared_from.as_ref());
-    let bucket = write_results(&claim, &mut observed, written, &provisioned, ctx).await?;
-    if let Some(message) = &limited.exceeded {
-        return Err(exceeded(&claim, message));
     }
-    // The status says it, so a success is not also an Event: one write fewer per claim.
-    let message = bound_message(plan.source, &plan.bucket_name);
-    tracing::info!(claim = %key(&*claim), bucket = %plan.bucket_name, "{message}");
-    let claim = ctx.caches.claim(&claim).unwrap_or(claim);
-    let (credentials, wait) = rotation::schedule(&claim, &bucket, ctx)?;
-    set_bound(&observed, &bucket, &claim, &message, (limited.access_mode, credentials), ctx)
-        .await?;
-    Ok(wait.map_or_else(Action::await_change, Action::requeue))
 }
 
 /// Records the bucket name, the ObjectBucket's name and what cleanup will need on the claim

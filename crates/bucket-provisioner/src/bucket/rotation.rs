@@ -32,6 +32,7 @@ use bucket_api::contract::annotations;
 use bucket_api::contract::class_rotation::{ROTATION_OVERLAP, ROTATION_PERIOD};
 use bucket_api::{CredentialsStatus, ObjectBucket, ObjectBucketClaim};
 use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
@@ -183,9 +184,14 @@ pub(crate) fn policy_of<P>(
     claim: &ObjectBucketClaim,
     ctx: &Context<P>,
 ) -> Result<RotationPolicy, Error> {
-    let Some(class) = ctx.caches.class(&claim.spec.storage_class_name) else {
-        return Ok(RotationPolicy::default());
-    };
+    match ctx.caches.class(&claim.spec.storage_class_name) {
+        Some(class) => policy_from(&class),
+        None => Ok(RotationPolicy::default()),
+    }
+}
+
+/// The policy a StorageClass sets its claims' keys.
+pub(crate) fn policy_from(class: &StorageClass) -> Result<RotationPolicy, Error> {
     let mut parameters = class.parameters.clone().unwrap_or_default();
     RotationPolicy::take(&mut parameters)
         .map_err(|message| Error::InvalidStorageClass { class: class.name_any(), message })
@@ -208,26 +214,35 @@ pub(crate) fn schedule<P>(
     ctx: &Context<P>,
 ) -> Result<(Option<CredentialsStatus>, Option<Duration>), Error> {
     let policy = policy_of(claim, ctx)?;
+    Ok(schedule_under(&policy, claim, bound, Timestamp::now()))
+}
+
+/// [`schedule`] under `policy`, at `now`.
+pub(crate) fn schedule_under(
+    policy: &RotationPolicy,
+    claim: &ObjectBucketClaim,
+    bound: &ObjectBucket,
+    now: Timestamp,
+) -> (Option<CredentialsStatus>, Option<Duration>) {
     let record = RotationRecord::of(bound).unwrap_or_default();
-    let now = Timestamp::now();
     let wait = match next(&record, bound, requested(claim), policy.period, now) {
         Next::Wait(deadline) => wait_for(deadline, now),
         // Something to do that this reconcile did not (its Secret was being repaired): soon.
         _ => Some(Duration::from_secs(1)),
     };
-    Ok((credentials_status(bound, &policy), wait))
+    (credentials_status(bound, policy), wait)
 }
 
-/// Takes the claim's rotation as far as it goes now; answers the ObjectBucket as it leaves it and
-/// when to look again.
+/// Takes the claim's rotation as far as it goes now under `policy`, one step at a time, each
+/// decided by [`next`] from the record the step before left; answers the ObjectBucket as it
+/// leaves it and when to look again.
 pub(crate) async fn advance<P: Provisioner>(
     claim: &ObjectBucketClaim,
     mut bound: ObjectBucket,
-    secret: Option<&Summary>,
+    (secret, policy): (Option<&Summary>, &RotationPolicy),
     observed: &Observed,
     ctx: &Context<P>,
 ) -> Result<(ObjectBucket, Option<Duration>), Error> {
-    let policy = policy_of(claim, ctx)?;
     // Carried from one step to the next within this reconcile; after a crash it is lost.
     let mut issued: Option<crate::Credentials> = None;
     loop {
