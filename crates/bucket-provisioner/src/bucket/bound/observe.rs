@@ -38,7 +38,7 @@ pub(crate) fn facts<P>(
 ) -> Facts {
     let class = ctx.caches.class(&claim.spec.storage_class_name);
     let owner_mode = class.as_ref().and_then(|_| sharing::bound_owner_mode(claim, &bound, ctx));
-    let consent_withdrawn = matches!(bound_consent(claim, &bound, ctx), Some(None));
+    let consent_withdrawn = matches!(bound_consent(claim, &bound, ctx), Some(Err(_)));
     let object_bucket = object_bucket.to_owned();
     let now = Timestamp::now();
     Facts { bound, object_bucket, class, owner_mode, consent_withdrawn, now }
