@@ -2,7 +2,8 @@
 //! class → claim → Bucket → access class → access → Secret → a consumer that knows nothing but
 //! that Secret writes, reads and lists; read-only keys cannot write; every access has its own
 //! key; deleting an access stops its key; the deletion policy decides a bucket's fate; and a
-//! tenant that binds another namespace's Bucket gets no key to it.
+//! tenant that binds another namespace's Bucket gets no key to it; an apiserver outage leaves
+//! the driver serving, with nothing leaked.
 
 #[path = "cosi/world.rs"]
 mod world;
@@ -241,4 +242,34 @@ async fn v1alpha1_a_claim_left_unready_by_the_controller_is_repaired() {
     put(&s3_client(&access), &access.bucket, "k", b"v").await.unwrap();
     let log = world.driver_log();
     assert!(log.contains("marked ready again"), "the driver repaired it:\n{log}");
+}
+
+#[tokio::test]
+async fn v1alpha1_driver_serves_on_after_an_apiserver_restart_and_leaks_nothing() {
+    let mut world = World::start(CosiVersion::V1Alpha1).await;
+    let tenant = world.tenant("cosi-outage").await;
+    world.claim(&tenant, "before", &world.delete_class).await;
+    let first = world.access(&tenant, "first", "before", "ReadWrite").await;
+    put(&s3_client(&first), &first.bucket, "a.txt", b"a").await.unwrap();
+
+    // The driver keeps running through the outage; its watched caches must catch up.
+    world.restart_apiserver();
+    world.claim(&tenant, "after", &world.delete_class).await;
+    let second = world.access(&tenant, "second", "after", "ReadWrite").await;
+    put(&s3_client(&second), &second.bucket, "b.txt", b"b").await.unwrap();
+    assert_eq!(get(&s3_client(&first), &first.bucket, "a.txt").await.unwrap(), b"a");
+    assert_ne!(first.bucket, second.bucket);
+
+    // One bucket per claim, one key per access: the sidecar's repeated calls made nothing new.
+    let buckets = std::fs::read_dir(world.root.path().join("buckets")).unwrap().count();
+    assert_eq!(buckets, 2, "{}", world.logs());
+    let store = hostpath_provisioner::BucketStore::open(world.root.path().to_owned(), "reader");
+    let store = store.unwrap();
+    let accesses = world.version.api(&tenant.client, "BucketAccess", Some(&tenant.namespace));
+    for name in ["first", "second"] {
+        let uid = accesses.get(name).await.unwrap().metadata.uid.unwrap();
+        let owner = bucket_provisioner::bucket::standalone::cosi_account_id(&format!("ba-{uid}"));
+        assert_eq!(store.keys_for_user(&owner).len(), 1, "access {name}: {}", world.logs());
+    }
+    world.assert_never_forbidden();
 }

@@ -136,6 +136,16 @@ impl Cosi {
         Ok(Cosi { version, controller, plane })
     }
 
+    /// Stops kube-apiserver, starts it again, and restarts the upstream controller, which exits
+    /// when it loses its leader lease in the outage (in a cluster, its pod restarts).
+    pub fn restart_apiserver(&mut self) -> Result<()> {
+        self.plane.stop_apiserver()?;
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        self.plane.start_apiserver()?;
+        self.controller.stop("controller")?;
+        self.controller.start_again("controller")
+    }
+
     /// Its control plane.
     pub fn plane(&self) -> &ControlPlane {
         &self.plane

@@ -167,6 +167,14 @@ impl CosiWorld {
         self.sidecar.restart().expect("restarting the sidecar");
     }
 
+    /// An apiserver outage: kube-apiserver stopped and started again. The upstream controller
+    /// and sidecar, which exit when they lose their leader lease, are restarted as their pods
+    /// would be; the driver is left alone, as the one under test.
+    pub fn restart_apiserver(&mut self) {
+        self.cosi.restart_apiserver().expect("restarting kube-apiserver");
+        self.sidecar.restart().expect("restarting the sidecar");
+    }
+
     /// Kills the driver and starts it again, as a container restart would.
     pub fn restart_driver(&mut self) {
         self.driver.stop("driver").expect("stopping the driver");
