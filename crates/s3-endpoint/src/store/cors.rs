@@ -4,12 +4,11 @@
 //! endpoint's PutBucketCors and for whoever else sets them (a claim's provisioner). What the
 //! rules mean for a request is the S3 front's business.
 
-use std::io;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::durable::{create_dir_all_durably, fsync_dir, write_atomic};
+use super::config_file::{read_config, replace_config};
 use super::{BucketStore, StoreError};
 
 /// The file's name in the bucket's metadata directory, beside the two-hex-digit directories of
@@ -185,14 +184,7 @@ impl BucketStore {
     /// [`BucketStore::bucket_cors`], for callers already off the async threads.
     pub fn bucket_cors_blocking(&self, bucket: &str) -> Result<Option<CorsConfig>, StoreError> {
         self.bucket_dir(bucket)?;
-        let path = self.cors_path(bucket);
-        match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| StoreError::Corrupt { path, message: e.to_string() }),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e.into()),
-        }
+        read_config(self.cors_path(bucket))
     }
 
     /// Sets (`Some`) or removes (`None`) the CORS configuration of `bucket`, which must exist;
@@ -205,21 +197,7 @@ impl BucketStore {
         let bucket = bucket.to_owned();
         self.blocking(move |store| {
             store.bucket_dir(&bucket)?;
-            let path = store.cors_path(&bucket);
-            let dir = path.parent().unwrap_or(&path).to_owned();
-            match config {
-                Some(config) => {
-                    create_dir_all_durably(&dir)?;
-                    let bytes = serde_json::to_vec(&config).map_err(io::Error::other)?;
-                    write_atomic(&path, &bytes, 0o600)?;
-                }
-                None => match std::fs::remove_file(&path) {
-                    Ok(()) => fsync_dir(&dir)?,
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(e.into()),
-                },
-            }
-            Ok(())
+            replace_config(&store.cors_path(&bucket), config.as_ref())
         })
         .await
     }

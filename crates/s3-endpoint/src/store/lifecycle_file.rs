@@ -4,10 +4,9 @@
 //! pass reads them from there every time, so that nothing it does depends on memory a restart
 //! loses.
 
-use std::io;
 use std::path::PathBuf;
 
-use super::durable::{create_dir_all_durably, fsync_dir, write_atomic};
+use super::config_file::{read_config, replace_config};
 use super::lifecycle::LifecycleConfig;
 use super::{BucketStore, StoreError};
 
@@ -36,14 +35,7 @@ impl BucketStore {
         bucket: &str,
     ) -> Result<Option<LifecycleConfig>, StoreError> {
         self.bucket_dir(bucket)?;
-        let path = self.lifecycle_path(bucket);
-        match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| StoreError::Corrupt { path, message: e.to_string() }),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e.into()),
-        }
+        read_config(self.lifecycle_path(bucket))
     }
 
     /// Sets (`Some`) or removes (`None`) the lifecycle configuration of `bucket`, which must
@@ -61,21 +53,7 @@ impl BucketStore {
         let bucket = bucket.to_owned();
         self.blocking(move |store| {
             store.bucket_dir(&bucket)?;
-            let path = store.lifecycle_path(&bucket);
-            let dir = path.parent().unwrap_or(&path).to_owned();
-            match config {
-                Some(config) => {
-                    create_dir_all_durably(&dir)?;
-                    let bytes = serde_json::to_vec(&config).map_err(io::Error::other)?;
-                    write_atomic(&path, &bytes, 0o600)?;
-                }
-                None => match std::fs::remove_file(&path) {
-                    Ok(()) => fsync_dir(&dir)?,
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(e.into()),
-                },
-            }
-            Ok(())
+            replace_config(&store.lifecycle_path(&bucket), config.as_ref())
         })
         .await
     }

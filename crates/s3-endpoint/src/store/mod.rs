@@ -47,6 +47,7 @@ mod attached;
 mod body_writer;
 mod checksum;
 mod commit;
+mod config_file;
 mod cors;
 mod cors_json;
 mod crash_point;
