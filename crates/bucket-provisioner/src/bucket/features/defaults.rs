@@ -73,6 +73,19 @@ pub fn parse_retention(text: &str) -> Result<Retention, BackendError> {
     Ok(Retention { mode, period })
 }
 
+/// For a backend without versioning or object lock: fails, naming the parameter and `why`
+/// (what the store lacks), when the class gives claims a default of either, so that the
+/// default is refused as the claim's own key would be, never dropped.
+pub fn refuse(parameters: &BTreeMap<String, String>, why: &str) -> Result<(), BackendError> {
+    match PARAMETERS.into_iter().find(|name| parameters.contains_key(*name)) {
+        Some(name) => Err(invalid(
+            name,
+            format_args!("is not supported: {why}, so no claim of the class could get it"),
+        )),
+        None => Ok(()),
+    }
+}
+
 impl ClassDefaults {
     /// Reads the parameters of this module from a StorageClass's; others are left alone.
     pub fn from_parameters(parameters: &BTreeMap<String, String>) -> Result<Self, BackendError> {
@@ -175,6 +188,20 @@ mod tests {
         let error = ClassDefaults::from_parameters(&params(&[(DEFAULT_VERSIONING, "on")]));
         let error = error.unwrap_err().to_string();
         assert!(error.contains("parameter defaultVersioning \"on\" is neither"), "{error}");
+    }
+
+    #[test]
+    fn a_backend_without_the_features_refuses_their_defaults_by_name() {
+        refuse(&params(&[("allowCors", "true")]), "no versions").unwrap();
+        for name in PARAMETERS {
+            let error = refuse(&params(&[(name, "")]), "the store has no versions").unwrap_err();
+            assert!(error.is_permanent());
+            let error = error.to_string();
+            assert!(
+                error.contains(&format!("parameter {name} is not supported: the store has no")),
+                "{error}"
+            );
+        }
     }
 
     proptest! {
