@@ -46,7 +46,8 @@
 //!
 //! A claim's `additionalConfig` may hold the quota keys (see [`quota`]) and, for a bucket it
 //! created, `cors` and `bucketLifecycle` (expiration and aborted uploads only; see
-//! [`features`]). `versioning` and `objectLock`, which Garage lacks, are refused by name.
+//! [`features`]). `versioning` and `objectLock`, which Garage lacks, are refused by name, and
+//! so are the class parameters `defaultVersioning` and `defaultObjectLockRetention`.
 //!
 //! # Running
 //!

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use bucket_provisioner::bucket::features::defaults;
 use bucket_provisioner::{BackendError, Endpoint};
 
 use crate::endpoints::AdminEndpoints;
@@ -53,6 +54,7 @@ pub struct Settings {
 impl Settings {
     /// Parses StorageClass parameters; any parameter this backend does not know is an error.
     pub fn from_parameters(parameters: &BTreeMap<String, String>) -> Result<Self, BackendError> {
+        defaults::refuse(parameters, "Garage has no object versioning or object lock")?;
         if let Some(unknown) = parameters.keys().find(|k| !PARAMETERS.contains(&k.as_str())) {
             return Err(BackendError::invalid_parameter(format!(
                 "unknown StorageClass parameter {unknown:?}; this provisioner accepts {}",
@@ -169,6 +171,13 @@ mod tests {
         );
         bad.insert(ADMIN_ENDPOINT.into(), "garage:3903".into());
         assert!(Settings::from_parameters(&bad).is_err());
+        let mut retained = complete();
+        retained.insert(defaults::DEFAULT_RETENTION.into(), "GOVERNANCE:1d".into());
+        let error = Settings::from_parameters(&retained).unwrap_err().to_string();
+        assert!(
+            error.contains("defaultObjectLockRetention is not supported: Garage has no"),
+            "{error}"
+        );
     }
 
     mod properties {

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use bucket_provisioner::BackendError;
 use bucket_provisioner::bucket::features::class::ALLOW_LIFECYCLE;
+use bucket_provisioner::bucket::features::defaults;
 use s3_endpoint::store::CorsConfig;
 
 /// The `additionalConfig` key holding the rules.
@@ -25,8 +26,10 @@ pub const ALLOW_CORS: &str = "allowCors";
 pub const PARAMETERS: [&str; 2] = [ALLOW_CORS, ALLOW_LIFECYCLE];
 
 /// Whether the class allows claims' CORS rules; any other parameter, or another value, is an
-/// `InvalidParameters` error saying what is accepted.
+/// `InvalidParameters` error saying what is accepted (a default versioning or object lock
+/// retention, which the endpoint lacks, says so).
 pub fn allowed_by(parameters: &BTreeMap<String, String>) -> Result<bool, BackendError> {
+    defaults::refuse(parameters, "its S3 endpoint has no object versioning or object lock yet")?;
     let unknown: Vec<&str> =
         parameters.keys().map(String::as_str).filter(|k| !PARAMETERS.contains(k)).collect();
     if !unknown.is_empty() {
@@ -89,6 +92,9 @@ mod tests {
         assert!(err.contains("neither \"true\" nor \"false\""), "{err}");
         let err = claim_rules(&map(&[]), &map(&[("region", "x")])).unwrap_err().to_string();
         assert!(err.contains("unknown StorageClass parameter(s) region"), "{err}");
+        let versioned = map(&[(defaults::DEFAULT_VERSIONING, "Enabled")]);
+        let err = claim_rules(&map(&[]), &versioned).unwrap_err().to_string();
+        assert!(err.contains("defaultVersioning is not supported: its S3 endpoint"), "{err}");
         let bad = map(&[(CORS, r#"{"CORSRules": [{"AllowedOrigins": ["*"]}]}"#)]);
         let err = claim_rules(&bad, &allow).unwrap_err().to_string();
         assert!(err.contains("additionalConfig cors: not the JSON of put-bucket-cors"), "{err}");

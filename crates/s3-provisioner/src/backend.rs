@@ -358,7 +358,7 @@ impl Provisioner for S3Provisioner {
 
     async fn provision(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
         let settings = Settings::from_parameters(&options.parameters)?;
-        let config = claim_config(&settings, options)?;
+        let config = with_class_defaults(&settings, claim_config(&settings, options)?);
         let session = self.session(&settings).await?;
         let buckets =
             Buckets { s3: &session.clients.s3, owner: &session.owner, locks: &self.creating };
@@ -486,6 +486,7 @@ impl Provisioner for S3Provisioner {
         {
             return Err(shared_bucket(&options.bucket_name));
         }
+        let config = with_class_defaults(&settings, config);
         self.configure(&session, &settings, options, &config, &previous).await
     }
 
@@ -544,6 +545,17 @@ fn claim_config(settings: &Settings, options: &BucketOptions) -> Result<ClaimCon
         policy.check_principals(own, &settings.policy_principals)?;
     }
     Ok(config)
+}
+
+/// The claim's checked `config` with what its class gives by default and the claim left out
+/// (see [`bucket_provisioner::bucket::features::defaults`]): only for a bucket the claim
+/// created, since a default, like the key, configures the whole bucket. The class's defaults
+/// were checked against what it allows when its parameters were read.
+fn with_class_defaults(settings: &Settings, config: ClaimConfig) -> ClaimConfig {
+    let defaults = &settings.features.defaults;
+    let object_lock = defaults.object_lock(config.object_lock);
+    let versioning = defaults.versioning(config.versioning, object_lock.is_some());
+    ClaimConfig { object_lock, versioning, ..config }
 }
 
 /// Bucket-wide settings asked for by a claim of a bucket it did not create.

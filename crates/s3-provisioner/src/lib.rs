@@ -37,6 +37,7 @@
 //! | `bucketPolicyPrincipals` | principals a claim's `bucketPolicy` may name besides its own user |
 //! | `allowCors` | `"true"`: claims may set their bucket's CORS rules (`cors`, see [`cors`]); default `"false"` |
 //! | `allowVersioning`, `allowObjectLock`, `allowComplianceRetention`, `maxObjectLockRetentionDays`, `allowLifecycle` | what claims may ask of versioning, object lock and lifecycle rules (see [`bucket_provisioner::bucket::features::class`]) |
+//! | `defaultVersioning`, `defaultObjectLockRetention` | what a claim of a bucket it creates gets when it leaves `versioning` out, or asks for `objectLock` without a retention (e.g. `GOVERNANCE:30d`, `COMPLIANCE:1y`), within what the class allows (see [`bucket_provisioner::bucket::features::defaults`]) |
 //!
 //! Anything else is refused (`InvalidParameters`). A claim's `additionalConfig` may hold a
 //! `bucketPolicy` and, where the class allows them, `bucketLifecycle` (see [`lifecycle`]),

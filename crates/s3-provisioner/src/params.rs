@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use bucket_provisioner::bucket::features::class::{self, ClassFeatures};
+use bucket_provisioner::bucket::features::defaults;
 use bucket_provisioner::{BackendError, Endpoint};
 
 /// Region of the bucket (default [`DEFAULT_REGION`]).
@@ -28,7 +29,7 @@ pub const BUCKET_POLICY_PRINCIPALS: &str = "bucketPolicyPrincipals";
 pub use crate::cors::ALLOW_CORS;
 
 /// Every parameter this backend accepts (`bucketName` is taken by the library before).
-pub const PARAMETERS: [&str; 14] = [
+pub const PARAMETERS: [&str; 16] = [
     REGION,
     SECRET_NAME,
     SECRET_NAMESPACE,
@@ -43,6 +44,8 @@ pub const PARAMETERS: [&str; 14] = [
     class::ALLOW_COMPLIANCE_RETENTION,
     class::MAX_RETENTION_DAYS,
     class::ALLOW_LIFECYCLE,
+    defaults::DEFAULT_VERSIONING,
+    defaults::DEFAULT_RETENTION,
 ];
 
 /// `additionalState` key: the claim's IAM user.
@@ -292,7 +295,7 @@ mod tests {
 
     #[test]
     fn bad_parameters_are_named() {
-        let cases: [(&[(&str, &str)], &str); 11] = [
+        let cases: [(&[(&str, &str)], &str); 13] = [
             (&[("colour", "blue")], "\"colour\""),
             (&[(REGION, "Mars 1")], REGION),
             (&[(SECRET_NAME, "x")], SECRET_NAMESPACE),
@@ -304,6 +307,8 @@ mod tests {
             (&[(ALLOW_CORS, "maybe")], ALLOW_CORS),
             (&[(class::ALLOW_OBJECT_LOCK, "maybe")], class::ALLOW_OBJECT_LOCK),
             (&[(class::MAX_RETENTION_DAYS, "-1")], class::MAX_RETENTION_DAYS),
+            (&[(defaults::DEFAULT_VERSIONING, "Enabled")], class::ALLOW_VERSIONING),
+            (&[(defaults::DEFAULT_RETENTION, "GOVERNANCE:30")], defaults::DEFAULT_RETENTION),
         ];
         for (pairs, mentioned) in cases {
             let error = Settings::from_parameters(&params(pairs)).expect_err(mentioned);

@@ -1,5 +1,6 @@
-//! Versioning, object lock and lifecycle rules of a claim's bucket, the backend alone against a
-//! real moto server (IAM enforced), checked through the S3 API as a tenant or operator would.
+//! Versioning, object lock and lifecycle rules of a claim's bucket, and the StorageClass's
+//! defaults for them, the backend alone against a real moto server (IAM enforced), checked
+//! through the S3 API as a tenant or operator would.
 
 mod common;
 
@@ -236,5 +237,95 @@ async fn what_the_class_does_not_allow_is_refused_by_name_and_nothing_is_made() 
         refused(f.backend.validate(&asked).unwrap_err(), says);
         refused(f.backend.provision(&asked).await.unwrap_err(), says);
         assert!(!f.moto.bucket_exists(&asked.bucket_name).await, "{key}: nothing was made");
+    }
+}
+
+/// The object lock default retention of `bucket`: its mode and days, `None` without a rule.
+async fn retention_of(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+) -> Option<(ObjectLockRetentionMode, i32)> {
+    let found = s3.get_object_lock_configuration().bucket(bucket).send().await.unwrap();
+    let configuration = found.object_lock_configuration()?;
+    let retention = configuration.rule()?.default_retention()?;
+    Some((retention.mode()?.clone(), retention.days()?))
+}
+
+#[tokio::test]
+async fn a_class_default_is_what_a_claim_leaving_the_key_out_gets() {
+    let f = Fixture::start().await;
+    let s3 = f.s3();
+    let class: Vec<(&str, &str)> = ALL
+        .into_iter()
+        .chain([("defaultVersioning", "Enabled"), ("defaultObjectLockRetention", "GOVERNANCE:7d")])
+        .collect();
+
+    // No versioning asked: the class's Enabled. No object lock asked: none, default or not.
+    let plain = claim(&format!("defaulted-{}", common::suffix()));
+    let asked = f.asking(&plain, &class, &[]);
+    f.backend.validate(&asked).unwrap();
+    let provisioned = f.backend.provision(&asked).await.unwrap();
+    assert_eq!(versioning_of(&s3, &asked.bucket_name).await.as_deref(), Some("Enabled"));
+    let none = s3.get_object_lock_configuration().bucket(&asked.bucket_name).send().await;
+    assert_eq!(error_code(none), "ObjectLockConfigurationNotFoundError");
+    let mut bound = object_bucket(&plain, Some(&provisioned));
+
+    // The claim's own value wins; dropped again, the class's default applies, not suspension.
+    let suspended = f.asking(&plain, &class, &[("versioning", "Suspended")]);
+    f.backend.update(&suspended, &bound).await.unwrap();
+    assert_eq!(versioning_of(&s3, &asked.bucket_name).await.as_deref(), Some("Suspended"));
+    recorded(&mut bound, &suspended);
+    f.backend.update(&asked, &bound).await.unwrap();
+    assert_eq!(versioning_of(&s3, &asked.bucket_name).await.as_deref(), Some("Enabled"));
+    recorded(&mut bound, &asked);
+    f.backend.delete(&bound).await.unwrap();
+
+    // Object lock without a retention of its own: the class's GOVERNANCE 7 days.
+    let locked = claim(&format!("default-lock-{}", common::suffix()));
+    let asked = f.asking(&locked, &class, &[("objectLock", "Enabled")]);
+    let provisioned = f.backend.provision(&asked).await.unwrap();
+    let governance = ObjectLockRetentionMode::Governance;
+    assert_eq!(retention_of(&s3, &asked.bucket_name).await, Some((governance, 7)));
+    let mut bound = object_bucket(&locked, Some(&provisioned));
+    recorded(&mut bound, &asked);
+    // Its own retention wins over the default.
+    let own = f.asking(&locked, &class, &[("objectLock", &lock("COMPLIANCE", 3))]);
+    f.backend.update(&own, &bound).await.unwrap();
+    let compliance = ObjectLockRetentionMode::Compliance;
+    assert_eq!(retention_of(&s3, &asked.bucket_name).await, Some((compliance, 3)));
+    recorded(&mut bound, &own);
+    f.backend.delete(&bound).await.unwrap();
+    assert!(!f.moto.bucket_exists(&asked.bucket_name).await);
+}
+
+#[tokio::test]
+async fn a_class_default_beyond_what_it_allows_is_refused_naming_both_parameters() {
+    let f = Fixture::start().await;
+    for (class, says) in [
+        (
+            &[("defaultVersioning", "Enabled")][..],
+            ["defaultVersioning", "allowVersioning: \"true\""],
+        ),
+        (
+            &[ALL[0], ALL[1], ALL[3], ("defaultObjectLockRetention", "GOVERNANCE:31d")][..],
+            ["defaultObjectLockRetention", "longer than the 30 days of maxObjectLockRetentionDays"],
+        ),
+        (
+            &[ALL[1], ("defaultObjectLockRetention", "COMPLIANCE:1d")][..],
+            ["defaultObjectLockRetention", "allowComplianceRetention: \"true\""],
+        ),
+        (
+            &[ALL[1], ("defaultObjectLockRetention", "GOVERNANCE:30days")][..],
+            ["defaultObjectLockRetention", "GOVERNANCE:30d"],
+        ),
+    ] {
+        let claim = claim(&format!("bad-default-{}", common::suffix()));
+        let asked = f.asking(&claim, class, &[("objectLock", "Enabled")]);
+        let validated = f.backend.validate(&asked).unwrap_err();
+        let provisioned = f.backend.provision(&asked).await.unwrap_err();
+        for error in [validated, provisioned] {
+            says.iter().for_each(|says| refused(error.clone(), says));
+        }
+        assert!(!f.moto.bucket_exists(&asked.bucket_name).await, "{class:?}: nothing was made");
     }
 }

@@ -8,6 +8,9 @@
 //! | `maxObjectLockRetentionDays` | the longest default retention a claim may set, in days (a year counts 365) | no cap |
 //! | `allowLifecycle` | claims may set `bucketLifecycle` (rules that only expire or move the claim's own objects) | `"true"` |
 //!
+//! The class may also give claims a default of what it allows ([`super::defaults`]); a default
+//! it does not allow, or beyond its cap, is an error naming both parameters.
+//!
 //! A GOVERNANCE retention can be lifted by whoever holds `s3:BypassGovernanceRetention` (the
 //! operator); a COMPLIANCE one cannot, by anyone, until it ends: hence its own switch and the
 //! cap.
@@ -16,6 +19,7 @@ use std::collections::BTreeMap;
 
 use provisioner_runtime::BackendError;
 
+use super::defaults::{ClassDefaults, DEFAULT_RETENTION, DEFAULT_VERSIONING};
 use super::object_lock::{Mode, OBJECT_LOCK, ObjectLock};
 use super::versioning::VERSIONING;
 
@@ -32,13 +36,16 @@ pub const ALLOW_LIFECYCLE: &str = "allowLifecycle";
 /// The `additionalConfig` key `allowLifecycle` governs.
 pub const BUCKET_LIFECYCLE: &str = "bucketLifecycle";
 
-/// Every parameter of this module, for a backend offering all the features.
-pub const PARAMETERS: [&str; 5] = [
+/// Every parameter of this module and of [`super::defaults`], for a backend offering all the
+/// features.
+pub const PARAMETERS: [&str; 7] = [
     ALLOW_VERSIONING,
     ALLOW_OBJECT_LOCK,
     ALLOW_COMPLIANCE_RETENTION,
     MAX_RETENTION_DAYS,
     ALLOW_LIFECYCLE,
+    DEFAULT_VERSIONING,
+    DEFAULT_RETENTION,
 ];
 
 /// What one StorageClass lets its claims ask of their buckets.
@@ -54,6 +61,8 @@ pub struct ClassFeatures {
     pub max_retention_days: Option<u32>,
     /// `allowLifecycle`.
     pub lifecycle: bool,
+    /// What claims get unless they ask otherwise, within the above.
+    pub defaults: ClassDefaults,
 }
 
 impl Default for ClassFeatures {
@@ -64,6 +73,7 @@ impl Default for ClassFeatures {
             compliance: false,
             max_retention_days: None,
             lifecycle: true,
+            defaults: ClassDefaults::default(),
         }
     }
 }
@@ -104,13 +114,54 @@ impl ClassFeatures {
                 ))
             })?),
         };
-        Ok(Self {
+        let class = Self {
             versioning: flag(parameters, ALLOW_VERSIONING, false)?,
             object_lock: flag(parameters, ALLOW_OBJECT_LOCK, false)?,
             compliance: flag(parameters, ALLOW_COMPLIANCE_RETENTION, false)?,
             max_retention_days,
             lifecycle: flag(parameters, ALLOW_LIFECYCLE, true)?,
-        })
+            defaults: ClassDefaults::from_parameters(parameters)?,
+        };
+        class.check_defaults()?;
+        Ok(class)
+    }
+
+    /// Fails unless the class allows its own defaults: a class cannot give what it refuses.
+    fn check_defaults(&self) -> Result<(), BackendError> {
+        let refused = |default: &str, why: String| {
+            BackendError::invalid_parameter(format!(
+                "parameter {default} is not allowed by the StorageClass itself: {why}"
+            ))
+        };
+        if self.defaults.versioning.is_some() && !self.versioning {
+            return Err(refused(
+                DEFAULT_VERSIONING,
+                format!("it needs {ALLOW_VERSIONING}: \"true\""),
+            ));
+        }
+        let Some(retention) = self.defaults.retention else { return Ok(()) };
+        if !self.object_lock {
+            return Err(refused(
+                DEFAULT_RETENTION,
+                format!("it needs {ALLOW_OBJECT_LOCK}: \"true\""),
+            ));
+        }
+        if retention.mode == Mode::Compliance && !self.compliance {
+            return Err(refused(
+                DEFAULT_RETENTION,
+                format!("a COMPLIANCE retention needs {ALLOW_COMPLIANCE_RETENTION}: \"true\""),
+            ));
+        }
+        match self.max_retention_days {
+            Some(most) if retention.period.days() > most => Err(refused(
+                DEFAULT_RETENTION,
+                format!(
+                    "its {} days are longer than the {most} days of {MAX_RETENTION_DAYS}",
+                    retention.period.days()
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Fails unless claims may set `versioning`.
@@ -200,6 +251,41 @@ mod tests {
         let compliant = ClassFeatures { compliance: true, ..class };
         compliant.check_object_lock(&lock(Mode::Compliance, Period::Days(400))).unwrap();
         assert!(compliant.check_object_lock(&lock(Mode::Compliance, Period::Years(10))).is_err());
+    }
+
+    #[test]
+    fn a_default_the_class_does_not_allow_names_both_parameters() {
+        let allowing = [
+            (ALLOW_VERSIONING, "true"),
+            (ALLOW_OBJECT_LOCK, "true"),
+            (MAX_RETENTION_DAYS, "90"),
+            (DEFAULT_VERSIONING, "Enabled"),
+            (DEFAULT_RETENTION, "GOVERNANCE:90d"),
+        ];
+        let class = ClassFeatures::from_parameters(&params(&allowing)).unwrap();
+        assert_eq!(class.defaults.versioning, Some(super::super::versioning::Versioning::Enabled));
+        assert_eq!(class.defaults.retention.unwrap().period.days(), 90);
+        for (pairs, names) in [
+            (&[(DEFAULT_VERSIONING, "Enabled")][..], [DEFAULT_VERSIONING, ALLOW_VERSIONING]),
+            (&[(DEFAULT_RETENTION, "GOVERNANCE:1d")][..], [DEFAULT_RETENTION, ALLOW_OBJECT_LOCK]),
+            (
+                &[(ALLOW_OBJECT_LOCK, "true"), (DEFAULT_RETENTION, "COMPLIANCE:1d")][..],
+                [DEFAULT_RETENTION, ALLOW_COMPLIANCE_RETENTION],
+            ),
+            (
+                &[
+                    (ALLOW_OBJECT_LOCK, "true"),
+                    (MAX_RETENTION_DAYS, "364"),
+                    (DEFAULT_RETENTION, "GOVERNANCE:1y"),
+                ][..],
+                [DEFAULT_RETENTION, MAX_RETENTION_DAYS],
+            ),
+        ] {
+            let error = ClassFeatures::from_parameters(&params(pairs)).unwrap_err();
+            assert!(error.is_permanent());
+            let error = error.to_string();
+            assert!(names.iter().all(|name| error.contains(name)), "{names:?}: {error}");
+        }
     }
 
     #[test]

@@ -9,7 +9,13 @@
 //!   Rook's claims carry it, read into backend-neutral rules;
 //! - [`class`]: the StorageClass parameters that allow or cap each (`allowVersioning`,
 //!   `allowObjectLock`, `allowComplianceRetention`, `maxObjectLockRetentionDays`,
-//!   `allowLifecycle`; `allowCors` is [`cors`]'s).
+//!   `allowLifecycle`; `allowCors` is [`cors`]'s);
+//! - [`defaults`]: the StorageClass parameters that give claims versioning
+//!   (`defaultVersioning`) or an object lock retention (`defaultObjectLockRetention`) they do
+//!   not ask for, within what the class allows. [`defaults::ClassDefaults::versioning`] and
+//!   [`defaults::ClassDefaults::object_lock`] merge them with the claim's own values, so a
+//!   backend applies one effective value; a backend without the feature refuses the parameter
+//!   by name as it refuses the key.
 //!
 //! Parsing is strict: an unknown field or value is an `InvalidParameters` error naming the key
 //! and what is wrong. Applying what was read is each backend's job; a backend that cannot apply
@@ -17,6 +23,7 @@
 
 pub mod class;
 pub mod cors;
+pub mod defaults;
 pub mod lifecycle;
 pub mod object_lock;
 pub mod versioning;

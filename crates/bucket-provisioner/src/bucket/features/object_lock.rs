@@ -21,7 +21,7 @@ pub const OBJECT_LOCK: &str = "objectLock";
 /// Days a year of retention counts for, when compared with a class's cap.
 pub const DAYS_PER_YEAR: u32 = 365;
 /// The longest retention S3 takes (100 years), so that a count cannot overflow.
-const LONGEST_DAYS: u32 = 100 * DAYS_PER_YEAR;
+pub const LONGEST_DAYS: u32 = 100 * DAYS_PER_YEAR;
 
 /// How a retention holds objects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
