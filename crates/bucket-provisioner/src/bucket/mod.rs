@@ -12,9 +12,10 @@
 //!   - a bound claim, `bound`'s phases: its ObjectBucket and class → a lost bucket, withdrawn
 //!     consent, repairs, the quotas and mode in force, the rotation policy → the backend calls
 //!     and writes → Events and Bound (or back to `provision` to issue credentials again);
-//!   - a claim going, `cleanup`: its record → the bucket deleted or access revoked, decided by
-//!     the backend's answer (`settlement`) → the ObjectBucket released or deleted, the finalizer
-//!     removed.
+//!   - a claim going, `cleanup`'s phases: its record (the ObjectBucket, or what the claim
+//!     recorded before the backend was called) → what becomes of the bucket and the
+//!     ObjectBucket, from the backend's answer → the bucket deleted or access revoked, the
+//!     ObjectBucket released or deleted → an Event.
 //! - `sweep`, [`usage`], `probe`: the loops beside the controller: orphaned ObjectBuckets,
 //!   what bound buckets hold, and whether backends claims wait on answer again.
 //! - [`objects`], [`naming`], `ownership`: what is written, under which names, and the
@@ -61,7 +62,6 @@ pub mod remote;
 pub mod rotation;
 pub(crate) mod rotation_record;
 pub mod run;
-pub(crate) mod settlement;
 pub mod sharing;
 pub mod standalone;
 pub mod status;
