@@ -38,7 +38,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::Provisioner;
-use crate::bucket::cleanup::delete_object_bucket;
+use crate::bucket::cleanup::apply::delete_object_bucket;
 use crate::bucket::consent::{bound_consent, recorded_elsewhere, share_from};
 use crate::bucket::context::Context;
 use crate::bucket::error::{Error, Operation};

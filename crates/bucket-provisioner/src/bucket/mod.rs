@@ -2,14 +2,20 @@
 //!
 //! - [`provisioner`]: the backend contract, with a guide for writing one; [`location`]: where a
 //!   bucket is and the key to it, as backends answer.
-//! - [`controller`]: the controller that drives a backend for every claim of its StorageClasses;
-//!   one claim goes observe (`observe`) → decide (`plan`) → act (`provision`, `cleanup`) →
-//!   report ([`status`], [`error`]). A bound claim is one pass through `bound`'s phases:
-//!   observe (what exists) → plan (every decision as data, no I/O: a lost bucket, withdrawn
-//!   consent, repairs, the quotas and mode in force, the rotation policy) → apply (the backend
-//!   calls and writes, in one place) → report (Events, and status from the outcome). A claim to
-//!   bind is decided the same way (`plan`'s `decide`), and a claim's going by the backend's
-//!   answer (`settlement`).
+//! - [`controller`]: the controller that drives a backend for every claim of its StorageClasses.
+//!   Each of a claim's passes reads top to bottom as observe (what exists) → plan (every
+//!   decision as data, no I/O) → apply (the backend calls and writes, in one place) → report
+//!   (Events, and status from the outcome; [`status`], [`error`]):
+//!   - a claim to bind, `provision`'s phases: the claim and nothing foreign under its names →
+//!     the bucket, quotas and access mode it is given (`decide`) → intent recorded, the backend
+//!     called, the ObjectBucket, Secret and ConfigMap written → Bound;
+//!   - a bound claim, `bound`'s phases: its ObjectBucket and class → a lost bucket, withdrawn
+//!     consent, repairs, the quotas and mode in force, the rotation policy → the backend calls
+//!     and writes → Events and Bound (or back to `provision` to issue credentials again);
+//!   - a claim going, `cleanup`'s phases: its record (the ObjectBucket, or what the claim
+//!     recorded before the backend was called) → what becomes of the bucket and the
+//!     ObjectBucket, from the backend's answer → the bucket deleted or access revoked, the
+//!     ObjectBucket released or deleted → an Event.
 //! - `sweep`, [`usage`], `probe`: the loops beside the controller: orphaned ObjectBuckets,
 //!   what bound buckets hold, and whether backends claims wait on answer again.
 //! - [`objects`], [`naming`], `ownership`: what is written, under which names, and the
@@ -56,7 +62,6 @@ pub mod remote;
 pub mod rotation;
 pub(crate) mod rotation_record;
 pub mod run;
-pub(crate) mod settlement;
 pub mod sharing;
 pub mod standalone;
 pub mod status;

@@ -9,12 +9,12 @@ use bucket_api::{ObjectBucketClaim, ObjectBucketPhase};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Preconditions};
 
-use crate::bucket::cleanup::{delete_object_bucket, give_back};
+use crate::bucket::cleanup::apply::{delete_object_bucket, give_back};
+use crate::bucket::cleanup::plan::deletes_bucket;
 use crate::bucket::context::Context;
 use crate::bucket::error::Error;
 use crate::bucket::objects::{BucketSource, meta_controlled_by};
 use crate::bucket::observe::{bound_bucket_name, observe, source_of};
-use crate::bucket::settlement::deletes_bucket;
 use crate::kubernetes::cache::key;
 use crate::kubernetes::cache::summary::{Summaries, Summarized};
 use crate::{Provisioner, Removed};

@@ -168,7 +168,8 @@ async fn recreate_object_bucket<P: Provisioner>(
         ..Default::default()
     };
     copy.status = None;
-    crate::bucket::cleanup::remove_bucket_finalizer(&observed.buckets, terminating, ctx).await?;
+    crate::bucket::cleanup::apply::remove_bucket_finalizer(&observed.buckets, terminating, ctx)
+        .await?;
     let created =
         ctx.caches.buckets.wrote(observed.buckets.create(&PostParams::default(), &copy).await?);
     Ok((*created).clone())

@@ -1,145 +1,37 @@
-//! Provisioning a live claim: observe → decide → persist intent → call the backend → write
-//! results → status; a bound claim goes through the phases of [`crate::bucket::bound`] instead.
-//! Each phase is idempotent, so a crash anywhere is healed by the next run. What happens when a
-//! claim goes is in [`crate::bucket::cleanup`].
+//! Apply: what a claim to bind was given, made so: the intent recorded on the claim, the backend
+//! called, and what it answered written (the ObjectBucket first, then the Secret and ConfigMap).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use bucket_api::contract::FINALIZER;
+use bucket_api::contract::annotations;
 use bucket_api::{ObjectBucket, ObjectBucketClaim};
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::runtime::controller::Action;
 use serde_json::json;
 
-use bucket_api::contract::annotations;
-
-use crate::bucket::bound::plan::bound_message;
-use crate::bucket::bound::report::set_bound;
-use crate::bucket::bound::{self, Repair};
 use crate::bucket::context::Context;
 use crate::bucket::error::Error;
 use crate::bucket::limits::Limited;
 use crate::bucket::naming;
 use crate::bucket::objects::{self, BucketRecord, BucketSource, reclaim_policy_str};
-use crate::bucket::observe::{Observed, observe};
-use crate::bucket::ownership::{check_not_foreign, ensure_owned};
-use crate::bucket::plan::{Binding, Origin, Plan, bucket_options, decide, exceeded, storage_class};
-use crate::bucket::rotation;
+use crate::bucket::observe::Observed;
+use crate::bucket::ownership::ensure_owned;
+use crate::bucket::plan::{Plan, bucket_options};
+use crate::bucket::provision::plan::Binding;
 use crate::bucket::sharing;
-use crate::bucket::withdraw::withdraw;
 use crate::kubernetes::cache::key;
 use crate::{BackendError, BucketOptions, ProvisionedBucket, Provisioner};
 
 /// How often one reconcile generates a new name after the backend says a generated one is taken.
 const NAME_ATTEMPTS: usize = 3;
 
-/// Brings a live claim (finalizer already in place) to Bound. One refused because a Secret or
-/// ConfigMap of its name is not its own holds nothing issued for it (see
-/// [`crate::bucket::withdraw`]).
-pub async fn apply<P: Provisioner>(
-    claim: Arc<ObjectBucketClaim>,
-    ctx: &Context<P>,
-) -> Result<Action, Error> {
-    match bind(claim.clone(), ctx).await {
-        Err(refused @ (Error::ForeignSecret(_) | Error::ForeignConfigMap(_))) => {
-            withdraw(&claim, ctx).await?;
-            Err(refused)
-        }
-        other => other,
-    }
-}
-
-async fn bind<P: Provisioner>(
-    claim: Arc<ObjectBucketClaim>,
-    ctx: &Context<P>,
-) -> Result<Action, Error> {
-    // Observe: the claim's objects, and nothing under its names that is not its own.
-    let claim = crate::bucket::adoption::adopt_legacy(claim, ctx).await?;
-    let mut observed = observe(&claim, ctx);
-    let name = claim.name_any();
-    let secret = check_not_foreign(
-        &ctx.caches.secrets,
-        &observed.namespace,
-        &name,
-        &observed.uid,
-        Error::ForeignSecret,
-    )?;
-    check_not_foreign(
-        &ctx.caches.config_maps,
-        &observed.namespace,
-        &name,
-        &observed.uid,
-        Error::ForeignConfigMap,
-    )?;
-
-    // A bound claim is reconciled through its own phases; back here only to have its
-    // credentials issued again.
-    if let Some(bound) = observed.bound.take() {
-        match bound::reconcile(claim.clone(), bound, secret.as_deref(), &observed, ctx).await? {
-            Repair::Done(action) => return Ok(action),
-            Repair::IssueCredentials(bound) => observed.bound = Some(*bound),
-        }
-    }
-    if let Some(error) = observed.names_taken.take() {
-        return Err(error);
-    }
-
-    // Found blocked before: only the apiserver can tell whether the foreign object is still
-    // there (it is not ours, so not cached), and the backend is not asked again until it is gone.
-    let claim_key = key(&*claim);
-    if ctx.blocked(&claim_key, None) {
-        for (found, foreign) in [
-            (
-                observed.secrets.get_opt(&name).await?.map(|s| s.metadata),
-                Error::ForeignSecret as fn(String) -> Error,
-            ),
-            (
-                observed.config_maps.get_opt(&name).await?.map(|c| c.metadata),
-                Error::ForeignConfigMap,
-            ),
-        ] {
-            if found.is_some_and(|meta| !objects::meta_controlled_by(&meta, &observed.uid)) {
-                return Err(foreign(name));
-            }
-        }
-        ctx.blocked(&claim_key, Some(false));
-    }
-
-    // Plan: what the claim is given, decided from what was observed.
-    let class = storage_class(ctx, &claim.spec.storage_class_name)?;
-    let origin = match &observed.bound {
-        Some(bound) => Origin::Bound(bound, sharing::bound_owner_mode(&claim, bound, ctx)),
-        None => sharing::resolve(&claim, ctx)?.map_or(Origin::Own, Origin::Shared),
-    };
-    let mut binding = decide(&claim, &class, origin)?;
-
-    // Apply: intent recorded, the backend called, what it answered written.
-    let (claim, provisioned) = call_backend(claim, &observed, &mut binding, ctx).await?;
-    let plan = &binding.plan;
-    let written = (plan, &binding.limited, binding.shared_from.as_ref());
-    let bucket = write_results(&claim, &mut observed, written, &provisioned, ctx).await?;
-
-    // Report: Bound, unless the claim asked for more than its class allows.
-    if let Some(message) = &binding.limited.exceeded {
-        return Err(exceeded(&claim, message));
-    }
-    // The status says it, so a success is not also an Event: one write fewer per claim.
-    let message = bound_message(plan.source, &plan.bucket_name);
-    tracing::info!(claim = %key(&*claim), bucket = %plan.bucket_name, "{message}");
-    let claim = ctx.caches.claim(&claim).unwrap_or(claim);
-    let (credentials, wait) = rotation::schedule(&claim, &bucket, ctx)?;
-    let mode = binding.limited.access_mode;
-    set_bound(&observed, &bucket, &claim, &message, (mode, credentials), ctx).await?;
-    Ok(wait.map_or_else(Action::await_change, Action::requeue))
-}
-
 /// Records the intent, then asks the backend for the bucket or the grant; a generated name the
 /// backend finds taken is replaced (in `binding`, and recorded) before it is tried again.
 /// Answers the claim as last written and what the backend made.
-async fn call_backend<P: Provisioner>(
+pub(crate) async fn call_backend<P: Provisioner>(
     mut claim: Arc<ObjectBucketClaim>,
     observed: &Observed,
     binding: &mut Binding,
@@ -244,7 +136,7 @@ async fn persist_intent<P>(
 }
 
 /// Writes the ObjectBucket, then the Secret and ConfigMap; answers the ObjectBucket as written.
-async fn write_results<P: Provisioner>(
+pub(crate) async fn write_results<P: Provisioner>(
     claim: &ObjectBucketClaim,
     observed: &mut Observed,
     (plan, limited, shared_from): (&Plan, &Limited, Option<&sharing::Owner>),

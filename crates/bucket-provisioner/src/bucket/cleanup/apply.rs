@@ -1,114 +1,31 @@
-//! What happens when a claim goes: delete or revoke through the backend, then release or delete
-//! the ObjectBucket. The same path serves a claim being deleted and an ObjectBucket left behind
-//! by a claim that is gone without its finalizer (the sweep), and never needs the StorageClass.
-//!
-//! The library asks for a bucket's deletion only when its own record (the ObjectBucket, or what
-//! the claim recorded before the backend was first called) says the bucket was made for the
-//! claim under `Delete`; the backend's own record has the last word (see
-//! [`Provisioner::delete`]).
+//! Apply: a claim's going made so: the backend asked to delete the bucket or revoke the claim's
+//! access, the ObjectBucket released or deleted as [`super::plan`] decides from the answer, and
+//! what happened told on the claim as an Event (after the writes it reports).
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use bucket_api::contract::FINALIZER;
-use bucket_api::{
-    BucketEndpoint, ObjectBucket, ObjectBucketClaim, ObjectBucketPhase, ObjectBucketSpec,
-    ReclaimPolicy,
-};
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
-use kube::runtime::controller::Action;
+use bucket_api::contract::annotations;
+use bucket_api::{ObjectBucket, ObjectBucketPhase};
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::events::EventType;
-use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use bucket_api::contract::annotations;
-
+use crate::bucket::cleanup::plan::{Record, Settled, deletes_bucket, settled};
 use crate::bucket::context::Context;
-use crate::bucket::error::{ABANDON_HINT, Error, Operation};
-use crate::bucket::objects::{self, BucketSource, parse_reclaim_policy};
-use crate::bucket::observe::{Observed, bound_bucket_name, bound_uid, observe, source_of};
-use crate::bucket::settlement::{Record, Settled, deletes_bucket, settled};
+use crate::bucket::error::{Error, Operation};
+use crate::bucket::objects::BucketSource;
+use crate::bucket::observe::bound_bucket_name;
 use crate::bucket::status::set_bucket_status;
 use crate::kubernetes::cache::reference_key;
 use crate::kubernetes::finalizer;
 use crate::kubernetes::watch::label_value;
 use crate::{BackendError, Provisioner, Removed};
 
-/// The record cleanup works from: the bound ObjectBucket, or, when a crash came between the
-/// backend call and writing it, what the claim recorded before the call. `None` when the backend
-/// was never called for this claim.
-fn cleanup_record(
-    claim: &ObjectBucketClaim,
-    observed: &Observed,
-    provisioner: &str,
-) -> Option<(ObjectBucket, BucketSource)> {
-    if let Some(bound) = &observed.bound {
-        // Unknown origin: assume the bucket is not ours to delete.
-        let source = source_of(bound.annotations()).unwrap_or(BucketSource::Existing);
-        return Some((bound.clone(), source));
-    }
-    let recorded = claim.annotations();
-    if recorded.get(annotations::PROVISIONER).map(String::as_str) != Some(provisioner) {
-        return None;
-    }
-    let source = source_of(recorded)?;
-    let bucket = claim.spec.bucket_name.clone().filter(|b| !b.is_empty())?;
-    let reclaim_policy = recorded
-        .get(annotations::RECLAIM_POLICY)
-        .and_then(|p| parse_reclaim_policy(p))
-        .unwrap_or(ReclaimPolicy::Retain);
-    let synthesized = ObjectBucket {
-        metadata: ObjectMeta {
-            name: Some(observed.bucket_name.clone()),
-            annotations: Some([(annotations::BUCKET_SOURCE.into(), source.as_str().into())].into()),
-            ..Default::default()
-        },
-        spec: ObjectBucketSpec {
-            storage_class_name: claim.spec.storage_class_name.clone(),
-            reclaim_policy: Some(reclaim_policy),
-            claim_ref: Some(objects::claim_ref(claim)),
-            endpoint: Some(BucketEndpoint { bucket_name: bucket, ..Default::default() }),
-            additional_state: recorded
-                .get(annotations::CLEANUP_STATE)
-                .and_then(|state| serde_json::from_str(state).ok()),
-        },
-        status: None,
-    };
-    Some((synthesized, source))
-}
-
-/// Cleans up after a deleted claim. Never needs the StorageClass.
-pub async fn cleanup<P: Provisioner>(
-    claim: Arc<ObjectBucketClaim>,
-    ctx: &Context<P>,
-) -> Result<Action, Error> {
-    // The Secret and ConfigMap are the claim's own: the garbage collector removes them with it.
-    let observed = observe(&claim, ctx);
-    let Some((record, source)) = cleanup_record(&claim, &observed, &ctx.name) else {
-        return Ok(Action::await_change());
-    };
-    let real_record = observed.bound.is_some();
-    let subject = claim.object_ref(&());
-
-    if claim.annotations().get(annotations::ABANDON_BUCKET).map(String::as_str) == Some("true") {
-        abandon(&observed.buckets, &record, real_record, &subject, ctx).await?;
-        return Ok(Action::await_change());
-    }
-
-    settle(&observed.buckets, &record, source, real_record, &subject, ctx).await.map_err(|e| {
-        match e {
-            Error::Backend { operation, bucket, source, .. } => {
-                Error::Backend { operation, bucket, source, hint: ABANDON_HINT }
-            }
-            other => other,
-        }
-    })?;
-    Ok(Action::await_change())
-}
-
 /// Abandoning leaves the bucket as it is, but never the claim's access: the key is revoked now,
 /// or, while the backend cannot answer, by the sweep from an ObjectBucket marked abandoned.
-async fn abandon<P: Provisioner>(
+pub(crate) async fn abandon<P: Provisioner>(
     buckets: &Api<ObjectBucket>,
     record: &ObjectBucket,
     real_record: bool,
@@ -204,7 +121,7 @@ pub(crate) async fn give_back<P: Provisioner>(
 /// backend's answer decides ([`settled`]) and says what happened on `subject`. A transient
 /// backend failure is returned for a retry; a permanent one is reported and leaves the
 /// ObjectBucket `Failed` as the record of what was left behind.
-async fn settle<P: Provisioner>(
+pub(crate) async fn settle<P: Provisioner>(
     buckets: &Api<ObjectBucket>,
     record: &ObjectBucket,
     source: BucketSource,
@@ -242,37 +159,7 @@ async fn settle<P: Provisioner>(
     Ok(())
 }
 
-/// Finishes what a claim that went without its finalizer left behind: a Bound (or abandoned)
-/// ObjectBucket still holding our finalizer. Called by the sweep only after a read from the
-/// apiserver confirmed the claim is gone.
-pub(crate) async fn sweep_orphan<P: Provisioner>(
-    bucket: &ObjectBucket,
-    ctx: &Context<P>,
-) -> Result<(), Error> {
-    let buckets: Api<ObjectBucket> = Api::all(ctx.client.clone());
-    let subject = bucket.object_ref(&());
-    if bucket.annotations().get(annotations::ABANDONED).map(String::as_str) == Some("true") {
-        ctx.provisioner.revoke(bucket).await.map_err(|source| Error::Backend {
-            operation: Operation::Revoke,
-            bucket: bound_bucket_name(bucket).to_string(),
-            source,
-            hint: "",
-        })?;
-        let message = "the abandoned claim's access was revoked; the bucket was left as it is";
-        ctx.publish(&subject, EventType::Normal, "Revoked", message, Operation::Revoke).await;
-        return release(&buckets, bucket, ObjectBucketPhase::Failed, "Abandoned", message, ctx)
-            .await;
-    }
-    let source = source_of(bucket.annotations()).unwrap_or(BucketSource::Existing);
-    tracing::info!(
-        object_bucket = %bucket.name_any(),
-        claim_uid = bound_uid(bucket).unwrap_or(""),
-        "the claim of this ObjectBucket is gone without its cleanup; cleaning up now"
-    );
-    settle(&buckets, bucket, source, true, &subject, ctx).await
-}
-
-async fn set_status<P>(
+pub(crate) async fn set_status<P>(
     buckets: &Api<ObjectBucket>,
     record: &ObjectBucket,
     phase: ObjectBucketPhase,
@@ -287,7 +174,7 @@ async fn set_status<P>(
 }
 
 /// Leaves the ObjectBucket in `phase` without our finalizer, so a person can inspect or delete it.
-async fn release<P>(
+pub(crate) async fn release<P>(
     buckets: &Api<ObjectBucket>,
     record: &ObjectBucket,
     phase: ObjectBucketPhase,

@@ -1,6 +1,6 @@
-//! The plan of a claim's going, from its record and the backend's answer alone (no I/O): what
-//! becomes of the ObjectBucket, and what the Event says. [`crate::bucket::cleanup`] asks the
-//! backend, applies this, and publishes the Event.
+//! Plan: a claim's going decided from its record and the backend's answer alone (no I/O): whether
+//! the bucket goes, what becomes of the ObjectBucket, and what the Event says. [`super::apply`]
+//! asks the backend, applies this, and publishes the Event.
 
 use bucket_api::{ObjectBucket, ObjectBucketPhase, ReclaimPolicy};
 use kube::runtime::events::EventType;
