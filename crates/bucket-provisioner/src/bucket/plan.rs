@@ -199,15 +199,15 @@ pub(crate) fn bucket_options(
     }
 }
 
+/// A claim and a class, for the tests of this module and of the passes planned with it.
 #[cfg(test)]
-mod tests {
-    use bucket_api::ObjectBucketClaimSpec;
+pub(crate) mod test_objects {
+    use bucket_api::{ObjectBucketClaim, ObjectBucketClaimSpec};
+    use k8s_openapi::api::storage::v1::StorageClass;
     use kube::api::ObjectMeta;
 
-    use super::*;
-    use crate::kubernetes::failure::Failure;
-
-    fn claim(bucket: Option<&str>, generate: Option<&str>) -> ObjectBucketClaim {
+    /// Claim `c` of class `class`, naming `bucket` or generating from `generate`.
+    pub(crate) fn claim(bucket: Option<&str>, generate: Option<&str>) -> ObjectBucketClaim {
         ObjectBucketClaim::new(
             "c",
             ObjectBucketClaimSpec {
@@ -219,7 +219,8 @@ mod tests {
         )
     }
 
-    fn class(params: &[(&str, &str)], reclaim: Option<&str>) -> StorageClass {
+    /// StorageClass `class` with `params` and `reclaim` as its reclaim policy.
+    pub(crate) fn class(params: &[(&str, &str)], reclaim: Option<&str>) -> StorageClass {
         StorageClass {
             metadata: ObjectMeta { name: Some("class".into()), ..Default::default() },
             provisioner: "p".into(),
@@ -228,6 +229,13 @@ mod tests {
             ..Default::default()
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_objects::{claim, class};
+    use super::*;
+    use crate::kubernetes::failure::Failure;
 
     #[test]
     fn bucket_name_wins_over_generate() {

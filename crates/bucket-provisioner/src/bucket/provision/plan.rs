@@ -66,34 +66,12 @@ pub(crate) fn decide(
 
 #[cfg(test)]
 mod tests {
+    use bucket_api::ReclaimPolicy;
     use bucket_api::contract::annotations;
-    use bucket_api::{ObjectBucketClaimSpec, ReclaimPolicy};
-    use kube::api::ObjectMeta;
 
     use super::*;
+    use crate::bucket::plan::test_objects::{claim, class};
     use crate::kubernetes::failure::Failure;
-
-    fn claim(bucket: Option<&str>, generate: Option<&str>) -> ObjectBucketClaim {
-        ObjectBucketClaim::new(
-            "c",
-            ObjectBucketClaimSpec {
-                storage_class_name: "class".into(),
-                bucket_name: bucket.map(Into::into),
-                generate_bucket_name: generate.map(Into::into),
-                ..Default::default()
-            },
-        )
-    }
-
-    fn class(params: &[(&str, &str)], reclaim: Option<&str>) -> StorageClass {
-        StorageClass {
-            metadata: ObjectMeta { name: Some("class".into()), ..Default::default() },
-            provisioner: "p".into(),
-            reclaim_policy: reclaim.map(Into::into),
-            parameters: Some(params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
-            ..Default::default()
-        }
-    }
 
     fn owner(mode: AccessMode) -> Owner {
         Owner { uid: "owner-uid".into(), bucket: "photos".into(), mode, claim: "team/app".into() }
