@@ -14,54 +14,14 @@ use cosi_driver::tenancy::{Lookup, LookupError, Version};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
 use test_support::bench::{AuditedPlane, requests_since};
+use test_support::cosi::install_stand_in_crds;
 use test_support::{ControlPlane, WAIT, test_namespace, unique_suffix};
 use tonic::Code;
-
-/// Minimal stand-ins of the COSI CRDs' shape: only what the driver reads is typed.
-async fn install_cosi_crds(admin: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    for (kind, plural, scope) in
-        [("Bucket", "buckets", "Cluster"), ("BucketAccess", "bucketaccesses", "Namespaced")]
-    {
-        let version = |name: &str, storage: bool| {
-            json!({
-                "name": name, "served": true, "storage": storage,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
-            })
-        };
-        let crd: CustomResourceDefinition = serde_json::from_value(json!({
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": {
-                "name": format!("{plural}.objectstorage.k8s.io"),
-                // The group is a Kubernetes one: its CRDs must say where they were approved.
-                "annotations": {"api-approved.kubernetes.io": "https://github.com/kubernetes-sigs/container-object-storage-interface"}
-            },
-            "spec": {
-                "group": "objectstorage.k8s.io",
-                "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List")},
-                "scope": scope,
-                "versions": [version("v1alpha1", true), version("v1alpha2", false)]
-            }
-        }))
-        .unwrap();
-        match crds.create(&PostParams::default(), &crd).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(e) => panic!("creating CRD {plural}: {e}"),
-        }
-        let name = format!("{plural}.objectstorage.k8s.io");
-        let established = await_condition(crds.clone(), &name, conditions::is_crd_established());
-        tokio::time::timeout(WAIT, established).await.unwrap().unwrap();
-    }
-}
 
 /// A client acting as a ServiceAccount bound to exactly the RBAC `tenancy_kube` documents.
 async fn driver_identity(admin: &Client, namespace: &str) -> Client {
@@ -145,7 +105,7 @@ async fn access_object(admin: &Client, version: &str, namespace: &str) -> String
 async fn an_access_in_another_namespace_is_refused_under_both_versions() {
     test_support::init_tracing();
     let admin = ControlPlane::shared().client().await;
-    install_cosi_crds(&admin).await;
+    install_stand_in_crds(&admin).await.unwrap();
     let (ns_a, ns_b) =
         (test_namespace(&admin, "cosi-a").await, test_namespace(&admin, "cosi-b").await);
     let lookup = KubeLookup::new(driver_identity(&admin, &ns_a).await);
@@ -238,7 +198,7 @@ async fn grants_find_their_access_in_a_watched_cache_not_a_list_each() {
     const DRIVER: &str = "cosi-tenancy-driver";
     let AuditedPlane { plane: _plane, client: admin, kubeconfig, audit } =
         AuditedPlane::start(DRIVER).await;
-    install_cosi_crds(&admin).await;
+    install_stand_in_crds(&admin).await.unwrap();
     let ns = test_namespace(&admin, "cosi-cache").await;
     let mut accounts = Vec::new();
     for _ in 0..20 {

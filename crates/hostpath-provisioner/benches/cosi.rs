@@ -14,50 +14,20 @@ use bucket_provisioner::bucket::standalone::cosi_account_id;
 use cosi_driver::proto::v1alpha1 as pb;
 use futures::StreamExt;
 use hyper_util::rt::TokioIo;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
 use test_support::bench::{
     AuditedPlane, IN_FLIGHT, env_number, memory_mib, namespaces, output_arg, per_object,
     percentile, requests_since,
 };
+use test_support::cosi::install_stand_in_crds;
 use tokio::net::UnixStream;
 use tokio::process::{Child, Command};
 use tonic::transport::{Channel, Endpoint, Uri};
 
 const DRIVER_USER: &str = "bench-cosi-driver";
 const NAMESPACES: usize = 10;
-
-/// The COSI CRDs, only as far as the driver reads them.
-async fn install_cosi_crds(admin: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    for (kind, plural, scope) in
-        [("Bucket", "buckets", "Cluster"), ("BucketAccess", "bucketaccesses", "Namespaced")]
-    {
-        let name = format!("{plural}.objectstorage.k8s.io");
-        let crd = serde_json::from_value(json!({
-            "metadata": {
-                "name": name,
-                "annotations": {"api-approved.kubernetes.io": "https://github.com/kubernetes-sigs/container-object-storage-interface"}
-            },
-            "spec": {
-                "group": "objectstorage.k8s.io",
-                "names": {"kind": kind, "plural": plural},
-                "scope": scope,
-                "versions": [{
-                    "name": "v1alpha1", "served": true, "storage": true,
-                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
-                }]
-            }
-        }))
-        .unwrap();
-        crds.create(&PostParams::default(), &crd).await.unwrap();
-        let established = await_condition(crds.clone(), &name, conditions::is_crd_established());
-        tokio::time::timeout(Duration::from_secs(60), established).await.unwrap().unwrap();
-    }
-}
 
 fn cosi_api(admin: &Client, kind: &str, plural: &str, ns: Option<&str>) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("objectstorage.k8s.io", "v1alpha1", kind);
@@ -146,7 +116,7 @@ async fn main() {
     let count = env_number("BENCH_COSI", 1000);
     let AuditedPlane { plane: _plane, client, kubeconfig, audit } =
         AuditedPlane::start(DRIVER_USER).await;
-    install_cosi_crds(&client).await;
+    install_stand_in_crds(&client).await.unwrap();
     let namespaces = namespaces(&client, "bench-cosi", NAMESPACES).await;
     let made: Vec<(String, String)> = futures::stream::iter(0..count)
         .map(|i| objects(&client, &namespaces, i))

@@ -16,50 +16,16 @@ use harness::{Env, Provisioner, get, put, s3_with};
 use hostpath_provisioner::BucketStore;
 use hyper_util::rt::TokioIo;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
+use test_support::cosi::install_stand_in_crds;
 use test_support::{DEPLOY_NAMESPACE, Deployed, WAIT, unique_suffix};
 use tokio::net::UnixStream;
 use tonic::transport::{Channel, Endpoint, Uri};
 use tonic::{Response, Status};
 
 type Cosi = pb::provisioner_client::ProvisionerClient<Channel>;
-
-/// The COSI CRDs, only as far as the driver reads them (its tenancy check).
-async fn install_cosi_crds(admin: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    for (kind, plural, scope) in
-        [("Bucket", "buckets", "Cluster"), ("BucketAccess", "bucketaccesses", "Namespaced")]
-    {
-        let name = format!("{plural}.objectstorage.k8s.io");
-        let crd = serde_json::from_value(json!({
-            "metadata": {
-                "name": name,
-                "annotations": {"api-approved.kubernetes.io": "https://github.com/kubernetes-sigs/container-object-storage-interface"}
-            },
-            "spec": {
-                "group": "objectstorage.k8s.io",
-                "names": {"kind": kind, "plural": plural},
-                "scope": scope,
-                "versions": [{
-                    "name": "v1alpha1", "served": true, "storage": true,
-                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
-                }]
-            }
-        }))
-        .unwrap();
-        match crds.create(&PostParams::default(), &crd).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(e) => panic!("creating CRD {plural}: {e}"),
-        }
-        let established = await_condition(crds.clone(), &name, conditions::is_crd_established());
-        tokio::time::timeout(WAIT, established).await.unwrap().unwrap();
-    }
-}
 
 /// What the driver's tenancy check reads, granted to the deployed ServiceAccount.
 async fn grant_cosi_reads(admin: &Client) {
@@ -202,7 +168,7 @@ fn key_of(answer: &pb::DriverGrantBucketAccessResponse) -> (String, String) {
 async fn the_driver_killed_at_every_step_finishes_the_work_and_leaks_nothing() {
     test_support::init_tracing();
     let env = Env::new("cosi-crash").await;
-    install_cosi_crds(&env.client).await;
+    install_stand_in_crds(&env.client).await.unwrap();
     grant_cosi_reads(&env.client).await;
     let mut stopped = Vec::new();
     for step in COSI_STEPS {

@@ -140,7 +140,6 @@ impl Cosi {
     /// when it loses its leader lease in the outage (in a cluster, its pod restarts).
     pub fn restart_apiserver(&mut self) -> Result<()> {
         self.plane.stop_apiserver()?;
-        std::thread::sleep(std::time::Duration::from_secs(2));
         self.plane.start_apiserver()?;
         self.controller.stop("controller")?;
         self.controller.start_again("controller")
@@ -283,6 +282,43 @@ pub async fn install_cosi_crds(client: &Client, dir: &Path) -> Result<()> {
     }
     // Discovery of a new group can lag its CRDs being Established.
     tokio::time::sleep(Duration::from_millis(500)).await;
+    Ok(())
+}
+
+/// Stand-ins of the COSI CRDs the driver reads for its tenancy check (Bucket and BucketAccess,
+/// served at v1alpha1 and v1alpha2, any fields allowed), for tests of the driver alone;
+/// [`install_cosi_crds`] installs upstream's real ones. Already there is fine.
+pub async fn install_stand_in_crds(client: &Client) -> Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for (kind, plural, scope) in
+        [("Bucket", "buckets", "Cluster"), ("BucketAccess", "bucketaccesses", "Namespaced")]
+    {
+        let version = |name: &str, storage: bool| {
+            serde_json::json!({
+                "name": name, "served": true, "storage": storage,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
+            })
+        };
+        let name = format!("{plural}.objectstorage.k8s.io");
+        let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "annotations": {APPROVAL_ANNOTATION: APPROVAL_KEP}},
+            "spec": {
+                "group": "objectstorage.k8s.io",
+                "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List")},
+                "scope": scope,
+                "versions": [version("v1alpha1", true), version("v1alpha2", false)]
+            }
+        }))?;
+        match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(anyhow!("creating CRD {name}: {e}")),
+        }
+        let established = await_condition(crds.clone(), &name, conditions::is_crd_established());
+        if tokio::time::timeout(WAIT, established).await.is_err() {
+            bail!("CRD {name} was not Established within {WAIT:?}");
+        }
+    }
     Ok(())
 }
 
