@@ -13,6 +13,7 @@ use md5::{Digest, Md5};
 use super::attached::{DataFile, attach};
 use super::durable::fsync_dir;
 use super::names::validate_key;
+use super::object_lock::Bypass;
 use super::object_meta::{
     MetaFile, NewObject, ObjectAttrs, ObjectInfo, WriteCondition, etag_matches, mtime_ns,
 };
@@ -40,12 +41,13 @@ impl BucketStore {
         bucket: &str,
         key: &str,
         (temp, file): (TempFile, File),
-        object: NewObject,
+        mut object: NewObject,
         condition: Option<&WriteCondition>,
         actor: &Writer,
     ) -> Result<ObjectInfo, StoreError> {
         let dir = self.bucket_dir(bucket)?;
         validate_key(key)?;
+        let lock_config = self.lock_new_object(bucket, &mut object.attrs)?;
         let data = file.metadata()?;
         let meta = MetaFile {
             key: key.to_owned(),
@@ -68,6 +70,8 @@ impl BucketStore {
         drop(file);
         let _guard = self.key_lock(bucket, key);
         self.check_condition(bucket, key, condition)?;
+        // Not versioned: replacing a protected object would destroy it.
+        self.check_removable(bucket, key, lock_config.as_ref(), Bypass::No)?;
         let old = self.existing(bucket, &dir, key)?;
         let change = Change::store(meta.writer.as_deref(), data.len(), old.as_ref());
         let ticket = self.meter(bucket)?.begin(change.and(object.also), actor)?;
@@ -237,12 +241,13 @@ impl BucketStore {
         &self,
         bucket: &str,
         key: &str,
-        attrs: ObjectAttrs,
+        mut attrs: ObjectAttrs,
         condition: Option<&WriteCondition>,
         actor: &Writer,
     ) -> Result<ObjectInfo, StoreError> {
         let dir = self.bucket_dir(bucket)?;
         let path = parse_key(key)?;
+        let lock_config = self.lock_new_object(bucket, &mut attrs)?;
         let plain = match self.prepare_path(&dir, key, &path) {
             Ok(target) => target,
             // `a/` where `a` is an object: kept beside the bucket like any other such key.
@@ -260,6 +265,7 @@ impl BucketStore {
         };
         let _guard = self.key_lock(bucket, key);
         self.check_condition(bucket, key, condition)?;
+        self.check_removable(bucket, key, lock_config.as_ref(), Bypass::No)?;
         let old = self.existing(bucket, &dir, key)?;
         let change = Change::store(actor.user(), 0, old.as_ref());
         let ticket = self.meter(bucket)?.begin(change, actor)?;

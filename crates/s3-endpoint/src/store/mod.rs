@@ -12,6 +12,8 @@
 //!     meta/<bucket>/side/<hh>/<md5>.{json,data}  objects whose key cannot be a path (see below)
 //!     meta/<bucket>/cors.json            the bucket's CORS rules (`cors`)
 //!     meta/<bucket>/lifecycle.json       the bucket's lifecycle rules (`lifecycle_file`)
+//!     meta/<bucket>/object-lock.json     present only in a bucket created with object lock:
+//!                                        its default retention (`object_lock_file`)
 //!     uploads/<bucket>/<upload-id>/      multipart uploads in progress
 //!     usage/<bucket>.json                what the bucket holds, in total and by claim (`usage`)
 //!     tmp/00 … tmp/3f                    temporary files, renamed into place when complete
@@ -60,8 +62,11 @@ mod lifecycle;
 mod lifecycle_file;
 mod lifecycle_pass;
 mod list;
+mod locked_objects;
 mod multipart;
 mod names;
+mod object_lock;
+mod object_lock_file;
 mod object_meta;
 mod object_tags;
 mod objects;
@@ -98,6 +103,11 @@ pub use lifecycle_pass::LifecyclePassReport;
 pub use list::{ListPage, ListQuery};
 pub use multipart::{CompleteRequest, CompletedPartSpec, UploadInfo};
 pub use names::{KeyPath, MAX_KEY_LEN, parse_key, validate_bucket_name, validate_key};
+pub use object_lock::{
+    BucketLock, Bypass, DefaultRetention, LockMode, LockReason, LockRefusal,
+    MAX_DEFAULT_RETENTION_DAYS, MAX_DEFAULT_RETENTION_YEARS, ObjectLock, Retention,
+    RetentionPeriod, check_new_retention, unix_ms,
+};
 pub use object_meta::{
     CopyReplace, CopySourceCheck, ObjectAttrs, ObjectInfo, PutCheck, Tags, WriteCondition,
     etag_matches,
@@ -333,7 +343,9 @@ impl BucketStore {
     /// Deletes `bucket`, its objects, uploads and keys when its record says `user_id` created
     /// it to go with its claim, and answers `true`; for any other bucket of ours only removes
     /// `user_id`'s keys and answers `false`. Already gone counts as deleted; a bucket recorded
-    /// under another identity is [`StoreError::NotOurs`] and is left untouched.
+    /// under another identity is [`StoreError::NotOurs`] and is left untouched. A bucket with
+    /// object lock that still holds a protected object keeps all its data (its keys are
+    /// revoked): [`StoreError::ObjectLocked`], until the last protection ends.
     pub async fn delete_bucket(&self, bucket: &str, user_id: &str) -> Result<bool, StoreError> {
         let (bucket, user_id) = (bucket.to_owned(), user_id.to_owned());
         self.blocking(move |store| store.delete_bucket_blocking(&bucket, &user_id)).await
@@ -546,6 +558,11 @@ impl BucketStore {
             Ok(())
         })?;
         crash_point::crash_point("bucket:keys-removed");
+        // Checked once no claim key can write any more: protected data outlives its claim,
+        // and the claim's deletion waits for it.
+        if let Some(locked) = self.first_locked_object(bucket)? {
+            return Err(locked);
+        }
         let state_dir = self.inner.state_dir();
         for dir in
             [path, state_dir.join("meta").join(bucket), state_dir.join("uploads").join(bucket)]

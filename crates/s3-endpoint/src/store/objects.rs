@@ -17,6 +17,7 @@ use super::checksum::{self, Checksum, ChecksumCheck, ChecksumType, ExpectedCheck
 use super::commit::remove_if_exists;
 use super::durable::{create_dir_durably, settle_dir};
 use super::names::validate_key;
+use super::object_lock::Bypass;
 use super::object_meta::{
     CopyReplace, CopySourceCheck, NewObject, ObjectAttrs, ObjectInfo, PutCheck, Received,
 };
@@ -337,20 +338,23 @@ impl BucketStore {
     }
 
     pub(super) fn delete_blocking(&self, bucket: &str, key: &str) -> Result<(), StoreError> {
-        self.delete_if(bucket, key, None).map(|_| ())
+        self.delete_if(bucket, key, None, Bypass::No).map(|_| ())
     }
 
     /// Removes `key` as DeleteObject does, but with `due`, only if `due` holds for the object
     /// as it stands under its commit lock (an object replaced since `due` was decided is a new
-    /// one, and stays); answers whether an object was there to remove.
+    /// one, and stays); answers whether an object was there to remove. An object its lock
+    /// protects (given the request's governance `bypass`) stays: [`StoreError::ObjectLocked`].
     pub(super) fn delete_if(
         &self,
         bucket: &str,
         key: &str,
         due: Option<&dyn Fn(&ObjectInfo) -> bool>,
+        bypass: Bypass,
     ) -> Result<bool, StoreError> {
         let dir = self.bucket_dir(bucket)?;
         validate_key(key)?;
+        let lock_config = self.bucket_object_lock_blocking(bucket)?;
         let _guard = self.key_lock(bucket, key);
         if let Some(due) = due {
             match self.open_blocking(bucket, key) {
@@ -359,7 +363,8 @@ impl BucketStore {
                 Err(e) => return Err(e),
             }
         }
-        // Never refused: it only frees. Counted only once the object is surely gone.
+        self.check_removable(bucket, key, lock_config.as_ref(), bypass)?;
+        // Never refused by a quota: it only frees. Counted only once the object is surely gone.
         let ticket = match self.existing(bucket, &dir, key)? {
             Some(old) => Some(self.meter(bucket)?.begin(Change::remove(&old), &Writer::Operator)?),
             None => None, // only leftovers of a crash, if anything
@@ -462,6 +467,7 @@ impl BucketStore {
             let source_tags = info.attrs.tags.clone();
             let mut attrs = replace.attrs.unwrap_or(info.attrs);
             attrs.tags = replace.tags.unwrap_or(source_tags);
+            attrs.lock = replace.lock;
             // An empty object copied to a key ending in '/' is a folder marker; anything else
             // is copied byte by byte (a plain folder marker has no file: no bytes).
             if dst_marker && info.size == 0 {
