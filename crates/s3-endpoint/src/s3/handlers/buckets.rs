@@ -98,19 +98,20 @@ impl HostPathS3 {
         } else {
             Err(StoreError::BucketAlreadyOwnedByYou(input.bucket.clone()))
         };
-        match created {
-            Ok(_) => {}
+        let is_new = match created {
+            Ok(_) => true,
             // S3's legacy rule in us-east-1: creating again a bucket one owns answers 200 (and
             // changes nothing here); every other region answers BucketAlreadyOwnedByYou.
-            Err(StoreError::BucketAlreadyOwnedByYou(_)) if here == DEFAULT_REGION => {}
+            Err(StoreError::BucketAlreadyOwnedByYou(_)) if here == DEFAULT_REGION => false,
             Err(e) => return Err(s3_err(e)),
-        }
-        if with_lock && operator {
-            // Only a bucket that holds nothing yet gets it: created now, or by an earlier try.
+        };
+        if with_lock && is_new {
             self.store.enable_object_lock(&input.bucket).await.map_err(s3_err)?;
         } else if with_lock
             && self.store.bucket_object_lock(&input.bucket).await.map_err(s3_err)?.is_none()
         {
+            // Changing nothing would answer as if it had: object lock comes only with a new
+            // bucket.
             return Err(s3_error!(
                 InvalidBucketState,
                 "Object lock can only be enabled when a bucket is created; this bucket exists \
