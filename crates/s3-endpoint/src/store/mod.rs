@@ -44,6 +44,16 @@
 //! stored as a directory plus metadata where it can be. Empty keys, keys over 1024 bytes and
 //! NUL are refused. Symlinks under a bucket are never followed: they are not listed, and
 //! reading, writing or deleting through one is refused.
+//!
+//! # Object lock
+//!
+//! A bucket created with object lock (`object_lock_file`, enabled only while it holds nothing)
+//! gives every new object its default retention unless the write names its own; an object's
+//! retention and legal hold travel in its metadata with the rest (`ObjectAttrs::lock`). What
+//! they allow is decided by pure functions (`object_lock`) and enforced under the key's commit
+//! lock wherever an object would go (`locked_objects`): a removal, an overwrite (buckets are not
+//! versioned), a lifecycle expiration, the deletion of a claim's bucket. A refusal is
+//! [`StoreError::ObjectLocked`], for every key and the operator's own paths alike.
 
 mod attached;
 mod body_writer;
