@@ -304,7 +304,6 @@ impl HostPathS3 {
                                 .then(|| done.version_id.clone())
                                 .flatten(),
                             version_id: if made { None } else { object.version_id },
-                            ..DeletedObject::default()
                         });
                     }
                 }
