@@ -59,6 +59,7 @@ mod key_mode;
 mod lifecycle;
 mod lifecycle_file;
 mod lifecycle_pass;
+mod lifecycle_versions;
 mod list;
 mod multipart;
 mod names;

@@ -200,7 +200,11 @@ impl BucketStore {
     }
 
     /// The keys under `prefix` that have archived versions, sorted.
-    fn archived_keys(&self, bucket: &str, prefix: &str) -> Result<Vec<String>, StoreError> {
+    pub(super) fn archived_keys(
+        &self,
+        bucket: &str,
+        prefix: &str,
+    ) -> Result<Vec<String>, StoreError> {
         let mut keys = Vec::new();
         for shard in entries_of(&self.versions_root(bucket))? {
             for key_dir in entries_of(&shard?.path())? {

@@ -78,7 +78,7 @@ impl VersionStamp {
     }
 
     /// When it was made, from its order (markers have no data file to tell).
-    fn made(&self) -> SystemTime {
+    pub(super) fn made(&self) -> SystemTime {
         let nanos = self.order.get(..16).and_then(|o| u64::from_str_radix(o, 16).ok());
         UNIX_EPOCH + Duration::from_nanos(nanos.unwrap_or(0))
     }

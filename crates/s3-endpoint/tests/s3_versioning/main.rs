@@ -1,13 +1,14 @@
 //! Object versioning at the endpoint, through the AWS SDK and as raw signed HTTP: the bucket's
 //! state (`config`), versions, delete markers and reads, deletes, copies and tags by version id
 //! in enabled and suspended buckets (`versions`), ListObjectVersions and its pagination
-//! (`listing`), and usage, quotas and bucket deletion counting every version (`usage`). A
-//! module per concern, in one test binary.
+//! (`listing`), the lifecycle pass over versions (`lifecycle`), and usage, quotas and bucket
+//! deletion counting every version (`usage`). A module per concern, in one test binary.
 
 #[path = "../common/mod.rs"]
 mod common;
 
 mod config;
+mod lifecycle;
 mod listing;
 mod usage;
 mod versions;
