@@ -304,7 +304,10 @@ impl BucketStore {
             // What is in place is always the newest version; with nothing there, the newest
             // may be a delete marker.
             Err(StoreError::NoSuchKey(_)) if self.versioning(bucket)?.is_some() => {
-                self.open_versioned(bucket, key, None)
+                let found = self.open_versioned(bucket, key, None)?;
+                // Served from the versions area: a crash interrupted a delete; repaired now.
+                self.settle_key(bucket, key)?;
+                Ok(found)
             }
             Ok((mut info, file)) => {
                 if info.version_id.is_none() && self.versioning(bucket)?.is_some() {

@@ -13,6 +13,7 @@ use std::time::SystemTime;
 
 use super::attached::attach;
 use super::commit::{Placed, remove_if_exists};
+use super::crash_point::crash_point;
 use super::durable::fsync_dir;
 use super::names::validate_key;
 use super::object_meta::{MetaFile, NewObject, ObjectInfo, WriteCondition, mtime_ns};
@@ -88,6 +89,7 @@ impl BucketStore {
                 && !replaced.iter().any(|v| v.in_place)
             {
                 self.archive(bucket, current)?;
+                crash_point("version:archived");
             }
             for victim in replaced.iter().filter(|v| !v.in_place) {
                 self.remove_archived(bucket, victim)?;
@@ -151,6 +153,7 @@ impl BucketStore {
                     self.archive(bucket, current)?;
                 }
                 self.delete_located(bucket, key, &dir)?;
+                crash_point("version:unplaced");
             }
             for victim in &replaced {
                 self.remove_archived(bucket, victim)?;
@@ -232,6 +235,7 @@ impl BucketStore {
                 return self.remove_archived(bucket, victim);
             }
             self.remove_archived(bucket, victim)?;
+            crash_point("version:unrecorded");
             // The newest gone: the next newest is put in place, unless it is a marker.
             if index == 0
                 && let Some(next) = history.get(1)
@@ -295,6 +299,20 @@ impl BucketStore {
             let _ = fs::remove_dir(parent);
         }
         Ok(())
+    }
+
+    /// Puts the newest version of `key` back in place when a crash left it archived with
+    /// nothing in place (see the module's rustdoc), so that listings show it again.
+    pub(super) fn settle_key(&self, bucket: &str, key: &str) -> Result<(), StoreError> {
+        let dir = self.bucket_dir(bucket)?;
+        let _guard = self.key_lock(bucket, key);
+        let history = self.versions_of(bucket, &dir, key)?;
+        match history.first() {
+            Some(newest) if !newest.in_place && !newest.is_marker() => {
+                self.promote(bucket, &dir, newest)
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Whether `bucket` keeps any noncurrent version or delete marker.
