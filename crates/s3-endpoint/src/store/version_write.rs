@@ -21,7 +21,7 @@ use super::temp::TempFile;
 use super::usage_change::{Change, Existing, Writer};
 use super::versioning::Versioning;
 use super::versions::{NULL_VERSION, Version, VersionStamp, valid_version_id};
-use super::{BucketStore, StoreError};
+use super::{BucketStore, StoreError, parse_key};
 
 /// What a delete did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -153,6 +153,7 @@ impl BucketStore {
                     self.archive(bucket, current)?;
                 }
                 self.delete_located(bucket, key, &dir)?;
+                self.sync_removal(bucket, key, &dir)?;
                 crash_point("version:unplaced");
             }
             for victim in &replaced {
@@ -229,7 +230,10 @@ impl BucketStore {
                     Some(next) if index == 0 && !next.is_marker() => {
                         self.promote(bucket, dir, next)?;
                     }
-                    _ => self.delete_located(bucket, key, dir)?,
+                    _ => {
+                        self.delete_located(bucket, key, dir)?;
+                        self.sync_removal(bucket, key, dir)?;
+                    }
                 }
                 // A crash's duplicate of it would show it again.
                 return self.remove_archived(bucket, victim);
@@ -297,6 +301,27 @@ impl BucketStore {
             && let Some(parent) = vdir.parent()
         {
             let _ = fs::remove_dir(parent);
+        }
+        Ok(())
+    }
+
+    /// Makes the removal of `key`'s version in place last: a version that came back after a
+    /// power cut would read as newer than the marker or older version recorded after it.
+    fn sync_removal(&self, bucket: &str, key: &str, dir: &Path) -> Result<(), StoreError> {
+        if let Ok(path) = parse_key(key) {
+            // The nearest directory still there holds the entry of the topmost one pruned.
+            let mut at = dir.join(path.segments.join("/"));
+            while at.pop() && at.starts_with(dir) {
+                if at.is_dir() {
+                    fsync_dir(&at)?;
+                    break;
+                }
+            }
+        }
+        if let Some(side) = self.side_data_path(bucket, key).parent()
+            && side.is_dir()
+        {
+            fsync_dir(side)?;
         }
         Ok(())
     }
