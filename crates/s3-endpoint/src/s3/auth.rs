@@ -90,7 +90,8 @@ impl Needs {
             | "GetBucketLifecycleConfiguration"
             | "GetObjectLockConfiguration"
             | "GetObjectRetention"
-            | "GetObjectLegalHold" => Self::Read,
+            | "GetObjectLegalHold"
+            | "GetBucketVersioning" => Self::Read,
             "PutObject"
             | "CopyObject"
             | "CreateMultipartUpload"

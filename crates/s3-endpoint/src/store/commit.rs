@@ -45,9 +45,13 @@ impl BucketStore {
         condition: Option<&WriteCondition>,
         actor: &Writer,
     ) -> Result<ObjectInfo, StoreError> {
+        let lock_config = self.lock_new_object(bucket, &mut object.attrs)?;
+        if let Some(mode) = self.versioning(bucket)? {
+            let file = (temp, file);
+            return self.commit_versioned(bucket, key, file, object, condition, actor, mode);
+        }
         let dir = self.bucket_dir(bucket)?;
         validate_key(key)?;
-        let lock_config = self.lock_new_object(bucket, &mut object.attrs)?;
         let data = file.metadata()?;
         let meta = MetaFile {
             key: key.to_owned(),
@@ -62,6 +66,7 @@ impl BucketStore {
             part_checksums: object.part_checksums,
             upload_id: object.upload_id,
             writer: object.writer,
+            version: None,
         };
         // Setting an attribute leaves the mtime recorded in it as it is. One sync for the bytes
         // and what is attached to them, outside the key's lock.
@@ -248,6 +253,17 @@ impl BucketStore {
         let dir = self.bucket_dir(bucket)?;
         let path = parse_key(key)?;
         let lock_config = self.lock_new_object(bucket, &mut attrs)?;
+        // Versions of a folder marker keep their own records: it is kept beside the bucket.
+        if self.versioning(bucket)?.is_some() {
+            let temp = self.temp_file()?;
+            let object = NewObject {
+                etag: hex::encode(Md5::digest(b"")),
+                attrs,
+                writer: actor.user().map(str::to_owned),
+                ..NewObject::default()
+            };
+            return self.commit(bucket, key, temp, object, condition, actor);
+        }
         let plain = match self.prepare_path(&dir, key, &path) {
             Ok(target) => target,
             // `a/` where `a` is an object: kept beside the bucket like any other such key.
@@ -282,6 +298,7 @@ impl BucketStore {
             part_checksums: Vec::new(),
             upload_id: None,
             writer: actor.user().map(str::to_owned),
+            version: None,
         };
         self.write_meta(bucket, &meta)?;
         // The marker exists from here on, whatever fails after.

@@ -71,6 +71,7 @@ mod key_mode;
 mod lifecycle;
 mod lifecycle_file;
 mod lifecycle_pass;
+mod lifecycle_versions;
 mod list;
 mod locked_objects;
 mod multipart;
@@ -89,6 +90,10 @@ mod temp;
 mod upload_file;
 mod usage;
 mod usage_change;
+mod version_list;
+mod version_write;
+mod versioning;
+mod versions;
 
 use std::collections::HashMap;
 use std::fs;
@@ -128,6 +133,10 @@ pub use parts::PartInfo;
 pub use records::{AccessKey, BucketRecord, Creator};
 pub use usage::SETTLE_INTERVAL;
 pub use usage_change::{Quota, Usage, Writer};
+pub use version_list::{VersionEntry, VersionPage, VersionQuery};
+pub use version_write::Deleted;
+pub use versioning::Versioning;
+pub use versions::{NULL_VERSION, valid_version_id};
 
 use crate::admin::AdminCredentials;
 use durable::{ensure_real_dir, make_bucket_dir, remove_tree, unix_now};
@@ -178,6 +187,8 @@ struct Inner {
     dir_cache: dir_cache::DirCache,
     /// Directory syncs shared by the writes renamed into one directory at once.
     dir_syncs: dir_sync::DirSyncs,
+    /// Versioning state of the buckets looked up so far.
+    versioning: versioning::VersioningCache,
 }
 
 impl Drop for Inner {
@@ -243,6 +254,7 @@ impl BucketStore {
                     &state_dir.join(temp::TEMP_DIR),
                 )),
                 dir_syncs: dir_sync::DirSyncs::default(),
+                versioning: versioning::VersioningCache::default(),
             }),
         };
         store.load_meters()?;
@@ -579,6 +591,7 @@ impl BucketStore {
         {
             remove_tree(&dir)?;
         }
+        self.inner.versioning.forget(bucket);
         self.drop_meter(bucket)?;
         crash_point::crash_point("bucket:data-removed");
         // The record goes last: until then a retry knows the bucket is ours.

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use super::config_file::{read_config, replace_config};
 use super::object_lock::{BucketLock, DefaultRetention};
+use super::versioning::Versioning;
 use super::{BucketStore, StoreError};
 
 /// The file's name in the bucket's metadata directory, beside the two-hex-digit directories of
@@ -41,7 +42,8 @@ impl BucketStore {
         read_config(self.object_lock_path(bucket))
     }
 
-    /// Enables object lock on `bucket` as part of creating it: the bucket must hold no object
+    /// Enables object lock on `bucket` as part of creating it, and with it versioning, which
+    /// can then never be suspended: the bucket must hold no object
     /// yet (an enabled one may hold some: enabling again changes nothing, so that a creation
     /// retried after a crash succeeds). Anything else is [`StoreError::InvalidBucketState`]:
     /// object lock is never turned on for objects written without it, nor ever turned off.
@@ -56,10 +58,14 @@ impl BucketStore {
                 return Ok(());
             }
             let holds_objects = store.has_side_objects(&bucket)?
+                || store.has_versions(&bucket)?
                 || !store.only_empty_dirs(&bucket, &dir, "", &mut Vec::new())?;
             if holds_objects {
                 return Err(StoreError::InvalidBucketState(NOT_AT_CREATION.into()));
             }
+            // Versioning first: a bucket with lock is always versioned, and a crash between the
+            // two leaves an empty versioned bucket, which a retry locks.
+            store.set_versioning_blocking(&bucket, Versioning::Enabled)?;
             replace_config(&store.object_lock_path(&bucket), Some(&BucketLock::default()))
         })
         .await

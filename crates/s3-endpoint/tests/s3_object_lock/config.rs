@@ -5,9 +5,9 @@
 
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{
-    CompletedMultipartUpload, CompletedPart, DefaultRetention, ObjectLockConfiguration,
-    ObjectLockEnabled, ObjectLockLegalHoldStatus, ObjectLockMode, ObjectLockRetentionMode,
-    ObjectLockRule,
+    BucketVersioningStatus, CompletedMultipartUpload, CompletedPart, DefaultRetention,
+    ObjectLockConfiguration, ObjectLockEnabled, ObjectLockLegalHoldStatus, ObjectLockMode,
+    ObjectLockRetentionMode, ObjectLockRule, VersioningConfiguration,
 };
 
 use super::{ADMIN_ID, ADMIN_SECRET, DAY, in_days, lock_bucket, put};
@@ -46,6 +46,13 @@ async fn the_operator_creates_a_lock_bucket_whose_default_new_objects_get() {
     let got = got.object_lock_configuration().unwrap();
     assert_eq!(got.object_lock_enabled(), Some(&ObjectLockEnabled::Enabled));
     assert!(got.rule().is_none(), "no default until one is set");
+    // It is versioned, for good.
+    let versioning = admin.get_bucket_versioning().bucket("locked").send().await.unwrap();
+    assert_eq!(versioning.status(), Some(&BucketVersioningStatus::Enabled));
+    let suspend = VersioningConfiguration::builder().status(BucketVersioningStatus::Suspended);
+    let refused = admin.put_bucket_versioning().bucket("locked");
+    let refused = refused.versioning_configuration(suspend.build()).send().await.unwrap_err();
+    assert_eq!((code(&refused).as_str(), status(&refused)), ("InvalidBucketState", Some(409)));
     // Creating it again (a retry) keeps it.
     admin
         .create_bucket()

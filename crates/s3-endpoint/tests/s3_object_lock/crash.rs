@@ -41,7 +41,10 @@ async fn child_retention_writer() {
     for n in 1.. {
         let retention = Retention { mode: LockMode::Compliance, until_ms: until(base, n) };
         let object = key(n % OBJECTS);
-        store.set_object_retention(BUCKET, &object, Some(retention), Bypass::No).await.unwrap();
+        store
+            .set_object_retention(BUCKET, &object, None, Some(retention), Bypass::No)
+            .await
+            .unwrap();
         println!("{n}");
     }
 }
@@ -97,14 +100,17 @@ async fn acknowledged_retentions_survive_a_kill() {
             async move {
                 // The last acknowledged change of object `i`.
                 let last = (1..=acked).rev().find(|n| n % OBJECTS == i).unwrap();
-                let lock = store.object_lock(BUCKET, &key(i)).await.unwrap();
+                let lock = store.object_lock(BUCKET, &key(i), None).await.unwrap();
                 let kept = lock.retention.unwrap();
                 assert_eq!(kept.mode, LockMode::Compliance);
                 assert!(kept.until_ms >= until(base, last), "object {i}: {kept:?} < step {last}");
-                assert!(kept.until_ms <= until(base, last + OBJECTS), "object {i}: {kept:?}");
+                // The child may have gone on past what was read before the kill, never further
+                // than this round's writes.
+                assert!(kept.until_ms < base + 1_000_000_000, "object {i}: {kept:?}");
                 let (info, _) = store.open_object(BUCKET, &key(i)).await.unwrap();
                 assert_eq!(info.size, 4, "object {i}");
-                let refused = store.delete_object(BUCKET, &key(i)).await;
+                let version = info.version_id.as_deref();
+                let refused = store.delete_object_version(BUCKET, &key(i), version).await;
                 assert!(matches!(refused, Err(s3_endpoint::StoreError::ObjectLocked(_))));
             }
         });

@@ -1,8 +1,9 @@
 //! Object lock at the endpoint, through the AWS SDK and as raw signed requests: buckets created
-//! with it and their default retention (`config`); per-object retention and legal holds, the
-//! governance bypass of the bucket owner's key only, compliance holding against every key and
-//! the operator's own paths (`retention`); lifecycle and bucket deletion leaving protected data
-//! in place (`removal`); acknowledged retentions surviving a SIGKILL (`crash`). A module per
+//! with it, always versioned, and their default retention (`config`); per-version retention and
+//! legal holds, the governance bypass of the bucket owner's key only, compliance holding against
+//! every key and the operator's own paths, while overwrites and delete markers stay allowed
+//! (`retention`); lifecycle and bucket deletion leaving protected versions in place
+//! (`removal`); acknowledged retentions surviving a SIGKILL (`crash`). A module per
 //! concern, in one test binary.
 
 #[path = "../common/mod.rs"]
@@ -45,18 +46,19 @@ fn retention(mode: ObjectLockRetentionMode, until: DateTime) -> ObjectLockRetent
     ObjectLockRetention::builder().mode(mode).retain_until_date(until).build()
 }
 
-/// Stores `body` at `key`, with a retention if given.
+/// Stores `data` at `key`, with a retention if given; answers the version made (none in a
+/// bucket without versioning).
 async fn put(
     s3: &Client,
     bucket: &str,
     key: &str,
     lock: Option<(ObjectLockMode, DateTime)>,
-) -> Result<(), String> {
+) -> Result<Option<String>, String> {
     let mut put = s3.put_object().bucket(bucket).key(key).body(ByteStream::from_static(b"data"));
     if let Some((mode, until)) = lock {
         put = put.object_lock_mode(mode).object_lock_retain_until_date(until);
     }
-    put.send().await.map(|_| ()).map_err(|e| common::code(&e))
+    put.send().await.map(|o| o.version_id).map_err(|e| common::code(&e))
 }
 
 /// A signed request with a body, sent as written: a second client besides the SDK.

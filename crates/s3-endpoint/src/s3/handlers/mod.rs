@@ -9,6 +9,7 @@ mod multipart;
 mod object_lock;
 mod objects;
 mod tagging;
+mod versioning;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -166,4 +167,6 @@ operations! {
     get_object_retention(GetObjectRetentionInput) -> GetObjectRetentionOutput;
     put_object_legal_hold(PutObjectLegalHoldInput) -> PutObjectLegalHoldOutput;
     get_object_legal_hold(GetObjectLegalHoldInput) -> GetObjectLegalHoldOutput;
+    put_bucket_versioning(PutBucketVersioningInput) -> PutBucketVersioningOutput;
+    get_bucket_versioning(GetBucketVersioningInput) -> GetBucketVersioningOutput;
 }

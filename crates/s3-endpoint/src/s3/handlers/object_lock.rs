@@ -75,10 +75,10 @@ impl HostPathS3 {
     ) -> S3Result<S3Response<PutObjectRetentionOutput>> {
         let bypass = self.bypass_of(&req, &req.input.bucket, req.input.bypass_governance_retention);
         let input = req.input;
-        current_version(input.version_id.as_deref())?;
         let retention = retention_of(input.retention)?;
+        let version = input.version_id.as_deref();
         self.store
-            .set_object_retention(&input.bucket, &input.key, retention, bypass)
+            .set_object_retention(&input.bucket, &input.key, version, retention, bypass)
             .await
             .map_err(|e| {
                 tracing::info!(bucket = input.bucket, key = input.key, error = %e, "retention refused");
@@ -92,8 +92,11 @@ impl HostPathS3 {
         req: S3Request<GetObjectRetentionInput>,
     ) -> S3Result<S3Response<GetObjectRetentionOutput>> {
         let input = req.input;
-        current_version(input.version_id.as_deref())?;
-        let lock = self.store.object_lock(&input.bucket, &input.key).await.map_err(s3_err)?;
+        let lock = self
+            .store
+            .object_lock(&input.bucket, &input.key, input.version_id.as_deref())
+            .await
+            .map_err(s3_err)?;
         match lock.retention {
             Some(retention) => Ok(S3Response::new(GetObjectRetentionOutput {
                 retention: Some(retention_doc(&retention)),
@@ -110,9 +113,12 @@ impl HostPathS3 {
         req: S3Request<PutObjectLegalHoldInput>,
     ) -> S3Result<S3Response<PutObjectLegalHoldOutput>> {
         let input = req.input;
-        current_version(input.version_id.as_deref())?;
         let on = legal_hold_of(input.legal_hold)?;
-        self.store.set_object_legal_hold(&input.bucket, &input.key, on).await.map_err(s3_err)?;
+        let version = input.version_id.as_deref();
+        self.store
+            .set_object_legal_hold(&input.bucket, &input.key, version, on)
+            .await
+            .map_err(s3_err)?;
         Ok(S3Response::new(PutObjectLegalHoldOutput::default()))
     }
 
@@ -121,20 +127,15 @@ impl HostPathS3 {
         req: S3Request<GetObjectLegalHoldInput>,
     ) -> S3Result<S3Response<GetObjectLegalHoldOutput>> {
         let input = req.input;
-        current_version(input.version_id.as_deref())?;
-        let lock = self.store.object_lock(&input.bucket, &input.key).await.map_err(s3_err)?;
+        let lock = self
+            .store
+            .object_lock(&input.bucket, &input.key, input.version_id.as_deref())
+            .await
+            .map_err(s3_err)?;
         Ok(S3Response::new(GetObjectLegalHoldOutput {
             legal_hold: Some(ObjectLockLegalHold {
                 status: Some(legal_hold_status(lock.legal_hold)),
             }),
         }))
-    }
-}
-
-/// Buckets here keep one version of each object, whose id is `null`.
-fn current_version(version_id: Option<&str>) -> S3Result<()> {
-    match version_id {
-        Some(v) if v != "null" => Err(s3_error!(NoSuchVersion, "buckets here are not versioned")),
-        _ => Ok(()),
     }
 }
