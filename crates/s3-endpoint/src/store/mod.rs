@@ -90,6 +90,7 @@ mod upload_file;
 mod usage;
 mod usage_change;
 mod version_list;
+mod version_stamp;
 mod version_write;
 mod versioning;
 mod versions;
