@@ -14,6 +14,9 @@
 //!     meta/<bucket>/lifecycle.json       the bucket's lifecycle rules (`lifecycle_file`)
 //!     meta/<bucket>/object-lock.json     present only in a bucket created with object lock:
 //!                                        its default retention (`object_lock_file`)
+//!     meta/<bucket>/versioning.json      the bucket's versioning state (`versioning`)
+//!     meta/<bucket>/versions/<hh>/<md5>/<order>.{json,data}  noncurrent versions and delete
+//!                                        markers of one key (`versions`)
 //!     uploads/<bucket>/<upload-id>/      multipart uploads in progress
 //!     usage/<bucket>.json                what the bucket holds, in total and by claim (`usage`)
 //!     tmp/00 … tmp/3f                    temporary files, renamed into place when complete
@@ -33,6 +36,17 @@
 //! partial object. Records and keys are a file each, replaced atomically (temp file, fsync,
 //! rename, fsync directory), so provisioning one claim writes what concerns that claim and
 //! nothing else, however many buckets there are.
+//!
+//! # Versions
+//!
+//! In a bucket whose versioning was set (`versioning`), the current version of a key stays where
+//! an unversioned object is, and every other version and delete marker is a record (with a hard
+//! link to its bytes) in the key's versions directory, named by a time-ordered id (`versions`).
+//! What is in place is always the key's newest version; a crash can only leave a duplicate record
+//! of it (ignored) or its newest version recorded with nothing in place (served from there and put
+//! back by the next read, write or delete). Every permanent removal of a version goes through
+//! `remove_version_permanently`, which asks `check_permanent_removal` first (`version_write`).
+//! Usage counts every version as an object with its bytes; delete markers count for nothing.
 //!
 //! # Keys that cannot be paths
 //!
@@ -91,6 +105,7 @@ mod upload_file;
 mod usage;
 mod usage_change;
 mod version_list;
+mod version_stamp;
 mod version_write;
 mod versioning;
 mod versions;

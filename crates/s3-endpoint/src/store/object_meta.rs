@@ -18,7 +18,7 @@ use super::durable::{create_dir_all_durably, write_atomic};
 use super::object_lock::ObjectLock;
 use super::temp::Spooled;
 use super::usage_change::Change;
-use super::versions::VersionStamp;
+use super::version_stamp::VersionStamp;
 use super::{BucketStore, StoreError};
 
 /// An object's tags, `(key, value)` in the order the client set them; at most ten, checked by
