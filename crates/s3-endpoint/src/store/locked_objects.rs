@@ -92,7 +92,7 @@ impl BucketStore {
         lock: &ObjectLock,
         bypass: Bypass,
     ) -> Result<(), StoreError> {
-        if lock.is_none() || self.bucket_object_lock_blocking(bucket)?.is_none() {
+        if lock.is_none() || self.lock_config(bucket)?.is_none() {
             return Ok(());
         }
         match removal_refusal(lock, now_ms(), bypass) {

@@ -204,6 +204,8 @@ struct Inner {
     dir_syncs: dir_sync::DirSyncs,
     /// Versioning state of the buckets looked up so far.
     versioning: versioning::VersioningCache,
+    /// Object lock configuration of the buckets looked up so far.
+    object_locks: object_lock_file::ObjectLockCache,
 }
 
 impl Drop for Inner {
@@ -270,6 +272,7 @@ impl BucketStore {
                 )),
                 dir_syncs: dir_sync::DirSyncs::default(),
                 versioning: versioning::VersioningCache::default(),
+                object_locks: object_lock_file::ObjectLockCache::default(),
             }),
         };
         store.load_meters()?;
@@ -607,6 +610,7 @@ impl BucketStore {
             remove_tree(&dir)?;
         }
         self.inner.versioning.forget(bucket);
+        self.inner.object_locks.forget(bucket);
         self.drop_meter(bucket)?;
         crash_point::crash_point("bucket:data-removed");
         // The record goes last: until then a retry knows the bucket is ours.

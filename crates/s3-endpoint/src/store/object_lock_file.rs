@@ -2,9 +2,12 @@
 //! object-lock.json`, present only in a bucket created with object lock (its presence is what
 //! "object lock enabled" means, for life), holding the default retention new objects get. It
 //! is written atomically and synced before an answer acknowledges it, and goes with the
-//! bucket's other metadata.
+//! bucket's other metadata. Writes look it up in memory, so that a bucket without object lock
+//! pays nothing for it.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::{PoisonError, RwLock};
 
 use super::config_file::{read_config, replace_config};
 use super::object_lock::{BucketLock, DefaultRetention};
@@ -20,6 +23,17 @@ pub(super) const OBJECT_LOCK_FILE: &str = "object-lock.json";
 const NOT_AT_CREATION: &str = "Object lock can only be enabled when a bucket is created: this \
                                bucket was created without it, and holds objects written \
                                without protection";
+
+/// The object lock configuration of each bucket looked up so far (`None`: created without).
+#[derive(Default)]
+pub(super) struct ObjectLockCache(RwLock<HashMap<String, Option<BucketLock>>>);
+
+impl ObjectLockCache {
+    /// Forgets `bucket`, which is going (a bucket made again under its name starts without).
+    pub(super) fn forget(&self, bucket: &str) {
+        self.0.write().unwrap_or_else(PoisonError::into_inner).remove(bucket);
+    }
+}
 
 impl BucketStore {
     fn object_lock_path(&self, bucket: &str) -> PathBuf {
@@ -39,7 +53,29 @@ impl BucketStore {
         bucket: &str,
     ) -> Result<Option<BucketLock>, StoreError> {
         self.bucket_dir(bucket)?;
-        read_config(self.object_lock_path(bucket))
+        self.lock_config(bucket)
+    }
+
+    /// The object lock configuration of `bucket` (which the caller knows exists), from memory
+    /// once read.
+    pub(super) fn lock_config(&self, bucket: &str) -> Result<Option<BucketLock>, StoreError> {
+        let cache = &self.inner.object_locks.0;
+        if let Some(config) = cache.read().unwrap_or_else(PoisonError::into_inner).get(bucket) {
+            return Ok(*config);
+        }
+        let mut cached = cache.write().unwrap_or_else(PoisonError::into_inner);
+        let config = read_config(self.object_lock_path(bucket))?;
+        cached.insert(bucket.to_owned(), config);
+        Ok(config)
+    }
+
+    /// Writes `config` for `bucket`, durably, and remembers it; held across the write, so
+    /// that no reader caches the configuration being replaced.
+    fn write_lock_config(&self, bucket: &str, config: BucketLock) -> Result<(), StoreError> {
+        let mut cached = self.inner.object_locks.0.write().unwrap_or_else(PoisonError::into_inner);
+        replace_config(&self.object_lock_path(bucket), Some(&config))?;
+        cached.insert(bucket.to_owned(), Some(config));
+        Ok(())
     }
 
     /// Enables object lock on `bucket` as part of creating it, and with it versioning, which
@@ -66,7 +102,7 @@ impl BucketStore {
             // Versioning first: a bucket with lock is always versioned, and a crash between the
             // two leaves an empty versioned bucket, which a retry locks.
             store.set_versioning_blocking(&bucket, Versioning::Enabled)?;
-            replace_config(&store.object_lock_path(&bucket), Some(&BucketLock::default()))
+            store.write_lock_config(&bucket, BucketLock::default())
         })
         .await
     }
@@ -94,8 +130,7 @@ impl BucketStore {
                         .into(),
                 ));
             }
-            let config = BucketLock { default_retention: default };
-            replace_config(&store.object_lock_path(&bucket), Some(&config))
+            store.write_lock_config(&bucket, BucketLock { default_retention: default })
         })
         .await
     }
@@ -149,5 +184,13 @@ mod tests {
         assert_eq!(store.bucket_object_lock("b-1").await.unwrap(), Some(BucketLock::default()));
         let missing = store.bucket_object_lock("missing").await;
         assert!(matches!(missing, Err(StoreError::NoSuchBucket(_))));
+        // The configuration, in memory too, goes with the bucket.
+        assert!(store.delete_bucket("b-1", "obc-1").await.unwrap());
+        store.create_bucket("b-1", creator).await.unwrap();
+        assert_eq!(
+            store.bucket_object_lock("b-1").await.unwrap(),
+            None,
+            "a new bucket of the name"
+        );
     }
 }

@@ -435,7 +435,7 @@ impl BucketStore {
         }
         let dir = self.bucket_dir(bucket)?;
         validate_key(key)?;
-        let lock_config = self.bucket_object_lock_blocking(bucket)?;
+        let lock_config = self.lock_config(bucket)?;
         let _guard = self.key_lock(bucket, key);
         if let Some(due) = due {
             match self.open_blocking(bucket, key) {

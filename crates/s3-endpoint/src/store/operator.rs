@@ -178,6 +178,7 @@ impl BucketStore {
             let state_dir = self.inner.state_dir();
             remove_tree(&state_dir.join("meta").join(bucket))?;
             self.inner.versioning.forget(bucket);
+            self.inner.object_locks.forget(bucket);
             remove_tree(&state_dir.join("uploads").join(bucket))?;
             self.drop_meter(bucket)?;
             tx.remove_bucket(bucket);
