@@ -10,6 +10,8 @@ use aws_sdk_s3::types::{
     ObjectLockRetentionMode, ObjectLockRule, VersioningConfiguration,
 };
 
+use s3_endpoint::store::KeyMode;
+
 use super::{ADMIN_ID, ADMIN_SECRET, DAY, in_days, lock_bucket, put};
 use crate::common::{Server, code, status};
 
@@ -172,4 +174,53 @@ async fn bad_rules_and_dates_are_refused_as_s3_refuses_them() {
     put(&s3, "rules", "k", None).await.unwrap();
     let none = s3.get_object_retention().bucket("rules").key("k").send().await.unwrap_err();
     assert_eq!(code(&none), "NoSuchObjectLockConfiguration");
+}
+
+#[tokio::test]
+async fn only_full_access_keys_change_lock_settings_and_read_only_keys_read_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(tmp.path()).await;
+    let (owner, _) = lock_bucket(&server, "modes").await;
+    let owner = server.client(&owner);
+    let until = in_days(1);
+    put(&owner, "modes", "k", Some((ObjectLockMode::Governance, until))).await.unwrap();
+    let governance = config(ObjectLockRetentionMode::Governance, Some(1), None);
+    for (user, mode) in [("reader", KeyMode::ReadOnly), ("writer", KeyMode::WriteOnly)] {
+        let key = server.store.issue_key(user, "modes").await.unwrap();
+        server.store.set_key_mode(user, "modes", mode).await.unwrap();
+        let s3 = server.client(&key);
+        let put_config = s3.put_object_lock_configuration().bucket("modes");
+        let err = put_config.object_lock_configuration(governance.clone()).send().await;
+        assert_eq!(code(&err.unwrap_err()), "AccessDenied", "{mode} configuration");
+        let longer = super::retention(ObjectLockRetentionMode::Governance, in_days(2));
+        let err = s3.put_object_retention().bucket("modes").key("k").retention(longer).send().await;
+        assert_eq!(code(&err.unwrap_err()), "AccessDenied", "{mode} retention");
+        let hold = aws_sdk_s3::types::ObjectLockLegalHold::builder()
+            .status(ObjectLockLegalHoldStatus::On)
+            .build();
+        let err = s3.put_object_legal_hold().bucket("modes").key("k").legal_hold(hold).send().await;
+        assert_eq!(code(&err.unwrap_err()), "AccessDenied", "{mode} legal hold");
+        let reads = [
+            s3.get_object_lock_configuration().bucket("modes").send().await.is_ok(),
+            s3.get_object_retention().bucket("modes").key("k").send().await.is_ok(),
+            s3.get_object_legal_hold().bucket("modes").key("k").send().await.is_ok(),
+        ];
+        assert_eq!(reads, [mode == KeyMode::ReadOnly; 3], "{mode} reads");
+        // A write-only key writes, and may ask for a lock on what it writes.
+        let wrote = put(&s3, "modes", "w", Some((ObjectLockMode::Governance, until))).await;
+        assert_eq!(wrote.is_ok(), mode == KeyMode::WriteOnly, "{mode} write");
+    }
+}
+
+#[tokio::test]
+async fn an_upload_asking_for_a_lock_in_a_bucket_without_it_is_refused_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(tmp.path()).await;
+    let s3 = server.client(&server.bucket_with_key("plain", "obc-plain").await);
+    let upload = s3.create_multipart_upload().bucket("plain").key("k");
+    let upload = upload.object_lock_mode(ObjectLockMode::Compliance);
+    let refused = upload.object_lock_retain_until_date(in_days(1)).send().await.unwrap_err();
+    assert_eq!(code(&refused), "InvalidRequest");
+    let uploads = s3.list_multipart_uploads().bucket("plain").send().await.unwrap();
+    assert!(uploads.uploads().is_empty(), "nothing was started");
 }

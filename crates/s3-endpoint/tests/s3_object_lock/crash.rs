@@ -18,6 +18,8 @@ use crate::common::Server;
 const CHILD_ROOT: &str = "S3_ENDPOINT_LOCK_CRASH_ROOT";
 /// The base date the child lengthens retentions from, in ms.
 const CHILD_BASE: &str = "S3_ENDPOINT_LOCK_CRASH_BASE";
+/// The version the child changes of each object, comma-separated (empty: the newest).
+const CHILD_VERSIONS: &str = "S3_ENDPOINT_LOCK_CRASH_VERSIONS";
 const BUCKET: &str = "crash";
 const OBJECTS: u64 = 8;
 
@@ -37,14 +39,16 @@ fn until(base: u64, n: u64) -> u64 {
 async fn child_retention_writer() {
     let Ok(root) = std::env::var(CHILD_ROOT) else { return };
     let base: u64 = std::env::var(CHILD_BASE).unwrap().parse().unwrap();
+    let versions = std::env::var(CHILD_VERSIONS).unwrap();
+    let versions: Vec<&str> = versions.split(',').collect();
     let store = BucketStore::open(root.into(), "test-identity").unwrap();
     for n in 1.. {
         let retention = Retention { mode: LockMode::Compliance, until_ms: until(base, n) };
-        let object = key(n % OBJECTS);
-        store
-            .set_object_retention(BUCKET, &object, None, Some(retention), Bypass::No)
-            .await
-            .unwrap();
+        let i = n % OBJECTS;
+        let version = Some(versions[i as usize]).filter(|v| !v.is_empty());
+        let object = key(i);
+        let set = store.set_object_retention(BUCKET, &object, version, Some(retention), Bypass::No);
+        set.await.unwrap();
         println!("{n}");
     }
 }
@@ -55,11 +59,16 @@ async fn acknowledged_retentions_survive_a_kill() {
     let server = Server::start(tmp.path()).await;
     let (owner, _) = lock_bucket(&server, BUCKET).await;
     let s3 = server.client(&owner);
+    // Every object has two versions; the child changes the noncurrent one of half of them
+    // (a record of its own) and the newest of the others (its metadata in place).
+    let mut targets = Vec::new();
     for i in 0..OBJECTS {
-        put(&s3, BUCKET, &key(i), None).await.unwrap();
+        let old = put(&s3, BUCKET, &key(i), None).await.unwrap().unwrap();
         if i % 2 == 1 {
             put(&s3, BUCKET, &format!("{}/below", key(i)), None).await.unwrap();
         }
+        put(&s3, BUCKET, &key(i), None).await.unwrap();
+        targets.push(if i % 4 < 2 { old } else { String::new() });
     }
     server.stop().await;
     let first = unix_ms(SystemTime::now() + DAY);
@@ -71,6 +80,7 @@ async fn acknowledged_retentions_survive_a_kill() {
             .args(["crash::child_retention_writer", "--exact", "--ignored", "--nocapture"])
             .env(CHILD_ROOT, tmp.path())
             .env(CHILD_BASE, base.to_string())
+            .env(CHILD_VERSIONS, targets.join(","))
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -96,11 +106,12 @@ async fn acknowledged_retentions_survive_a_kill() {
 
         let store = BucketStore::open(tmp.path().to_owned(), "test-identity").unwrap();
         let checks = futures::stream::iter(0..OBJECTS).map(|i| {
-            let store = &store;
+            let (store, targets) = (&store, &targets);
             async move {
                 // The last acknowledged change of object `i`.
                 let last = (1..=acked).rev().find(|n| n % OBJECTS == i).unwrap();
-                let lock = store.object_lock(BUCKET, &key(i), None).await.unwrap();
+                let version = Some(targets[i as usize].as_str()).filter(|v| !v.is_empty());
+                let lock = store.object_lock(BUCKET, &key(i), version).await.unwrap();
                 let kept = lock.retention.unwrap();
                 assert_eq!(kept.mode, LockMode::Compliance);
                 assert!(kept.until_ms >= until(base, last), "object {i}: {kept:?} < step {last}");
@@ -109,7 +120,7 @@ async fn acknowledged_retentions_survive_a_kill() {
                 assert!(kept.until_ms < base + 1_000_000_000, "object {i}: {kept:?}");
                 let (info, _) = store.open_object(BUCKET, &key(i)).await.unwrap();
                 assert_eq!(info.size, 4, "object {i}");
-                let version = info.version_id.as_deref();
+                let version = version.or(info.version_id.as_deref());
                 let refused = store.delete_object_version(BUCKET, &key(i), version).await;
                 assert!(matches!(refused, Err(s3_endpoint::StoreError::ObjectLocked(_))));
             }
