@@ -1,6 +1,6 @@
 //! A versioned write or delete aborted at each of its crash points (`BUCKET_PROVISIONER_CRASH_AT`,
-//! see the store's `crash_point`): once the store opens again, the key reads as before the
-//! operation, every version is listed once, the usage matches, and the key takes further
+//! see the store's `crash_point`): once the store opens again, the key reads (and is listed) as
+//! before the operation, every version is listed once, the usage matches, and the key takes further
 //! writes. The operation runs in a child process (this binary, running its ignored `child_op`
 //! test), so that the abort is a real one.
 
@@ -126,6 +126,7 @@ async fn every_crash_point_leaves_the_key_as_it_was() {
     run_child(tmp.path(), "delete", "version:unplaced");
     let server = Server::start(tmp.path()).await;
     let s3 = server.client(&key);
+    assert_eq!(listed_keys(&s3).await, ["k"], "put back in place when the store opened");
     assert_eq!(read(&s3, None).await.unwrap(), b"three");
     assert_eq!(
         history(&s3).await,
@@ -142,6 +143,7 @@ async fn every_crash_point_leaves_the_key_as_it_was() {
     run_child(tmp.path(), &format!("delete:{marker}"), "version:unrecorded");
     let server = Server::start(tmp.path()).await;
     let s3 = server.client(&key);
+    assert_eq!(listed_keys(&s3).await, ["k"], "put back in place when the store opened");
     assert_eq!(read(&s3, None).await.unwrap(), b"three");
     assert_eq!(history(&s3).await, (vec![three.clone(), two, one], Some(three)));
     assert_eq!(listed_keys(&s3).await, ["k"]);

@@ -43,8 +43,8 @@
 //! an unversioned object is, and every other version and delete marker is a record (with a hard
 //! link to its bytes) in the key's versions directory, named by a time-ordered id (`versions`).
 //! What is in place is always the key's newest version; a crash can only leave a duplicate record
-//! of it (ignored) or its newest version recorded with nothing in place (served from there and put
-//! back by the next read, write or delete). Every permanent removal of a version goes through
+//! of it (ignored) or its newest version recorded with nothing in place (put back in place when
+//! the store opens, or by a read of the key). Every permanent removal of a version goes through
 //! `remove_version_permanently`, which asks `check_permanent_removal` first (`version_write`).
 //! Usage counts every version as an object with its bytes; delete markers count for nothing.
 //!

@@ -405,6 +405,8 @@ impl BucketStore {
                 }
                 _ => {
                     tracing::info!(bucket, "counting the bucket's usage from the disk");
+                    // Written since its last save (a crash, maybe): versions first.
+                    self.settle_versions(&bucket)?;
                     let counts = self.count_bucket(&bucket)?;
                     let meter = self.new_meter(&bucket, counts, Disk::Unsettled);
                     meter.settle();

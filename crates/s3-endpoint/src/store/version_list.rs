@@ -230,3 +230,59 @@ fn entry_of(version: &Version, is_latest: bool) -> VersionEntry {
         writer: version.meta.writer.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::store::{Creator, ObjectAttrs, PutCheck, Versioning, Writer};
+
+    async fn put(store: &BucketStore, key: &str) -> String {
+        let body = futures::stream::iter([Ok::<_, io::Error>(Bytes::from_static(b"x"))]);
+        let (attrs, check) = (ObjectAttrs::default(), PutCheck::default());
+        let info = store.put_object("b-1", key, attrs, body, check, &Writer::Operator).await;
+        info.unwrap().version_id.unwrap()
+    }
+
+    async fn marker(store: &BucketStore, key: &str) -> String {
+        let deleted = store.delete_object_version("b-1", key, None).await.unwrap();
+        assert!(deleted.delete_marker);
+        deleted.version_id.unwrap()
+    }
+
+    /// Markers and versions interleave by age within a key, newest first, keys ascending.
+    #[tokio::test]
+    async fn versions_and_markers_are_listed_in_s3_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = BucketStore::open(tmp.path().to_owned(), "id").unwrap();
+        let creator = Creator { user_id: "obc-1", delete_with_claim: true };
+        store.create_bucket("b-1", creator).await.unwrap();
+        store.set_bucket_versioning("b-1", Versioning::Enabled).await.unwrap();
+        let v1 = put(&store, "b").await;
+        let m1 = marker(&store, "b").await;
+        let v2 = put(&store, "b").await;
+        let m2 = marker(&store, "b").await;
+        let a1 = put(&store, "a").await;
+        let all = VersionQuery { max_keys: 100, ..VersionQuery::default() };
+        let page = store.list_versions("b-1", all).await.unwrap();
+        let got: Vec<_> = page
+            .versions
+            .iter()
+            .map(|v| (v.info.key.as_str(), v.info.version_id.clone().unwrap(), v.is_latest))
+            .collect();
+        let expected = [
+            ("a", a1, true),
+            ("b", m2.clone(), true),
+            ("b", v2, false),
+            ("b", m1.clone(), false),
+            ("b", v1, false),
+        ];
+        assert_eq!(got, expected);
+        let markers: Vec<_> = page.versions.iter().filter(|v| v.delete_marker).collect();
+        assert_eq!(markers.len(), 2);
+        assert!(!page.is_truncated);
+    }
+}

@@ -63,3 +63,35 @@ impl VersionStamp {
 pub fn valid_version_id(id: &str) -> bool {
     id == NULL_VERSION || (id.len() == 24 && id.bytes().all(|b| b.is_ascii_hexdigit()))
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[test]
+    fn fresh_stamps_are_valid_ids_that_only_grow() {
+        let mut last = VersionStamp::legacy();
+        for _ in 0..1000 {
+            let next = VersionStamp::fresh(false, Some(&last.order));
+            assert!(valid_version_id(&next.id), "{next:?}");
+            assert!(next.order > last.order, "{next:?} after {last:?}");
+            last = next;
+        }
+        // Newer than a stamp from a clock ahead of this one (another process, a clock set back).
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+        let ahead = format!("{:016x}{:08x}", now + 1_000_000_000, 0);
+        let next = VersionStamp::fresh(true, Some(&ahead));
+        assert!(next.order > ahead && next.id == NULL_VERSION);
+    }
+
+    proptest! {
+        /// A client's version id is never taken for anything but "null" or 24 hex digits.
+        #[test]
+        fn only_null_and_our_ids_are_version_ids(id in ".{0,40}") {
+            let ours = id.len() == 24 && id.bytes().all(|b| b.is_ascii_hexdigit());
+            prop_assert_eq!(valid_version_id(&id), id == "null" || ours);
+        }
+    }
+}

@@ -4,8 +4,8 @@
 //! Crash order: the version in place is archived (linked and recorded, synced) before anything
 //! replaces or removes it, and a marker is recorded only once the version in place is gone, so
 //! that whatever is at a key's place is always its newest version. A crash can at most leave
-//! the newest version (bytes) in the versions area with nothing in place: reads find it there,
-//! and the next write or delete of the key puts it back in place.
+//! the newest version (bytes) in the versions area with nothing in place: reads find it there
+//! and put it back in place, and so does the store when it opens after the crash.
 
 use std::fs::{self, File};
 use std::path::Path;
@@ -310,6 +310,19 @@ impl BucketStore {
             && let Some(parent) = vdir.parent()
         {
             let _ = fs::remove_dir(parent);
+        }
+        Ok(())
+    }
+
+    /// Puts back in place the newest version of every key of `bucket` that a crash left
+    /// archived with nothing in place: run when the store opens on a bucket written since its
+    /// usage was last saved.
+    pub(super) fn settle_versions(&self, bucket: &str) -> Result<(), StoreError> {
+        if !self.versions_root(bucket).exists() {
+            return Ok(());
+        }
+        for key in self.archived_keys(bucket, "")? {
+            self.settle_key(bucket, &key)?;
         }
         Ok(())
     }

@@ -114,6 +114,22 @@ async fn deletes_make_markers_and_deletes_by_id_remove_for_good() {
     assert_eq!(err.raw_response().unwrap().headers().get("x-amz-delete-marker"), Some("true"));
     assert_eq!(get(&s3, "del", "k", Some(&two)).await.unwrap(), b"two");
     assert!(s3.list_objects_v2().bucket("del").send().await.unwrap().contents().is_empty());
+    // A copy names a version to copy, never a marker.
+    let copy =
+        s3.copy_object().bucket("del").key("c").copy_source(format!("del/k?versionId={marker}"));
+    assert_eq!(code(&copy.send().await.unwrap_err()), "InvalidRequest");
+    let copy = s3.copy_object().bucket("del").key("c").copy_source("del/k");
+    assert_eq!(code(&copy.send().await.unwrap_err()), "NoSuchKey");
+    let attributes = s3
+        .get_object_attributes()
+        .bucket("del")
+        .key("k")
+        .version_id(&one)
+        .object_attributes(aws_sdk_s3::types::ObjectAttributes::ObjectSize)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!((attributes.object_size(), attributes.version_id()), (Some(3), Some(one.as_str())));
 
     // Removing the marker brings the newest version back.
     let removed =

@@ -12,7 +12,7 @@ use crate::s3::convert::*;
 use crate::s3::object_lock_rules::{lock_fields, lock_of_headers};
 use crate::s3::rules;
 use crate::s3::zero_copy::{FileSends, MIN_ZERO_COPY, ZeroCopyBody};
-use crate::store::{Checksum, ChecksumType, CopyReplace, ObjectAttrs, ObjectInfo};
+use crate::store::{Checksum, ChecksumType, CopyReplace, ObjectAttrs, ObjectInfo, StoreError};
 
 impl HostPathS3 {
     pub(super) async fn put_object(
@@ -203,7 +203,9 @@ impl HostPathS3 {
         req: S3Request<GetObjectAttributesInput>,
     ) -> S3Result<S3Response<GetObjectAttributesOutput>> {
         let input = req.input;
-        let info = self.store.head_object(&input.bucket, &input.key).await.map_err(s3_err)?;
+        let version = input.version_id.as_deref();
+        let (info, _) =
+            self.store.open_version(&input.bucket, &input.key, version).await.map_err(s3_err)?;
         // One header per attribute, or one comma-separated header as most clients send.
         let wants = |name: &str| {
             input
@@ -214,6 +216,7 @@ impl HostPathS3 {
         };
         let mut output = GetObjectAttributesOutput {
             last_modified: Some(timestamp(info.last_modified)),
+            version_id: info.version_id.clone(),
             ..Default::default()
         };
         if wants(ObjectAttributes::ETAG) {
@@ -398,7 +401,15 @@ impl HostPathS3 {
             .store
             .copy_object(&src_bucket, &src_key, dst_bucket, dst_key, replace, source_check, &writer)
             .await
-            .map_err(s3_err)?;
+            .map_err(|e| match e {
+                // S3's answer: a marker has nothing to copy.
+                StoreError::DeleteMarker { by_id: true, .. } => s3_error!(
+                    InvalidRequest,
+                    "The source of a copy request may not specifically refer to a delete marker \
+                     by version id."
+                ),
+                e => s3_err(e),
+            })?;
         let mut result = CopyObjectResult {
             e_tag: Some(etag(&info.etag)),
             last_modified: Some(timestamp(info.last_modified)),
