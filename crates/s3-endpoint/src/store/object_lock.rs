@@ -9,9 +9,9 @@
 //!   credential included, and may only be kept or lengthened;
 //! - a `GOVERNANCE` retention blocks removal until its date, unless the request asks to bypass
 //!   it (`x-amz-bypass-governance-retention: true`) and is permitted to: here that is the key of
-//!   the claim that created the bucket, or the operator credential on a bucket the operator
-//!   created. It may be lengthened by anyone who may write, and shortened, removed or turned
-//!   into another mode only with a permitted bypass;
+//!   the claim that created the bucket, or the operator credential. It may be lengthened by
+//!   anyone who may write, and shortened, removed or turned into another mode only with a
+//!   permitted bypass;
 //! - a retention whose date has passed no longer protects anything.
 
 use std::fmt;
@@ -173,8 +173,8 @@ pub enum Bypass {
 }
 
 impl Bypass {
-    /// The bypass a request gets: asked for (`requested`) and permitted (`allowed`, the key
-    /// is the bucket's owner's).
+    /// The bypass a request gets: asked for (`requested`) and permitted (`allowed`: the key
+    /// is the creating claim's or the operator's).
     pub fn of(requested: bool, allowed: bool) -> Self {
         match (requested, allowed) {
             (false, _) => Self::No,
@@ -239,8 +239,9 @@ impl fmt::Display for LockRefusal {
             ),
             LockReason::BypassNotPermitted(r) => write!(
                 f,
-                "object {key:?} is protected by GOVERNANCE retention until {}; only the \
-                 bucket owner's key may bypass it",
+                "object {key:?} is protected by GOVERNANCE retention until {}; only the key \
+                 of the claim that created the bucket (its owner) or the operator credential \
+                 may bypass it",
                 date(r)
             ),
             LockReason::Weakened(r) => write!(

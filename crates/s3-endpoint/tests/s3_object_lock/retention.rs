@@ -1,5 +1,5 @@
 //! Per-version retention and legal holds: governance gives way only to a bypass by the bucket
-//! owner's key; compliance to nobody, the operator credential included, for removals and
+//! owner's key or the operator; compliance to nobody, the operator credential included, for removals and
 //! retention changes alike; a legal hold until it is cleared; DeleteObjects answers each
 //! protected version with its own AccessDenied. Overwrites and deletes without a version id
 //! stay allowed: they make a new version or a delete marker, and the protected version stays
@@ -54,7 +54,7 @@ fn denied(result: Result<(), String>) -> bool {
 }
 
 #[tokio::test]
-async fn governance_gives_way_only_to_the_owner_key_asking_to_bypass() {
+async fn governance_gives_way_only_to_the_owner_or_the_operator_asking_to_bypass() {
     let tmp = tempfile::tempdir().unwrap();
     let (server, admin) = Server::start_with_admin(tmp.path(), ADMIN_ID, ADMIN_SECRET).await;
     let (owner, other) = lock_bucket(&server, "gov").await;
@@ -65,7 +65,7 @@ async fn governance_gives_way_only_to_the_owner_key_asking_to_bypass() {
 
     assert!(denied(delete(&owner, "gov", "k", &v, false).await));
     assert!(denied(delete(&other, "gov", "k", &v, true).await), "not the owner's key");
-    assert!(denied(delete(&admin, "gov", "k", &v, true).await), "not the operator's bucket");
+    assert!(denied(delete(&admin, "gov", "k", &v, false).await), "no bypass asked for");
     let shorter = retention(ObjectLockRetentionMode::Governance, in_days(1));
     assert!(denied(set_retention(&owner, "gov", "k", &v, shorter.clone(), false).await));
     assert!(denied(set_retention(&other, "gov", "k", &v, shorter.clone(), true).await));
@@ -85,6 +85,12 @@ async fn governance_gives_way_only_to_the_owner_key_asking_to_bypass() {
     delete(&owner, "gov", "k", &newer, false).await.unwrap();
     delete(&owner, "gov", "k", &v, true).await.unwrap();
     assert!(!kept(&owner, "gov", "k", &v).await);
+    // The operator lifts it on any bucket.
+    let v = put(&other, "gov", "k2", Some((ObjectLockMode::Governance, until))).await.unwrap();
+    let v = v.unwrap();
+    assert!(denied(delete(&other, "gov", "k2", &v, true).await));
+    delete(&admin, "gov", "k2", &v, true).await.unwrap();
+    assert!(!kept(&owner, "gov", "k2", &v).await);
 }
 
 #[tokio::test]

@@ -16,7 +16,8 @@ use crate::store::{Bypass, ObjectLock};
 
 impl HostPathS3 {
     /// The governance bypass of a request on `bucket`: asked for with
-    /// `x-amz-bypass-governance-retention: true`, permitted to the bucket owner's key only.
+    /// `x-amz-bypass-governance-retention: true`, permitted to the creating claim's key and the operator
+    /// credential only.
     pub(super) fn bypass_of<T>(
         &self,
         req: &S3Request<T>,
