@@ -237,3 +237,30 @@ async fn retention_as_raw_signed_requests() {
     let got = signed(&server, &owner, "GET", &path, &[], "").await;
     assert!(got.text().contains("2099-01-01T00:00:00"), "unchanged: {}", got.text());
 }
+
+#[tokio::test]
+async fn a_put_with_lock_headers_needs_a_digest_of_its_body() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(tmp.path()).await;
+    let (owner, _) = lock_bucket(&server, "digest").await;
+    let lock = [
+        ("x-amz-object-lock-mode", "GOVERNANCE"),
+        ("x-amz-object-lock-retain-until-date", "2100-01-01T00:00:00Z"),
+    ];
+    // Signed over its payload hash, but with neither Content-MD5 nor a checksum header.
+    let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(b"data"));
+    let mut headers = vec![("x-amz-content-sha256", sha.as_str())];
+    headers.extend_from_slice(&lock);
+    let signatures =
+        crate::common::sign_v4(server.addr, &owner, "PUT", "/digest/k", &headers, &sha);
+    let mut all = headers.clone();
+    all.extend(signatures.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+    let refused = crate::common::raw_request(server.addr, "PUT", "/digest/k", &all, b"data").await;
+    assert_eq!((refused.status, refused.error_code().as_deref()), (400, Some("InvalidRequest")));
+    assert!(refused.text().contains("Content-MD5"), "{}", refused.text());
+    // With Content-MD5 (added by `signed`) it is stored, protected.
+    let stored = signed(&server, &owner, "PUT", "/digest/k", &lock, "data").await;
+    assert_eq!(stored.status, 200, "{}", stored.text());
+    let lock = server.store.object_lock("digest", "k", None).await.unwrap();
+    assert_eq!(lock.retention.map(|r| r.mode), Some(s3_endpoint::store::LockMode::Governance));
+}

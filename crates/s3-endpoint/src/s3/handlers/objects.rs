@@ -45,6 +45,14 @@ impl HostPathS3 {
             input.object_lock_legal_hold_status.as_ref(),
         )?;
         self.check_lock_allowed(&input.bucket, &lock).await?;
+        // As S3: bytes to keep for years are checked on the way in.
+        if !lock.is_none() && check.md5.is_none() && check.checksum.is_none() {
+            return Err(s3_error!(
+                InvalidRequest,
+                "Content-MD5 OR x-amz-checksum- HTTP header is required for Put Object requests \
+                 with Object Lock parameters"
+            ));
+        }
         let body = body_of(input.body);
         let tags = tags_of_header(input.tagging.as_deref())?;
         let attrs = ObjectAttrs { tags, lock, ..attrs_input!(input).into_attrs() };
