@@ -1,5 +1,9 @@
-//! Writes and deletes in a versioned bucket: new versions, delete markers, and the one way a
-//! version's bytes or marker are removed for good, [`BucketStore::remove_version_permanently`].
+//! Writes and deletes in a versioned bucket: new versions, delete markers, and the removal of a
+//! version's bytes or marker for good. Every such removal is first put to
+//! [`BucketStore::check_permanent_removal`], which may refuse it before anything changes: the
+//! removals by version id and by the lifecycle pass, through
+//! [`BucketStore::remove_version_permanently`], and the `null` versions a suspended bucket's
+//! write or delete replaces.
 //!
 //! Crash order: the version in place is archived (linked and recorded, synced) before anything
 //! replaces or removes it, and a marker is recorded only once the version in place is gone, so

@@ -3,7 +3,7 @@
 
 use aws_sdk_s3::types::BucketVersioningStatus;
 
-use super::common::{Server, raw_request, sign_v4};
+use super::common::{Server, http_date, raw_request, sign_v2, sign_v4};
 use super::{all_versions, entries, put, set_versioning};
 
 #[tokio::test]
@@ -111,4 +111,27 @@ async fn raw_signed_requests_see_the_versions_xml_and_headers() {
     assert_eq!(gone.header("x-amz-delete-marker"), Some("true"));
     let state = send("GET", "/raw?versioning".to_owned()).await;
     assert!(state.text().contains("<Status>Enabled</Status>"), "{}", state.text());
+
+    // SigV2 signs the subresources into the resource, as old clients do.
+    for resource in [format!("/raw/doc?versionId={one}"), "/raw?versions".to_owned()] {
+        let date = http_date(std::time::SystemTime::now());
+        let signature = sign_v2(&key.secret_access_key, &format!("GET\n\n\n{date}\n{resource}"));
+        let auth = format!("AWS {}:{signature}", key.access_key_id);
+        let headers = [("Authorization", auth.as_str()), ("Date", date.as_str())];
+        let got = raw_request(server.addr, "GET", &resource, &headers, b"").await;
+        assert_eq!(got.status, 200, "{resource}: {}", got.text());
+        if resource.contains("versionId") {
+            assert_eq!(got.body, b"first");
+        } else {
+            assert_eq!(got.text().matches("<DeleteMarker>").count(), 1, "{}", got.text());
+        }
+    }
+    // Signed for another version than the one asked: refused.
+    let date = http_date(std::time::SystemTime::now());
+    let signature = sign_v2(&key.secret_access_key, &format!("GET\n\n\n{date}\n/raw/doc"));
+    let auth = format!("AWS {}:{signature}", key.access_key_id);
+    let headers = [("Authorization", auth.as_str()), ("Date", date.as_str())];
+    let path = format!("/raw/doc?versionId={one}");
+    let forged = raw_request(server.addr, "GET", &path, &headers, b"").await;
+    assert_eq!(forged.status, 403, "{}", forged.text());
 }
