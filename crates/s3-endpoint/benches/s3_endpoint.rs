@@ -1,5 +1,5 @@
 //! Throughput and memory of the hostPath S3 endpoint, measured with the AWS SDK over loopback;
-//! what quotas cost a PUT, what listing costs as a bucket grows and what completing a multipart
+//! what quotas and versioning cost a PUT (and versioning a GET), what listing costs as a bucket grows and what completing a multipart
 //! upload costs. `make bench` runs it in release mode and writes the results to
 //! `bench-results.txt`.
 
@@ -282,6 +282,50 @@ async fn multipart_completion(s3: &Client, bucket: &str, out: &mut String) {
     .unwrap();
 }
 
+/// Rounds of the versioning comparison, alternating which bucket goes first.
+const VERSIONING_ROUNDS: usize = 5;
+/// Keys the versioning comparison overwrites: each PUT after the first round replaces one.
+const VERSIONING_KEYS: usize = 50;
+
+/// PUT (overwrites) and GET of 4 KiB objects in an unversioned bucket and a versioned one,
+/// where every overwrite keeps the replaced version; medians of alternating rounds.
+async fn versioning_overhead(plain: &Client, versioned: &Client, out: &mut String) {
+    let body = vec![9u8; SMALL];
+    let mut rates: [[Vec<f64>; 2]; 2] = Default::default();
+    for round in 0..VERSIONING_ROUNDS {
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for which in order {
+            let (s3, bucket) =
+                if which == 0 { (plain, "bench-plain") } else { (versioned, "bench-versioned") };
+            let started = Instant::now();
+            for i in 0..QUOTA_ROUND_PUTS {
+                let key = format!("v/{}", i % VERSIONING_KEYS);
+                let put = s3.put_object().bucket(bucket).key(key);
+                put.body(ByteStream::from(body.clone())).send().await.unwrap();
+            }
+            rates[which][0].push(QUOTA_ROUND_PUTS as f64 / started.elapsed().as_secs_f64());
+            let started = Instant::now();
+            for i in 0..QUOTA_ROUND_PUTS {
+                let key = format!("v/{}", i % VERSIONING_KEYS);
+                let got = s3.get_object().bucket(bucket).key(key).send().await.unwrap();
+                assert_eq!(got.body.collect().await.unwrap().into_bytes().len(), SMALL);
+            }
+            rates[which][1].push(QUOTA_ROUND_PUTS as f64 / started.elapsed().as_secs_f64());
+        }
+    }
+    for (op, index) in [("PUT", 0), ("GET", 1)] {
+        let plain = median(rates[0][index].clone());
+        let versioned = median(rates[1][index].clone());
+        writeln!(
+            out,
+            "{op} 4 KiB overwrite, unversioned: {plain:8.0} ops/s  versioned: {versioned:8.0} \
+             ops/s  ({:+.1}%)",
+            (versioned / plain - 1.0) * 100.0
+        )
+        .unwrap();
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let mut args = std::env::args().skip(1);
@@ -305,6 +349,18 @@ async fn main() {
         let key = store.issue_key(user, bucket).await.unwrap();
         quota_clients.push(client(port, &key.access_key_id, &key.secret_access_key));
     }
+    let mut versioning_clients = Vec::new();
+    for (bucket, user) in [("bench-plain", "bench-plain-user"), ("bench-versioned", "bench-v-user")]
+    {
+        let creator = s3_endpoint::Creator { user_id: user, delete_with_claim: true };
+        store.create_bucket(bucket, creator).await.unwrap();
+        let key = store.issue_key(user, bucket).await.unwrap();
+        versioning_clients.push(client(port, &key.access_key_id, &key.secret_access_key));
+    }
+    store
+        .set_bucket_versioning("bench-versioned", s3_endpoint::store::Versioning::Enabled)
+        .await
+        .unwrap();
     let creator = s3_endpoint::Creator { user_id: "bench-user", delete_with_claim: true };
     store.create_bucket("bench-list", creator).await.unwrap();
     let list_key = store.issue_key("bench-user", "bench-list").await.unwrap();
@@ -322,6 +378,7 @@ async fn main() {
     );
     small_objects(&s3, "bench", &mut out).await;
     quota_overhead(&quota_clients[0], &quota_clients[1], &mut out).await;
+    versioning_overhead(&versioning_clients[0], &versioning_clients[1], &mut out).await;
     large_object(&s3, "bench", scratch.path(), &mut out).await;
     multipart_completion(&s3, "bench", &mut out).await;
     listing(&list_client, "bench-list", &mut out).await;

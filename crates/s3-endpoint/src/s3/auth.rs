@@ -86,7 +86,8 @@ impl Needs {
             | "GetObjectAcl"
             | "GetObjectTagging"
             | "GetBucketCors"
-            | "GetBucketLifecycleConfiguration" => Self::Read,
+            | "GetBucketLifecycleConfiguration"
+            | "GetBucketVersioning" => Self::Read,
             "PutObject"
             | "CopyObject"
             | "CreateMultipartUpload"

@@ -44,6 +44,30 @@ pub(super) fn s3_err(e: StoreError) -> S3Error {
             S3ErrorCode::InvalidArgument
         }
         StoreError::NoSuchUpload(_) => S3ErrorCode::NoSuchUpload,
+        StoreError::NoSuchVersion { .. } => S3ErrorCode::NoSuchVersion,
+        // S3 answers with the marker's headers: 404 when the key reads as deleted, 405 when
+        // the marker itself was asked for.
+        StoreError::DeleteMarker { version_id, by_id, .. } => {
+            let (code, status, text) = if by_id {
+                let text = "The specified method is not allowed against this resource.";
+                (S3ErrorCode::MethodNotAllowed, http::StatusCode::METHOD_NOT_ALLOWED, text)
+            } else {
+                (
+                    S3ErrorCode::NoSuchKey,
+                    http::StatusCode::NOT_FOUND,
+                    "The specified key does not exist.",
+                )
+            };
+            let mut error = S3Error::with_message(code, text);
+            error.set_status_code(status);
+            let mut headers = http::HeaderMap::new();
+            headers.insert("x-amz-delete-marker", http::HeaderValue::from_static("true"));
+            if let Ok(id) = http::HeaderValue::from_str(&version_id) {
+                headers.insert("x-amz-version-id", id);
+            }
+            error.set_headers(headers);
+            return error;
+        }
         StoreError::InvalidPart(_) => S3ErrorCode::InvalidPart,
         StoreError::InvalidPartOrder => S3ErrorCode::InvalidPartOrder,
         StoreError::EntityTooSmall(_) => S3ErrorCode::EntityTooSmall,
@@ -299,6 +323,7 @@ pub(super) fn copy_source_check(
     if_unmodified_since: Option<Timestamp>,
 ) -> CopySourceCheck {
     CopySourceCheck {
+        version_id: None,
         check: Box::new(move |info: &ObjectInfo| {
             let conditions = rules::ReadConditions {
                 if_match: if_match.as_ref(),

@@ -44,6 +44,10 @@ impl BucketStore {
         condition: Option<&WriteCondition>,
         actor: &Writer,
     ) -> Result<ObjectInfo, StoreError> {
+        if let Some(mode) = self.versioning(bucket)? {
+            let file = (temp, file);
+            return self.commit_versioned(bucket, key, file, object, condition, actor, mode);
+        }
         let dir = self.bucket_dir(bucket)?;
         validate_key(key)?;
         let data = file.metadata()?;
@@ -60,6 +64,7 @@ impl BucketStore {
             part_checksums: object.part_checksums,
             upload_id: object.upload_id,
             writer: object.writer,
+            version: None,
         };
         // Setting an attribute leaves the mtime recorded in it as it is. One sync for the bytes
         // and what is attached to them, outside the key's lock.
@@ -243,6 +248,17 @@ impl BucketStore {
     ) -> Result<ObjectInfo, StoreError> {
         let dir = self.bucket_dir(bucket)?;
         let path = parse_key(key)?;
+        // Versions of a folder marker keep their own records: it is kept beside the bucket.
+        if self.versioning(bucket)?.is_some() {
+            let temp = self.temp_file()?;
+            let object = NewObject {
+                etag: hex::encode(Md5::digest(b"")),
+                attrs,
+                writer: actor.user().map(str::to_owned),
+                ..NewObject::default()
+            };
+            return self.commit(bucket, key, temp, object, condition, actor);
+        }
         let plain = match self.prepare_path(&dir, key, &path) {
             Ok(target) => target,
             // `a/` where `a` is an object: kept beside the bucket like any other such key.
@@ -276,6 +292,7 @@ impl BucketStore {
             part_checksums: Vec::new(),
             upload_id: None,
             writer: actor.user().map(str::to_owned),
+            version: None,
         };
         self.write_meta(bucket, &meta)?;
         // The marker exists from here on, whatever fails after.

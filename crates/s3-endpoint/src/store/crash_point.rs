@@ -6,6 +6,9 @@
 //! | `bucket:recorded` | a new bucket's record is written (its directory not yet made) |
 //! | `bucket:keys-removed` | a deleted bucket's keys are gone (its data and record not yet) |
 //! | `bucket:data-removed` | its data is gone too (its record not yet) |
+//! | `version:archived` | a versioned write archived the version in place (the new one not yet in place) |
+//! | `version:unplaced` | a delete marker's key has nothing in place (the marker not yet recorded) |
+//! | `version:unrecorded` | the newest version (a marker) is removed for good (the next not yet in place) |
 
 use std::sync::LazyLock;
 

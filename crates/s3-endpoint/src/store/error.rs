@@ -114,6 +114,25 @@ pub enum StoreError {
     /// The request body failed while it was read.
     #[error("reading the request body failed: {0}")]
     Body(String),
+    /// No version of that id exists for the key (the version id is well formed).
+    #[error("version {version_id:?} of object {key:?} does not exist")]
+    NoSuchVersion {
+        /// The key.
+        key: String,
+        /// The version id asked for.
+        version_id: String,
+    },
+    /// The version read is a delete marker: the key reads as deleted (`by_id: false`), or the
+    /// marker itself was asked for by its id (`by_id: true`), which has nothing to serve.
+    #[error("object {key:?} is a delete marker (version {version_id:?})")]
+    DeleteMarker {
+        /// The key.
+        key: String,
+        /// The marker's version id.
+        version_id: String,
+        /// Whether the request named the marker's version id.
+        by_id: bool,
+    },
     /// A request parameter is malformed.
     #[error("{0}")]
     InvalidArgument(String),

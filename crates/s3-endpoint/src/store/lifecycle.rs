@@ -102,7 +102,7 @@ pub struct Expiration {
     /// is expired.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub date_unix: Option<i64>,
-    /// `ExpiredObjectDeleteMarker`, kept but acting on nothing (no delete markers here).
+    /// `ExpiredObjectDeleteMarker`: removes a delete marker left with no version behind it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expired_object_delete_marker: Option<bool>,
 }
@@ -426,7 +426,7 @@ impl LifecycleFilter {
 }
 
 /// `days` after `from`, rounded up to the next midnight UTC, as S3 counts lifecycle days.
-fn days_after(from: SystemTime, days: i32) -> SystemTime {
+pub(super) fn days_after(from: SystemTime, days: i32) -> SystemTime {
     let from = from.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let due = from.saturating_add(u64::from(days.unsigned_abs()) * DAY_SECS);
     UNIX_EPOCH + Duration::from_secs(due.div_ceil(DAY_SECS).saturating_mul(DAY_SECS))

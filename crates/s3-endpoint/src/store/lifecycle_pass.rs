@@ -6,7 +6,8 @@
 //! Nothing of a pass is kept in memory between passes: what is due follows from the stored
 //! rules and the objects' and uploads' own times, so a pass interrupted by a crash or a restart
 //! is simply done again, and whatever expired while the endpoint was down goes at its first
-//! pass.
+//! pass. In a versioned bucket, expiring an object makes a delete marker (as DeleteObject does
+//! there), and `lifecycle_versions` acts on noncurrent versions and lone delete markers.
 
 use std::fs;
 use std::io;
@@ -24,7 +25,8 @@ const PAGE: usize = 1000;
 pub struct LifecyclePassReport {
     /// Buckets whose rules were applied.
     pub buckets: u64,
-    /// Objects removed.
+    /// Objects removed (or, in a versioned bucket, given a delete marker), noncurrent versions
+    /// and delete markers removed.
     pub expired: u64,
     /// Multipart uploads aborted.
     pub aborted: u64,
@@ -113,6 +115,13 @@ impl BucketStore {
         for rule in config.rules.iter().filter(|r| r.enabled()) {
             if rule.expiration.as_ref().is_some_and(|e| e.days.is_some() || e.date_unix.is_some()) {
                 self.expire_objects(bucket, rule, now, stop, report);
+            }
+            let markers = rule
+                .expiration
+                .as_ref()
+                .is_some_and(|e| e.expired_object_delete_marker == Some(true));
+            if rule.noncurrent_expiration.is_some() || markers {
+                self.expire_versions(bucket, rule, now, stop, report);
             }
             if rule.abort_incomplete_upload_days.flatten().is_some() {
                 self.abort_uploads(bucket, rule, now, stop, report);

@@ -59,6 +59,7 @@ mod key_mode;
 mod lifecycle;
 mod lifecycle_file;
 mod lifecycle_pass;
+mod lifecycle_versions;
 mod list;
 mod multipart;
 mod names;
@@ -74,6 +75,10 @@ mod temp;
 mod upload_file;
 mod usage;
 mod usage_change;
+mod version_list;
+mod version_write;
+mod versioning;
+mod versions;
 
 use std::collections::HashMap;
 use std::fs;
@@ -108,6 +113,10 @@ pub use parts::PartInfo;
 pub use records::{AccessKey, BucketRecord, Creator};
 pub use usage::SETTLE_INTERVAL;
 pub use usage_change::{Quota, Usage, Writer};
+pub use version_list::{VersionEntry, VersionPage, VersionQuery};
+pub use version_write::Deleted;
+pub use versioning::Versioning;
+pub use versions::{NULL_VERSION, valid_version_id};
 
 use crate::admin::AdminCredentials;
 use durable::{ensure_real_dir, make_bucket_dir, remove_tree, unix_now};
@@ -158,6 +167,8 @@ struct Inner {
     dir_cache: dir_cache::DirCache,
     /// Directory syncs shared by the writes renamed into one directory at once.
     dir_syncs: dir_sync::DirSyncs,
+    /// Versioning state of the buckets looked up so far.
+    versioning: versioning::VersioningCache,
 }
 
 impl Drop for Inner {
@@ -223,6 +234,7 @@ impl BucketStore {
                     &state_dir.join(temp::TEMP_DIR),
                 )),
                 dir_syncs: dir_sync::DirSyncs::default(),
+                versioning: versioning::VersioningCache::default(),
             }),
         };
         store.load_meters()?;
@@ -552,6 +564,7 @@ impl BucketStore {
         {
             remove_tree(&dir)?;
         }
+        self.inner.versioning.forget(bucket);
         self.drop_meter(bucket)?;
         crash_point::crash_point("bucket:data-removed");
         // The record goes last: until then a retry knows the bucket is ours.

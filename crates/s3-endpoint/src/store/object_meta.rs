@@ -17,6 +17,7 @@ use super::checksum::{Checksum, ChecksumCheck};
 use super::durable::{create_dir_all_durably, write_atomic};
 use super::temp::Spooled;
 use super::usage_change::Change;
+use super::versions::VersionStamp;
 use super::{BucketStore, StoreError};
 
 /// An object's tags, `(key, value)` in the order the client set them; at most ten, checked by
@@ -135,6 +136,9 @@ pub struct ObjectInfo {
     pub part_sizes: Vec<u64>,
     /// Checksums (base64) of its parts, when its upload had a checksum algorithm.
     pub part_checksums: Vec<String>,
+    /// Its version id, in a bucket whose versioning was ever set (`"null"` for the null
+    /// version); `None` where versioning was never set.
+    pub version_id: Option<String>,
 }
 
 impl ObjectInfo {
@@ -149,13 +153,17 @@ impl ObjectInfo {
             checksum: None,
             part_sizes: Vec::new(),
             part_checksums: Vec::new(),
+            version_id: None,
         }
     }
 }
 
 /// What is kept of an object: attached to its data file (see `attached`), or where that cannot
 /// be, in a metadata file under `.provisioner/meta` (always for folder markers).
-#[derive(Clone, Debug, Serialize, Deserialize)]
+///
+/// It is also the record of one version in a versioned bucket (see `versions`): fields added
+/// later take `#[serde(default)]`, so that records written before them still read.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub(super) struct MetaFile {
     pub key: String,
     pub size: u64,
@@ -178,6 +186,10 @@ pub(super) struct MetaFile {
     /// The claim user it counts for; absent for the operator's objects and files made by hand.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub writer: Option<String>,
+    /// Which version of its key this is; absent for objects written while the bucket's
+    /// versioning was never set (they are the `null` version, older than any other).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<VersionStamp>,
 }
 
 impl MetaFile {
@@ -199,6 +211,7 @@ impl MetaFile {
             checksum: self.checksum,
             part_sizes: self.part_sizes,
             part_checksums: self.part_checksums,
+            version_id: self.version.map(|v| v.id),
         }
     }
 }
@@ -217,11 +230,13 @@ pub type SourceTest = Box<dyn FnOnce(&ObjectInfo) -> Result<(), StoreError> + Se
 pub struct CopySourceCheck {
     /// Fails with the error to return when the source does not qualify.
     pub check: SourceTest,
+    /// The version of the source to copy (`None`: its newest).
+    pub version_id: Option<String>,
 }
 
 impl Default for CopySourceCheck {
     fn default() -> Self {
-        Self { check: Box::new(|_| Ok(())) }
+        Self { check: Box::new(|_| Ok(())), version_id: None }
     }
 }
 

@@ -19,6 +19,7 @@ use super::attached::{DataFile, attach, attached, detach};
 use super::commit::remove_if_exists;
 use super::names::validate_key;
 use super::object_meta::{MetaFile, ObjectAttrs, Tags, mtime_ns};
+use super::version_write::check_version_id;
 use super::{BucketStore, ObjectInfo, StoreError, parse_key};
 
 impl BucketStore {
@@ -32,6 +33,73 @@ impl BucketStore {
     ) -> Result<ObjectInfo, StoreError> {
         let (bucket, key) = (bucket.to_owned(), key.to_owned());
         self.blocking(move |store| store.set_tags_blocking(&bucket, &key, tags)).await
+    }
+
+    /// [`set_object_tags`](Self::set_object_tags) of the version `version_id` of `key`
+    /// (`None`: the newest). A noncurrent version's record is replaced durably; a delete marker
+    /// has no tags to set ([`StoreError::DeleteMarker`]).
+    pub async fn set_version_tags(
+        &self,
+        bucket: &str,
+        key: &str,
+        version_id: Option<&str>,
+        tags: Tags,
+    ) -> Result<ObjectInfo, StoreError> {
+        let (bucket, key) = (bucket.to_owned(), key.to_owned());
+        let version_id = version_id.map(str::to_owned);
+        self.blocking(move |store| {
+            if version_id.is_none() && store.versioning(&bucket)?.is_none() {
+                return store.set_tags_blocking(&bucket, &key, tags);
+            }
+            store.set_version_tags_blocking(&bucket, &key, version_id.as_deref(), tags)
+        })
+        .await
+    }
+
+    fn set_version_tags_blocking(
+        &self,
+        bucket: &str,
+        key: &str,
+        version_id: Option<&str>,
+        tags: Tags,
+    ) -> Result<ObjectInfo, StoreError> {
+        let dir = self.bucket_dir(bucket)?;
+        validate_key(key)?;
+        if let Some(id) = version_id {
+            check_version_id(id)?;
+        }
+        let found = {
+            let _guard = self.key_lock(bucket, key);
+            let history = self.versions_of(bucket, &dir, key)?;
+            let found = match version_id {
+                Some(id) => history.into_iter().find(|v| v.stamp().id == id).ok_or_else(|| {
+                    StoreError::NoSuchVersion { key: key.to_owned(), version_id: id.to_owned() }
+                })?,
+                None => history
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| StoreError::NoSuchKey(key.to_owned()))?,
+            };
+            if found.is_marker() {
+                return Err(StoreError::DeleteMarker {
+                    key: key.to_owned(),
+                    version_id: found.stamp().id.clone(),
+                    by_id: version_id.is_some(),
+                });
+            }
+            if !found.in_place {
+                let mut found = found;
+                found.meta.attrs.tags = tags;
+                self.write_record(&self.versions_dir(bucket, key), &found.meta)?;
+                return Ok(found.info());
+            }
+            found
+        };
+        // The version in place, retagged as in an unversioned bucket (under the key's lock
+        // again).
+        let mut info = self.set_tags_blocking(bucket, key, tags)?;
+        info.version_id = Some(found.stamp().id.clone());
+        Ok(info)
     }
 
     fn set_tags_blocking(
@@ -107,6 +175,7 @@ impl BucketStore {
             part_checksums: Vec::new(),
             upload_id: None,
             writer: None,
+            version: None,
         });
         meta.attrs.tags = tags;
         if attach(&file, &meta)? {

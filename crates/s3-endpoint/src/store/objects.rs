@@ -22,7 +22,7 @@ use super::object_meta::{
 };
 use super::temp::{IN_MEMORY, Spooled, TempFile};
 use super::usage_change::{Change, Writer};
-use super::{BucketStore, KeyPath, StoreError, parse_key};
+use super::{BucketStore, Deleted, KeyPath, StoreError, parse_key};
 
 /// Chunk size for copies done by the store itself: bounds memory per request.
 pub(super) const COPY_BUF: usize = 1 << 20;
@@ -267,14 +267,56 @@ impl BucketStore {
         bucket: &str,
         key: &str,
     ) -> Result<(ObjectInfo, Option<File>), StoreError> {
-        let (bucket, key) = (bucket.to_owned(), key.to_owned());
-        self.blocking(move |store| store.open_blocking(&bucket, &key)).await
+        self.open_version(bucket, key, None).await
     }
 
     /// The info of `key`, as [`open_object`](Self::open_object) without the file.
     pub async fn head_object(&self, bucket: &str, key: &str) -> Result<ObjectInfo, StoreError> {
+        self.open_version(bucket, key, None).await.map(|(info, _)| info)
+    }
+
+    /// [`open_object`](Self::open_object) of the version `version_id` of `key` (`None`: the
+    /// newest). A delete marker is [`StoreError::DeleteMarker`]; an id that names no version
+    /// is [`StoreError::NoSuchVersion`], one that cannot be a version id `InvalidArgument`.
+    pub async fn open_version(
+        &self,
+        bucket: &str,
+        key: &str,
+        version_id: Option<&str>,
+    ) -> Result<(ObjectInfo, Option<File>), StoreError> {
         let (bucket, key) = (bucket.to_owned(), key.to_owned());
-        self.blocking(move |store| store.open_blocking(&bucket, &key).map(|(info, _)| info)).await
+        let version_id = version_id.map(str::to_owned);
+        self.blocking(move |store| store.open_current(&bucket, &key, version_id.as_deref())).await
+    }
+
+    /// The version `version_id` of `key`, or the newest; as an unversioned bucket reads it
+    /// while nothing calls for more.
+    pub(super) fn open_current(
+        &self,
+        bucket: &str,
+        key: &str,
+        version_id: Option<&str>,
+    ) -> Result<(ObjectInfo, Option<File>), StoreError> {
+        if version_id.is_some() {
+            return self.open_versioned(bucket, key, version_id);
+        }
+        match self.open_blocking(bucket, key) {
+            // What is in place is always the newest version; with nothing there, the newest
+            // may be a delete marker.
+            Err(StoreError::NoSuchKey(_)) if self.versioning(bucket)?.is_some() => {
+                let found = self.open_versioned(bucket, key, None)?;
+                // Served from the versions area: a crash interrupted a delete; repaired now.
+                self.settle_key(bucket, key)?;
+                Ok(found)
+            }
+            Ok((mut info, file)) => {
+                if info.version_id.is_none() && self.versioning(bucket)?.is_some() {
+                    info.version_id = Some(super::NULL_VERSION.to_owned());
+                }
+                Ok((info, file))
+            }
+            other => other,
+        }
     }
 
     pub(super) fn open_blocking(
@@ -340,6 +382,26 @@ impl BucketStore {
         self.delete_if(bucket, key, None).map(|_| ())
     }
 
+    /// DeleteObject: without `version_id`, removes `key` (in a versioned bucket, makes a
+    /// delete marker its newest version); with it, removes that version for good.
+    pub async fn delete_object_version(
+        &self,
+        bucket: &str,
+        key: &str,
+        version_id: Option<&str>,
+    ) -> Result<Deleted, StoreError> {
+        let (bucket, key) = (bucket.to_owned(), key.to_owned());
+        let version_id = version_id.map(str::to_owned);
+        self.blocking(move |store| match (version_id, store.versioning(&bucket)?) {
+            (Some(id), _) => store.delete_version_blocking(&bucket, &key, &id),
+            (None, Some(mode)) => {
+                Ok(store.delete_versioned(&bucket, &key, mode, None)?.unwrap_or_default())
+            }
+            (None, None) => store.delete_blocking(&bucket, &key).map(|()| Deleted::default()),
+        })
+        .await
+    }
+
     /// Removes `key` as DeleteObject does, but with `due`, only if `due` holds for the object
     /// as it stands under its commit lock (an object replaced since `due` was decided is a new
     /// one, and stays); answers whether an object was there to remove.
@@ -349,6 +411,9 @@ impl BucketStore {
         key: &str,
         due: Option<&dyn Fn(&ObjectInfo) -> bool>,
     ) -> Result<bool, StoreError> {
+        if let Some(mode) = self.versioning(bucket)? {
+            return Ok(self.delete_versioned(bucket, key, mode, due)?.is_some());
+        }
         let dir = self.bucket_dir(bucket)?;
         validate_key(key)?;
         let _guard = self.key_lock(bucket, key);
@@ -447,7 +512,8 @@ impl BucketStore {
             let dst_dir = store.bucket_dir(&dst_bucket)?;
             validate_key(&dst_key)?;
             let dst_marker = dst_key.ends_with('/');
-            let (info, mut file) = store.open_blocking(&src_bucket, &src_key)?;
+            let source_version = source.version_id.as_deref();
+            let (info, mut file) = store.open_current(&src_bucket, &src_key, source_version)?;
             (source.check)(&info)?;
             if src_bucket == dst_bucket && src_key == dst_key && replace.attrs.is_none() {
                 return Err(StoreError::InvalidRequest(

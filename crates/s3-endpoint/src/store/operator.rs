@@ -158,6 +158,7 @@ impl BucketStore {
             }
             let mut dirs = Vec::new();
             if self.has_side_objects(bucket)?
+                || self.has_versions(bucket)?
                 || !self.only_empty_dirs(bucket, &dir, "", &mut dirs)?
             {
                 return Err(StoreError::BucketNotEmpty(bucket.to_owned()));
@@ -176,6 +177,7 @@ impl BucketStore {
             fsync_dir(dir.parent().unwrap_or(&dir))?;
             let state_dir = self.inner.state_dir();
             remove_tree(&state_dir.join("meta").join(bucket))?;
+            self.inner.versioning.forget(bucket);
             remove_tree(&state_dir.join("uploads").join(bucket))?;
             self.drop_meter(bucket)?;
             tx.remove_bucket(bucket);

@@ -42,6 +42,11 @@ impl BucketStore {
         (dir.join(format!("{hash}.json")), dir.join(format!("{hash}.data")))
     }
 
+    /// Where the bytes of `key`'s side copy are (whether or not it has one).
+    pub(super) fn side_data_path(&self, bucket: &str, key: &str) -> PathBuf {
+        self.side_paths(bucket, key).1
+    }
+
     /// Opens the side copy of `key`.
     pub(super) fn open_side(
         &self,

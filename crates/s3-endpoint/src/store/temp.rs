@@ -79,7 +79,7 @@ impl BucketStore {
     }
 
     /// A fresh path for a temporary file, in a directory picked at random.
-    fn temp_path(&self) -> PathBuf {
+    pub(super) fn temp_path(&self) -> PathBuf {
         let shard = rand::random::<u8>() % TEMP_SHARDS;
         temp_shard(&self.inner.state_dir(), shard).join(random_hex(16))
     }

@@ -443,6 +443,9 @@ impl BucketStore {
         for (writer, bytes) in self.upload_parts(bucket)? {
             counts.count(writer.as_deref(), 0, bytes);
         }
+        for (writer, size) in self.archived_usage(bucket, &dir)? {
+            counts.count(writer.as_deref(), 1, size);
+        }
         Ok(counts)
     }
 

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 /// The calls traced: those that name, write or sync files.
 const TRACED: &str = "trace=mkdir,mkdirat,rename,renameat,renameat2,fsync,fdatasync,fsetxattr,\
-                      fremovexattr,unlink,unlinkat,write,writev,pwrite64,pwritev,pwritev2";
+                      fremovexattr,unlink,unlinkat,link,linkat,write,writev,pwrite64,pwritev,\
+                      pwritev2";
 
 /// strace attached to this process, writing to a log.
 pub struct Trace {
@@ -55,6 +56,8 @@ pub struct Call {
     pub name: String,
     pub paths: Vec<String>,
     pub answer: bool,
+    /// Whether the call failed (its result is on its own line: not for calls resumed later).
+    pub failed: bool,
 }
 
 /// The calls of an `strace -f -y` log, in the order they started.
@@ -81,7 +84,8 @@ pub fn calls(log: &str) -> Vec<Call> {
             }
         }
         let answer = name == "writev" && args.contains("HTTP/1.1 20");
-        out.push(Call { name: name.to_owned(), paths, answer });
+        let failed = args.contains(") = -1 ");
+        out.push(Call { name: name.to_owned(), paths, answer, failed });
     }
     out
 }

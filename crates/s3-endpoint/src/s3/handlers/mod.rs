@@ -8,6 +8,7 @@ mod listing;
 mod multipart;
 mod objects;
 mod tagging;
+mod versioning;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -157,4 +158,6 @@ operations! {
     delete_bucket_lifecycle(DeleteBucketLifecycleInput) -> DeleteBucketLifecycleOutput;
     get_object_tagging(GetObjectTaggingInput) -> GetObjectTaggingOutput;
     delete_object_tagging(DeleteObjectTaggingInput) -> DeleteObjectTaggingOutput;
+    put_bucket_versioning(PutBucketVersioningInput) -> PutBucketVersioningOutput;
+    get_bucket_versioning(GetBucketVersioningInput) -> GetBucketVersioningOutput;
 }

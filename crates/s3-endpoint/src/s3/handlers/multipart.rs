@@ -163,6 +163,7 @@ impl HostPathS3 {
             key: Some(input.key),
             e_tag: Some(etag(&info.etag)),
             checksum_type: checksum_type_of(info.checksum.as_ref()),
+            version_id: info.version_id.clone(),
             ..Default::default()
         };
         set_checksum!(output, info.checksum.as_ref());

@@ -50,6 +50,7 @@ impl HostPathS3 {
             e_tag: Some(etag(&info.etag)),
             size: i64::try_from(info.size).ok(),
             checksum_type: checksum_type_of(info.checksum.as_ref()),
+            version_id: info.version_id.clone(),
             ..Default::default()
         };
         set_checksum!(output, info.checksum.as_ref());
@@ -62,8 +63,9 @@ impl HostPathS3 {
     ) -> S3Result<S3Response<GetObjectOutput>> {
         let input = req.input;
         let connection = req.extensions.get::<Arc<FileSends>>().cloned();
+        let version = input.version_id.as_deref();
         let (info, file) =
-            self.store.open_object(&input.bucket, &input.key).await.map_err(s3_err)?;
+            self.store.open_version(&input.bucket, &input.key, version).await.map_err(s3_err)?;
         rules::ReadConditions {
             if_match: input.if_match.as_ref(),
             if_none_match: input.if_none_match.as_ref(),
@@ -97,6 +99,7 @@ impl HostPathS3 {
             parts_count: info.parts.and_then(|p| i32::try_from(p).ok()),
             storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
             tag_count: tag_count(&info),
+            version_id: info.version_id.clone(),
             ..Default::default()
         };
         set_standard_headers!(output, info.attrs);
@@ -135,7 +138,9 @@ impl HostPathS3 {
         req: S3Request<HeadObjectInput>,
     ) -> S3Result<S3Response<HeadObjectOutput>> {
         let input = req.input;
-        let info = self.store.head_object(&input.bucket, &input.key).await.map_err(s3_err)?;
+        let version = input.version_id.as_deref();
+        let (info, _) =
+            self.store.open_version(&input.bucket, &input.key, version).await.map_err(s3_err)?;
         rules::ReadConditions {
             if_match: input.if_match.as_ref(),
             if_none_match: input.if_none_match.as_ref(),
@@ -157,6 +162,7 @@ impl HostPathS3 {
             metadata: metadata_of(&info.attrs),
             parts_count: info.parts.and_then(|p| i32::try_from(p).ok()),
             storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
+            version_id: info.version_id.clone(),
             ..Default::default()
         };
         set_standard_headers!(output, info.attrs);
@@ -253,8 +259,19 @@ impl HostPathS3 {
         req: S3Request<DeleteObjectInput>,
     ) -> S3Result<S3Response<DeleteObjectOutput>> {
         let input = req.input;
-        self.store.delete_object(&input.bucket, &input.key).await.map_err(s3_err)?;
-        Ok(S3Response::new(DeleteObjectOutput::default()))
+        let version = input.version_id.as_deref();
+        let deleted = self
+            .store
+            .delete_object_version(&input.bucket, &input.key, version)
+            .await
+            .map_err(s3_err)?;
+        let mut response = S3Response::new(DeleteObjectOutput {
+            delete_marker: deleted.delete_marker.then_some(true),
+            version_id: deleted.version_id,
+            ..DeleteObjectOutput::default()
+        });
+        response.status = Some(http::StatusCode::NO_CONTENT);
+        Ok(response)
     }
 
     pub(super) async fn delete_objects(
@@ -273,12 +290,20 @@ impl HostPathS3 {
         let quiet = input.delete.quiet.unwrap_or(false);
         let (mut deleted, mut errors) = (Vec::new(), Vec::new());
         for object in input.delete.objects {
-            match self.store.delete_object(&input.bucket, &object.key).await {
-                Ok(()) => {
+            let version = object.version_id.as_deref();
+            match self.store.delete_object_version(&input.bucket, &object.key, version).await {
+                Ok(done) => {
                     if !quiet {
+                        // A marker made answers with its id; a version removed with its own.
+                        let made = done.delete_marker && object.version_id.is_none();
                         deleted.push(DeletedObject {
                             key: Some(object.key),
-                            ..DeletedObject::default()
+                            delete_marker: done.delete_marker.then_some(true),
+                            delete_marker_version_id: done
+                                .delete_marker
+                                .then(|| done.version_id.clone())
+                                .flatten(),
+                            version_id: if made { None } else { object.version_id },
                         });
                     }
                 }
@@ -311,9 +336,6 @@ impl HostPathS3 {
         else {
             return Err(s3_error!(NotImplemented, "only bucket copy sources are supported"));
         };
-        if version_id.as_deref().is_some_and(|v| v != "null") {
-            return Err(s3_error!(NoSuchVersion, "buckets here are not versioned"));
-        }
         rules::require_private_acl(
             input.acl.as_ref().map(ObjectCannedACL::as_str),
             &[
@@ -327,12 +349,14 @@ impl HostPathS3 {
             .metadata_directive
             .as_ref()
             .is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
-        let source_check = copy_source_check(
+        let mut source_check = copy_source_check(
             input.copy_source_if_match.clone(),
             input.copy_source_if_none_match.clone(),
             input.copy_source_if_modified_since.clone(),
             input.copy_source_if_unmodified_since.clone(),
         );
+        source_check.version_id = version_id.as_deref().map(str::to_owned);
+        let source_version = source_check.version_id.clone();
         let (src_bucket, src_key) = (src_bucket.to_string(), src_key.to_string());
         let tags = copy_tags(input.tagging_directive.as_ref(), input.tagging.as_deref())?;
         let replace =
@@ -352,6 +376,8 @@ impl HostPathS3 {
         set_checksum!(result, info.checksum.as_ref());
         Ok(S3Response::new(CopyObjectOutput {
             copy_object_result: Some(result),
+            copy_source_version_id: source_version,
+            version_id: info.version_id,
             ..Default::default()
         }))
     }

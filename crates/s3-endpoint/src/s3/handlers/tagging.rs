@@ -15,10 +15,14 @@ impl HostPathS3 {
         req: S3Request<PutObjectTaggingInput>,
     ) -> S3Result<S3Response<PutObjectTaggingOutput>> {
         let input = req.input;
-        unversioned(input.version_id.as_deref())?;
         let tags = tags::from_tagging(input.tagging)?;
-        self.store.set_object_tags(&input.bucket, &input.key, tags).await.map_err(s3_err)?;
-        Ok(S3Response::new(PutObjectTaggingOutput::default()))
+        let version = input.version_id.as_deref();
+        let info = self
+            .store
+            .set_version_tags(&input.bucket, &input.key, version, tags)
+            .await
+            .map_err(s3_err)?;
+        Ok(S3Response::new(PutObjectTaggingOutput { version_id: info.version_id }))
     }
 
     pub(super) async fn get_object_tagging(
@@ -26,11 +30,12 @@ impl HostPathS3 {
         req: S3Request<GetObjectTaggingInput>,
     ) -> S3Result<S3Response<GetObjectTaggingOutput>> {
         let input = req.input;
-        unversioned(input.version_id.as_deref())?;
-        let info = self.store.head_object(&input.bucket, &input.key).await.map_err(s3_err)?;
+        let version = input.version_id.as_deref();
+        let (info, _) =
+            self.store.open_version(&input.bucket, &input.key, version).await.map_err(s3_err)?;
         Ok(S3Response::new(GetObjectTaggingOutput {
             tag_set: tags::to_tag_set(&info.attrs.tags),
-            version_id: None,
+            version_id: info.version_id,
         }))
     }
 
@@ -39,9 +44,14 @@ impl HostPathS3 {
         req: S3Request<DeleteObjectTaggingInput>,
     ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
         let input = req.input;
-        unversioned(input.version_id.as_deref())?;
-        self.store.set_object_tags(&input.bucket, &input.key, Vec::new()).await.map_err(s3_err)?;
-        let mut response = S3Response::new(DeleteObjectTaggingOutput::default());
+        let version = input.version_id.as_deref();
+        let info = self
+            .store
+            .set_version_tags(&input.bucket, &input.key, version, Vec::new())
+            .await
+            .map_err(s3_err)?;
+        let mut response =
+            S3Response::new(DeleteObjectTaggingOutput { version_id: info.version_id });
         // S3 answers 204 No Content.
         response.status = Some(http::StatusCode::NO_CONTENT);
         Ok(response)
@@ -63,14 +73,6 @@ pub(super) fn copy_tags(
         None | Some(TaggingDirective::COPY) => Ok(None),
         Some(TaggingDirective::REPLACE) => tags_of_header(header).map(Some),
         Some(_) => Err(s3_error!(InvalidArgument, "Unknown tagging directive.")),
-    }
-}
-
-/// Buckets here keep one version of each object, whose id is `null`.
-fn unversioned(version_id: Option<&str>) -> S3Result<()> {
-    match version_id {
-        Some(v) if v != "null" => Err(s3_error!(NoSuchVersion, "buckets here are not versioned")),
-        _ => Ok(()),
     }
 }
 
