@@ -4,17 +4,22 @@
 //! binary serves the endpoint beside its controller.
 //!
 //! - [`store`]: bucket directories, objects (with their metadata and tags), multipart uploads,
-//!   buckets' CORS and lifecycle rules, the lifecycle pass that applies the latter, usage meters
-//!   and the durable record of owners and keys.
+//!   buckets' CORS and lifecycle rules, the lifecycle pass that applies the latter, object lock
+//!   (retention and legal holds, refusing the removal of protected objects by any key), usage
+//!   meters and the durable record of owners and keys.
 //! - [`s3`]: the S3 endpoint (`s3s`) over the store, authorized per key and bucket; object
-//!   tagging, bucket CORS with the browser's preflight answered in front of `s3s`, and bucket
-//!   lifecycle, applied by a worker the server runs ([`s3::LifecycleSchedule`]).
+//!   tagging, bucket CORS with the browser's preflight answered in front of `s3s`, bucket
+//!   lifecycle, applied by a worker the server runs ([`s3::LifecycleSchedule`]), and object
+//!   lock (buckets created with it, their default retention, objects' retention and legal
+//!   holds).
 //! - [`admin`]: the optional operator credential that administers every bucket.
 //!
 //! A binary opens one [`BucketStore`], optionally gives it an operator credential with
 //! [`BucketStore::set_admin`], and runs [`s3::serve`] (or [`s3::serve_endpoint`] on a
 //! [`s3::service`]) on it; whoever provisions buckets holds the same store, and may set a
-//! bucket's rules itself ([`BucketStore::set_bucket_cors`], [`BucketStore::set_bucket_lifecycle`]).
+//! bucket's rules itself ([`BucketStore::set_bucket_cors`], [`BucketStore::set_bucket_lifecycle`],
+//! [`BucketStore::enable_object_lock`] right after creating it,
+//! [`BucketStore::set_object_lock_default`]).
 
 pub mod admin;
 pub mod s3;

@@ -6,16 +6,17 @@
 //! | operations | `ReadWrite` | `ReadOnly` | `WriteOnly` |
 //! |---|---|---|---|
 //! | HeadBucket, GetBucketLocation, ListParts (of an upload whose id it knows) | yes | yes | yes |
-//! | GetObject, HeadObject, GetObjectAttributes, List{Objects,ObjectsV2,ObjectVersions,MultipartUploads}, Get{Bucket,Object}Acl, GetObjectTagging, GetBucketCors, GetBucketLifecycleConfiguration, the source of a copy | yes | yes | no |
+//! | GetObject, HeadObject, GetObjectAttributes, List{Objects,ObjectsV2,ObjectVersions,MultipartUploads}, Get{Bucket,Object}Acl, GetObjectTagging, GetBucketCors, GetBucketLifecycleConfiguration, GetObjectLockConfiguration, GetObjectRetention, GetObjectLegalHold, the source of a copy | yes | yes | no |
 //! | PutObject, CopyObject, CreateMultipartUpload, UploadPart(Copy), CompleteMultipartUpload, AbortMultipartUpload, Put{Bucket,Object}Acl, Put/DeleteObjectTagging | yes | no | yes |
-//! | DeleteObject, DeleteObjects, Put/DeleteBucketCors, PutBucketLifecycleConfiguration, DeleteBucketLifecycle, and anything not named here | yes | no | no |
+//! | DeleteObject, DeleteObjects, Put/DeleteBucketCors, PutBucketLifecycleConfiguration, DeleteBucketLifecycle, PutObjectLockConfiguration, PutObjectRetention, PutObjectLegalHold, and anything not named here | yes | no | no |
 //!
 //! A write-only key may overwrite what it wrote (a PUT is a PUT) and abort its own uploads, but
 //! not delete: a workload that cannot read a bucket has no business emptying it. Tags belong to
 //! an object as its metadata does, so whoever may write the object may set or clear them. CORS
 //! rules decide what every browser page may do with the bucket: like any other bucket
 //! configuration, only a full-access key (or the operator) may change them; so do lifecycle
-//! rules, which delete objects. A preflight
+//! rules, which delete objects, and object lock settings (a bucket's default retention, an
+//! object's retention or legal hold), which decide what may not be deleted. A preflight
 //! `OPTIONS` is unsigned and never reaches this check (see `cors`).
 
 use std::sync::Arc;
@@ -87,6 +88,9 @@ impl Needs {
             | "GetObjectTagging"
             | "GetBucketCors"
             | "GetBucketLifecycleConfiguration"
+            | "GetObjectLockConfiguration"
+            | "GetObjectRetention"
+            | "GetObjectLegalHold"
             | "GetBucketVersioning" => Self::Read,
             "PutObject"
             | "CopyObject"

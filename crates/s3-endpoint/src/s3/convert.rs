@@ -29,7 +29,11 @@ pub(super) fn s3_err(e: StoreError) -> S3Error {
         StoreError::BucketAlreadyOwnedByYou(_) => S3ErrorCode::BucketAlreadyOwnedByYou,
         StoreError::BucketNotEmpty(_) => S3ErrorCode::BucketNotEmpty,
         // 409 Conflict: the request is fine, the bucket's current state forbids it.
-        StoreError::BucketInUse { .. } => S3ErrorCode::InvalidBucketState,
+        StoreError::BucketInUse { .. } | StoreError::InvalidBucketState(_) => {
+            S3ErrorCode::InvalidBucketState
+        }
+        // As S3 answers a removal object lock forbids: 403 AccessDenied, saying why.
+        StoreError::ObjectLocked(_) => S3ErrorCode::AccessDenied,
         StoreError::NotOurs { .. } | StoreError::NotCreator(_) | StoreError::Symlink(_) => {
             S3ErrorCode::AccessDenied
         }
@@ -115,6 +119,7 @@ impl AttrsInput {
             content_language: self.content_language,
             expires: rules::expires_text(self.expires.as_ref()),
             tags: Vec::new(),
+            lock: crate::store::ObjectLock::default(),
         }
     }
 }

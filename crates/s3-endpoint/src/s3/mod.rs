@@ -12,7 +12,8 @@
 //! The jobs, a file each: `server` (the HTTP server and the service it runs), `auth` (keys and
 //! who may do what), `convert` (between `s3s`'s types and the store's), `handlers` (the
 //! operations, a file per family: buckets, ACLs, listings, objects, multipart uploads, object
-//! tagging, bucket CORS, bucket lifecycle), `tags` (S3's rules for object tags, which tenants
+//! tagging, bucket CORS, bucket lifecycle, object lock), `object_lock_rules` (object lock
+//! headers and documents between the wire and the store), `tags` (S3's rules for object tags, which tenants
 //! write), `lifecycle_rules` (lifecycle documents between the wire and the store), `lifecycle`
 //! (the worker running the store's lifecycle pass while the server runs), `cors_rules`
 //! (what CORS rules may say, and which one a request matches), `cors` (the browser's preflight
@@ -38,6 +39,7 @@ mod handlers;
 mod lifecycle;
 mod lifecycle_rules;
 mod metrics;
+mod object_lock_rules;
 mod rules;
 mod server;
 mod spool;

@@ -13,6 +13,7 @@ use md5::{Digest, Md5};
 use super::attached::{DataFile, attach};
 use super::durable::fsync_dir;
 use super::names::validate_key;
+use super::object_lock::Bypass;
 use super::object_meta::{
     MetaFile, NewObject, ObjectAttrs, ObjectInfo, WriteCondition, etag_matches, mtime_ns,
 };
@@ -40,10 +41,11 @@ impl BucketStore {
         bucket: &str,
         key: &str,
         (temp, file): (TempFile, File),
-        object: NewObject,
+        mut object: NewObject,
         condition: Option<&WriteCondition>,
         actor: &Writer,
     ) -> Result<ObjectInfo, StoreError> {
+        let lock_config = self.lock_new_object(bucket, &mut object.attrs)?;
         if let Some(mode) = self.versioning(bucket)? {
             let file = (temp, file);
             return self.commit_versioned(bucket, key, file, object, condition, actor, mode);
@@ -73,6 +75,8 @@ impl BucketStore {
         drop(file);
         let _guard = self.key_lock(bucket, key);
         self.check_condition(bucket, key, condition)?;
+        // Not versioned: replacing a protected object would destroy it.
+        self.check_removable(bucket, key, lock_config.as_ref(), Bypass::No)?;
         let old = self.existing(bucket, &dir, key)?;
         let change = Change::store(meta.writer.as_deref(), data.len(), old.as_ref());
         let ticket = self.meter(bucket)?.begin(change.and(object.also), actor)?;
@@ -242,12 +246,13 @@ impl BucketStore {
         &self,
         bucket: &str,
         key: &str,
-        attrs: ObjectAttrs,
+        mut attrs: ObjectAttrs,
         condition: Option<&WriteCondition>,
         actor: &Writer,
     ) -> Result<ObjectInfo, StoreError> {
         let dir = self.bucket_dir(bucket)?;
         let path = parse_key(key)?;
+        let lock_config = self.lock_new_object(bucket, &mut attrs)?;
         // Versions of a folder marker keep their own records: it is kept beside the bucket.
         if self.versioning(bucket)?.is_some() {
             let temp = self.temp_file()?;
@@ -276,6 +281,7 @@ impl BucketStore {
         };
         let _guard = self.key_lock(bucket, key);
         self.check_condition(bucket, key, condition)?;
+        self.check_removable(bucket, key, lock_config.as_ref(), Bypass::No)?;
         let old = self.existing(bucket, &dir, key)?;
         let change = Change::store(actor.user(), 0, old.as_ref());
         let ticket = self.meter(bucket)?.begin(change, actor)?;

@@ -3,7 +3,7 @@
 use std::io;
 use std::path::PathBuf;
 
-use super::{ChecksumAlgorithm, MAX_KEY_LEN};
+use super::{ChecksumAlgorithm, LockRefusal, MAX_KEY_LEN};
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -144,6 +144,15 @@ pub enum StoreError {
         /// What is wrong with it.
         message: String,
     },
+    /// Object lock protects an object (a retention until its date, or a legal hold) from
+    /// what was asked: removing or overwriting it, weakening its retention, or deleting the
+    /// bucket that holds it. Nothing was changed; [`LockRefusal::until`] says until when.
+    #[error("{0}")]
+    ObjectLocked(LockRefusal),
+    /// The bucket's state forbids the request (object lock asked of a bucket created without
+    /// it).
+    #[error("{0}")]
+    InvalidBucketState(String),
     /// A file system call failed.
     #[error(transparent)]
     Io(#[from] io::Error),

@@ -15,6 +15,7 @@ use std::time::SystemTime;
 
 use super::lifecycle::{LifecycleConfig, LifecycleRule};
 use super::lifecycle_file::LIFECYCLE_FILE;
+use super::object_lock::Bypass;
 use super::{BucketStore, ListQuery, ObjectInfo, StoreError};
 
 /// Objects listed at a time while a pass walks a bucket.
@@ -30,6 +31,9 @@ pub struct LifecyclePassReport {
     pub expired: u64,
     /// Multipart uploads aborted.
     pub aborted: u64,
+    /// Objects due to expire that object lock keeps (a retention or a legal hold); a later
+    /// pass removes them once nothing protects them.
+    pub locked: u64,
     /// Buckets, objects or uploads that could not be handled (each logged); the next pass
     /// tries them again.
     pub failed: u64,
@@ -162,12 +166,17 @@ impl BucketStore {
                     report.stopped = true;
                     return;
                 }
-                match self.delete_if(bucket, &info.key, Some(&due)) {
+                match self.delete_if(bucket, &info.key, Some(&due), Bypass::No) {
                     Ok(true) => {
                         tracing::debug!(bucket, key = info.key, "object expired");
                         report.expired += 1;
                     }
                     Ok(false) => {}
+                    // Object lock outranks lifecycle: the object stays, the pass goes on.
+                    Err(StoreError::ObjectLocked(refusal)) => {
+                        tracing::debug!(bucket, key = info.key, %refusal, "expiry waits for object lock");
+                        report.locked += 1;
+                    }
                     Err(e) => {
                         tracing::warn!(bucket, key = info.key, error = %e, "expiring an object failed");
                         report.failed += 1;
@@ -249,11 +258,11 @@ mod tests {
         let old = store.head_object("b-1", "k").await.unwrap();
         put(&store, "k", b"new").await;
         let due = |info: &ObjectInfo| info.etag == old.etag;
-        assert!(!store.delete_if("b-1", "k", Some(&due)).unwrap());
+        assert!(!store.delete_if("b-1", "k", Some(&due), Bypass::No).unwrap());
         assert_eq!(store.head_object("b-1", "k").await.unwrap().size, 3);
         let due = |info: &ObjectInfo| info.etag != old.etag;
-        assert!(store.delete_if("b-1", "k", Some(&due)).unwrap());
+        assert!(store.delete_if("b-1", "k", Some(&due), Bypass::No).unwrap());
         assert!(matches!(store.head_object("b-1", "k").await, Err(StoreError::NoSuchKey(_))));
-        assert!(!store.delete_if("b-1", "k", Some(&due)).unwrap(), "gone already");
+        assert!(!store.delete_if("b-1", "k", Some(&due), Bypass::No).unwrap(), "gone already");
     }
 }

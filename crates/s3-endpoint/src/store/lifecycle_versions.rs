@@ -8,6 +8,7 @@ use std::time::SystemTime;
 
 use super::lifecycle::{LifecycleRule, days_after};
 use super::lifecycle_pass::LifecyclePassReport;
+use super::object_lock::Bypass;
 use super::versions::Version;
 use super::{BucketStore, StoreError};
 
@@ -36,10 +37,12 @@ impl BucketStore {
                 return;
             }
             match self.expire_versions_of(bucket, &key, rule, now) {
-                Ok(0) => {}
-                Ok(removed) => {
-                    tracing::debug!(bucket, key, removed, "versions expired");
+                Ok((removed, locked)) => {
+                    if removed > 0 {
+                        tracing::debug!(bucket, key, removed, "versions expired");
+                    }
                     report.expired += removed;
+                    report.locked += locked;
                 }
                 Err(e) => {
                     tracing::warn!(bucket, key, error = %e, "expiring versions failed");
@@ -49,17 +52,18 @@ impl BucketStore {
         }
     }
 
-    /// The version actions of `rule` on `key`; answers how many versions and markers went.
+    /// The version actions of `rule` on `key`; answers how many versions and markers went, and
+    /// how many due versions object lock kept.
     fn expire_versions_of(
         &self,
         bucket: &str,
         key: &str,
         rule: &LifecycleRule,
         now: SystemTime,
-    ) -> Result<u64, StoreError> {
+    ) -> Result<(u64, u64), StoreError> {
         let dir = self.bucket_dir(bucket)?;
         let _guard = self.key_lock(bucket, key);
-        let mut removed = 0;
+        let (mut removed, mut locked) = (0, 0);
         let history = self.versions_of(bucket, &dir, key)?;
         if let Some(noncurrent) = &rule.noncurrent_expiration {
             let keep = noncurrent.newer_versions.map_or(0, |n| usize::try_from(n).unwrap_or(0));
@@ -70,8 +74,16 @@ impl BucketStore {
                 let since = history[index - 1].stamp().made();
                 let due = noncurrent.days.is_none_or(|days| days_after(since, days) <= now);
                 if index > keep && due && matches(rule, version) {
-                    self.remove_version_permanently(bucket, &dir, &history, index)?;
-                    removed += 1;
+                    match self.remove_version_permanently(bucket, &dir, &history, index, Bypass::No)
+                    {
+                        Ok(()) => removed += 1,
+                        // Object lock outranks lifecycle: the version stays, the pass goes on.
+                        Err(StoreError::ObjectLocked(refusal)) => {
+                            tracing::debug!(bucket, key, %refusal, "expiry waits for object lock");
+                            locked += 1;
+                        }
+                        Err(e) => return Err(e),
+                    }
                 }
             }
         }
@@ -82,11 +94,11 @@ impl BucketStore {
             if let [only] = history.as_slice()
                 && only.is_marker()
             {
-                self.remove_version_permanently(bucket, &dir, &history, 0)?;
+                self.remove_version_permanently(bucket, &dir, &history, 0, Bypass::No)?;
                 removed += 1;
             }
         }
-        Ok(removed)
+        Ok((removed, locked))
     }
 }
 

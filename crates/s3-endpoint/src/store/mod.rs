@@ -12,6 +12,11 @@
 //!     meta/<bucket>/side/<hh>/<md5>.{json,data}  objects whose key cannot be a path (see below)
 //!     meta/<bucket>/cors.json            the bucket's CORS rules (`cors`)
 //!     meta/<bucket>/lifecycle.json       the bucket's lifecycle rules (`lifecycle_file`)
+//!     meta/<bucket>/object-lock.json     present only in a bucket created with object lock:
+//!                                        its default retention (`object_lock_file`)
+//!     meta/<bucket>/versioning.json      the bucket's versioning state (`versioning`)
+//!     meta/<bucket>/versions/<hh>/<md5>/<order>.{json,data}  noncurrent versions and delete
+//!                                        markers of one key (`versions`)
 //!     uploads/<bucket>/<upload-id>/      multipart uploads in progress
 //!     usage/<bucket>.json                what the bucket holds, in total and by claim (`usage`)
 //!     tmp/00 … tmp/3f                    temporary files, renamed into place when complete
@@ -32,6 +37,17 @@
 //! rename, fsync directory), so provisioning one claim writes what concerns that claim and
 //! nothing else, however many buckets there are.
 //!
+//! # Versions
+//!
+//! In a bucket whose versioning was set (`versioning`), the current version of a key stays where
+//! an unversioned object is, and every other version and delete marker is a record (with a hard
+//! link to its bytes) in the key's versions directory, named by a time-ordered id (`versions`).
+//! What is in place is always the key's newest version; a crash can only leave a duplicate record
+//! of it (ignored) or its newest version recorded with nothing in place (served from there and put
+//! back by the next read, write or delete). Every permanent removal of a version goes through
+//! `remove_version_permanently`, which asks `check_permanent_removal` first (`version_write`).
+//! Usage counts every version as an object with its bytes; delete markers count for nothing.
+//!
 //! # Keys that cannot be paths
 //!
 //! S3 keys are not all file paths: a key may be both an object and a prefix of others (`a` and
@@ -42,6 +58,16 @@
 //! stored as a directory plus metadata where it can be. Empty keys, keys over 1024 bytes and
 //! NUL are refused. Symlinks under a bucket are never followed: they are not listed, and
 //! reading, writing or deleting through one is refused.
+//!
+//! # Object lock
+//!
+//! A bucket created with object lock (`object_lock_file`, enabled only while it holds nothing)
+//! gives every new object its default retention unless the write names its own; an object's
+//! retention and legal hold travel in its metadata with the rest (`ObjectAttrs::lock`). What
+//! they allow is decided by pure functions (`object_lock`) and enforced under the key's commit
+//! lock wherever an object would go (`locked_objects`): a removal, an overwrite (buckets are not
+//! versioned), a lifecycle expiration, the deletion of a claim's bucket. A refusal is
+//! [`StoreError::ObjectLocked`], for every key and the operator's own paths alike.
 
 mod attached;
 mod body_writer;
@@ -61,8 +87,11 @@ mod lifecycle_file;
 mod lifecycle_pass;
 mod lifecycle_versions;
 mod list;
+mod locked_objects;
 mod multipart;
 mod names;
+mod object_lock;
+mod object_lock_file;
 mod object_meta;
 mod object_tags;
 mod objects;
@@ -76,6 +105,7 @@ mod upload_file;
 mod usage;
 mod usage_change;
 mod version_list;
+mod version_stamp;
 mod version_write;
 mod versioning;
 mod versions;
@@ -103,6 +133,11 @@ pub use lifecycle_pass::LifecyclePassReport;
 pub use list::{ListPage, ListQuery};
 pub use multipart::{CompleteRequest, CompletedPartSpec, UploadInfo};
 pub use names::{KeyPath, MAX_KEY_LEN, parse_key, validate_bucket_name, validate_key};
+pub use object_lock::{
+    BucketLock, Bypass, DefaultRetention, LockMode, LockReason, LockRefusal,
+    MAX_DEFAULT_RETENTION_DAYS, MAX_DEFAULT_RETENTION_YEARS, ObjectLock, Retention,
+    RetentionPeriod, check_new_retention, unix_ms,
+};
 pub use object_meta::{
     CopyReplace, CopySourceCheck, ObjectAttrs, ObjectInfo, PutCheck, Tags, WriteCondition,
     etag_matches,
@@ -345,7 +380,9 @@ impl BucketStore {
     /// Deletes `bucket`, its objects, uploads and keys when its record says `user_id` created
     /// it to go with its claim, and answers `true`; for any other bucket of ours only removes
     /// `user_id`'s keys and answers `false`. Already gone counts as deleted; a bucket recorded
-    /// under another identity is [`StoreError::NotOurs`] and is left untouched.
+    /// under another identity is [`StoreError::NotOurs`] and is left untouched. A bucket with
+    /// object lock that still holds a protected object keeps all its data (its keys are
+    /// revoked): [`StoreError::ObjectLocked`], until the last protection ends.
     pub async fn delete_bucket(&self, bucket: &str, user_id: &str) -> Result<bool, StoreError> {
         let (bucket, user_id) = (bucket.to_owned(), user_id.to_owned());
         self.blocking(move |store| store.delete_bucket_blocking(&bucket, &user_id)).await
@@ -558,6 +595,11 @@ impl BucketStore {
             Ok(())
         })?;
         crash_point::crash_point("bucket:keys-removed");
+        // Checked once no claim key can write any more: protected data outlives its claim,
+        // and the claim's deletion waits for it.
+        if let Some(locked) = self.first_locked_object(bucket)? {
+            return Err(locked);
+        }
         let state_dir = self.inner.state_dir();
         for dir in
             [path, state_dir.join("meta").join(bucket), state_dir.join("uploads").join(bucket)]

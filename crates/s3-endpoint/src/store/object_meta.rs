@@ -15,9 +15,10 @@ use serde::{Deserialize, Serialize};
 use super::attached::{DataFile, attached};
 use super::checksum::{Checksum, ChecksumCheck};
 use super::durable::{create_dir_all_durably, write_atomic};
+use super::object_lock::ObjectLock;
 use super::temp::Spooled;
 use super::usage_change::Change;
-use super::versions::VersionStamp;
+use super::version_stamp::VersionStamp;
 use super::{BucketStore, StoreError};
 
 /// An object's tags, `(key, value)` in the order the client set them; at most ten, checked by
@@ -51,6 +52,10 @@ pub struct ObjectAttrs {
     /// that they reach the disk with it and go when it goes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Tags,
+    /// Its object lock retention and legal hold (see `object_lock`): asked for by its write,
+    /// completed from the bucket's default when it is committed, kept with the rest.
+    #[serde(default, skip_serializing_if = "ObjectLock::is_none")]
+    pub lock: ObjectLock,
 }
 
 /// What a copy sets on its destination instead of taking it from the source.
@@ -61,6 +66,9 @@ pub struct CopyReplace {
     pub attrs: Option<ObjectAttrs>,
     /// Tags (`x-amz-tagging-directive: REPLACE`).
     pub tags: Option<Tags>,
+    /// The copy's object lock: never the source's, only what the copy request asks for (the
+    /// bucket's default completes it).
+    pub lock: ObjectLock,
 }
 
 /// A precondition on replacing an object, checked atomically with the write.

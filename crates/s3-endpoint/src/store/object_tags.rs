@@ -1,5 +1,6 @@
-//! Replacing the tags of an object in place (PutObjectTagging, DeleteObjectTagging): its bytes
-//! stay, its metadata is rewritten where it is kept, durably before the answer.
+//! Replacing the tags of an object in place (PutObjectTagging, DeleteObjectTagging), or its
+//! object lock (`locked_objects`): its bytes stay, its metadata is rewritten where it is kept,
+//! durably before the answer.
 //!
 //! Metadata attached to the data file is attached again and the file synced: setting an
 //! attribute leaves the data's modification time, which the metadata records, as it was. When
@@ -108,20 +109,48 @@ impl BucketStore {
         key: &str,
         tags: Tags,
     ) -> Result<ObjectInfo, StoreError> {
-        let dir = self.bucket_dir(bucket)?;
+        let mut tags = Some(tags);
+        self.update_attrs_blocking(bucket, key, &mut |attrs| {
+            attrs.tags = tags.take().unwrap_or_default();
+            Ok(())
+        })
+    }
+
+    /// Rewrites the attributes of `key` in place with `change`, which sees them as they stand
+    /// under the key's lock and may refuse (nothing is written then); `NoSuchKey` when there is
+    /// no such object. Durable once it returns.
+    pub(super) fn update_attrs_blocking(
+        &self,
+        bucket: &str,
+        key: &str,
+        change: &mut dyn FnMut(&mut ObjectAttrs) -> Result<(), StoreError>,
+    ) -> Result<ObjectInfo, StoreError> {
         validate_key(key)?;
         // No write of the key may come between reading its metadata and replacing it.
         let _guard = self.key_lock(bucket, key);
+        self.update_attrs_locked(bucket, key, change)
+    }
+
+    /// [`update_attrs_blocking`](Self::update_attrs_blocking) for a caller holding the key's
+    /// lock already.
+    pub(super) fn update_attrs_locked(
+        &self,
+        bucket: &str,
+        key: &str,
+        change: &mut dyn FnMut(&mut ObjectAttrs) -> Result<(), StoreError>,
+    ) -> Result<ObjectInfo, StoreError> {
+        let dir = self.bucket_dir(bucket)?;
+        validate_key(key)?;
         if let Ok(path) = parse_key(key) {
             match self.resolve_existing(&dir, key, &path) {
                 Ok((_, stat)) if path.dir_marker => {
                     if let Some(mut meta) = self.read_meta(bucket, key, None) {
-                        meta.attrs.tags = tags;
+                        change(&mut meta.attrs)?;
                         self.write_meta(bucket, &meta)?;
                         return Ok(meta.info(stat.modified().unwrap_or(SystemTime::UNIX_EPOCH)));
                     }
                 }
-                Ok((target, _)) => return self.retag_plain(bucket, key, &target, tags),
+                Ok((target, _)) => return self.rewrite_plain(bucket, key, &target, change),
                 Err(StoreError::NoSuchKey(_)) => {}
                 Err(e) => return Err(e),
             }
@@ -129,19 +158,19 @@ impl BucketStore {
         let Some(mut meta) = self.side_meta(bucket, key)? else {
             return Err(StoreError::NoSuchKey(key.to_owned()));
         };
-        meta.attrs.tags = tags;
+        change(&mut meta.attrs)?;
         self.write_side_meta(bucket, &meta)?;
         let (info, _) = self.open_side(bucket, key)?;
         Ok(info)
     }
 
-    /// New tags for the plain file of `key` at `target`.
-    fn retag_plain(
+    /// New attributes for the plain file of `key` at `target`.
+    fn rewrite_plain(
         &self,
         bucket: &str,
         key: &str,
         target: &std::path::Path,
-        tags: Tags,
+        change: &mut dyn FnMut(&mut ObjectAttrs) -> Result<(), StoreError>,
     ) -> Result<ObjectInfo, StoreError> {
         let file = match OpenOptions::new()
             .read(true)
@@ -177,7 +206,7 @@ impl BucketStore {
             writer: None,
             version: None,
         });
-        meta.attrs.tags = tags;
+        change(&mut meta.attrs)?;
         if attach(&file, &meta)? {
             file.sync_all()?;
             // The attached metadata wins over a metadata file, which is no longer read.

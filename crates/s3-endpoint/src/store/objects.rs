@@ -17,6 +17,7 @@ use super::checksum::{self, Checksum, ChecksumCheck, ChecksumType, ExpectedCheck
 use super::commit::remove_if_exists;
 use super::durable::{create_dir_durably, settle_dir};
 use super::names::validate_key;
+use super::object_lock::Bypass;
 use super::object_meta::{
     CopyReplace, CopySourceCheck, NewObject, ObjectAttrs, ObjectInfo, PutCheck, Received,
 };
@@ -379,7 +380,7 @@ impl BucketStore {
     }
 
     pub(super) fn delete_blocking(&self, bucket: &str, key: &str) -> Result<(), StoreError> {
-        self.delete_if(bucket, key, None).map(|_| ())
+        self.delete_if(bucket, key, None, Bypass::No).map(|_| ())
     }
 
     /// DeleteObject: without `version_id`, removes `key` (in a versioned bucket, makes a
@@ -390,32 +391,51 @@ impl BucketStore {
         key: &str,
         version_id: Option<&str>,
     ) -> Result<Deleted, StoreError> {
+        self.delete_object_version_with(bucket, key, version_id, Bypass::No).await
+    }
+
+    /// [`delete_object_version`](Self::delete_object_version) with a request's governance
+    /// `bypass`: what object lock protects stays, and the answer is
+    /// [`StoreError::ObjectLocked`]. A delete marker (no version id, versioned bucket) is
+    /// always allowed: it removes nothing.
+    pub async fn delete_object_version_with(
+        &self,
+        bucket: &str,
+        key: &str,
+        version_id: Option<&str>,
+        bypass: Bypass,
+    ) -> Result<Deleted, StoreError> {
         let (bucket, key) = (bucket.to_owned(), key.to_owned());
         let version_id = version_id.map(str::to_owned);
         self.blocking(move |store| match (version_id, store.versioning(&bucket)?) {
-            (Some(id), _) => store.delete_version_blocking(&bucket, &key, &id),
+            (Some(id), _) => store.delete_version_blocking(&bucket, &key, &id, bypass),
             (None, Some(mode)) => {
                 Ok(store.delete_versioned(&bucket, &key, mode, None)?.unwrap_or_default())
             }
-            (None, None) => store.delete_blocking(&bucket, &key).map(|()| Deleted::default()),
+            (None, None) => {
+                store.delete_if(&bucket, &key, None, bypass).map(|_| Deleted::default())
+            }
         })
         .await
     }
 
     /// Removes `key` as DeleteObject does, but with `due`, only if `due` holds for the object
     /// as it stands under its commit lock (an object replaced since `due` was decided is a new
-    /// one, and stays); answers whether an object was there to remove.
+    /// one, and stays); answers whether an object was there to remove. An object its lock
+    /// protects (given the request's governance `bypass`) stays: [`StoreError::ObjectLocked`].
     pub(super) fn delete_if(
         &self,
         bucket: &str,
         key: &str,
         due: Option<&dyn Fn(&ObjectInfo) -> bool>,
+        bypass: Bypass,
     ) -> Result<bool, StoreError> {
         if let Some(mode) = self.versioning(bucket)? {
             return Ok(self.delete_versioned(bucket, key, mode, due)?.is_some());
         }
         let dir = self.bucket_dir(bucket)?;
         validate_key(key)?;
+        let lock_config = self.bucket_object_lock_blocking(bucket)?;
         let _guard = self.key_lock(bucket, key);
         if let Some(due) = due {
             match self.open_blocking(bucket, key) {
@@ -424,7 +444,8 @@ impl BucketStore {
                 Err(e) => return Err(e),
             }
         }
-        // Never refused: it only frees. Counted only once the object is surely gone.
+        self.check_removable(bucket, key, lock_config.as_ref(), bypass)?;
+        // Never refused by a quota: it only frees. Counted only once the object is surely gone.
         let ticket = match self.existing(bucket, &dir, key)? {
             Some(old) => Some(self.meter(bucket)?.begin(Change::remove(&old), &Writer::Operator)?),
             None => None, // only leftovers of a crash, if anything
@@ -528,6 +549,7 @@ impl BucketStore {
             let source_tags = info.attrs.tags.clone();
             let mut attrs = replace.attrs.unwrap_or(info.attrs);
             attrs.tags = replace.tags.unwrap_or(source_tags);
+            attrs.lock = replace.lock;
             // An empty object copied to a key ending in '/' is a folder marker; anything else
             // is copied byte by byte (a plain folder marker has no file: no bytes).
             if dst_marker && info.size == 0 {

@@ -191,7 +191,7 @@ impl BucketStore {
     /// if so, `dirs` receives them all, deepest first. Any other entry (file, symlink, device)
     /// counts as content: only S3-visible content can be deleted over S3, and nothing else may
     /// be destroyed by a DeleteBucket.
-    fn only_empty_dirs(
+    pub(super) fn only_empty_dirs(
         &self,
         bucket: &str,
         dir: &Path,

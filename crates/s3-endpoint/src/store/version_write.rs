@@ -16,6 +16,7 @@ use super::commit::{Placed, remove_if_exists};
 use super::crash_point::crash_point;
 use super::durable::fsync_dir;
 use super::names::validate_key;
+use super::object_lock::Bypass;
 use super::object_meta::{MetaFile, NewObject, ObjectInfo, WriteCondition, mtime_ns};
 use super::temp::TempFile;
 use super::usage_change::{Change, Existing, Writer};
@@ -79,7 +80,7 @@ impl BucketStore {
             history.iter().filter(|v| null && v.stamp().id == NULL_VERSION).collect();
         let mut change = Change::store(meta.writer.as_deref(), data.len(), None);
         for victim in &replaced {
-            self.check_permanent_removal(bucket, victim)?;
+            self.check_permanent_removal(bucket, victim, Bypass::No)?;
             change = change.and(removal_change(victim));
         }
         let ticket = self.meter(bucket)?.begin(change.and(object.also), actor)?;
@@ -143,7 +144,7 @@ impl BucketStore {
             history.iter().filter(|v| null && v.stamp().id == NULL_VERSION).collect();
         let mut change = Change::default();
         for victim in &replaced {
-            self.check_permanent_removal(bucket, victim)?;
+            self.check_permanent_removal(bucket, victim, Bypass::No)?;
             change = change.and(removal_change(victim));
         }
         let ticket = self.meter(bucket)?.begin(change, &Writer::Operator)?;
@@ -184,6 +185,7 @@ impl BucketStore {
         bucket: &str,
         key: &str,
         version_id: &str,
+        bypass: Bypass,
     ) -> Result<Deleted, StoreError> {
         let dir = self.bucket_dir(bucket)?;
         validate_key(key)?;
@@ -194,18 +196,24 @@ impl BucketStore {
             return Ok(Deleted { version_id: Some(version_id.to_owned()), delete_marker: false });
         };
         let delete_marker = history[index].is_marker();
-        self.remove_version_permanently(bucket, &dir, &history, index)?;
+        self.remove_version_permanently(bucket, &dir, &history, index, bypass)?;
         Ok(Deleted { version_id: Some(version_id.to_owned()), delete_marker })
     }
 
     /// Whether `victim` may be removed for good. Every permanent removal of a version or a
-    /// delete marker asks here first, and nothing is removed when it refuses.
+    /// delete marker asks here first, and nothing is removed when it refuses: in a bucket with
+    /// object lock, a version its retention or legal hold protects is
+    /// [`StoreError::ObjectLocked`] (given the request's governance `bypass`).
     pub(super) fn check_permanent_removal(
         &self,
-        _bucket: &str,
-        _victim: &Version,
+        bucket: &str,
+        victim: &Version,
+        bypass: Bypass,
     ) -> Result<(), StoreError> {
-        Ok(())
+        if victim.is_marker() {
+            return Ok(());
+        }
+        self.check_version_removable(bucket, &victim.meta.key, &victim.meta.attrs.lock, bypass)
     }
 
     /// The choke point of every permanent removal of one version (or delete marker) of a key
@@ -219,10 +227,11 @@ impl BucketStore {
         dir: &Path,
         history: &[Version],
         index: usize,
+        bypass: Bypass,
     ) -> Result<(), StoreError> {
         let victim = &history[index];
         let key = victim.meta.key.as_str();
-        self.check_permanent_removal(bucket, victim)?;
+        self.check_permanent_removal(bucket, victim, bypass)?;
         let ticket = self.meter(bucket)?.begin(removal_change(victim), &Writer::Operator)?;
         let result = (|| {
             if victim.in_place {

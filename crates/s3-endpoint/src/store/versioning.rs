@@ -74,15 +74,34 @@ impl BucketStore {
     ) -> Result<(), StoreError> {
         let bucket = bucket.to_owned();
         self.blocking(move |store| {
-            store.bucket_dir(&bucket)?;
-            let cache = &store.inner.versioning.0;
-            // Held across the write, so that no reader caches the state being replaced.
-            let mut cached = cache.write().unwrap_or_else(PoisonError::into_inner);
-            replace_config(&store.versioning_path(&bucket), Some(&VersioningFile { status }))?;
-            cached.insert(bucket, Some(status));
-            Ok(())
+            if status == Versioning::Suspended
+                && store.bucket_object_lock_blocking(&bucket)?.is_some()
+            {
+                return Err(StoreError::InvalidBucketState(
+                    "An Object Lock configuration is present on this bucket, so the versioning \
+                     state cannot be changed"
+                        .into(),
+                ));
+            }
+            store.set_versioning_blocking(&bucket, status)
         })
         .await
+    }
+
+    /// [`set_bucket_versioning`](Self::set_bucket_versioning) without the object lock check,
+    /// for callers already off the async threads.
+    pub(super) fn set_versioning_blocking(
+        &self,
+        bucket: &str,
+        status: Versioning,
+    ) -> Result<(), StoreError> {
+        self.bucket_dir(bucket)?;
+        let cache = &self.inner.versioning.0;
+        // Held across the write, so that no reader caches the state being replaced.
+        let mut cached = cache.write().unwrap_or_else(PoisonError::into_inner);
+        replace_config(&self.versioning_path(bucket), Some(&VersioningFile { status }))?;
+        cached.insert(bucket.to_owned(), Some(status));
+        Ok(())
     }
 
     /// The versioning state of `bucket`, from memory once read.

@@ -83,9 +83,7 @@ impl HostPathS3 {
         }
         let here = req.region.as_ref().map_or(DEFAULT_REGION, |r| r.as_str()).to_owned();
         let input = req.input;
-        if input.object_lock_enabled_for_bucket == Some(true) {
-            return Err(s3_error!(NotImplemented, "object lock is not supported"));
-        }
+        let with_lock = input.object_lock_enabled_for_bucket == Some(true);
         // ACLs and ownership controls are accepted and ignored: buckets here are never public,
         // whatever the operator asks for at creation (GetBucketAcl shows them private).
         let constraint = input
@@ -100,12 +98,25 @@ impl HostPathS3 {
         } else {
             Err(StoreError::BucketAlreadyOwnedByYou(input.bucket.clone()))
         };
-        match created {
-            Ok(_) => {}
+        let is_new = match created {
+            Ok(_) => true,
             // S3's legacy rule in us-east-1: creating again a bucket one owns answers 200 (and
             // changes nothing here); every other region answers BucketAlreadyOwnedByYou.
-            Err(StoreError::BucketAlreadyOwnedByYou(_)) if here == DEFAULT_REGION => {}
+            Err(StoreError::BucketAlreadyOwnedByYou(_)) if here == DEFAULT_REGION => false,
             Err(e) => return Err(s3_err(e)),
+        };
+        if with_lock && is_new {
+            self.store.enable_object_lock(&input.bucket).await.map_err(s3_err)?;
+        } else if with_lock
+            && self.store.bucket_object_lock(&input.bucket).await.map_err(s3_err)?.is_none()
+        {
+            // Changing nothing would answer as if it had: object lock comes only with a new
+            // bucket.
+            return Err(s3_error!(
+                InvalidBucketState,
+                "Object lock can only be enabled when a bucket is created; this bucket exists \
+                 without it"
+            ));
         }
         Ok(S3Response::new(CreateBucketOutput { location: Some(format!("/{}", input.bucket)) }))
     }

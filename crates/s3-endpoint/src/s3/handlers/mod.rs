@@ -6,6 +6,7 @@ mod cors;
 mod lifecycle;
 mod listing;
 mod multipart;
+mod object_lock;
 mod objects;
 mod tagging;
 mod versioning;
@@ -158,6 +159,14 @@ operations! {
     delete_bucket_lifecycle(DeleteBucketLifecycleInput) -> DeleteBucketLifecycleOutput;
     get_object_tagging(GetObjectTaggingInput) -> GetObjectTaggingOutput;
     delete_object_tagging(DeleteObjectTaggingInput) -> DeleteObjectTaggingOutput;
+    put_object_lock_configuration(PutObjectLockConfigurationInput)
+        -> PutObjectLockConfigurationOutput;
+    get_object_lock_configuration(GetObjectLockConfigurationInput)
+        -> GetObjectLockConfigurationOutput;
+    put_object_retention(PutObjectRetentionInput) -> PutObjectRetentionOutput;
+    get_object_retention(GetObjectRetentionInput) -> GetObjectRetentionOutput;
+    put_object_legal_hold(PutObjectLegalHoldInput) -> PutObjectLegalHoldOutput;
+    get_object_legal_hold(GetObjectLegalHoldInput) -> GetObjectLegalHoldOutput;
     put_bucket_versioning(PutBucketVersioningInput) -> PutBucketVersioningOutput;
     get_bucket_versioning(GetBucketVersioningInput) -> GetBucketVersioningOutput;
 }

@@ -30,7 +30,13 @@ impl HostPathS3 {
         )?;
         let (bucket, key) = (input.bucket.clone(), input.key.clone());
         let tags = super::tagging::tags_of_header(input.tagging.as_deref())?;
-        let attrs = crate::store::ObjectAttrs { tags, ..attrs_input!(input).into_attrs() };
+        let lock = crate::s3::object_lock_rules::lock_of_headers(
+            input.object_lock_mode.as_ref(),
+            input.object_lock_retain_until_date.as_ref(),
+            input.object_lock_legal_hold_status.as_ref(),
+        )?;
+        self.check_lock_allowed(&bucket, &lock).await?;
+        let attrs = crate::store::ObjectAttrs { tags, lock, ..attrs_input!(input).into_attrs() };
         let id = self
             .store
             .create_upload(&bucket, &key, attrs, checksum, &writer)

@@ -9,6 +9,7 @@ use super::HostPathS3;
 use super::tagging::{TAGGING_COUNT, copy_tags, tags_of_header};
 use crate::s3::body::ObjectBody;
 use crate::s3::convert::*;
+use crate::s3::object_lock_rules::{lock_fields, lock_of_headers};
 use crate::s3::rules;
 use crate::s3::zero_copy::{FileSends, MIN_ZERO_COPY, ZeroCopyBody};
 use crate::store::{Checksum, ChecksumType, CopyReplace, ObjectAttrs, ObjectInfo};
@@ -38,9 +39,15 @@ impl HostPathS3 {
         )?;
         check.condition =
             rules::write_condition(input.if_match.as_ref(), input.if_none_match.as_ref())?;
+        let lock = lock_of_headers(
+            input.object_lock_mode.as_ref(),
+            input.object_lock_retain_until_date.as_ref(),
+            input.object_lock_legal_hold_status.as_ref(),
+        )?;
+        self.check_lock_allowed(&input.bucket, &lock).await?;
         let body = body_of(input.body);
         let tags = tags_of_header(input.tagging.as_deref())?;
-        let attrs = ObjectAttrs { tags, ..attrs_input!(input).into_attrs() };
+        let attrs = ObjectAttrs { tags, lock, ..attrs_input!(input).into_attrs() };
         let info = self
             .store
             .put_object(&input.bucket, &input.key, attrs, body, check, &writer)
@@ -102,6 +109,11 @@ impl HostPathS3 {
             version_id: info.version_id.clone(),
             ..Default::default()
         };
+        (
+            output.object_lock_mode,
+            output.object_lock_retain_until_date,
+            output.object_lock_legal_hold_status,
+        ) = lock_fields(&info.attrs.lock);
         set_standard_headers!(output, info.attrs);
         if checksum_enabled && whole {
             output.checksum_type = checksum_type_of(info.checksum.as_ref());
@@ -165,6 +177,11 @@ impl HostPathS3 {
             version_id: info.version_id.clone(),
             ..Default::default()
         };
+        (
+            output.object_lock_mode,
+            output.object_lock_retain_until_date,
+            output.object_lock_legal_hold_status,
+        ) = lock_fields(&info.attrs.lock);
         set_standard_headers!(output, info.attrs);
         if checksum_enabled && !served.partial {
             output.checksum_type = checksum_type_of(info.checksum.as_ref());
@@ -258,13 +275,17 @@ impl HostPathS3 {
         &self,
         req: S3Request<DeleteObjectInput>,
     ) -> S3Result<S3Response<DeleteObjectOutput>> {
+        let bypass = self.bypass_of(&req, &req.input.bucket, req.input.bypass_governance_retention);
         let input = req.input;
         let version = input.version_id.as_deref();
         let deleted = self
             .store
-            .delete_object_version(&input.bucket, &input.key, version)
+            .delete_object_version_with(&input.bucket, &input.key, version, bypass)
             .await
-            .map_err(s3_err)?;
+            .map_err(|e| {
+                tracing::info!(bucket = input.bucket, key = input.key, error = %e, "delete refused");
+                s3_err(e)
+            })?;
         let mut response = S3Response::new(DeleteObjectOutput {
             delete_marker: deleted.delete_marker.then_some(true),
             version_id: deleted.version_id,
@@ -278,6 +299,7 @@ impl HostPathS3 {
         &self,
         req: S3Request<DeleteObjectsInput>,
     ) -> S3Result<S3Response<DeleteObjectsOutput>> {
+        let bypass = self.bypass_of(&req, &req.input.bucket, req.input.bypass_governance_retention);
         let input = req.input;
         if input.delete.objects.len() > MAX_KEYS as usize {
             return Err(s3_error!(
@@ -291,7 +313,11 @@ impl HostPathS3 {
         let (mut deleted, mut errors) = (Vec::new(), Vec::new());
         for object in input.delete.objects {
             let version = object.version_id.as_deref();
-            match self.store.delete_object_version(&input.bucket, &object.key, version).await {
+            let store = &self.store;
+            match store
+                .delete_object_version_with(&input.bucket, &object.key, version, bypass)
+                .await
+            {
                 Ok(done) => {
                     if !quiet {
                         // A marker made answers with its id; a version removed with its own.
@@ -359,8 +385,14 @@ impl HostPathS3 {
         let source_version = source_check.version_id.clone();
         let (src_bucket, src_key) = (src_bucket.to_string(), src_key.to_string());
         let tags = copy_tags(input.tagging_directive.as_ref(), input.tagging.as_deref())?;
+        let lock = lock_of_headers(
+            input.object_lock_mode.as_ref(),
+            input.object_lock_retain_until_date.as_ref(),
+            input.object_lock_legal_hold_status.as_ref(),
+        )?;
+        self.check_lock_allowed(&input.bucket, &lock).await?;
         let replace =
-            CopyReplace { attrs: replace.then(|| attrs_input!(input).into_attrs()), tags };
+            CopyReplace { attrs: replace.then(|| attrs_input!(input).into_attrs()), tags, lock };
         let (dst_bucket, dst_key) = (&input.bucket, &input.key);
         let info = self
             .store
