@@ -211,3 +211,35 @@ async fn claims_get_the_versioning_and_object_lock_their_class_allows_and_no_mor
     let release = json!({ "metadata": { "finalizers": null } });
     admin.patch("locked", &PatchParams::default(), &Patch::Merge(&release)).await.unwrap();
 }
+
+#[tokio::test]
+async fn a_claim_granted_a_bucket_it_did_not_create_leaves_its_versions_alone() {
+    let env = Env::new("hp-versions-shared").await;
+    let _provisioner = env.start("node-a");
+    let tenant = env.scoped_tenant("hp-versions-shared-t").await;
+    // An operator's bucket, which claims are granted and may share with others.
+    std::fs::create_dir_all(env.bucket_dir("operator-versions")).unwrap();
+    let granting = [
+        ("bucketName", "operator-versions"),
+        ("allowVersioning", "true"),
+        ("defaultVersioning", "Enabled"),
+    ];
+    let granting = env.class(&granting, "Delete").await;
+    tenant.create("asking", spec(&granting, "asking", &[("versioning", "Enabled")])).await;
+    tenant.create("quiet", spec(&granting, "quiet", &[])).await;
+    let says = "only the claim that created a bucket sets them";
+    let claim = tenant.wait("asking", ClaimPhase::Failed, "InvalidParameters").await;
+    assert!(ready(&claim).unwrap().message.contains(says), "{claim:?}");
+    event(&env, &tenant, "asking", "InvalidParameters", Some(says)).await;
+    // The class's default is for buckets its claims create: the operator's stays unversioned.
+    tenant.wait("quiet", ClaimPhase::Bound, "Bound").await;
+    let (s3, bucket) = tenant.s3_for("quiet").await;
+    assert_eq!(versioning_of(&s3, &bucket).await, None);
+    change(&tenant, "quiet", json!({ "versioning": "Enabled" })).await;
+    condition(&tenant, "quiet", "InvalidParameters", says).await;
+    assert_eq!(versioning_of(&s3, &bucket).await, None);
+    for name in ["asking", "quiet"] {
+        tenant.delete(name).await;
+    }
+    assert!(env.bucket_dir("operator-versions").exists(), "the operator's bucket stays");
+}
