@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bucket_api::{AccessMode, BucketUsage, ObjectBucket, ReclaimPolicy};
+use bucket_provisioner::bucket::features::object_lock::OBJECT_LOCK;
+use bucket_provisioner::bucket::features::versioning::VERSIONING;
 use bucket_provisioner::bucket::standalone::{BucketLocation, IssuedKey, KeyRequest, NewBucket};
 use bucket_provisioner::{
     BackendError, BucketOptions, Credentials, Endpoint, ProvisionedBucket, Provisioner, Removed,
@@ -13,7 +15,9 @@ use bucket_provisioner::{
 use s3_endpoint::store::{CorsConfig, KeyMode, LifecycleConfig};
 use s3_endpoint::{AccessKey, BucketStore, Creator, StoreError};
 
+use crate::features::Features;
 use crate::quota::{BUCKET_MAX_OBJECTS, BUCKET_MAX_SIZE, ClaimQuotas, MAX_OBJECTS, MAX_SIZE};
+pub(crate) use crate::store_error::backend_error;
 use crate::{cors, lifecycle};
 
 /// Key in an ObjectBucket's `additionalState` holding the identity that provisioned it.
@@ -177,6 +181,15 @@ fn shared_bucket(key: &str, what: &str, bucket: &str) -> BackendError {
     ))
 }
 
+/// The refusal of versioning or object lock asked by a claim that did not create the bucket.
+fn versions_of_shared_bucket(bucket: &str) -> BackendError {
+    BackendError::invalid_parameter(format!(
+        "additionalConfig {VERSIONING} and {OBJECT_LOCK} configure the whole bucket {bucket:?}, \
+         which this claim did not create and may share with other claims; only the claim that \
+         created a bucket sets them"
+    ))
+}
+
 /// The endpoint's key mode granting what the claim's access mode allows.
 pub(crate) fn key_mode(mode: AccessMode) -> KeyMode {
     match mode {
@@ -186,41 +199,24 @@ pub(crate) fn key_mode(mode: AccessMode) -> KeyMode {
     }
 }
 
-/// Store failures as the library understands them: file system trouble may pass, everything
-/// else needs a change to the claim or StorageClass.
-pub(crate) fn backend_error(e: StoreError) -> BackendError {
-    let reason = match &e {
-        StoreError::Io(_) | StoreError::Corrupt { .. } => {
-            return BackendError::transient(e.to_string());
-        }
-        StoreError::InvalidBucketName(_) => "InvalidBucketName",
-        StoreError::NoSuchBucket(_) => "BucketNotFound",
-        StoreError::BucketAlreadyExists(name) => {
-            return BackendError::name_taken(name);
-        }
-        StoreError::NotOurs { .. } => "NotOurs",
-        StoreError::NotCreator(_) => "InvalidParameters",
-        StoreError::Symlink(_) => "Symlink",
-        _ => "InvalidArgument",
-    };
-    BackendError::permanent(reason, e.to_string())
-}
-
-/// What a claim asks of its bucket beyond its key: quotas, CORS and lifecycle rules.
+/// What a claim asks of its bucket beyond its key: quotas, CORS and lifecycle rules,
+/// versioning and object lock.
 struct ClaimConfig {
     quotas: ClaimQuotas,
     cors: Option<CorsConfig>,
     lifecycle: Option<LifecycleConfig>,
+    features: Features,
 }
 
-/// The claim's quotas, CORS and lifecycle rules, checked against the StorageClass's parameters
-/// (only `allowCors` and `allowLifecycle` are accepted).
+/// The claim's quotas, CORS and lifecycle rules, versioning and object lock, checked against
+/// the StorageClass's parameters (those of [`cors::PARAMETERS`]).
 fn checked_config(options: &BucketOptions) -> Result<ClaimConfig, BackendError> {
     let (config, parameters) = (&options.additional_config, &options.parameters);
     let cors = cors::claim_rules(config, parameters)?;
     let quotas = ClaimQuotas::parse(config)?;
     let lifecycle = lifecycle::claim_rules(config, parameters)?;
-    Ok(ClaimConfig { quotas, cors, lifecycle })
+    let features = Features::parse(config, parameters)?;
+    Ok(ClaimConfig { quotas, cors, lifecycle, features })
 }
 
 impl Provisioner for HostPathProvisioner {
@@ -229,7 +225,7 @@ impl Provisioner for HostPathProvisioner {
     }
 
     async fn provision(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
-        let ClaimConfig { quotas, cors, lifecycle } = checked_config(options)?;
+        let ClaimConfig { quotas, cors, lifecycle, features } = checked_config(options)?;
         let creator = Creator {
             user_id: &options.user_id,
             delete_with_claim: options.reclaim_policy == ReclaimPolicy::Delete,
@@ -249,6 +245,10 @@ impl Provisioner for HostPathProvisioner {
         if lifecycle.is_some() {
             self.set_bucket_lifecycle(options, lifecycle).await?;
         }
+        // Before the key is handed out: object lock is turned on only while the bucket is empty.
+        if self.created_by_claim(options) {
+            features.apply(&self.store, &options.bucket_name, None).await?;
+        }
         let (user, bucket) = (&options.user_id, &options.bucket_name);
         self.store.set_user_quota(user, bucket, quotas.claim).await.map_err(backend_error)?;
         // Narrowed before the key is handed to anyone: the Secret is written after this answer.
@@ -260,7 +260,10 @@ impl Provisioner for HostPathProvisioner {
     }
 
     async fn grant(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
-        let ClaimConfig { quotas, cors, lifecycle } = checked_config(options)?;
+        let ClaimConfig { quotas, cors, lifecycle, features } = checked_config(options)?;
+        if features.asked() {
+            return Err(versions_of_shared_bucket(&options.bucket_name));
+        }
         let exists = self.store.bucket_exists(&options.bucket_name).map_err(backend_error)?;
         if !exists {
             return Err(BackendError::permanent(
@@ -327,10 +330,18 @@ impl Provisioner for HostPathProvisioner {
         options: &BucketOptions,
         bucket: &ObjectBucket,
     ) -> Result<(), BackendError> {
-        let ClaimConfig { quotas, cors, lifecycle } = checked_config(options)?;
+        let ClaimConfig { quotas, cors, lifecycle, features } = checked_config(options)?;
         self.set_bucket_quota(options, &quotas).await?;
         let previous = bucket.spec.endpoint.as_ref().and_then(|e| e.additional_config.as_ref());
         let had = |key| previous.is_some_and(|c| c.contains_key(key));
+        // As for rules: a claim that never carried the keys leaves the bucket's versions alone.
+        if features.asked() || had(VERSIONING) || had(OBJECT_LOCK) {
+            if !self.created_by_claim(options) {
+                return Err(versions_of_shared_bucket(&options.bucket_name));
+            }
+            let previous = previous.cloned().unwrap_or_default();
+            features.apply(&self.store, &options.bucket_name, Some(&previous)).await?;
+        }
         if cors.is_some() || had(cors::CORS) {
             self.set_bucket_cors(options, cors).await?;
         }

@@ -11,8 +11,7 @@
 use std::collections::BTreeMap;
 
 use bucket_provisioner::BackendError;
-use bucket_provisioner::bucket::features::class::ALLOW_LIFECYCLE;
-use bucket_provisioner::bucket::features::defaults;
+use bucket_provisioner::bucket::features::class;
 use s3_endpoint::store::CorsConfig;
 
 /// The `additionalConfig` key holding the rules.
@@ -22,14 +21,21 @@ pub const CORS: &str = "cors";
 pub const ALLOW_CORS: &str = "allowCors";
 
 /// Every StorageClass parameter the hostPath provisioner accepts (`allowLifecycle` is read by
-/// [`crate::lifecycle`]).
-pub const PARAMETERS: [&str; 2] = [ALLOW_CORS, ALLOW_LIFECYCLE];
+/// [`crate::lifecycle`], the versioning and object lock ones by [`crate::features`]).
+pub const PARAMETERS: [&str; 8] = [
+    ALLOW_CORS,
+    class::ALLOW_LIFECYCLE,
+    class::ALLOW_VERSIONING,
+    class::ALLOW_OBJECT_LOCK,
+    class::ALLOW_COMPLIANCE_RETENTION,
+    class::MAX_RETENTION_DAYS,
+    bucket_provisioner::bucket::features::defaults::DEFAULT_VERSIONING,
+    bucket_provisioner::bucket::features::defaults::DEFAULT_RETENTION,
+];
 
 /// Whether the class allows claims' CORS rules; any other parameter, or another value, is an
-/// `InvalidParameters` error saying what is accepted (a default versioning or object lock
-/// retention, which the endpoint lacks, says so).
+/// `InvalidParameters` error saying what is accepted.
 pub fn allowed_by(parameters: &BTreeMap<String, String>) -> Result<bool, BackendError> {
-    defaults::refuse(parameters, "its S3 endpoint has no object versioning or object lock yet")?;
     let unknown: Vec<&str> =
         parameters.keys().map(String::as_str).filter(|k| !PARAMETERS.contains(k)).collect();
     if !unknown.is_empty() {
@@ -92,9 +98,8 @@ mod tests {
         assert!(err.contains("neither \"true\" nor \"false\""), "{err}");
         let err = claim_rules(&map(&[]), &map(&[("region", "x")])).unwrap_err().to_string();
         assert!(err.contains("unknown StorageClass parameter(s) region"), "{err}");
-        let versioned = map(&[(defaults::DEFAULT_VERSIONING, "Enabled")]);
-        let err = claim_rules(&map(&[]), &versioned).unwrap_err().to_string();
-        assert!(err.contains("defaultVersioning is not supported: its S3 endpoint"), "{err}");
+        let versioned = map(&[("allowVersioning", "true"), ("defaultVersioning", "Enabled")]);
+        assert_eq!(claim_rules(&map(&[]), &versioned).unwrap(), None);
         let bad = map(&[(CORS, r#"{"CORSRules": [{"AllowedOrigins": ["*"]}]}"#)]);
         let err = claim_rules(&bad, &allow).unwrap_err().to_string();
         assert!(err.contains("additionalConfig cors: not the JSON of put-bucket-cors"), "{err}");

@@ -8,6 +8,8 @@
 //! - [`cors`]: a claim's CORS rules (`additionalConfig` `cors`), where its class allows them.
 //! - [`lifecycle`]: a claim's lifecycle rules (`additionalConfig` `bucketLifecycle`), where its
 //!   class allows them (`allowLifecycle`), as the endpoint's lifecycle pass applies them.
+//! - [`features`]: a claim's `versioning` and `objectLock`, where its class allows them, with
+//!   the class's defaults (`defaultVersioning`, `defaultObjectLockRetention`).
 //! - [`admin_secret`]: follows the operator credential ([`AdminCredentials`]) from a Secret.
 //! - [`prepare`]: handing the root to the provisioner's user, as the init container does.
 //!
@@ -22,9 +24,11 @@ pub mod admin_secret;
 pub mod backend;
 pub mod cors;
 pub mod cosi;
+pub mod features;
 pub mod lifecycle;
 pub mod prepare;
 pub mod quota;
+mod store_error;
 
 pub use backend::{HostPathConfig, HostPathProvisioner};
 pub use s3_endpoint::{

@@ -8,9 +8,8 @@
 //!
 //! - `Expiration` by `Days` or `Date`, and `AbortIncompleteMultipartUpload`: applied by the
 //!   endpoint's lifecycle pass;
-//! - `NoncurrentVersionExpiration` and `Expiration` `ExpiredObjectDeleteMarker`: accepted and
-//!   kept, as the endpoint accepts them over S3, and acting on nothing (the endpoint keeps no
-//!   object versions), so a claim written for versioned S3 still binds;
+//! - `NoncurrentVersionExpiration` and `Expiration` `ExpiredObjectDeleteMarker`: applied by the
+//!   same pass to a bucket with versioning ([`crate::features`]), kept on one without;
 //! - `Transitions`: refused by name (the endpoint has one storage class).
 //!
 //! Who owns the rules: when the claim carries the key, its rules replace the bucket's, whoever

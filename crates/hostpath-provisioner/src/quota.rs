@@ -8,8 +8,9 @@
 //! | `bucketMaxObjects` | objects in the bucket, whoever stores them | as `maxObjects` |
 //! | `bucketMaxSize` | bytes in the bucket, whoever stores them | as `maxSize` |
 //!
-//! The keys `cors` (the bucket's CORS rules, read by [`crate::cors`]) and `bucketLifecycle` (its
-//! lifecycle rules, read by [`crate::lifecycle`]) are accepted too.
+//! The keys `cors` (the bucket's CORS rules, read by [`crate::cors`]), `bucketLifecycle` (its
+//! lifecycle rules, read by [`crate::lifecycle`]), `versioning` and `objectLock` (read by
+//! [`crate::features`]) are accepted too.
 //!
 //! The bucket-wide keys belong to the claim that created the bucket: a claim granted an existing
 //! bucket (StorageClass `bucketName`) shares it, and may not limit the others.
@@ -30,24 +31,24 @@ pub const BUCKET_MAX_OBJECTS: &str = "bucketMaxObjects";
 pub const BUCKET_MAX_SIZE: &str = "bucketMaxSize";
 
 /// Every `additionalConfig` key the hostPath provisioner accepts.
-pub const ACCEPTED: [&str; 6] = [
+pub const ACCEPTED: [&str; 8] = [
     MAX_OBJECTS,
     MAX_SIZE,
     BUCKET_MAX_OBJECTS,
     BUCKET_MAX_SIZE,
     crate::cors::CORS,
     crate::lifecycle::BUCKET_LIFECYCLE,
+    bucket_provisioner::bucket::features::versioning::VERSIONING,
+    bucket_provisioner::bucket::features::object_lock::OBJECT_LOCK,
 ];
 
 /// Keys other provisioners' claims carry that mean nothing here, and why.
-const FOREIGN: [(&str, &str); 7] = [
+const FOREIGN: [(&str, &str); 5] = [
     ("bucketPolicy", "its S3 endpoint has no bucket policies"),
     ("bucketOwner", "it has no user accounts to own buckets"),
     ("bucketclass", "it has no bucket classes (data placement is the node's directory)"),
     ("path", "it has no namespace buckets"),
     ("replicationPolicy", "it does not replicate buckets"),
-    ("versioning", "its S3 endpoint has no object versioning yet"),
-    ("objectLock", "its S3 endpoint has no object lock yet"),
 ];
 
 /// The quotas a claim asks for.
@@ -186,7 +187,7 @@ mod tests {
         assert!(
             message.ends_with(
                 "accepts maxObjects, maxSize, bucketMaxObjects, bucketMaxSize, cors, \
-                 bucketLifecycle"
+                 bucketLifecycle, versioning, objectLock"
             ),
             "{message}"
         );
@@ -195,12 +196,10 @@ mod tests {
     }
 
     #[test]
-    fn bucket_features_not_built_yet_are_refused_by_name() {
+    fn versioning_and_object_lock_are_left_to_their_own_reader() {
         for key in ["versioning", "objectLock"] {
-            let error = ClaimQuotas::parse(&config(&[(key, "{}")])).unwrap_err();
-            let text = error.to_string();
-            assert!(error.is_permanent());
-            assert!(text.contains(&format!("key(s) {key} (not supported: ")), "{text}");
+            let quotas = ClaimQuotas::parse(&config(&[(key, "Enabled")])).unwrap();
+            assert_eq!(quotas, ClaimQuotas::default(), "{key}");
         }
     }
 

@@ -284,8 +284,8 @@ async fn unknown_keys_and_bad_values_fail_the_claim_saying_what_is_accepted() {
         ("policy", "bucketPolicy (not supported: its S3 endpoint has no bucket policies)"),
         ("typo", "accepts maxObjects, maxSize, bucketMaxObjects, bucketMaxSize"),
         ("units", "maxSize \"2GB\" has an unknown unit"),
-        ("versioned", "versioning (not supported: its S3 endpoint has no object versioning"),
-        ("locked", "objectLock (not supported: its S3 endpoint has no object lock"),
+        ("versioned", "versioning is not allowed by the StorageClass"),
+        ("locked", "objectLock is not allowed by the StorageClass"),
         ("expiring", "additionalConfig bucketLifecycle: Rules holds 0 rules"),
     ] {
         let claim = env.wait(name, ClaimPhase::Failed, "InvalidParameters").await;

@@ -4,12 +4,11 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-
-use bucket_api::{ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec};
-use common::cluster::{Setup, setup, spec};
-use common::suffix;
-use kube::api::{Patch, PatchParams};
+use bucket_api::ClaimPhase;
+use common::cluster::setup;
+use common::features::{
+    as_tenant, asking, change_config, features_owner, lock, refused, versioning_of,
+};
 use serde_json::json;
 use test_support::{Deployed, Harness, eventually, ready};
 
@@ -19,81 +18,12 @@ const ROOK_LIFECYCLE: &str = r#"{"Rules": [
     {"ID": "ExpireAfter30Days", "Status": "Enabled", "Prefix": "",
      "Expiration": {"Days": 30}}]}"#;
 
-fn lock(mode: &str, days: u32) -> String {
-    format!(
-        r#"{{"ObjectLockEnabled": "Enabled",
-            "Rule": {{"DefaultRetention": {{"Mode": "{mode}", "Days": {days}}}}}}}"#
-    )
-}
-
-fn asking(class: &str, config: &[(&str, &str)]) -> ObjectBucketClaimSpec {
-    ObjectBucketClaimSpec {
-        additional_config: Some(
-            config.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
-        ),
-        ..spec(class, &format!("features-{}", suffix()))
-    }
-}
-
-/// Merges `config` into claim `name`'s `additionalConfig` (`null` removes a key).
-async fn change_config(s: &Setup, name: &str, config: serde_json::Value) {
-    let patch = json!({ "spec": { "additionalConfig": config } });
-    s.claims.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
-}
-
-/// Waits for claim `name`'s Ready condition to say `says` with reason `InvalidParameters`, and
-/// for an Event of that reason. Repeats of one reason on one claim count into the first Event's
-/// series (as Kubernetes' Events do), so only the first refusal's note is read.
-async fn refused(s: &Setup, name: &str, says: &str, first: bool) -> ObjectBucketClaim {
-    let claim = eventually(&format!("claim {name} refused: {says}"), || async {
-        let claim = s.claims.get(name).await.ok()?;
-        let condition = ready(&claim)?;
-        (condition.reason == "InvalidParameters" && condition.message.contains(says))
-            .then_some(claim.clone())
-    })
-    .await;
-    eventually(&format!("an InvalidParameters Event on claim {name}"), || async {
-        let events = s.events(name).await;
-        events
-            .iter()
-            .any(|(reason, note)| reason == "InvalidParameters" && (!first || note.contains(says)))
-            .then_some(())
-    })
-    .await;
-    claim
-}
-
-/// The versioning status of `bucket`, read from the body where moto 5.2 names the answer's
-/// root in a way the SDK refuses.
-async fn versioning_of(s3: &aws_sdk_s3::Client, bucket: &str) -> Option<String> {
-    match s3.get_bucket_versioning().bucket(bucket).send().await {
-        Ok(found) => found.status().map(|s| s.as_str().to_string()),
-        Err(aws_sdk_s3::error::SdkError::ServiceError(e)) if e.raw().status().as_u16() == 200 => {
-            let body = String::from_utf8_lossy(e.raw().body().bytes().unwrap_or_default());
-            let status = body.split("<Status>").nth(1)?.split("</Status>").next()?;
-            Some(status.to_string())
-        }
-        Err(_) => None,
-    }
-}
-
 #[tokio::test]
 async fn claims_get_the_bucket_features_their_class_allows_and_no_more() {
-    let s = setup("s3-features").await;
+    let mut s = setup("s3-features").await;
+    as_tenant(&mut s).await;
     let controller = Harness::start(s.backend(), Deployed::S3);
-    // No more rights than the README asks the owner for, with what these keys add.
-    let mut actions = s3_provisioner::owner::OWNER_ACTIONS.to_vec();
-    actions.extend([
-        "s3:PutBucketVersioning",
-        "s3:PutLifecycleConfiguration",
-        "s3:GetBucketObjectLockConfiguration",
-        "s3:PutBucketObjectLockConfiguration",
-    ]);
-    let policy = json!({
-        "Version": "2012-10-17",
-        "Statement": [{ "Effect": "Allow", "Action": actions, "Resource": "*" }]
-    });
-    let owner = s.moto.user_with_policy("features-owner", &policy.to_string()).await;
+    let owner = features_owner(&s, "features-owner").await;
     s.owner_keys("owner", &owner).await;
     let p = &controller.provisioner;
     let allowing = [

@@ -45,7 +45,11 @@ pub(crate) async fn service_account_kubeconfig(
     plane.kubeconfig_for_token(&token)
 }
 
-async fn service_account_token(admin: &Client, namespace: &str, name: &str) -> Result<String> {
+pub(crate) async fn service_account_token(
+    admin: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<String> {
     let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), namespace);
     let request = TokenRequest {
         spec: Some(TokenRequestSpec {

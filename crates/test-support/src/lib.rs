@@ -2,6 +2,7 @@
 //! from each other on it (their own namespace, uniquely named cluster objects).
 
 pub mod bench;
+mod claim_tenant;
 mod claims;
 mod control_plane;
 pub mod cosi;
@@ -30,6 +31,7 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, ResourceExt};
 
+pub use claim_tenant::claim_tenant;
 pub use claims::{
     bucket_class, create_claim, delete_claim_and_wait, parameters, ready, wait_claim_gone,
     wait_for_claim,

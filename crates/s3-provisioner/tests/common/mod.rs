@@ -5,6 +5,7 @@
 
 pub mod cluster;
 pub mod cut_proxy;
+pub mod features;
 pub mod moto;
 pub mod old_provisioner;
 
