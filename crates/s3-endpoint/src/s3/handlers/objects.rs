@@ -346,11 +346,13 @@ impl HostPathS3 {
                 }
                 Err(e) => {
                     let e = s3_err(e);
+                    // The version asked for is named back, so a client can tell which of a
+                    // key's versions was refused.
                     errors.push(Error {
                         code: Some(e.code().as_str().to_owned()),
                         key: Some(object.key),
                         message: e.message().map(str::to_owned),
-                        ..Error::default()
+                        version_id: object.version_id,
                     });
                 }
             }
