@@ -78,7 +78,7 @@ async fn tagging_and_cors_through_boto3() {
     let server = Server::start(tmp.path()).await;
     let key = server.bucket_with_key("tags", "obc-tags").await;
     let output = run("tagging_cors.py", env_for(&server, "tags", &key)).await;
-    assert!(checks(&output) >= 20, "{output}");
+    assert!(checks(&output) >= 23, "{output}");
 
     let s3 = server.client(&key);
     let got = s3.get_object_tagging().bucket("tags").key("retagged").send().await.unwrap();
@@ -98,7 +98,7 @@ async fn lifecycle_through_boto3() {
     let server = Server::start(tmp.path()).await;
     let key = server.bucket_with_key("rules", "obc-rules").await;
     let output = run("lifecycle.py", env_for(&server, "rules", &key)).await;
-    assert!(checks(&output) >= 6, "{output}");
+    assert!(checks(&output) >= 7, "{output}");
 
     let s3 = server.client(&key);
     let got = s3.get_bucket_lifecycle_configuration().bucket("rules").send().await.unwrap();
@@ -112,7 +112,7 @@ async fn versioning_through_boto3() {
     let server = Server::start(tmp.path()).await;
     let key = server.bucket_with_key("versions", "obc-versions").await;
     let output = run("versioning.py", env_for(&server, "versions", &key)).await;
-    assert!(checks(&output) >= 25, "{output}");
+    assert!(checks(&output) >= 36, "{output}");
 
     let s3 = server.client(&key);
     let state = s3.get_bucket_versioning().bucket("versions").send().await.unwrap();
@@ -140,7 +140,7 @@ async fn object_lock_through_boto3() {
         ("ADMIN_SECRET", ADMIN_SECRET.to_owned()),
     ]);
     let output = run("object_lock.py", env).await;
-    assert!(checks(&output) >= 20, "{output}");
+    assert!(checks(&output) >= 24, "{output}");
 
     // The compliance version boto3 could not remove is there for the SDK too.
     let s3 = server.client(&owner);

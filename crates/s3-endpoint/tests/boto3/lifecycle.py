@@ -1,6 +1,8 @@
 """Lifecycle rules through boto3: none at first, set and read back as sent, a transition
 refused with its code leaving the rules unchanged, removed."""
 
+import datetime
+
 from s3client import check, client, done, env, refusal
 
 s3 = client("OWNER")
@@ -25,6 +27,31 @@ rules = [
             }
         },
         "Expiration": {"Days": 30},
+    },
+    {
+        "ID": "dated",
+        "Status": "Enabled",
+        "Filter": {"Tag": {"Key": "class", "Value": "scratch"}},
+        "Expiration": {"Date": datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc)},
+    },
+    {
+        "ID": "sized",
+        "Status": "Enabled",
+        "Filter": {
+            "And": {
+                "Prefix": "big/",
+                "ObjectSizeGreaterThan": 1048576,
+                "ObjectSizeLessThan": 1073741824,
+            }
+        },
+        "Expiration": {"Days": 3},
+    },
+    {
+        "ID": "markers",
+        "Status": "Enabled",
+        "Filter": {"Prefix": "old/"},
+        "Expiration": {"ExpiredObjectDeleteMarker": True},
+        "NoncurrentVersionExpiration": {"NoncurrentDays": 5, "NewerNoncurrentVersions": 2},
     },
     {
         "ID": "uploads",
@@ -58,6 +85,15 @@ code = refusal(
     LifecycleConfiguration={"Rules": [dict(rules[0], Expiration={"Days": 0})]},
 )
 check(code == ("InvalidArgument", 400), f"an expiry after 0 days refused: {code}")
+
+code = refusal(
+    s3.put_bucket_lifecycle_configuration,
+    Bucket=bucket,
+    LifecycleConfiguration={
+        "Rules": [dict(rules[4], Filter={"Tag": {"Key": "class", "Value": "scratch"}})]
+    },
+)
+check(code == ("InvalidRequest", 400), f"a marker expiry filtered by tag refused: {code}")
 
 s3.delete_bucket_lifecycle(Bucket=bucket)
 code = refusal(s3.get_bucket_lifecycle_configuration, Bucket=bucket)

@@ -99,6 +99,22 @@ status, headers = preflight("https://evil.example.org", "PUT", "content-type")
 check(status == 403, f"a preflight no rule allows answered 403: {status}")
 check("access-control-allow-origin" not in headers, "and without Access-Control-Allow-Origin")
 
+
+
+def with_origin(request, **_):
+    request.headers["Origin"] = APP
+
+
+# The actual request after a preflight: botocore sends it, signed, with the page's origin.
+s3.meta.events.register("before-sign.s3.PutObject", with_origin)
+out = s3.put_object(Bucket=bucket, Key="upload.txt", Body=b"from the page", ContentType="text/plain")
+s3.meta.events.unregister("before-sign.s3.PutObject", with_origin)
+headers = out["ResponseMetadata"]["HTTPHeaders"]
+check(headers.get("access-control-allow-origin") == APP, "a PUT from the origin gets Allow-Origin")
+check(headers.get("access-control-expose-headers") == "ETag", "and the headers it may read")
+out = s3.put_object(Bucket=bucket, Key="plain.txt", Body=b"no origin")
+check("access-control-allow-origin" not in out["ResponseMetadata"]["HTTPHeaders"], "none without")
+
 s3.delete_bucket_cors(Bucket=bucket)
 code = refusal(s3.get_bucket_cors, Bucket=bucket)
 check(code == ("NoSuchCORSConfiguration", 404), f"CORS rules removed: {code}")
