@@ -20,6 +20,9 @@
 //! bucket's rules itself ([`BucketStore::set_bucket_cors`], [`BucketStore::set_bucket_lifecycle`],
 //! [`BucketStore::enable_object_lock`] right after creating it,
 //! [`BucketStore::set_object_lock_default`]).
+//!
+//! Its S3 answers are tested through two real clients, the AWS SDK for Rust and boto3
+//! (`tests/boto3_client.rs`, with the scripts of `tests/boto3/`).
 
 pub mod admin;
 pub mod s3;
