@@ -4,8 +4,11 @@ the environment it passes, and checks that print what they checked."""
 import os
 
 import boto3
+import botocore
 import botocore.exceptions
 from botocore.config import Config
+
+print(f"client: boto3 {boto3.__version__}, botocore {botocore.__version__}", flush=True)
 
 
 def env(name):
