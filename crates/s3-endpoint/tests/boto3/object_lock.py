@@ -60,6 +60,16 @@ for name, s3 in [("owner", owner), ("other", other), ("operator", admin)]:
             BypassGovernanceRetention=bypass,
         )
         check(code == ("AccessDenied", 403), f"compliance kept from the {name} ({bypass}): {code}")
+later = until + datetime.timedelta(days=1)
+other.put_object_retention(
+    Bucket=bucket,
+    Key="comp",
+    VersionId=compliance,
+    Retention={"Mode": "COMPLIANCE", "RetainUntilDate": later},
+)
+got = owner.get_object_retention(Bucket=bucket, Key="comp", VersionId=compliance)["Retention"]
+check(got["RetainUntilDate"] == later, "any writing key may lengthen a retention")
+until = later
 code = refusal(
     owner.put_object_retention,
     Bucket=bucket,
@@ -94,6 +104,39 @@ owner.put_object_legal_hold(
 )
 got = owner.get_object_legal_hold(Bucket=bucket, Key="held", VersionId=held)["LegalHold"]
 check(got == {"Status": "ON"}, "legal hold on")
+head = owner.head_object(Bucket=bucket, Key="held", VersionId=held)
+check(head.get("ObjectLockLegalHoldStatus") == "ON", "HeadObject shows the hold")
+
+upload = owner.create_multipart_upload(
+    Bucket=bucket,
+    Key="parts",
+    ObjectLockMode="GOVERNANCE",
+    ObjectLockRetainUntilDate=until,
+    ObjectLockLegalHoldStatus="ON",
+)
+part = owner.upload_part(
+    Bucket=bucket, Key="parts", UploadId=upload["UploadId"], PartNumber=1, Body=b"p" * 1024
+)
+done_upload = owner.complete_multipart_upload(
+    Bucket=bucket,
+    Key="parts",
+    UploadId=upload["UploadId"],
+    MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]},
+)
+head = owner.head_object(Bucket=bucket, Key="parts", VersionId=done_upload["VersionId"])
+check(
+    (head.get("ObjectLockMode"), head.get("ObjectLockLegalHoldStatus")) == ("GOVERNANCE", "ON"),
+    "an upload in parts gets the lock it asked for",
+)
+copied = owner.copy_object(
+    Bucket=bucket,
+    Key="copied",
+    CopySource={"Bucket": bucket, "Key": "comp", "VersionId": compliance},
+    ObjectLockMode="GOVERNANCE",
+    ObjectLockRetainUntilDate=until,
+)
+head = owner.head_object(Bucket=bucket, Key="copied", VersionId=copied["VersionId"])
+check(head.get("ObjectLockMode") == "GOVERNANCE", "a copy gets the lock its request names")
 code = refusal(
     owner.delete_object,
     Bucket=bucket,

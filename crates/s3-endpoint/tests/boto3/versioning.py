@@ -50,6 +50,35 @@ check(s3.get_object(Bucket=bucket, Key="a")["Body"].read() == b"a1", "the one be
 code = refusal(s3.get_object, Bucket=bucket, Key="a", VersionId=made["a"][2])
 check(code[1] == 404, f"the removed version is gone: {code}")
 
+out = s3.get_object(Bucket=bucket, Key="a", VersionId=made["a"][0])
+check(out.get("VersionId") == made["a"][0], "GetObject by id names the version")
+out = s3.copy_object(
+    Bucket=bucket, Key="a-copy", CopySource={"Bucket": bucket, "Key": "a", "VersionId": made["a"][0]}
+)
+check(out.get("CopySourceVersionId") == made["a"][0], "CopyObject names the version copied")
+check(out.get("VersionId") not in (None, "null"), "and the version it made")
+check(s3.get_object(Bucket=bucket, Key="a-copy")["Body"].read() == b"a0", "the old bytes copied")
+s3.delete_object(Bucket=bucket, Key="a-copy", VersionId=out["VersionId"])
+s3.put_object_tagging(
+    Bucket=bucket,
+    Key="a",
+    VersionId=made["a"][0],
+    Tagging={"TagSet": [{"Key": "old", "Value": "yes"}]},
+)
+got = s3.get_object_tagging(Bucket=bucket, Key="a", VersionId=made["a"][0])
+check(got["TagSet"] == [{"Key": "old", "Value": "yes"}], "tags of an old version")
+check(got.get("VersionId") == made["a"][0], "GetObjectTagging names the version")
+check(s3.get_object_tagging(Bucket=bucket, Key="a")["TagSet"] == [], "the latest keeps none")
+s3.put_object(Bucket=bucket, Key="dir/x", Body=b"x")
+listed = s3.list_object_versions(Bucket=bucket, Delimiter="/")
+prefixes = [p["Prefix"] for p in listed.get("CommonPrefixes", [])]
+check(prefixes == ["dir/"], f"Delimiter rolls keys up: {prefixes}")
+check(all("/" not in v["Key"] for v in listed.get("Versions", [])), "and lists none of them")
+s3.delete_object(Bucket=bucket, Key="dir/x")
+listed = s3.list_object_versions(Bucket=bucket, Prefix="dir/")
+for entry in listed.get("Versions", []) + listed.get("DeleteMarkers", []):
+    s3.delete_object(Bucket=bucket, Key=entry["Key"], VersionId=entry["VersionId"])
+
 code = refusal(s3.get_object, Bucket=bucket, Key="b")
 check(code == ("NoSuchKey", 404), f"a key behind a marker reads as missing: {code}")
 try:
