@@ -78,7 +78,7 @@ async fn tagging_and_cors_through_boto3() {
     let server = Server::start(tmp.path()).await;
     let key = server.bucket_with_key("tags", "obc-tags").await;
     let output = run("tagging_cors.py", env_for(&server, "tags", &key)).await;
-    assert!(checks(&output) >= 23, "{output}");
+    assert!(checks(&output) >= 25, "{output}");
 
     let s3 = server.client(&key);
     let got = s3.get_object_tagging().bucket("tags").key("retagged").send().await.unwrap();
@@ -112,7 +112,7 @@ async fn versioning_through_boto3() {
     let server = Server::start(tmp.path()).await;
     let key = server.bucket_with_key("versions", "obc-versions").await;
     let output = run("versioning.py", env_for(&server, "versions", &key)).await;
-    assert!(checks(&output) >= 45, "{output}");
+    assert!(checks(&output) >= 51, "{output}");
 
     let s3 = server.client(&key);
     let state = s3.get_bucket_versioning().bucket("versions").send().await.unwrap();

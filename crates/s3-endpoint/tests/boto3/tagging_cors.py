@@ -37,6 +37,19 @@ s3.copy_object(
 )
 check(tags("retagged") == [("only", "this")], "a copy with REPLACE takes the new tags")
 
+upload = s3.create_multipart_upload(Bucket=bucket, Key="parts", Tagging="from=upload")
+part = s3.upload_part(
+    Bucket=bucket, Key="parts", UploadId=upload["UploadId"], PartNumber=1, Body=b"p" * 1024
+)
+s3.complete_multipart_upload(
+    Bucket=bucket,
+    Key="parts",
+    UploadId=upload["UploadId"],
+    MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]},
+)
+check(tags("parts") == [("from", "upload")], "tags named when an upload in parts began")
+check(s3.head_object(Bucket=bucket, Key="parts")["ContentLength"] == 1024, "its bytes")
+
 s3.delete_object_tagging(Bucket=bucket, Key="tagged")
 check(tags("tagged") == [], "DeleteObjectTagging leaves none")
 code = refusal(s3.get_object_tagging, Bucket=bucket, Key="missing")

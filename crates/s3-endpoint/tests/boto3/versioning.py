@@ -79,6 +79,20 @@ listed = s3.list_object_versions(Bucket=bucket, Prefix="dir/")
 for entry in listed.get("Versions", []) + listed.get("DeleteMarkers", []):
     s3.delete_object(Bucket=bucket, Key=entry["Key"], VersionId=entry["VersionId"])
 
+# boto3 asks for url-encoded keys in listings and decodes them: the names must come back whole.
+odd = "odd dir/ü+plus%20&amp;<x>.txt"
+odd_version = s3.put_object(Bucket=bucket, Key=odd, Body=b"odd")["VersionId"]
+listed = s3.list_object_versions(Bucket=bucket, Prefix="odd dir/", Delimiter="/")
+check([v["Key"] for v in listed["Versions"]] == [odd], f"an odd key listed whole: {listed}")
+listed = s3.list_object_versions(Bucket=bucket, Prefix="odd", Delimiter="/")
+prefixes = [p["Prefix"] for p in listed.get("CommonPrefixes", [])]
+check(prefixes == ["odd dir/"], f"its prefix rolled up whole: {prefixes}")
+pages = s3.get_paginator("list_object_versions").paginate(
+    Bucket=bucket, Prefix="odd", PaginationConfig={"PageSize": 1}
+)
+check([v["Key"] for p in pages for v in p.get("Versions", [])] == [odd], "paged past it")
+s3.delete_object(Bucket=bucket, Key=odd, VersionId=odd_version)
+
 code = refusal(s3.get_object, Bucket=bucket, Key="b")
 check(code == ("NoSuchKey", 404), f"a key behind a marker reads as missing: {code}")
 try:
@@ -113,6 +127,11 @@ check(out.get("DeleteMarker") is True and out.get("VersionId") == "null", "a nul
 listed = s3.list_object_versions(Bucket=bucket, Prefix="n")
 check("Versions" not in listed, "the null version replaced by the marker")
 check([m["VersionId"] for m in listed["DeleteMarkers"]] == ["null"], "the null marker listed")
+code = refusal(s3.get_object, Bucket=bucket, Key="n", VersionId="null")
+check(code == ("MethodNotAllowed", 405), f"the null marker asked for by id: {code}")
+out = s3.delete_object(Bucket=bucket, Key="n", VersionId="null")
+check(out.get("DeleteMarker") is True, "the null marker removed by its id")
+check("DeleteMarkers" not in s3.list_object_versions(Bucket=bucket, Prefix="n"), "none left")
 out = s3.put_object(Bucket=bucket, Key="a", Body=b"a-null")
 check(out.get("VersionId", "null") == "null", "a null version over versioned ones")
 listed = s3.list_object_versions(Bucket=bucket, Prefix="a")["Versions"]
