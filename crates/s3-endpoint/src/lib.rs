@@ -28,5 +28,6 @@ pub mod store;
 pub use admin::{AdminCredentials, AdminCredentialsError};
 pub use s3::serve;
 pub use store::{
-    AccessKey, BucketRecord, BucketStore, Creator, OPERATOR_OWNER, Quota, StoreError, Usage, Writer,
+    AccessKey, BucketRecord, BucketStore, Creator, OPERATOR_OWNER, Quota, RetentionCeiling,
+    StoreError, Usage, Writer,
 };

@@ -19,6 +19,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use super::retention_ceiling::RetentionCeiling;
+
 /// Milliseconds in a day.
 const DAY_MS: u64 = 24 * 60 * 60 * 1000;
 
@@ -158,6 +160,10 @@ pub struct BucketLock {
     /// The rule new objects follow, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_retention: Option<DefaultRetention>,
+    /// The limits on retentions claim keys set, recorded by the provisioner from the bucket's
+    /// class; `None`: only S3's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ceiling: Option<RetentionCeiling>,
 }
 
 /// Whether a request asked to bypass governance retention, and whether its key may.
@@ -403,6 +409,7 @@ mod tests {
                 mode: LockMode::Governance,
                 period: RetentionPeriod::Days(1),
             }),
+            ceiling: None,
         };
         let got = lock_of_new_object(ObjectLock::default(), &bucket, NOW);
         assert_eq!(got.retention, Some(ret(LockMode::Governance, NOW + DAY_MS)));
