@@ -19,7 +19,8 @@
 //! [`s3::service`]) on it; whoever provisions buckets holds the same store, and may set a
 //! bucket's rules itself ([`BucketStore::set_bucket_cors`], [`BucketStore::set_bucket_lifecycle`],
 //! [`BucketStore::enable_object_lock`] right after creating it,
-//! [`BucketStore::set_object_lock_default`]).
+//! [`BucketStore::set_object_lock_default`], and the [`RetentionCeiling`] its claims' keys are
+//! held to, [`BucketStore::set_retention_ceiling`]).
 
 pub mod admin;
 pub mod s3;
