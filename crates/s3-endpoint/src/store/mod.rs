@@ -140,7 +140,7 @@ pub use names::{KeyPath, MAX_KEY_LEN, parse_key, validate_bucket_name, validate_
 pub use object_lock::{
     BucketLock, Bypass, DefaultRetention, LockMode, LockReason, LockRefusal,
     MAX_DEFAULT_RETENTION_DAYS, MAX_DEFAULT_RETENTION_YEARS, ObjectLock, Retention,
-    RetentionPeriod, check_new_retention, unix_ms,
+    RetentionCeiling, RetentionPeriod, check_new_retention, unix_ms,
 };
 pub use object_meta::{
     CopyReplace, CopySourceCheck, ObjectAttrs, ObjectInfo, PutCheck, Tags, WriteCondition,
@@ -150,7 +150,6 @@ pub use operator::OPERATOR_OWNER;
 pub use own_key::OwnKey;
 pub use parts::PartInfo;
 pub use records::{AccessKey, BucketRecord, Creator};
-pub use retention_ceiling::RetentionCeiling;
 pub use usage::SETTLE_INTERVAL;
 pub use usage_change::{Quota, Usage, Writer};
 pub use version_list::{VersionEntry, VersionPage, VersionQuery};

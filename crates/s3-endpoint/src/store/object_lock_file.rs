@@ -10,8 +10,7 @@ use std::path::PathBuf;
 use std::sync::{PoisonError, RwLock};
 
 use super::config_file::{read_config, replace_config};
-use super::object_lock::{BucketLock, DefaultRetention};
-use super::retention_ceiling::RetentionCeiling;
+use super::object_lock::{BucketLock, DefaultRetention, RetentionCeiling};
 use super::versioning::Versioning;
 use super::{BucketStore, StoreError};
 

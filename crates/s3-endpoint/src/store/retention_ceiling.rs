@@ -9,62 +9,8 @@
 
 use std::time::SystemTime;
 
-use serde::{Deserialize, Serialize};
-
-use super::object_lock::{DefaultRetention, LockMode, ObjectLock, Retention, unix_ms};
+use super::object_lock::{DefaultRetention, ObjectLock, RetentionCeiling, unix_ms};
 use super::{BucketStore, StoreError, Writer};
-
-/// Milliseconds in a day.
-const DAY_MS: u64 = 24 * 60 * 60 * 1000;
-
-/// What retention a claim's keys may set in one bucket.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RetentionCeiling {
-    /// Whether COMPLIANCE retention is allowed (GOVERNANCE always is).
-    #[serde(default)]
-    pub compliance: bool,
-    /// The longest retention, in days from when it is set; `None`: no limit but S3's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_days: Option<u32>,
-}
-
-impl RetentionCeiling {
-    /// Why `mode` is refused, if it is.
-    fn mode_refusal(&self, mode: LockMode) -> Option<String> {
-        (mode == LockMode::Compliance && !self.compliance).then(|| {
-            "COMPLIANCE retention is not allowed in this bucket by its StorageClass \
-             (allowComplianceRetention); use GOVERNANCE"
-                .to_owned()
-        })
-    }
-
-    /// Why `retention`, set at `now_ms`, is refused, if it is.
-    pub fn refusal(&self, retention: &Retention, now_ms: u64) -> Option<String> {
-        self.mode_refusal(retention.mode).or_else(|| {
-            let most = self.max_days?;
-            let limit = now_ms.saturating_add(u64::from(most) * DAY_MS);
-            (retention.until_ms > limit).then(|| {
-                format!(
-                    "a retention ending more than {most} days from now is longer than this \
-                     bucket's StorageClass allows (maxObjectLockRetentionDays)"
-                )
-            })
-        })
-    }
-
-    /// Why `default`, a bucket's default retention, is refused, if it is.
-    pub fn default_refusal(&self, default: &DefaultRetention) -> Option<String> {
-        self.mode_refusal(default.mode).or_else(|| {
-            let most = self.max_days?;
-            (default.period.as_ms() > u64::from(most) * DAY_MS).then(|| {
-                format!(
-                    "a default retention longer than {most} days is longer than this bucket's \
-                     StorageClass allows (maxObjectLockRetentionDays)"
-                )
-            })
-        })
-    }
-}
 
 impl BucketStore {
     /// The ceiling recorded for `bucket`, if any (none for a bucket without object lock).
@@ -122,7 +68,9 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::store::RetentionPeriod;
+    use crate::store::{LockMode, Retention, RetentionPeriod};
+
+    const DAY_MS: u64 = 24 * 60 * 60 * 1000;
 
     const NOW: u64 = 1_800_000_000_000;
 
