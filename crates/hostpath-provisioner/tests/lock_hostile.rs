@@ -4,8 +4,8 @@
 //! claim's, shortens, removes or weakens a COMPLIANCE retention, deletes a protected version
 //! (DeleteObject, DeleteObjects, with or without the governance bypass), or sets a retention
 //! past what its StorageClass allows (`maxObjectLockRetentionDays`, `allowComplianceRetention`);
-//! a claim's lifecycle rules leave protected versions in place; another namespace's tenant
-//! cannot delete the claim. What each refusal leaves is read back.
+//! a key granted across namespaces does no better; a claim's lifecycle rules leave protected
+//! versions in place; another namespace's tenant cannot delete the claim. What each refusal leaves is read back.
 
 mod harness;
 
@@ -19,6 +19,7 @@ use aws_sdk_s3::types::{
     ObjectLockMode, ObjectLockRetention, ObjectLockRetentionMode, ObjectLockRule,
 };
 use bucket_api::{ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec};
+use harness::share::{ALLOW, create_grant, grant, namespace_role};
 use harness::*;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
@@ -295,4 +296,54 @@ async fn another_namespace_cannot_delete_a_claim_holding_locked_data() {
     assert!(claim.metadata.deletion_timestamp.is_none(), "the claim is untouched");
     assert!(kept(&owner, &bucket, ("held", &held)).await);
     release(&env, &tenant, &["vault"]).await;
+}
+
+#[tokio::test]
+async fn a_key_granted_across_namespaces_cannot_undo_locked_data() {
+    let env = Env::new("hp-lock-xns").await;
+    let _provisioner = env.start("node-a");
+    let pairs = [
+        ALLOW,
+        ("allowObjectLock", "true"),
+        ("allowComplianceRetention", "true"),
+        ("maxObjectLockRetentionDays", "30"),
+    ];
+    let class = env.class(&pairs, "Delete").await;
+    env.home().create("vault", spec(&class, "vault", &[("objectLock", "Enabled")])).await;
+    env.wait("vault", ClaimPhase::Bound, "Bound").await;
+    let (owner, bucket) = env.s3_for("vault").await;
+    let b = bucket.as_str();
+    let held = put_locked(&owner, b, "held", compliance(2)).await.unwrap();
+    let gov = put_locked(&owner, b, "gov", governance(2)).await.unwrap();
+    let (held, gov) = (("held", held.as_str()), ("gov", gov.as_str()));
+
+    let admin = namespace_role(&env.client, &env.ns, "admin").await;
+    let other = env.scoped_tenant("hp-lock-xns-w").await;
+    let consent = grant("share-vault", "vault", &[(&other.ns, None, Some("ReadWrite"))]);
+    create_grant(&admin, &env.ns, &consent).await;
+    let from = format!("{}/vault", env.ns);
+    let asking = [("shareFrom", from.as_str()), ("accessMode", "ReadWrite")];
+    other.create("writer", spec(&class, "writer", &asking)).await;
+    other.wait("writer", ClaimPhase::Bound, "Bound").await;
+    let (writer, writer_bucket) = other.s3_for("writer").await;
+    assert_eq!(writer_bucket, bucket);
+    assert!(put_locked(&writer, b, "theirs", None).await.is_ok(), "a key that writes");
+
+    use ObjectLockRetentionMode::{Compliance, Governance};
+    for bypass in [false, true] {
+        for version in [held, gov] {
+            assert!(denied(delete_version(&writer, b, version, bypass).await), "{version:?}");
+        }
+        let (_, refused) = delete_many(&writer, b, &[held, gov], bypass).await;
+        assert_eq!(refused.len(), 2, "bypass {bypass}: {refused:?}");
+        let shorter = Some((Governance, in_days(1)));
+        assert!(denied(set_retention(&writer, b, gov, shorter, bypass).await));
+        let shorter = Some((Compliance, in_days(1)));
+        assert!(denied(set_retention(&writer, b, held, shorter, bypass).await));
+    }
+    assert_eq!(put_locked(&writer, b, "long", compliance(31)).await, Err("AccessDenied".into()));
+    for version in [held, gov] {
+        assert!(kept(&owner, b, version).await, "{version:?} outlives every attempt");
+    }
+    release(&env, &env.home(), &["vault"]).await;
 }
