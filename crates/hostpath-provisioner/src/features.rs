@@ -12,6 +12,11 @@
 //! - versioning set as asked; a claim dropping the key suspends it (a bucket once versioned is
 //!   never unversioned again), or returns it to the class's default.
 //!
+//! On a bucket with object lock the class's `allowComplianceRetention` and
+//! `maxObjectLockRetentionDays` are recorded as the bucket's retention ceiling, which the
+//! endpoint holds every retention the claims' keys set to (object lock headers,
+//! PutObjectRetention, PutObjectLockConfiguration).
+//!
 //! Like CORS and lifecycle rules they configure the whole bucket, so only the claim that created
 //! the bucket sets them, and a class's defaults reach only the buckets its claims create.
 
@@ -25,7 +30,7 @@ use bucket_provisioner::bucket::features::object_lock::{
 };
 use bucket_provisioner::bucket::features::versioning::{VERSIONING, Versioning};
 use s3_endpoint::BucketStore;
-use s3_endpoint::store::{self, DefaultRetention, LockMode, RetentionPeriod};
+use s3_endpoint::store::{self, DefaultRetention, LockMode, RetentionCeiling, RetentionPeriod};
 
 use crate::store_error::backend_error;
 
@@ -38,6 +43,9 @@ pub struct Features {
     pub object_lock: Option<ObjectLock>,
     /// The class's defaults, for a bucket the claim creates.
     pub defaults: ClassDefaults,
+    /// The class's limits on retention, recorded on a bucket with object lock so that the
+    /// endpoint holds the claim's keys to them.
+    pub ceiling: RetentionCeiling,
 }
 
 impl Features {
@@ -63,7 +71,9 @@ impl Features {
                 )));
             }
         }
-        Ok(Self { versioning, object_lock, defaults: class.defaults })
+        let ceiling =
+            RetentionCeiling { compliance: class.compliance, max_days: class.max_retention_days };
+        Ok(Self { versioning, object_lock, defaults: class.defaults, ceiling })
     }
 
     /// Whether the claim itself sets either key.
@@ -98,6 +108,12 @@ impl Features {
             }
             if let Some(refusal) = change_refusal(bucket, on_bucket, object_lock.as_ref()) {
                 return Err(refusal);
+            }
+            if on_bucket.is_some() {
+                // Before any key of the claim can use the bucket, and again for one locked
+                // before ceilings were recorded.
+                let ceiling = Some(self.ceiling);
+                store.set_retention_ceiling(bucket, ceiling).await.map_err(backend_error)?;
             }
             if let Some(lock) = object_lock
                 && on_bucket != Some(lock.retention)

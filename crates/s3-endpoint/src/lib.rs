@@ -19,7 +19,8 @@
 //! [`s3::service`]) on it; whoever provisions buckets holds the same store, and may set a
 //! bucket's rules itself ([`BucketStore::set_bucket_cors`], [`BucketStore::set_bucket_lifecycle`],
 //! [`BucketStore::enable_object_lock`] right after creating it,
-//! [`BucketStore::set_object_lock_default`]).
+//! [`BucketStore::set_object_lock_default`], and the [`RetentionCeiling`] its claims' keys are
+//! held to, [`BucketStore::set_retention_ceiling`]).
 //!
 //! Its S3 answers are tested through two real clients, the AWS SDK for Rust and boto3
 //! (`tests/boto3_client.rs`, with the scripts of `tests/boto3/`).
@@ -31,5 +32,6 @@ pub mod store;
 pub use admin::{AdminCredentials, AdminCredentialsError};
 pub use s3::serve;
 pub use store::{
-    AccessKey, BucketRecord, BucketStore, Creator, OPERATOR_OWNER, Quota, StoreError, Usage, Writer,
+    AccessKey, BucketRecord, BucketStore, Creator, OPERATOR_OWNER, Quota, RetentionCeiling,
+    StoreError, Usage, Writer,
 };

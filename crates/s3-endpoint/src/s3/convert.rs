@@ -34,9 +34,10 @@ pub(super) fn s3_err(e: StoreError) -> S3Error {
         }
         // As S3 answers a removal object lock forbids: 403 AccessDenied, saying why.
         StoreError::ObjectLocked(_) => S3ErrorCode::AccessDenied,
-        StoreError::NotOurs { .. } | StoreError::NotCreator(_) | StoreError::Symlink(_) => {
-            S3ErrorCode::AccessDenied
-        }
+        StoreError::NotOurs { .. }
+        | StoreError::NotCreator(_)
+        | StoreError::Symlink(_)
+        | StoreError::OverCeiling(_) => S3ErrorCode::AccessDenied,
         // As Ceph's RGW answers a write past a quota: 403 QuotaExceeded.
         StoreError::QuotaExceeded(_) => {
             let mut error =

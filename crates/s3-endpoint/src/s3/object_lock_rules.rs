@@ -213,7 +213,7 @@ mod tests {
     fn configuration_documents_round_trip_and_bad_ones_are_refused() {
         let default =
             DefaultRetention { mode: LockMode::Compliance, period: RetentionPeriod::Years(3) };
-        let doc = config_doc(&BucketLock { default_retention: Some(default) });
+        let doc = config_doc(&BucketLock { default_retention: Some(default), ceiling: None });
         assert_eq!(default_of(Some(doc)).unwrap(), Some(default));
         let enabled_only = config_doc(&BucketLock::default());
         assert_eq!(default_of(Some(enabled_only.clone())).unwrap(), None);
@@ -266,7 +266,7 @@ mod tests {
                 }),
             };
             if let Ok(Some(default)) = default_of(Some(doc)) {
-                let shown = config_doc(&BucketLock { default_retention: Some(default) });
+                let shown = config_doc(&BucketLock { default_retention: Some(default), ceiling: None });
                 prop_assert_eq!(default_of(Some(shown)).unwrap(), Some(default));
             }
         }

@@ -149,6 +149,10 @@ pub enum StoreError {
     /// bucket that holds it. Nothing was changed; [`LockRefusal::until`] says until when.
     #[error("{0}")]
     ObjectLocked(LockRefusal),
+    /// A claim's key set a retention past what the bucket's StorageClass allows (see
+    /// [`RetentionCeiling`](super::RetentionCeiling)); nothing was changed.
+    #[error("{0}")]
+    OverCeiling(String),
     /// The bucket's state forbids the request (object lock asked of a bucket created without
     /// it).
     #[error("{0}")]

@@ -13,7 +13,8 @@
 //!     meta/<bucket>/cors.json            the bucket's CORS rules (`cors`)
 //!     meta/<bucket>/lifecycle.json       the bucket's lifecycle rules (`lifecycle_file`)
 //!     meta/<bucket>/object-lock.json     present only in a bucket created with object lock:
-//!                                        its default retention (`object_lock_file`)
+//!                                        its default retention and retention ceiling
+//!                                        (`object_lock_file`)
 //!     meta/<bucket>/versioning.json      the bucket's versioning state (`versioning`)
 //!     meta/<bucket>/versions/<hh>/<md5>/<order>.{json,data}  noncurrent versions and delete
 //!                                        markers of one key (`versions`)
@@ -67,7 +68,9 @@
 //! they allow is decided by pure functions (`object_lock`) and enforced under the key's commit
 //! lock wherever an object would go (`locked_objects`): a removal, an overwrite (buckets are not
 //! versioned), a lifecycle expiration, the deletion of a claim's bucket. A refusal is
-//! [`StoreError::ObjectLocked`], for every key and the operator's own paths alike.
+//! [`StoreError::ObjectLocked`], for every key and the operator's own paths alike. The
+//! retentions claim keys set stay within the ceiling the provisioner recorded in the same file
+//! (`retention_ceiling`), else [`StoreError::OverCeiling`].
 
 mod attached;
 mod body_writer;
@@ -99,6 +102,7 @@ mod operator;
 mod own_key;
 mod parts;
 mod records;
+mod retention_ceiling;
 mod side;
 mod temp;
 mod upload_file;
@@ -136,7 +140,7 @@ pub use names::{KeyPath, MAX_KEY_LEN, parse_key, validate_bucket_name, validate_
 pub use object_lock::{
     BucketLock, Bypass, DefaultRetention, LockMode, LockReason, LockRefusal,
     MAX_DEFAULT_RETENTION_DAYS, MAX_DEFAULT_RETENTION_YEARS, ObjectLock, Retention,
-    RetentionPeriod, check_new_retention, unix_ms,
+    RetentionCeiling, RetentionPeriod, check_new_retention, unix_ms,
 };
 pub use object_meta::{
     CopyReplace, CopySourceCheck, ObjectAttrs, ObjectInfo, PutCheck, Tags, WriteCondition,

@@ -158,6 +158,60 @@ pub struct BucketLock {
     /// The rule new objects follow, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_retention: Option<DefaultRetention>,
+    /// The limits on retentions claim keys set, recorded by the provisioner from the bucket's
+    /// class; `None`: only S3's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ceiling: Option<RetentionCeiling>,
+}
+
+/// What retention a claim's keys may set in one bucket: the limits of its StorageClass, recorded
+/// by the provisioner (see `retention_ceiling`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetentionCeiling {
+    /// Whether COMPLIANCE retention is allowed (GOVERNANCE always is).
+    #[serde(default)]
+    pub compliance: bool,
+    /// The longest retention, in days from when it is set; `None`: no limit but S3's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_days: Option<u32>,
+}
+
+impl RetentionCeiling {
+    /// Why `mode` is refused, if it is.
+    fn mode_refusal(&self, mode: LockMode) -> Option<String> {
+        (mode == LockMode::Compliance && !self.compliance).then(|| {
+            "COMPLIANCE retention is not allowed in this bucket by its StorageClass \
+             (allowComplianceRetention); use GOVERNANCE"
+                .to_owned()
+        })
+    }
+
+    /// Why `retention`, set at `now_ms`, is refused, if it is.
+    pub fn refusal(&self, retention: &Retention, now_ms: u64) -> Option<String> {
+        self.mode_refusal(retention.mode).or_else(|| {
+            let most = self.max_days?;
+            let limit = now_ms.saturating_add(u64::from(most) * DAY_MS);
+            (retention.until_ms > limit).then(|| {
+                format!(
+                    "a retention ending more than {most} days from now is longer than this \
+                     bucket's StorageClass allows (maxObjectLockRetentionDays)"
+                )
+            })
+        })
+    }
+
+    /// Why `default`, a bucket's default retention, is refused, if it is.
+    pub fn default_refusal(&self, default: &DefaultRetention) -> Option<String> {
+        self.mode_refusal(default.mode).or_else(|| {
+            let most = self.max_days?;
+            (default.period.as_ms() > u64::from(most) * DAY_MS).then(|| {
+                format!(
+                    "a default retention longer than {most} days is longer than this bucket's \
+                     StorageClass allows (maxObjectLockRetentionDays)"
+                )
+            })
+        })
+    }
 }
 
 /// Whether a request asked to bypass governance retention, and whether its key may.
@@ -403,6 +457,7 @@ mod tests {
                 mode: LockMode::Governance,
                 period: RetentionPeriod::Days(1),
             }),
+            ceiling: None,
         };
         let got = lock_of_new_object(ObjectLock::default(), &bucket, NOW);
         assert_eq!(got.retention, Some(ret(LockMode::Governance, NOW + DAY_MS)));

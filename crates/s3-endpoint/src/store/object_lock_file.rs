@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::{PoisonError, RwLock};
 
 use super::config_file::{read_config, replace_config};
-use super::object_lock::{BucketLock, DefaultRetention};
+use super::object_lock::{BucketLock, DefaultRetention, RetentionCeiling};
 use super::versioning::Versioning;
 use super::{BucketStore, StoreError};
 
@@ -123,14 +123,40 @@ impl BucketStore {
         let bucket = bucket.to_owned();
         self.blocking(move |store| {
             let _writer = store.inner.writer.lock().unwrap_or_else(|e| e.into_inner());
-            if store.bucket_object_lock_blocking(&bucket)?.is_none() {
+            let Some(config) = store.bucket_object_lock_blocking(&bucket)? else {
                 return Err(StoreError::InvalidBucketState(
                     "Object Lock configuration cannot be enabled on existing buckets: this \
                      bucket was created without object lock"
                         .into(),
                 ));
+            };
+            // The ceiling is the operator's: kept whoever sets the default.
+            store.write_lock_config(&bucket, BucketLock { default_retention: default, ..config })
+        })
+        .await
+    }
+
+    /// Records (`Some`) or clears (`None`) the limits on the retentions claim keys set in
+    /// `bucket`, which must have been created with object lock
+    /// ([`StoreError::InvalidBucketState`] otherwise). For the provisioner, from the bucket's
+    /// class: no S3 request writes it. Durable once it returns.
+    pub async fn set_retention_ceiling(
+        &self,
+        bucket: &str,
+        ceiling: Option<RetentionCeiling>,
+    ) -> Result<(), StoreError> {
+        let bucket = bucket.to_owned();
+        self.blocking(move |store| {
+            let _writer = store.inner.writer.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(config) = store.bucket_object_lock_blocking(&bucket)? else {
+                return Err(StoreError::InvalidBucketState(
+                    "this bucket was created without object lock".into(),
+                ));
+            };
+            if config.ceiling != ceiling {
+                store.write_lock_config(&bucket, BucketLock { ceiling, ..config })?;
             }
-            store.write_lock_config(&bucket, BucketLock { default_retention: default })
+            Ok(())
         })
         .await
     }
@@ -175,7 +201,7 @@ mod tests {
 
         drop(store);
         let store = BucketStore::open(tmp.path().to_owned(), "id").unwrap();
-        let kept = BucketLock { default_retention: Some(default) };
+        let kept = BucketLock { default_retention: Some(default), ceiling: None };
         assert_eq!(store.bucket_object_lock("b-1").await.unwrap(), Some(kept));
         // Enabling again (a retried creation) keeps the default.
         store.enable_object_lock("b-1").await.unwrap();

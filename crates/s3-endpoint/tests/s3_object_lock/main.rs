@@ -3,12 +3,13 @@
 //! legal holds, the governance bypass of the bucket owner's key only, compliance holding against
 //! every key and the operator's own paths, while overwrites and delete markers stay allowed
 //! (`retention`); lifecycle and bucket deletion leaving protected versions in place
-//! (`removal`); acknowledged retentions surviving a SIGKILL (`crash`). A module per
+//! (`removal`); the class's ceiling on the retentions claim keys set (`ceiling`); acknowledged retentions surviving a SIGKILL (`crash`). A module per
 //! concern, in one test binary.
 
 #[path = "../common/mod.rs"]
 mod common;
 
+mod ceiling;
 mod config;
 mod crash;
 mod removal;

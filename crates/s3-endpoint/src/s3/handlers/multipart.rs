@@ -35,7 +35,7 @@ impl HostPathS3 {
             input.object_lock_retain_until_date.as_ref(),
             input.object_lock_legal_hold_status.as_ref(),
         )?;
-        self.check_lock_allowed(&bucket, &lock).await?;
+        self.check_lock_allowed(&bucket, &lock, &writer).await?;
         let attrs = crate::store::ObjectAttrs { tags, lock, ..attrs_input!(input).into_attrs() };
         let id = self
             .store

@@ -12,7 +12,7 @@ use crate::s3::convert::s3_err;
 use crate::s3::object_lock_rules::{
     config_doc, default_of, legal_hold_of, legal_hold_status, retention_doc, retention_of,
 };
-use crate::store::{Bypass, ObjectLock};
+use crate::store::{Bypass, ObjectLock, Writer};
 
 impl HostPathS3 {
     /// The governance bypass of a request on `bucket`: asked for with
@@ -30,28 +30,46 @@ impl HostPathS3 {
     }
 
     /// `InvalidRequest` when a write asks for a lock in a bucket without object lock, before
-    /// its body is received (the store checks again when it commits).
-    pub(super) async fn check_lock_allowed(&self, bucket: &str, lock: &ObjectLock) -> S3Result<()> {
-        if lock.is_none() || self.store.bucket_object_lock(bucket).await.map_err(s3_err)?.is_some()
-        {
+    /// its body is received (the store checks again when it commits); `AccessDenied` when a
+    /// claim's key asks a retention past its bucket's ceiling.
+    pub(super) async fn check_lock_allowed(
+        &self,
+        bucket: &str,
+        lock: &ObjectLock,
+        writer: &Writer,
+    ) -> S3Result<()> {
+        if lock.is_none() {
             return Ok(());
         }
-        Err(s3_error!(InvalidRequest, "Bucket is missing Object Lock Configuration"))
+        if self.store.bucket_object_lock(bucket).await.map_err(s3_err)?.is_none() {
+            return Err(s3_error!(InvalidRequest, "Bucket is missing Object Lock Configuration"));
+        }
+        self.store.check_retention_ceiling(bucket, writer, lock).await.map_err(|e| {
+            tracing::info!(bucket, error = %e, "object lock of a write refused");
+            s3_err(e)
+        })
     }
 
     pub(super) async fn put_object_lock_configuration(
         &self,
         req: S3Request<PutObjectLockConfigurationInput>,
     ) -> S3Result<S3Response<PutObjectLockConfigurationOutput>> {
+        let writer = self.writer_of(&req)?;
         let input = req.input;
         self.require_bucket(&input.bucket)?;
         let default = default_of(input.object_lock_configuration).inspect_err(|e| {
             tracing::info!(bucket = input.bucket, error = %e, "object lock configuration refused");
         })?;
-        self.store.set_object_lock_default(&input.bucket, default).await.map_err(|e| {
+        let refused = |e| {
             tracing::info!(bucket = input.bucket, error = %e, "object lock configuration refused");
             s3_err(e)
-        })?;
+        };
+        let store = &self.store;
+        store
+            .check_default_ceiling(&input.bucket, &writer, default.as_ref())
+            .await
+            .map_err(refused)?;
+        store.set_object_lock_default(&input.bucket, default).await.map_err(refused)?;
         Ok(S3Response::new(PutObjectLockConfigurationOutput::default()))
     }
 
@@ -75,16 +93,21 @@ impl HostPathS3 {
         req: S3Request<PutObjectRetentionInput>,
     ) -> S3Result<S3Response<PutObjectRetentionOutput>> {
         let bypass = self.bypass_of(&req, &req.input.bucket, req.input.bypass_governance_retention);
+        let writer = self.writer_of(&req)?;
         let input = req.input;
         let retention = retention_of(input.retention)?;
         let version = input.version_id.as_deref();
-        self.store
+        let refused = |e| {
+            tracing::info!(bucket = input.bucket, key = input.key, error = %e, "retention refused");
+            s3_err(e)
+        };
+        let asked = ObjectLock { retention, legal_hold: false };
+        let store = &self.store;
+        store.check_retention_ceiling(&input.bucket, &writer, &asked).await.map_err(refused)?;
+        store
             .set_object_retention(&input.bucket, &input.key, version, retention, bypass)
             .await
-            .map_err(|e| {
-                tracing::info!(bucket = input.bucket, key = input.key, error = %e, "retention refused");
-                s3_err(e)
-            })?;
+            .map_err(refused)?;
         Ok(S3Response::new(PutObjectRetentionOutput::default()))
     }
 

@@ -44,7 +44,7 @@ impl HostPathS3 {
             input.object_lock_retain_until_date.as_ref(),
             input.object_lock_legal_hold_status.as_ref(),
         )?;
-        self.check_lock_allowed(&input.bucket, &lock).await?;
+        self.check_lock_allowed(&input.bucket, &lock, &writer).await?;
         // As S3: bytes to keep for years are checked on the way in.
         if !lock.is_none() && check.md5.is_none() && check.checksum.is_none() {
             return Err(s3_error!(
@@ -403,7 +403,7 @@ impl HostPathS3 {
             input.object_lock_retain_until_date.as_ref(),
             input.object_lock_legal_hold_status.as_ref(),
         )?;
-        self.check_lock_allowed(&input.bucket, &lock).await?;
+        self.check_lock_allowed(&input.bucket, &lock, &writer).await?;
         let replace =
             CopyReplace { attrs: replace.then(|| attrs_input!(input).into_attrs()), tags, lock };
         let (dst_bucket, dst_key) = (&input.bucket, &input.key);
