@@ -140,7 +140,7 @@ async fn object_lock_through_boto3() {
         ("ADMIN_SECRET", ADMIN_SECRET.to_owned()),
     ]);
     let output = run("object_lock.py", env).await;
-    assert!(checks(&output) >= 28, "{output}");
+    assert!(checks(&output) >= 29, "{output}");
 
     // The compliance version boto3 could not remove is there for the SDK too.
     let s3 = server.client(&owner);

@@ -55,6 +55,7 @@ pub(super) fn lock_of_headers(
             ));
         }
     };
+    let legal_hold_set = legal_hold.is_some();
     let legal_hold = match legal_hold.map(ObjectLockLegalHoldStatus::as_str) {
         None | Some(ObjectLockLegalHoldStatus::OFF) => false,
         Some(ObjectLockLegalHoldStatus::ON) => true,
@@ -62,7 +63,7 @@ pub(super) fn lock_of_headers(
             return Err(s3_error!(InvalidArgument, "Legal Hold must be either of 'ON' or 'OFF'"));
         }
     };
-    Ok(ObjectLock { retention, legal_hold })
+    Ok(ObjectLock { retention, legal_hold, legal_hold_set })
 }
 
 /// The retention a PutObjectRetention document sets: `None` (both fields absent) removes it.
@@ -175,7 +176,7 @@ pub(super) fn lock_fields(
 ) -> (Option<ObjectLockMode>, Option<Timestamp>, Option<ObjectLockLegalHoldStatus>) {
     let mode = lock.retention.map(|r| ObjectLockMode::from(r.mode.as_str().to_owned()));
     let until = lock.retention.map(|r| date_of(r.until_ms));
-    let hold = lock.legal_hold.then(|| legal_hold_status(true));
+    let hold = (lock.legal_hold || lock.legal_hold_set).then(|| legal_hold_status(lock.legal_hold));
     (mode, until, hold)
 }
 

@@ -169,6 +169,7 @@ impl BucketStore {
             store.require_lock_config(&bucket)?;
             store.update_version_attrs(&bucket, &key, version_id.as_deref(), &mut |attrs| {
                 attrs.lock.legal_hold = on;
+                attrs.lock.legal_hold_set = true;
                 Ok(())
             })
         })

@@ -51,9 +51,12 @@ async fn protected_versions_are_never_removed_but_new_versions_and_markers_are_m
     let err = store.set_bucket_versioning("b-1", Versioning::Suspended).await.unwrap_err();
     assert!(matches!(err, StoreError::InvalidBucketState(_)), "{err}");
 
-    let compliance =
-        ObjectLock { retention: Some(retention(LockMode::Compliance, 1)), legal_hold: false };
-    let hold = ObjectLock { retention: None, legal_hold: true };
+    let compliance = ObjectLock {
+        retention: Some(retention(LockMode::Compliance, 1)),
+        legal_hold: false,
+        legal_hold_set: false,
+    };
+    let hold = ObjectLock { retention: None, legal_hold: true, legal_hold_set: true };
     // A plain key, one kept beside the bucket (also a prefix), and a held one.
     let mut ids = Vec::new();
     for (key, lock) in [("c", compliance), ("c/d", compliance), ("h", hold)] {
@@ -96,8 +99,11 @@ async fn an_unversioned_lock_bucket_refuses_overwrites_of_protected_objects() {
     let path = store.inner.state_dir().join("meta").join("b-1").join("object-lock.json");
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, b"{}").unwrap();
-    let lock =
-        ObjectLock { retention: Some(retention(LockMode::Governance, 1)), legal_hold: false };
+    let lock = ObjectLock {
+        retention: Some(retention(LockMode::Governance, 1)),
+        legal_hold: false,
+        legal_hold_set: false,
+    };
     put(&store, "b-1", "k", lock).await.unwrap();
     assert!(is_locked(put(&store, "b-1", "k", ObjectLock::default()).await));
     assert!(is_locked(delete(&store, "k", None, Bypass::Refused).await));
@@ -121,8 +127,11 @@ async fn new_objects_and_copies_get_the_bucket_default_and_never_the_source_lock
 
     // A copy gets what it asks for, else the default; never the source's hold.
     store.set_object_legal_hold("b-1", "k", None, true).await.unwrap();
-    let asked =
-        ObjectLock { retention: Some(retention(LockMode::Compliance, 2)), legal_hold: false };
+    let asked = ObjectLock {
+        retention: Some(retention(LockMode::Compliance, 2)),
+        legal_hold: false,
+        legal_hold_set: false,
+    };
     let replace = CopyReplace { lock: asked, ..CopyReplace::default() };
     let check = CopySourceCheck::default();
     let copy = store.copy_object("b-1", "k", "b-1", "copy", replace, check, &Writer::Operator);
@@ -153,7 +162,12 @@ async fn retention_changes_obey_the_mode_and_the_bypass_on_any_version() {
     let store = BucketStore::open(tmp.path().to_owned(), "id").unwrap();
     lock_bucket(&store, "b-1").await;
     let g = retention(LockMode::Governance, 2);
-    let old = put(&store, "b-1", "g", ObjectLock { retention: Some(g), legal_hold: false });
+    let old = put(
+        &store,
+        "b-1",
+        "g",
+        ObjectLock { retention: Some(g), legal_hold: false, legal_hold_set: false },
+    );
     let old = old.await.unwrap().version_id.unwrap();
     // The version changed below is a noncurrent one, named by its id.
     put(&store, "b-1", "g", ObjectLock::default()).await.unwrap();
@@ -185,7 +199,12 @@ async fn retention_changes_obey_the_mode_and_the_bypass_on_any_version() {
     assert_eq!(store.object_lock("b-1", "g", None).await.unwrap().retention, None, "the newest");
 
     // Governance gives way to a permitted bypass only, for a removal as for a change.
-    let g2 = put(&store, "b-1", "g2", ObjectLock { retention: Some(g), legal_hold: false });
+    let g2 = put(
+        &store,
+        "b-1",
+        "g2",
+        ObjectLock { retention: Some(g), legal_hold: false, legal_hold_set: false },
+    );
     let g2 = g2.await.unwrap().version_id;
     assert!(is_locked(delete(&store, "g2", g2.as_deref(), Bypass::Refused).await));
     delete(&store, "g2", g2.as_deref(), Bypass::Permitted).await.unwrap();
@@ -215,10 +234,14 @@ async fn lifecycle_keeps_protected_versions_and_goes_on() {
     let tmp = tempfile::tempdir().unwrap();
     let store = BucketStore::open(tmp.path().to_owned(), "id").unwrap();
     lock_bucket(&store, "b-1").await;
-    let hold = ObjectLock { retention: None, legal_hold: true };
+    let hold = ObjectLock { retention: None, legal_hold: true, legal_hold_set: true };
     put(&store, "b-1", "a-held", hold).await.unwrap();
     put(&store, "b-1", "b-free", ObjectLock::default()).await.unwrap();
-    let g = ObjectLock { retention: Some(retention(LockMode::Governance, 1)), legal_hold: false };
+    let g = ObjectLock {
+        retention: Some(retention(LockMode::Governance, 1)),
+        legal_hold: false,
+        legal_hold_set: false,
+    };
     put(&store, "b-1", "c-governed", g).await.unwrap();
     let rule = crate::store::LifecycleRule {
         status: "Enabled".into(),

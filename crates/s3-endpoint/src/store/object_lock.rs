@@ -88,12 +88,16 @@ pub struct ObjectLock {
     /// Whether a legal hold is on.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub legal_hold: bool,
+    /// Whether a legal hold was ever set on it, on or off: one never set has no legal hold
+    /// configuration to read back (`NoSuchObjectLockConfiguration`, as S3 answers).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub legal_hold_set: bool,
 }
 
 impl ObjectLock {
     /// Neither a retention nor a legal hold.
     pub fn is_none(&self) -> bool {
-        self.retention.is_none() && !self.legal_hold
+        self.retention.is_none() && !self.legal_hold && !self.legal_hold_set
     }
 }
 
@@ -359,7 +363,7 @@ pub fn check_new_retention(new: &Retention, now_ms: u64) -> Result<(), String> {
 pub fn lock_of_new_object(asked: ObjectLock, bucket: &BucketLock, now_ms: u64) -> ObjectLock {
     let retention =
         asked.retention.or_else(|| bucket.default_retention.map(|d| d.retention_from(now_ms)));
-    ObjectLock { retention, legal_hold: asked.legal_hold }
+    ObjectLock { retention, ..asked }
 }
 
 /// Milliseconds since the Unix epoch of `time` (0 before it).
@@ -380,7 +384,7 @@ mod tests {
     }
 
     fn locked(retention: Option<Retention>, legal_hold: bool) -> ObjectLock {
-        ObjectLock { retention, legal_hold }
+        ObjectLock { retention, legal_hold, legal_hold_set: legal_hold }
     }
 
     #[test]
@@ -500,8 +504,13 @@ mod tests {
     fn the_lock_is_stored_compactly_and_read_back() {
         let lock = locked(Some(ret(LockMode::Governance, 7)), true);
         let json = serde_json::to_string(&lock).unwrap();
-        assert_eq!(json, r#"{"retention":{"mode":"GOVERNANCE","until_ms":7},"legal_hold":true}"#);
+        let stored = r#"{"retention":{"mode":"GOVERNANCE","until_ms":7},"legal_hold":true,"legal_hold_set":true}"#;
+        assert_eq!(json, stored);
         assert_eq!(serde_json::from_str::<ObjectLock>(&json).unwrap(), lock);
+        // A hold cleared is remembered as set, so that it reads back as OFF.
+        let cleared = ObjectLock { legal_hold_set: true, ..ObjectLock::default() };
+        assert!(!cleared.is_none());
+        assert_eq!(serde_json::to_string(&cleared).unwrap(), r#"{"legal_hold_set":true}"#);
         assert_eq!(serde_json::to_string(&ObjectLock::default()).unwrap(), "{}");
         assert_eq!(serde_json::from_str::<ObjectLock>("{}").unwrap(), ObjectLock::default());
     }

@@ -99,6 +99,8 @@ check(code[1] == 404, f"the owner's key bypassed governance: {code}")
 held = owner.put_object(Bucket=bucket, Key="held", Body=b"data")["VersionId"]
 code = refusal(owner.get_object_retention, Bucket=bucket, Key="held", VersionId=held)
 check(code == ("NoSuchObjectLockConfiguration", 404), f"no retention on a plain version: {code}")
+code = refusal(owner.get_object_legal_hold, Bucket=bucket, Key="held", VersionId=held)
+check(code == ("NoSuchObjectLockConfiguration", 404), f"no legal hold on a plain version: {code}")
 owner.put_object_legal_hold(
     Bucket=bucket, Key="held", VersionId=held, LegalHold={"Status": "ON"}
 )

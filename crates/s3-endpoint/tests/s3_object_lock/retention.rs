@@ -134,6 +134,10 @@ async fn a_legal_hold_blocks_every_removal_until_it_is_cleared() {
     let s3 = server.client(&owner);
     let v = put(&s3, "hold", "k", None).await.unwrap().unwrap();
     let hold = |status| ObjectLockLegalHold::builder().status(status).build();
+    // Never set: no legal hold configuration to read, as S3 answers.
+    let never = s3.get_object_legal_hold().bucket("hold").key("k").send().await.unwrap_err();
+    let code = never.as_service_error().and_then(|e| e.meta().code().map(str::to_owned));
+    assert_eq!(code.as_deref(), Some("NoSuchObjectLockConfiguration"));
     let on = s3.put_object_legal_hold().bucket("hold").key("k");
     on.legal_hold(hold(ObjectLockLegalHoldStatus::On)).send().await.unwrap();
     let got = s3.get_object_legal_hold().bucket("hold").key("k").send().await.unwrap();

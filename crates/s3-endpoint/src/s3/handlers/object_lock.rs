@@ -101,7 +101,7 @@ impl HostPathS3 {
             tracing::info!(bucket = input.bucket, key = input.key, error = %e, "retention refused");
             s3_err(e)
         };
-        let asked = ObjectLock { retention, legal_hold: false };
+        let asked = ObjectLock { retention, ..ObjectLock::default() };
         let store = &self.store;
         store.check_retention_ceiling(&input.bucket, &writer, &asked).await.map_err(refused)?;
         store
@@ -156,6 +156,12 @@ impl HostPathS3 {
             .object_lock(&input.bucket, &input.key, input.version_id.as_deref())
             .await
             .map_err(s3_err)?;
+        if !lock.legal_hold && !lock.legal_hold_set {
+            return Err(s3_error!(
+                NoSuchObjectLockConfiguration,
+                "The specified object does not have a ObjectLock configuration"
+            ));
+        }
         Ok(S3Response::new(GetObjectLegalHoldOutput {
             legal_hold: Some(ObjectLockLegalHold {
                 status: Some(legal_hold_status(lock.legal_hold)),
