@@ -1,6 +1,6 @@
 //! Throughput and memory of the hostPath S3 endpoint, measured with the AWS SDK over loopback;
 //! what quotas and versioning cost a PUT (and versioning a GET), what listing costs as a bucket grows and what completing a multipart
-//! upload costs. `make bench` runs it in release mode and writes the results to
+//! upload costs, and what a page of ListObjectVersions costs on a bucket with many versions. `make bench` runs it in release mode and writes the results to
 //! `bench-results.txt`.
 
 use std::fmt::Write as _;
@@ -247,6 +247,52 @@ async fn listing(s3: &Client, bucket: &str, out: &mut String) {
     }
 }
 
+/// Keys of the versioned listing bucket, each written this many times.
+const VERSIONS_PER_KEY: usize = 3;
+
+/// A whole ListObjectVersions listing of `bucket`, 1,000 entries a page; how many versions
+/// and markers it returned.
+async fn list_all_versions(s3: &Client, bucket: &str) -> usize {
+    let (mut key_marker, mut id_marker, mut versions) = (None, None, 0);
+    loop {
+        let list = s3.list_object_versions().bucket(bucket).max_keys(1000);
+        let page = list.set_key_marker(key_marker).set_version_id_marker(id_marker);
+        let page = page.send().await.unwrap();
+        versions += page.versions().len() + page.delete_markers().len();
+        if !page.is_truncated().unwrap_or(false) {
+            return versions;
+        }
+        key_marker = page.next_key_marker().map(str::to_owned);
+        id_marker = page.next_version_id_marker().map(str::to_owned);
+    }
+}
+
+/// What ListObjectVersions costs on a versioned bucket of 10,000 keys written three times
+/// each (20,000 noncurrent versions): a page should cost what it lists, whatever the bucket
+/// keeps besides.
+async fn version_listing(s3: &Client, bucket: &str, out: &mut String) {
+    const KEYS: usize = 10_000;
+    const PAGE_READS: usize = 20;
+    for _ in 0..VERSIONS_PER_KEY {
+        fill(s3, bucket, 0..KEYS).await;
+    }
+    let (seconds, cpu, versions) = timed(list_all_versions(s3, bucket)).await;
+    assert_eq!(versions, KEYS * VERSIONS_PER_KEY);
+    let what = format!("list versions, {KEYS} keys x {VERSIONS_PER_KEY}, all:");
+    writeln!(out, "{what}   {seconds:8.3} s  {cpu:.3} CPU-s (client and server)").unwrap();
+    let middle = listed_key(KEYS / 2);
+    let (seconds, cpu, ()) = timed(async {
+        for _ in 0..PAGE_READS {
+            let page = s3.list_object_versions().bucket(bucket).key_marker(&middle).max_keys(100);
+            assert_eq!(page.send().await.unwrap().versions().len(), 100);
+        }
+    })
+    .await;
+    let (ms, cpu_ms) = (seconds * 1e3 / PAGE_READS as f64, cpu * 1e3 / PAGE_READS as f64);
+    let what = format!("list versions, {KEYS} keys x {VERSIONS_PER_KEY}, a page of 100");
+    writeln!(out, "{what} from the middle: {ms:6.2} ms  {cpu_ms:.2} CPU-ms").unwrap();
+}
+
 /// CompleteMultipartUpload of 8 parts of 32 MiB: the parts are joined in the kernel
 /// (`copy_file_range`, a reflink where the file system has them), never read back by the
 /// endpoint.
@@ -329,10 +375,12 @@ async fn versioning_overhead(plain: &Client, versioned: &Client, out: &mut Strin
 #[tokio::main]
 async fn main() {
     let mut args = std::env::args().skip(1);
-    let mut output = None;
+    let (mut output, mut only) = (None, None);
     while let Some(arg) = args.next() {
         if arg == "--output" {
             output = args.next();
+        } else if arg == "--only" {
+            only = args.next();
         }
     }
     let scratch = tempfile::tempdir().unwrap();
@@ -364,25 +412,42 @@ async fn main() {
     let creator = s3_endpoint::Creator { user_id: "bench-user", delete_with_claim: true };
     store.create_bucket("bench-list", creator).await.unwrap();
     let list_key = store.issue_key("bench-user", "bench-list").await.unwrap();
+    let creator = s3_endpoint::Creator { user_id: "bench-user", delete_with_claim: true };
+    store.create_bucket("bench-list-versions", creator).await.unwrap();
+    let versions_key = store.issue_key("bench-user", "bench-list-versions").await.unwrap();
+    store
+        .set_bucket_versioning("bench-list-versions", s3_endpoint::store::Versioning::Enabled)
+        .await
+        .unwrap();
     let never_reached = Quota { max_objects: Some(1 << 40), max_bytes: Some(1 << 50) };
     store.set_bucket_quota("bench-quota", "bench-quota-user", never_reached).await.unwrap();
     store.set_user_quota("bench-quota-user", "bench-quota", never_reached).await.unwrap();
     tokio::spawn(s3_endpoint::serve(listener, store, std::future::pending()));
     let s3 = client(port, &key.access_key_id, &key.secret_access_key);
     let list_client = client(port, &list_key.access_key_id, &list_key.secret_access_key);
+    let versions_client =
+        client(port, &versions_key.access_key_id, &versions_key.secret_access_key);
 
     let mut out = format!(
         "hostPath S3 endpoint, aws-sdk-s3 over loopback, {} cores, {}\n",
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         if cfg!(debug_assertions) { "debug build" } else { "release build" }
     );
-    small_objects(&s3, "bench", &mut out).await;
-    quota_overhead(&quota_clients[0], &quota_clients[1], &mut out).await;
-    large_object(&s3, "bench", scratch.path(), &mut out).await;
-    multipart_completion(&s3, "bench", &mut out).await;
-    // After the large object: its disk writeback would otherwise weigh on that figure.
-    versioning_overhead(&versioning_clients[0], &versioning_clients[1], &mut out).await;
-    listing(&list_client, "bench-list", &mut out).await;
+    // `--only listing` or `--only version-listing` measures that alone.
+    if only.is_none() {
+        small_objects(&s3, "bench", &mut out).await;
+        quota_overhead(&quota_clients[0], &quota_clients[1], &mut out).await;
+        large_object(&s3, "bench", scratch.path(), &mut out).await;
+        multipart_completion(&s3, "bench", &mut out).await;
+        // After the large object: its disk writeback would otherwise weigh on that figure.
+        versioning_overhead(&versioning_clients[0], &versioning_clients[1], &mut out).await;
+    }
+    if only.as_deref().is_none_or(|o| o == "listing") {
+        listing(&list_client, "bench-list", &mut out).await;
+    }
+    if only.as_deref().is_none_or(|o| o == "version-listing") {
+        version_listing(&versions_client, "bench-list-versions", &mut out).await;
+    }
     print!("{out}");
     if let Some(path) = output {
         std::fs::write(&path, &out).unwrap();

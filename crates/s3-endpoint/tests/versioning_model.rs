@@ -1,7 +1,9 @@
 //! Versioning against a model: random sequences of writes, deletes, deletes by version id and
 //! switches between `Enabled` and `Suspended`, on a few keys (one of them a prefix of another),
-//! after which the store's ListObjectVersions (whole and in pages of any size), ListObjects,
-//! reads of every key and version, and usage all agree with a plain list of versions per key.
+//! after which the store's ListObjectVersions (whole and in pages of any size, with and without
+//! a prefix and a delimiter, its set of keys with archived versions read from the disk before
+//! or after the writes), ListObjects, reads of every key and version, and usage all agree with
+//! a plain list of versions per key.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -35,12 +37,48 @@ fn op() -> impl Strategy<Value = Op> {
 /// One version in the model: its id, and its body's length (`None`: a delete marker).
 type Entry = (String, Option<u8>);
 
-async fn run(ops: Vec<Op>, page: usize) -> Result<(), TestCaseError> {
+/// The versions (key and id, in order) and common prefixes ListObjectVersions gives under
+/// `prefix` with the delimiter `/`, in pages of `page`.
+async fn delimited(
+    store: &BucketStore,
+    prefix: &str,
+    page: usize,
+) -> Result<(Vec<(String, String)>, Vec<String>), TestCaseError> {
+    let (mut versions, mut prefixes) = (Vec::new(), Vec::new());
+    let (mut key_marker, mut version_id_marker) = (None, None);
+    loop {
+        let query = VersionQuery {
+            prefix: prefix.to_owned(),
+            delimiter: Some("/".to_owned()),
+            key_marker: key_marker.clone(),
+            version_id_marker: version_id_marker.clone(),
+            max_keys: page,
+        };
+        let got = store.list_versions(BUCKET, query).await.unwrap();
+        prop_assert!(got.versions.len() + got.common_prefixes.len() <= page);
+        let listed = got.versions.iter().map(|v| (v.info.key.clone(), v.info.version_id.clone()));
+        versions.extend(listed.map(|(key, id)| (key, id.unwrap())));
+        prefixes.extend(got.common_prefixes.iter().cloned());
+        if !got.is_truncated {
+            return Ok((versions, prefixes));
+        }
+        key_marker = got.next_key_marker.clone();
+        version_id_marker = got.next_version_id_marker.clone();
+        prop_assert!(versions.len() + prefixes.len() <= 1000, "pages never end");
+    }
+}
+
+async fn run(ops: Vec<Op>, page: usize, early: bool) -> Result<(), TestCaseError> {
     let tmp = tempfile::tempdir().unwrap();
     let store = BucketStore::open(tmp.path().to_owned(), "id").unwrap();
     let creator = Creator { user_id: "obc-1", delete_with_claim: true };
     store.create_bucket(BUCKET, creator).await.unwrap();
     store.set_bucket_versioning(BUCKET, Versioning::Enabled).await.unwrap();
+    if early {
+        // The store then learns of every key with archived versions from its own writes.
+        let all = VersionQuery { max_keys: 1000, ..VersionQuery::default() };
+        prop_assert!(store.list_versions(BUCKET, all).await.unwrap().versions.is_empty());
+    }
     let mut suspended = false;
     // Newest last.
     let mut model: BTreeMap<&str, Vec<Entry>> = BTreeMap::new();
@@ -131,6 +169,20 @@ async fn run(ops: Vec<Op>, page: usize) -> Result<(), TestCaseError> {
         prop_assert!(paged.len() <= expected.len(), "pages never end");
     }
     prop_assert_eq!(&paged, &expected, "pages of {}", page);
+    // Keys rolled up: a common prefix only while some key under it has versions left.
+    for prefix in ["", "a", "a/", "c/"] {
+        let (mut want_versions, mut want_prefixes) = (Vec::new(), Vec::new());
+        for (key, id, _, _) in expected.iter().filter(|v| v.0.starts_with(prefix)) {
+            match key[prefix.len()..].find('/') {
+                Some(at) => want_prefixes.push(key[..prefix.len() + at + 1].to_owned()),
+                None => want_versions.push((key.clone(), id.clone())),
+            }
+        }
+        want_prefixes.dedup();
+        let (versions, prefixes) = delimited(&store, prefix, page).await?;
+        prop_assert_eq!(&versions, &want_versions, "under {:?}, pages of {}", prefix, page);
+        prop_assert_eq!(&prefixes, &want_prefixes, "under {:?}, pages of {}", prefix, page);
+    }
 
     // Current objects, reads, usage.
     let current: Vec<String> = model
@@ -187,12 +239,13 @@ proptest! {
     fn the_store_agrees_with_a_list_of_versions_per_key(
         ops in proptest::collection::vec(op(), 1..30),
         page in 1usize..6,
+        early in any::<bool>(),
     ) {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .unwrap();
-        runtime.block_on(run(ops, page))?;
+        runtime.block_on(run(ops, page, early))?;
     }
 }

@@ -108,6 +108,7 @@ mod temp;
 mod upload_file;
 mod usage;
 mod usage_change;
+mod version_index;
 mod version_list;
 mod version_stamp;
 mod version_write;
@@ -208,6 +209,8 @@ struct Inner {
     dir_syncs: dir_sync::DirSyncs,
     /// Versioning state of the buckets looked up so far.
     versioning: versioning::VersioningCache,
+    /// Keys with archived versions, by bucket, for ListObjectVersions.
+    archive_index: version_index::ArchiveIndex,
     /// Object lock configuration of the buckets looked up so far.
     object_locks: object_lock_file::ObjectLockCache,
 }
@@ -277,6 +280,7 @@ impl BucketStore {
                 dir_syncs: dir_sync::DirSyncs::default(),
                 versioning: versioning::VersioningCache::default(),
                 object_locks: object_lock_file::ObjectLockCache::default(),
+                archive_index: version_index::ArchiveIndex::default(),
             }),
         };
         store.load_meters()?;

@@ -3,10 +3,12 @@
 //! and version id.
 //!
 //! Keys with a current object come from the bucket's own listing (one page ahead is enough:
-//! each key gives at least one entry); keys with archived versions from the versions area,
-//! which is read whole, so a page costs what the bucket keeps of noncurrent versions.
+//! each key gives at least one entry); keys with archived versions from the store's sorted
+//! set of them (see `version_index`), merged in key by key, so that a page reads the records
+//! of the keys it lists and no others.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use super::durable::entries_of;
 use super::list::ListQuery;
@@ -59,6 +61,18 @@ pub struct VersionPage {
 enum Entry {
     Key,
     Prefix,
+}
+
+/// Where the merge of keys with archived versions is.
+struct ArchiveCursor {
+    /// Only keys starting with this.
+    prefix: String,
+    /// Only entries after this (`key-marker`).
+    marker: String,
+    /// The last key taken.
+    after: String,
+    /// The common prefix whose keys are passed over.
+    group: Option<String>,
 }
 
 impl BucketStore {
@@ -115,20 +129,36 @@ impl BucketStore {
         for common in listed.common_prefixes {
             entries.insert(common, Entry::Prefix);
         }
-        for key in self.archived_keys(bucket, &query.prefix)? {
-            match roll_up(&key) {
-                Some(common) if common.as_str() > marker.as_str() => {
-                    entries.insert(common, Entry::Prefix);
-                }
-                Some(_) => {}
-                None if key > marker => {
-                    entries.insert(key, Entry::Key);
-                }
-                None => {}
-            }
-        }
+        // Keys with archived versions are merged in as the page goes, so that it reads the
+        // records of the keys it lists only.
+        self.load_archive_index(bucket)?;
+        let mut archive = ArchiveCursor {
+            prefix: query.prefix.clone(),
+            marker: marker.clone(),
+            after: marker.clone(),
+            group: None,
+        };
+        let mut archived = self.next_archived(bucket, &dir, &roll_up, &mut archive)?;
         let mut count = 0;
-        for (name, entry) in entries {
+        loop {
+            let from_list = entries.first_key_value().map(|(name, _)| name);
+            let take_archived = match (from_list, &archived) {
+                (_, None) => false,
+                (None, Some(_)) => true,
+                (Some(listed), Some((name, _))) => name <= listed,
+            };
+            let (name, entry) = if take_archived {
+                let (name, entry) = archived.take().expect("an archived entry is next");
+                // Known to both: listed once.
+                entries.remove(&name);
+                archived = self.next_archived(bucket, &dir, &roll_up, &mut archive)?;
+                (name, entry)
+            } else {
+                match entries.pop_first() {
+                    Some(next) => next,
+                    None => break,
+                }
+            };
             if horizon.as_ref().is_some_and(|h| &name > h) {
                 break;
             }
@@ -171,12 +201,52 @@ impl BucketStore {
         Ok(page)
     }
 
+    /// The next entry (a key, or a common prefix standing for keys) the keys with archived
+    /// versions give after `cursor`; moves `cursor` past what it stands for.
+    fn next_archived(
+        &self,
+        bucket: &str,
+        dir: &Path,
+        roll_up: &dyn Fn(&str) -> Option<String>,
+        cursor: &mut ArchiveCursor,
+    ) -> Result<Option<(String, Entry)>, StoreError> {
+        let next = |after: &str| self.next_archived_key(bucket, &cursor.prefix, after);
+        while let Some(key) = next(&cursor.after) {
+            if cursor.group.as_ref().is_some_and(|group| key.starts_with(group.as_str())) {
+                cursor.after = key;
+                continue;
+            }
+            let Some(common) = roll_up(&key) else {
+                cursor.after = key.clone();
+                return Ok(Some((key, Entry::Key)));
+            };
+            // Past every key of the group at once: no key's next character is above this one.
+            cursor.after = format!("{common}{}", char::MAX);
+            if common <= cursor.marker {
+                cursor.group = Some(common);
+                continue;
+            }
+            // The set may name keys whose versions are gone: the group is listed only for a
+            // key that still has some.
+            let mut member = Some(key);
+            while let Some(key) = member.filter(|k| k.starts_with(common.as_str())) {
+                if !self.versions_of(bucket, dir, &key)?.is_empty() {
+                    cursor.group = Some(common.clone());
+                    return Ok(Some((common, Entry::Prefix)));
+                }
+                member = next(&key);
+            }
+            cursor.group = Some(common);
+        }
+        Ok(None)
+    }
+
     /// Writer and size of every noncurrent version of `bucket` (delete markers count for
     /// nothing), for counting its usage from the disk.
     pub(super) fn archived_usage(
         &self,
         bucket: &str,
-        dir: &std::path::Path,
+        dir: &Path,
     ) -> Result<Vec<(Option<String>, u64)>, StoreError> {
         let mut found = Vec::new();
         for shard in entries_of(&self.versions_root(bucket))? {

@@ -170,6 +170,7 @@ impl BucketStore {
                 version: Some(stamp.clone()),
                 ..MetaFile::default()
             };
+            self.note_archived(bucket, key);
             self.write_record(&self.versions_dir(bucket, key), &marker)
         })();
         match result {

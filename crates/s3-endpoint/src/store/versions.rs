@@ -178,6 +178,7 @@ impl BucketStore {
     /// record written, both synced, before whatever replaces it moves in.
     pub(super) fn archive(&self, bucket: &str, version: &Version) -> Result<(), StoreError> {
         let vdir = self.versions_dir(bucket, &version.meta.key);
+        self.note_archived(bucket, &version.meta.key);
         create_dir_all_durably(&vdir)?;
         let order = &version.stamp().order;
         if let Some(data) = &version.data {
