@@ -402,3 +402,44 @@ async fn a_pass_over_versions_killed_midway_loses_and_resurrects_nothing() {
     assert_eq!(check(&s3, &keys, true).await, finished, "as the pass left it");
     server.stop().await;
 }
+
+/// The pass aborted between removing a noncurrent version's record and its bytes (the crash
+/// point `version:record-removed`): the version is gone whole, its bytes too once the store
+/// opens again, and the next pass finishes the job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_aborted_between_a_record_and_its_bytes_leaves_neither() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(tmp.path()).await;
+    let creator = Creator { user_id: USER, delete_with_claim: true };
+    let (_, key) = server.store.provision_bucket(BUCKET, creator).await.unwrap();
+    let s3 = server.client(&key);
+    let on = aws_sdk_s3::types::VersioningConfiguration::builder()
+        .status(aws_sdk_s3::types::BucketVersioningStatus::Enabled)
+        .build();
+    let set = s3.put_bucket_versioning().bucket(BUCKET).versioning_configuration(on);
+    set.send().await.unwrap();
+    set_rules(&s3).await;
+    let keys = vec![write_key(&s3, "n/", 1, DateTime::from_secs(0)).await];
+    let versions = tmp.path().join(".provisioner/meta").join(BUCKET).join("versions");
+    server.stop().await;
+
+    let status = Command::new(std::env::current_exe().unwrap())
+        .args(["child_pass", "--exact", "--ignored", "--nocapture"])
+        .env(CHILD_ROOT, tmp.path())
+        .env("BUCKET_PROVISIONER_CRASH_AT", "version:record-removed")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(!status.success(), "the pass reached the crash point and aborted");
+
+    let server = Server::start(tmp.path()).await;
+    let s3 = server.client(&key);
+    check(&s3, &keys, false).await;
+    check_usage(&server, &versions).await;
+    let pass = server.store.run_lifecycle_pass(SystemTime::now() + AHEAD).await.unwrap();
+    assert_eq!((pass.expired, pass.failed), (1, 0), "the other due version: {pass:?}");
+    check(&s3, &keys, true).await;
+    check_usage(&server, &versions).await;
+    server.stop().await;
+}
