@@ -380,7 +380,8 @@ async fn a_pass_over_versions_killed_midway_loses_and_resurrects_nothing() {
     let server = Server::start(tmp.path()).await;
     let s3 = server.client(&key);
     let reopened = check(&s3, &keys, false).await;
-    assert_eq!(reopened, after_kill, "the same versions after a second opening");
+    let changed: Vec<&String> = reopened.symmetric_difference(&after_kill).collect();
+    assert!(changed.is_empty(), "versions changed by a second opening: {changed:?}");
     check_usage(&server, &versions).await;
 
     let pass = server.store.run_lifecycle_pass(SystemTime::now() + AHEAD).await.unwrap();
@@ -428,7 +429,6 @@ async fn a_pass_aborted_between_a_record_and_its_bytes_leaves_neither() {
         .env(CHILD_ROOT, tmp.path())
         .env("BUCKET_PROVISIONER_CRASH_AT", "version:record-removed")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
         .status()
         .unwrap();
     assert!(!status.success(), "the pass reached the crash point and aborted");
