@@ -364,6 +364,7 @@ async fn a_pass_over_versions_killed_midway_loses_and_resurrects_nothing() {
             break;
         }
         seen = records(&versions).symmetric_difference(&start).count();
+        std::thread::sleep(Duration::from_millis(1));
     }
     child.kill().unwrap();
     let finished = child.wait().unwrap().success();
@@ -396,6 +397,9 @@ async fn a_pass_over_versions_killed_midway_loses_and_resurrects_nothing() {
     assert_eq!(server.store.usage(BUCKET, Some(USER)).unwrap().1.objects, kept);
     let again = server.store.run_lifecycle_pass(SystemTime::now() + AHEAD).await.unwrap();
     assert_eq!(again.expired, 0, "nothing left for a third pass: {again:?}");
+    // The locked oldest versions of `n/` and `m/` keys: due, and kept.
+    let locked_due = keys.iter().flat_map(|k| &k.versions).filter(|v| v.due && v.locked).count();
+    assert_eq!(again.locked, locked_due as u64, "{again:?}");
     server.stop().await;
 
     let server = Server::start(tmp.path()).await;
