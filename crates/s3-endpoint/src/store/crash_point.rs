@@ -8,6 +8,7 @@
 //! | `bucket:data-removed` | its data is gone too (its record not yet) |
 //! | `version:archived` | a versioned write archived the version in place (the new one not yet in place) |
 //! | `version:unplaced` | a delete marker's key has nothing in place (the marker not yet recorded) |
+//! | `version:record-removed` | an archived version's record is removed for good (its bytes not yet) |
 //! | `version:unrecorded` | the newest version (a marker) is removed for good (the next not yet in place) |
 
 use std::sync::LazyLock;

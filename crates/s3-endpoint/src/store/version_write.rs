@@ -308,6 +308,7 @@ impl BucketStore {
             return Ok(());
         }
         remove_if_exists(&record)?;
+        crash_point("version:record-removed");
         remove_if_exists(&vdir.join(format!("{order}.data")))?;
         fsync_dir(&vdir)?;
         // The key's directory goes with its last version.
@@ -326,8 +327,46 @@ impl BucketStore {
         if !self.versions_root(bucket).exists() {
             return Ok(());
         }
+        self.drop_unrecorded_bytes(bucket)?;
         for key in self.archived_keys(bucket, "")? {
             self.settle_key(bucket, &key)?;
+        }
+        Ok(())
+    }
+
+    /// Removes the archived bytes a crash left without their record: an archive stopped
+    /// before its record was written (the version is still in place), or a removal stopped
+    /// after its record went. Nothing serves or counts them, so they would hold their disk
+    /// space for good. Only when the store opens: a write in flight links the bytes first.
+    fn drop_unrecorded_bytes(&self, bucket: &str) -> Result<(), StoreError> {
+        for shard in super::durable::entries_of(&self.versions_root(bucket))? {
+            let shard = shard?.path();
+            for vdir in super::durable::entries_of(&shard)? {
+                let vdir = vdir?.path();
+                let mut dropped = false;
+                for entry in super::durable::entries_of(&vdir)? {
+                    let data = entry?.path();
+                    if data.extension().is_none_or(|e| e != "data") {
+                        continue;
+                    }
+                    match fs::symlink_metadata(data.with_extension("json")) {
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                            tracing::info!(bucket, path = %data.display(), "dropping bytes a crash left without their record");
+                            remove_if_exists(&data)?;
+                            dropped = true;
+                        }
+                        Err(e) => return Err(e.into()),
+                        Ok(_) => {}
+                    }
+                }
+                if dropped {
+                    fsync_dir(&vdir)?;
+                    // The key's directory goes with its last version, as in `remove_archived`.
+                    if fs::remove_dir(&vdir).is_ok() {
+                        let _ = fs::remove_dir(&shard);
+                    }
+                }
+            }
         }
         Ok(())
     }
