@@ -381,7 +381,21 @@ async fn a_pass_over_versions_killed_midway_loses_and_resurrects_nothing() {
     let server = Server::start(tmp.path()).await;
     let s3 = server.client(&key);
     let reopened = check(&s3, &keys, false).await;
-    let changed: Vec<&String> = reopened.symmetric_difference(&after_kill).collect();
+    // The server's own pass at start (on the real clock) may remove a delete marker the kill
+    // left alone, as `ExpiredObjectDeleteMarker` asks; nothing else may change.
+    let lone_marker = |id: &String| {
+        keys.iter().any(|k| {
+            k.group() == "m/"
+                && k.marker.as_ref() == Some(id)
+                && !k.versions.iter().any(|v| reopened.contains(&v.id))
+        })
+    };
+    let changed: Vec<&String> = reopened
+        .symmetric_difference(&after_kill)
+        .filter(|id| !(after_kill.contains(*id) && lone_marker(id)))
+        .collect();
+    let removed_at_start = after_kill.difference(&reopened).count() - changed.len();
+    eprintln!("lone delete markers the pass at start removed: {removed_at_start}");
     assert!(changed.is_empty(), "versions changed by a second opening: {changed:?}");
     check_usage(&server, &versions).await;
 
