@@ -4,18 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::ServiceAccount;
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::Client;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::manifests::{Apply, apply_objects, read_manifest_files};
+use crate::scoped_identity::{ALL_VERBS, namespaced_identity, rule};
+use crate::service_account::{ensure_service_account, service_account_token};
 use crate::{ControlPlane, create_namespace, unique_suffix};
-
-/// How long the issued tokens stay valid: longer than any suite runs.
-const TOKEN_SECONDS: i64 = 48 * 3600;
 
 /// Applies the upstream controller's RBAC from `file` (its ClusterRole, Role and bindings, which
 /// name a ServiceAccount of namespace `default`) and makes that ServiceAccount.
@@ -45,27 +39,6 @@ pub(crate) async fn service_account_kubeconfig(
     plane.kubeconfig_for_token(&token)
 }
 
-pub(crate) async fn service_account_token(
-    admin: &Client,
-    namespace: &str,
-    name: &str,
-) -> Result<String> {
-    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), namespace);
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            audiences: Some(Vec::new()),
-            expiration_seconds: Some(TOKEN_SECONDS),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let issued = accounts
-        .create_token_request(name, &PostParams::default(), &request)
-        .await
-        .with_context(|| format!("issuing a token for ServiceAccount {namespace}/{name}"))?;
-    issued.status.and_then(|s| s.token).context("the TokenRequest answered no token")
-}
-
 /// A tenant of a COSI cluster: a namespace of its own and a client acting as a ServiceAccount
 /// there that may write BucketClaims and BucketAccesses and read Secrets, and nothing else.
 pub struct CosiTenant {
@@ -75,78 +48,20 @@ pub struct CosiTenant {
     pub client: Client,
 }
 
-fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
-    PolicyRule {
-        api_groups: Some(vec![group.into()]),
-        resources: Some(resources.iter().map(|r| r.to_string()).collect()),
-        verbs: verbs.iter().map(|v| v.to_string()).collect(),
-        ..Default::default()
-    }
-}
-
 impl CosiTenant {
     /// A new namespace (named after `prefix`) on `plane` and its tenant.
     pub async fn new(plane: &ControlPlane, prefix: &str) -> Result<CosiTenant> {
-        const ACCOUNT: &str = "tenant";
         let admin = plane.client().await;
         let namespace = format!("{prefix}-{}", unique_suffix());
         create_namespace(&admin, &namespace).await;
-        ensure_service_account(&admin, &namespace, ACCOUNT).await?;
-        let meta = || ObjectMeta { name: Some(ACCOUNT.into()), ..Default::default() };
-        let all = ["get", "list", "watch", "create", "update", "patch", "delete"];
-        let role = Role {
-            metadata: meta(),
-            rules: Some(vec![
-                rule(GROUP, &["bucketclaims", "bucketaccesses"], &all),
-                rule("", &["secrets"], &["get", "list", "watch"]),
-            ]),
-        };
-        let params = PatchParams::apply("bucket-provisioner-tests").force();
-        Api::<Role>::namespaced(admin.clone(), &namespace)
-            .patch(ACCOUNT, &params, &Patch::Apply(&role))
-            .await?;
-        let binding = RoleBinding {
-            metadata: meta(),
-            role_ref: RoleRef {
-                api_group: Some("rbac.authorization.k8s.io".into()),
-                kind: "Role".into(),
-                name: ACCOUNT.into(),
-            },
-            subjects: Some(vec![Subject {
-                kind: "ServiceAccount".into(),
-                name: ACCOUNT.into(),
-                namespace: Some(namespace.clone()),
-                ..Default::default()
-            }]),
-        };
-        Api::<RoleBinding>::namespaced(admin.clone(), &namespace)
-            .patch(ACCOUNT, &params, &Patch::Apply(&binding))
-            .await?;
-        let token = service_account_token(&admin, &namespace, ACCOUNT).await?;
-        let path = plane.kubeconfig_for_token(&token)?;
-        let file = Kubeconfig::read_from(&path)?;
-        let config =
-            kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default()).await?;
-        Ok(CosiTenant { namespace, client: Client::try_from(config)? })
+        let rules = vec![
+            rule(GROUP, &["bucketclaims", "bucketaccesses"], &ALL_VERBS),
+            rule("", &["secrets"], &["get", "list", "watch"]),
+        ];
+        let client = namespaced_identity(plane, &namespace, "tenant", rules).await?;
+        Ok(CosiTenant { namespace, client })
     }
 }
 
 /// The API group of every COSI kind.
 pub const GROUP: &str = "objectstorage.k8s.io";
-
-/// Makes ServiceAccount `name` in `namespace` (if missing).
-pub(crate) async fn ensure_service_account(
-    admin: &Client,
-    namespace: &str,
-    name: &str,
-) -> Result<()> {
-    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), namespace);
-    if accounts.get_opt(name).await?.is_none() {
-        let account = ServiceAccount {
-            metadata: kube::api::ObjectMeta { name: Some(name.into()), ..Default::default() },
-            ..Default::default()
-        };
-        accounts.create(&PostParams::default(), &account).await?;
-    }
-    Ok(())
-}

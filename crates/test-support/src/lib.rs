@@ -16,6 +16,8 @@ pub mod garage;
 mod harness;
 mod manifests;
 mod ports;
+mod scoped_identity;
+mod service_account;
 mod supervised;
 mod tls_proxy;
 pub mod volumes;

@@ -15,7 +15,7 @@ use super::durable::fsync_dir;
 use super::names::validate_key;
 use super::object_lock::Bypass;
 use super::object_meta::{
-    MetaFile, NewObject, ObjectAttrs, ObjectInfo, WriteCondition, etag_matches, mtime_ns,
+    MetaFile, NewObject, ObjectAttrs, ObjectInfo, WriteCondition, etag_matches,
 };
 use super::temp::TempFile;
 use super::usage_change::{Change, Existing, Writer};
@@ -53,21 +53,7 @@ impl BucketStore {
         let dir = self.bucket_dir(bucket)?;
         validate_key(key)?;
         let data = file.metadata()?;
-        let meta = MetaFile {
-            key: key.to_owned(),
-            size: data.len(),
-            mtime_ns: mtime_ns(&data),
-            etag: object.etag,
-            attrs: object.attrs,
-            parts: (!object.part_sizes.is_empty())
-                .then(|| u32::try_from(object.part_sizes.len()).unwrap_or(u32::MAX)),
-            checksum: object.checksum,
-            part_sizes: object.part_sizes,
-            part_checksums: object.part_checksums,
-            upload_id: object.upload_id,
-            writer: object.writer,
-            version: None,
-        };
+        let (meta, also) = MetaFile::written(key, &data, object, None);
         // Setting an attribute leaves the mtime recorded in it as it is. One sync for the bytes
         // and what is attached to them, outside the key's lock.
         let attached = attach(&file, &meta)?;
@@ -79,7 +65,7 @@ impl BucketStore {
         self.check_removable(bucket, key, lock_config.as_ref(), Bypass::No)?;
         let old = self.existing(bucket, &dir, key)?;
         let change = Change::store(meta.writer.as_deref(), data.len(), old.as_ref());
-        let ticket = self.meter(bucket)?.begin(change.and(object.also), actor)?;
+        let ticket = self.meter(bucket)?.begin(change.and(also), actor)?;
         // Nothing has moved before the rename: an error drops the ticket, and its reservation.
         let target = self.plain_target(&dir, key)?;
         let mut moved = false;

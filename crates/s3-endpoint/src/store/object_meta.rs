@@ -201,6 +201,32 @@ pub(super) struct MetaFile {
 }
 
 impl MetaFile {
+    /// The record of `object`, just written to a file with `data` as its metadata, stamped
+    /// `version` in a versioned bucket; and the other usage change its write brings.
+    pub(super) fn written(
+        key: &str,
+        data: &fs::Metadata,
+        object: NewObject,
+        version: Option<VersionStamp>,
+    ) -> (MetaFile, Change) {
+        let meta = MetaFile {
+            key: key.to_owned(),
+            size: data.len(),
+            mtime_ns: mtime_ns(data),
+            etag: object.etag,
+            attrs: object.attrs,
+            parts: (!object.part_sizes.is_empty())
+                .then(|| u32::try_from(object.part_sizes.len()).unwrap_or(u32::MAX)),
+            checksum: object.checksum,
+            part_sizes: object.part_sizes,
+            part_checksums: object.part_checksums,
+            upload_id: object.upload_id,
+            writer: object.writer,
+            version,
+        };
+        (meta, object.also)
+    }
+
     /// Whether this is the metadata of `key` and, given the status of its data file, still
     /// describes it: a file rewritten in place by hand, or renamed to another key, has none.
     pub(super) fn describes(&self, key: &str, data: Option<&fs::Metadata>) -> bool {

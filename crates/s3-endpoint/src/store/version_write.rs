@@ -62,21 +62,7 @@ impl BucketStore {
         let null = mode == Versioning::Suspended;
         let stamp = VersionStamp::fresh(null, history.first().map(|v| v.stamp().order.as_str()));
         let data = file.metadata()?;
-        let meta = MetaFile {
-            key: key.to_owned(),
-            size: data.len(),
-            mtime_ns: mtime_ns(&data),
-            etag: object.etag,
-            attrs: object.attrs,
-            parts: (!object.part_sizes.is_empty())
-                .then(|| u32::try_from(object.part_sizes.len()).unwrap_or(u32::MAX)),
-            checksum: object.checksum,
-            part_sizes: object.part_sizes,
-            part_checksums: object.part_checksums,
-            upload_id: object.upload_id,
-            writer: object.writer,
-            version: Some(stamp),
-        };
+        let (meta, also) = MetaFile::written(key, &data, object, Some(stamp));
         let attached = attach(&file, &meta)?;
         file.sync_all()?;
         drop(file);
@@ -87,7 +73,7 @@ impl BucketStore {
             self.check_permanent_removal(bucket, victim, Bypass::No)?;
             change = change.and(removal_change(victim));
         }
-        let ticket = self.meter(bucket)?.begin(change.and(object.also), actor)?;
+        let ticket = self.meter(bucket)?.begin(change.and(also), actor)?;
         let in_place = history.iter().find(|v| v.in_place);
         let result = (|| {
             if let Some(current) = in_place
