@@ -292,16 +292,28 @@ async fn create_bucket_enforces_names_and_refuses_existing_buckets() {
     let err = backend(&server).provision(&options("by-operator", "uid-9")).await.unwrap_err();
     assert_permanent(&err, BUCKET_NAME_TAKEN);
 
-    // Object lock cannot be honoured, so it is refused rather than ignored.
-    let err = admin
+    // Object lock asked at creation is honoured: the bucket has it, and versioning with it.
+    admin
         .create_bucket()
         .bucket("locked")
         .object_lock_enabled_for_bucket(true)
         .send()
         .await
+        .unwrap();
+    let lock = admin.get_object_lock_configuration().bucket("locked").send().await.unwrap();
+    let enabled = lock.object_lock_configuration().and_then(|c| c.object_lock_enabled());
+    assert_eq!(enabled.map(|e| e.as_str()), Some("Enabled"));
+    let versioning = admin.get_bucket_versioning().bucket("locked").send().await.unwrap();
+    assert_eq!(versioning.status().map(|s| s.as_str()), Some("Enabled"));
+    // Asked of a bucket that exists without it, it is refused, as S3 does.
+    let err = admin
+        .create_bucket()
+        .bucket("by-operator")
+        .object_lock_enabled_for_bucket(true)
+        .send()
+        .await
         .unwrap_err();
-    assert_eq!(code(&err), "NotImplemented");
-    assert!(!tmp.path().join("buckets/locked").exists());
+    assert_eq!(code(&err), "InvalidBucketState");
 
     server.stop().await;
 }
