@@ -606,11 +606,9 @@ impl BucketStore {
             Ok(())
         })?;
         crash_point::crash_point("bucket:keys-removed");
-        // Checked once no claim key can write any more: protected data outlives its claim,
-        // and the claim's deletion waits for it.
-        if let Some(locked) = self.first_locked_object(bucket)? {
-            return Err(locked);
-        }
+        // Once no claim key can write: protected data outlives its claim (none after a crash).
+        let locked = if path.exists() { self.first_locked_object(bucket)? } else { None };
+        locked.map_or(Ok(()), Err)?;
         let state_dir = self.inner.state_dir();
         for dir in
             [path, state_dir.join("meta").join(bucket), state_dir.join("uploads").join(bucket)]
