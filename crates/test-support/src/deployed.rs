@@ -10,15 +10,13 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use anyhow::{Context, Result};
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::ServiceAccount;
+use anyhow::Result;
 use kube::Client;
-use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::control_plane::{ControlPlane, kubeconfig_yaml};
 use crate::manifests::{Apply, apply_objects, read_manifest_files};
+use crate::service_account::service_account_token;
 
 /// The namespace every manifest of `deploy/` installs into.
 pub const DEPLOY_NAMESPACE: &str = "bucket-provisioner";
@@ -109,9 +107,6 @@ impl Identity {
     }
 }
 
-/// How long the issued tokens stay valid: longer than any suite runs.
-const TOKEN_SECONDS: i64 = 48 * 3600;
-
 /// The deployed identity of `which` on `plane`: applies its namespace and RBAC from `deploy/`
 /// (server-side apply, so again is harmless) and asks the apiserver for a ServiceAccount token.
 /// Made once per control plane and provisioner within a test process.
@@ -123,7 +118,7 @@ pub async fn deployed_identity(plane: &ControlPlane, which: Deployed) -> Result<
     }
     let admin = plane.client().await;
     install_rbac(&admin, which).await?;
-    let token = service_account_token(&admin, which.service_account()).await?;
+    let token = service_account_token(&admin, DEPLOY_NAMESPACE, which.service_account()).await?;
     let kubeconfig = plane.file_path(&format!("kubeconfig-{}", which.service_account()));
     // Written aside and renamed into place: tests of one binary may make the identity at the
     // same time, and one of them may be reading the file while another writes it.
@@ -139,22 +134,4 @@ pub async fn deployed_identity(plane: &ControlPlane, which: Deployed) -> Result<
 pub async fn install_rbac(admin: &Client, which: Deployed) -> Result<()> {
     let objects = read_manifest_files(&which.rbac_manifests())?;
     apply_objects(admin, &objects, Apply::ForReal).await
-}
-
-/// A token for ServiceAccount `name` of [`DEPLOY_NAMESPACE`], issued by the apiserver.
-async fn service_account_token(admin: &Client, name: &str) -> Result<String> {
-    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), DEPLOY_NAMESPACE);
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            audiences: Some(Vec::new()),
-            expiration_seconds: Some(TOKEN_SECONDS),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let issued = accounts
-        .create_token_request(name, &PostParams::default(), &request)
-        .await
-        .with_context(|| format!("issuing a token for ServiceAccount {name}"))?;
-    issued.status.and_then(|s| s.token).context("the TokenRequest answered no token")
 }
