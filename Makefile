@@ -33,6 +33,8 @@ STATIC_TARGET := $(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p')
 # of the time of a release build and the tests need them working, not fast.
 STATIC_PROFILE ?= release
 STATIC_DIR = $(CARGO_TARGET_DIR)/$(STATIC_TARGET)/$(STATIC_PROFILE)
+# The test binaries `make e2e` runs on a real node.
+E2E_TESTS := --test e2e --test helm --test volume_capacity --test cosi_e2e --test cosi_v1alpha2_e2e
 STATIC_RUSTFLAGS_VAR := CARGO_TARGET_$(shell echo '$(STATIC_TARGET)' | tr 'a-z-' 'A-Z_')_RUSTFLAGS
 
 .PHONY: help toolchain controlplane chart-tools chart test lint crds demo bench static image node e2e garage \
@@ -84,10 +86,11 @@ lint: toolchain
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 
-# The demo runs first, the node tests last, and one summary line of every test binary's results
-# closes the output.
-test: lint controlplane chart-tools strace volume-tools demo moto garage aws-s3-provisioner cosi
+# Everything `make test` runs is built first (test-builds), then the demo runs, then the tests,
+# the node tests last; one summary line of every test binary's results closes the output.
+test: test-builds
 	@mkdir -p "$(BUCKET_PROVISIONER_CACHE)"
+	@$(MAKE) --no-print-directory demo
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" BUCKET_PROVISIONER_HELM_BIN="$(HELM_BIN)" \
 		BUCKET_PROVISIONER_PROMTOOL="$(PROMTOOL_BIN)" BUCKET_PROVISIONER_GARAGE_BIN="$(GARAGE_BIN)" \
 		BUCKET_PROVISIONER_AWS_S3_PROVISIONER_BIN="$(AWS_S3_PROVISIONER_BIN)" \
@@ -98,6 +101,37 @@ test: lint controlplane chart-tools strace volume-tools demo moto garage aws-s3-
 	@awk '/^test result:/ { passed += $$4; failed += $$6 } \
 		END { printf "tests: %d passed, %d failed\n", passed, failed }' \
 		"$(BUCKET_PROVISIONER_CACHE)/last-test-run.txt"
+
+# What `make test` builds, in four lanes side by side: our crates (one cargo at a time, since they
+# share a target directory), the Go-built tools, Garage (a target directory of its own), and
+# Debian's packages with moto. Alone, each build leaves one of two cores idle for long stretches
+# (a crate's last codegen unit, a link, a download); side by side they keep both busy, which
+# takes about a quarter off a cold run. Lines from the lanes interleave as they come, so a long
+# build always shows progress.
+.PHONY: test-builds test-build-crates test-build-go-tools test-build-packages
+test-builds:
+	@$(MAKE) --no-print-directory -j4 test-build-crates test-build-go-tools garage test-build-packages
+
+# Lint first, then the test binaries of `make test` and `make e2e`, the image's unoptimised static
+# binaries and the demo.
+test-build-crates: lint
+	cargo test --workspace --exclude node-tests --no-run
+	cargo test --workspace $(E2E_TESTS) --no-run
+	@$(MAKE) --no-print-directory static STATIC_PROFILE=image-test
+	cargo build -q -p hostpath-provisioner --bin hostpath-bucket-provisioner --example consumer --example demo
+
+# One Go build at a time: they share the Go build cache, so the later ones reuse packages the
+# earlier compiled (the node's kubelet most of the control plane's).
+test-build-go-tools: toolchain
+	@tests/controlplane/build.sh >/dev/null
+	@tests/node/build.sh >/dev/null
+	@tests/cosi/build.sh >/dev/null
+	@tests/aws-s3-provisioner/build.sh >/dev/null
+	@tests/helm/build.sh >/dev/null
+
+test-build-packages: strace volume-tools moto
+	@tests/prometheus/install.sh >/dev/null
+	@tests/node/install.sh
 
 .PHONY: moto
 # strace, for the hostPath durability tests (what a PUT, or a change of tags or CORS rules,
@@ -160,8 +194,8 @@ e2e: controlplane chart-tools moto garage node volume-tools cosi image
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" BUCKET_PROVISIONER_GARAGE_BIN="$(GARAGE_BIN)" \
 		BUCKET_PROVISIONER_NODE_BIN="$$(tests/node/build.sh 2>/dev/null)" \
 		BUCKET_PROVISIONER_IMAGES="$(IMAGES_DIR)" BUCKET_PROVISIONER_HELM_BIN="$(HELM_BIN)" \
-		BUCKET_PROVISIONER_COSI_DIR="$(COSI_DIR)" cargo test --workspace --test e2e --test helm \
-		--test volume_capacity --test cosi_e2e --test cosi_v1alpha2_e2e -- --nocapture || failed=1; \
+		BUCKET_PROVISIONER_COSI_DIR="$(COSI_DIR)" cargo test --workspace $(E2E_TESTS) -- --nocapture \
+		|| failed=1; \
 	NODE_DIR="$${TMPDIR:-/tmp}/bucket-provisioner-node" tests/node/node.sh wait; \
 	exit $${failed:-0}
 
