@@ -74,8 +74,13 @@ aws-s3-provisioner: toolchain
 cosi: toolchain
 	@tests/cosi/build.sh >/dev/null
 
-chart-tools: toolchain
+chart-tools: helm promtool
+
+.PHONY: helm promtool
+helm: toolchain
 	@tests/helm/build.sh >/dev/null
+
+promtool:
 	@tests/prometheus/install.sh >/dev/null
 
 chart: controlplane chart-tools
@@ -118,20 +123,18 @@ test-build-crates: lint
 	cargo test --workspace --exclude node-tests --no-run
 	cargo test --workspace $(E2E_TESTS) --no-run
 	@$(MAKE) --no-print-directory static STATIC_PROFILE=image-test
-	cargo build -q -p hostpath-provisioner --bin hostpath-bucket-provisioner --example consumer --example demo
+	@$(MAKE) --no-print-directory demo-build
 
 # One Go build at a time: they share the Go build cache, so the later ones reuse packages the
 # earlier compiled (the node's kubelet most of the control plane's).
-test-build-go-tools: toolchain
-	@tests/controlplane/build.sh >/dev/null
-	@tests/node/build.sh >/dev/null
-	@tests/cosi/build.sh >/dev/null
-	@tests/aws-s3-provisioner/build.sh >/dev/null
-	@tests/helm/build.sh >/dev/null
+test-build-go-tools:
+	@$(MAKE) --no-print-directory controlplane
+	@$(MAKE) --no-print-directory node-programs
+	@$(MAKE) --no-print-directory cosi
+	@$(MAKE) --no-print-directory aws-s3-provisioner
+	@$(MAKE) --no-print-directory helm
 
-test-build-packages: strace volume-tools moto
-	@tests/prometheus/install.sh >/dev/null
-	@tests/node/install.sh
+test-build-packages: strace volume-tools moto promtool node-packages
 
 .PHONY: moto
 # strace, for the hostPath durability tests (what a PUT, or a change of tags or CORS rules,
@@ -154,8 +157,12 @@ crds: toolchain
 	cargo run -q -p bucket-api --bin crdgen -- crds
 	cp crds/*.yaml charts/bucket-provisioner/crds/
 
-demo: controlplane
+# The demo's binaries, also built ahead of the tests by test-build-crates.
+.PHONY: demo-build
+demo-build: toolchain
 	cargo build -q -p hostpath-provisioner --bin hostpath-bucket-provisioner --example consumer --example demo
+
+demo: controlplane demo-build
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" "$(CARGO_TARGET_DIR)/debug/examples/demo" \
 		"$(CARGO_TARGET_DIR)/debug/hostpath-bucket-provisioner" "$(CARGO_TARGET_DIR)/debug/examples/consumer"
 
@@ -170,8 +177,7 @@ static: toolchain
 
 # The Dockerfile's context is dist/image/; buildah builds it without a daemon or registry, and
 # the archive loads with `ctr images import` or `docker load`.
-image: static volume-tools
-	@tests/node/install.sh
+image: static volume-tools node-packages
 	@rm -rf dist/image && mkdir -p dist/image
 	@tests/volumes/rootfs.sh dist/image/rootfs
 	@cp "$(STATIC_DIR)/hostpath-bucket-provisioner" "$(STATIC_DIR)/s3-bucket-provisioner" \
@@ -181,8 +187,15 @@ image: static volume-tools
 	@echo "image: $(IMAGE) in $(IMAGES_DIR)/bucket-provisioner.tar"
 
 # The node's programs (kubelet, kube-proxy, kube-scheduler, CoreDNS, pause) and Debian packages.
-node: toolchain
+node: node-packages node-programs
+
+# Debian's packages the node and the image build need (containerd, runc, CNI, buildah, ...).
+.PHONY: node-packages node-programs
+node-packages:
 	@tests/node/install.sh
+
+# The kubelet and the node's other Go-built programs.
+node-programs: toolchain
 	@tests/node/build.sh >/dev/null
 
 # A real node running the image, deployed from deploy/ and installed with the Helm chart (each
