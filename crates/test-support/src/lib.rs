@@ -20,6 +20,7 @@ mod scoped_identity;
 mod service_account;
 mod supervised;
 mod tls_proxy;
+mod tripwire;
 pub mod volumes;
 
 use std::future::Future;
@@ -54,6 +55,7 @@ pub use manifests::{
 pub use ports::{free_port, free_port_on};
 pub use supervised::Supervised;
 pub use tls_proxy::TlsProxy;
+pub use tripwire::Tripwire;
 
 /// How long helpers wait for the cluster to reach an expected state.
 pub const WAIT: Duration = Duration::from_secs(60);
