@@ -110,16 +110,15 @@ pub const LABEL_PROVISIONER: &str = "objectbucket.io/provisioner";
 
 /// Annotations the library keeps on claims and ObjectBuckets.
 pub mod annotations {
-    /// On a claim: the provisioner that recorded its intent (and so owns its cleanup).
+    /// On a claim: the provisioner that recorded its intent. Tenant-writable like all of a
+    /// claim: it narrows which claims cleanup looks at, and decides nothing else.
     pub const PROVISIONER: &str = "objectbucket.io/provisioner";
     /// On a claim and its ObjectBucket: `new` (the library created the bucket) or `existing`
     /// (access to a bucket named by the StorageClass).
     pub const BUCKET_SOURCE: &str = "objectbucket.io/bucket-source";
-    /// On a claim: the reclaim policy recorded before the backend was first called.
+    /// On a claim: the reclaim policy recorded before the backend was first called; it may
+    /// narrow the StorageClass's (`Retain`), never widen it.
     pub const RECLAIM_POLICY: &str = "objectbucket.io/reclaim-policy";
-    /// On a claim: what the backend's `cleanup_state` asked to keep (JSON), recorded before the
-    /// backend was first called.
-    pub const CLEANUP_STATE: &str = "objectbucket.io/cleanup-state";
     /// On an ObjectBucket: `http` or `https`, to rebuild `AWS_ENDPOINT_URL` without the backend.
     pub const ENDPOINT_SCHEME: &str = "objectbucket.io/endpoint-scheme";
     /// On a claim, set by a person: `"true"` finishes deletion without cleaning up the bucket.

@@ -295,8 +295,23 @@ async fn claim_deleted_while_the_controller_was_down_leaves_no_orphan() {
     wait_gone(&s.claims, "c").await;
     assert!(s.backend.buckets().is_empty(), "the bucket created before the crash was deleted");
     assert_eq!(s.backend.calls(Op::Delete), 1);
-    let recorded = BTreeMap::from([("recordedFor".to_string(), "orphan-risk".to_string())]);
-    assert_eq!(s.backend.cleanup_states(), [recorded], "the backend's cleanup state came back");
+    // With the class gone nothing says where the bucket lives, and nothing is taken from the
+    // claim, whose tenant could write anything there: the backend's own records decide.
+    assert_eq!(s.backend.cleanup_states(), [BTreeMap::new()], "no settings from the claim");
+}
+
+#[tokio::test]
+async fn claim_deleted_while_the_controller_was_down_is_cleaned_up_with_its_classs_settings() {
+    let s = setup("ctl-orphan-class").await;
+    let (provisioner, _class) =
+        crash_after_provisioning(&s, |class| named_spec(class, "orphan-class")).await;
+    delete_claim(&s.claims, "c").await;
+
+    let _restarted = Harness::start_as(s.backend.clone(), &provisioner, Deployed::HostPath);
+    wait_gone(&s.claims, "c").await;
+    assert!(s.backend.buckets().is_empty(), "the bucket created before the crash was deleted");
+    let recomputed = BTreeMap::from([("recordedFor".to_string(), "orphan-class".to_string())]);
+    assert_eq!(s.backend.cleanup_states(), [recomputed], "computed again from the class");
 }
 
 #[tokio::test]

@@ -294,15 +294,20 @@ enum Ownership {
     Unknown,
 }
 
+/// Decided by what tenants cannot write: an ObjectBucket of ours bound to the claim, then its
+/// StorageClass. What the claim itself records counts only once its class is gone.
 fn ownership<P>(claim: &ObjectBucketClaim, ctx: &Context<P>) -> Ownership {
-    // Once intent is recorded the claim stays with its provisioner, even if the class changes.
-    if let Some(recorded) = claim.annotations().get(annotations::PROVISIONER) {
-        return if *recorded == ctx.name { Ownership::Ours } else { Ownership::NotOurs };
+    if observe(claim, ctx).bound.is_some() {
+        return Ownership::Ours;
     }
     match ctx.caches.class(&claim.spec.storage_class_name) {
         Some(class) if class.provisioner == ctx.name => Ownership::Ours,
         Some(_) => Ownership::NotOurs,
-        None => Ownership::Unknown,
+        None => match claim.annotations().get(annotations::PROVISIONER) {
+            Some(recorded) if *recorded == ctx.name => Ownership::Ours,
+            Some(_) => Ownership::NotOurs,
+            None => Ownership::Unknown,
+        },
     }
 }
 

@@ -239,11 +239,13 @@ pub trait Provisioner: Send + Sync + 'static {
         Ok(())
     }
 
-    /// What cleanup will need if the process stops after the backend acted but before its answer
+    /// What cleanup needs when the process stopped after the backend acted but before its answer
     /// was recorded on an ObjectBucket: where the bucket lives, which account owns it, and the
-    /// like (never secrets). The library stores it on the claim before calling `provision` or
-    /// `grant`, and hands it back as `additionalState` of the ObjectBucket it passes to `delete`
-    /// or `revoke` in that case. The default records nothing.
+    /// like (never secrets), from `options.parameters` alone. The library computes it again at
+    /// cleanup from the claim's StorageClass as it is then (never from anything on the claim,
+    /// which its tenant can write) and hands it to `delete` or `revoke` as `additionalState` of
+    /// the ObjectBucket it passes; with the class gone, `additionalState` is empty. The default
+    /// is empty.
     fn cleanup_state(&self, options: &BucketOptions) -> BTreeMap<String, String> {
         let _ = options;
         BTreeMap::new()

@@ -3,16 +3,16 @@
 //! claim being deleted and an ObjectBucket left behind by a claim that is gone without its
 //! finalizer (the sweep), and never needs the StorageClass.
 //!
-//! 1. [`observe`]: the record to work from: the bound ObjectBucket, or what the claim recorded
-//!    before the backend was first called; none, and there is nothing to do.
+//! 1. [`observe`]: the record to work from: the bound ObjectBucket, or one rebuilt from the
+//!    StorageClass when a crash came before it was written; none, and there is nothing to do.
 //! 2. [`plan`]: from the record and the backend's answer alone (no I/O), whether the bucket
 //!    goes, what becomes of the ObjectBucket, and what the Event says.
 //! 3. [`apply`]: the backend asked, the ObjectBucket released or deleted, the Event published.
 //!
-//! The library asks for a bucket's deletion only when its own record (the ObjectBucket, or what
-//! the claim recorded before the backend was first called) says the bucket was made for the
-//! claim under `Delete`; the backend's own record has the last word (see
-//! [`Provisioner::delete`]).
+//! The library asks for a bucket's deletion only when its own record (the ObjectBucket, or the
+//! StorageClass when there is none) says the bucket was made for the claim under `Delete`; the
+//! backend's own record has the last word (see [`Provisioner::delete`]). Nothing tenant-written
+//! on the claim chooses where a credential goes, which Secret is read or what is deleted.
 
 pub(crate) mod apply;
 pub(crate) mod observe;
@@ -42,7 +42,7 @@ pub async fn cleanup<P: Provisioner>(
 ) -> Result<Action, Error> {
     // The Secret and ConfigMap are the claim's own: the garbage collector removes them with it.
     let observed = observe(&claim, ctx);
-    let Some((record, source)) = cleanup_record(&claim, &observed, &ctx.name) else {
+    let Some((record, source)) = cleanup_record(&claim, &observed, ctx) else {
         return Ok(Action::await_change());
     };
     let real_record = observed.bound.is_some();

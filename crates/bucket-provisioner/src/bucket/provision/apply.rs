@@ -50,8 +50,7 @@ pub(crate) async fn call_backend<P: Provisioner>(
             hint: "",
         };
         ctx.provisioner.validate(&options).map_err(backend_error)?;
-        let cleanup_state = ctx.provisioner.cleanup_state(&options);
-        claim = persist_intent(observed, &claim, plan, ctx, &cleanup_state).await?;
+        claim = persist_intent(observed, &claim, plan, ctx).await?;
         let options = BucketOptions { claim: (*claim).clone(), ..options };
         let started = Instant::now();
         let answer = match plan.source {
@@ -80,27 +79,24 @@ pub(crate) async fn call_backend<P: Provisioner>(
     }
 }
 
-/// Records the bucket name, the ObjectBucket's name and what cleanup will need on the claim
-/// itself, in one write before the backend is called, so neither a crash nor a deleted
-/// StorageClass can lose track of the bucket. The claim's resourceVersion guards the write: a
+/// Records the bucket name, the ObjectBucket's name and our finalizer on the claim, in one write
+/// before the backend is called, so that a crash cannot lose track of the bucket. The
+/// annotations only say which claims may hold something of ours: a tenant can write them too, so
+/// cleanup rebuilds what it acts on from the StorageClass (see
+/// [`crate::bucket::cleanup::observe`]). The claim's resourceVersion guards the write: a
 /// concurrent change fails it, and the retry starts over.
 async fn persist_intent<P>(
     observed: &Observed,
     claim: &ObjectBucketClaim,
     plan: &Plan,
     ctx: &Context<P>,
-    cleanup_state: &BTreeMap<String, String>,
 ) -> Result<Arc<ObjectBucketClaim>, Error> {
     let provisioner = ctx.name.as_str();
-    let state = serde_json::to_string(cleanup_state).unwrap_or_default();
     let mut wanted = BTreeMap::from([
         (annotations::PROVISIONER, provisioner),
         (annotations::BUCKET_SOURCE, plan.source.as_str()),
         (annotations::RECLAIM_POLICY, reclaim_policy_str(plan.reclaim_policy)),
     ]);
-    if !cleanup_state.is_empty() {
-        wanted.insert(annotations::CLEANUP_STATE, &state);
-    }
     if plan.generated {
         wanted.insert(annotations::GENERATED_BUCKET_NAME, &plan.bucket_name);
     }
