@@ -2,8 +2,9 @@
 //! every error body, and the request-time rules of S3 that `s3s` does not enforce.
 //!
 //! `s3s` checks the clock skew of SigV4 requests and the expiry of presigned URLs, but not the
-//! `Date` of SigV2 requests, nor the one-week ceiling of `X-Amz-Expires`; without these a
-//! captured request or URL would stay valid for ever.
+//! `Date` of SigV2 requests, nor the one-week ceiling of presigned URLs (`X-Amz-Expires` of
+//! SigV4, `Expires` of SigV2); without these a captured request or URL would stay valid for
+//! ever.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -264,9 +265,26 @@ pub fn check_request_time(
             ));
         }
     }
-    if let Some(expires) = query_value(uri, "X-Amz-Expires")
-        && query_value(uri, "X-Amz-Signature").is_some()
-    {
+    // Decoded as `s3s` decodes them, every occurrence: `X%2DAmz%2DExpires` is the same name.
+    let query = query_pairs(uri);
+    let values = |name: &'static str| query.iter().filter(move |(k, _)| k == name).map(|(_, v)| v);
+    let has = |name: &'static str| values(name).next().is_some();
+    if has("Signature") && has("AWSAccessKeyId") {
+        // A SigV2 presigned URL: its `Expires` is a time, held to the same week from now.
+        let now = now.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
+        for expires in values("Expires") {
+            if expires.parse::<u64>().is_ok_and(|at| at > now + MAX_PRESIGNED_EXPIRY_SECS) {
+                return Err(s3_error!(
+                    AccessDenied,
+                    "Expires must be within a week (604800 seconds) of the current time"
+                ));
+            }
+        }
+    }
+    if !has("X-Amz-Signature") {
+        return Ok(());
+    }
+    for expires in values("X-Amz-Expires") {
         let expires: i64 = expires.parse().map_err(|_| {
             S3Error::with_message(
                 S3ErrorCode::AuthorizationQueryParametersError,
@@ -296,12 +314,10 @@ fn is_sig_v2_header_auth(headers: &HeaderMap) -> bool {
     headers.get(AUTHORIZATION).is_some_and(|v| v.as_bytes().starts_with(b"AWS "))
 }
 
-/// The raw value of query parameter `name`, if present.
-fn query_value<'a>(uri: &'a http::Uri, name: &str) -> Option<&'a str> {
-    uri.query()?.split('&').find_map(|pair| {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        (key == name).then_some(value)
-    })
+/// The query's parameters, decoded as `s3s` decodes them (none when it cannot be: `s3s` then
+/// refuses the request itself).
+fn query_pairs(uri: &http::Uri) -> Vec<(String, String)> {
+    uri.query().and_then(|q| serde_urlencoded::from_str(q).ok()).unwrap_or_default()
 }
 
 /// Parses the RFC 2822 / RFC 1123 dates HTTP clients send (`Tue, 27 Mar 2007 19:36:42 +0000`

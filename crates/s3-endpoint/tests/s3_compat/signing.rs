@@ -308,6 +308,21 @@ async fn presigned_urls_follow_the_expiry_rules() {
     let response = raw_request(server.addr, "GET", &presign_v2(unix_now - 60), &[], b"").await;
     assert_eq!(response.status, 403, "{}", response.text());
     assert_eq!(response.error_code().as_deref(), Some("AccessDenied"));
+    // The week holds for SigV2 too: an `Expires` years ahead is refused, one a week ahead works.
+    let week_v2 = presign_v2(unix_now + 604_800 - 60);
+    assert_eq!(raw_request(server.addr, "GET", &week_v2, &[], b"").await.status, 200);
+    let year_2100 = presign_v2(4_102_444_800);
+    let response = raw_request(server.addr, "GET", &year_2100, &[], b"").await;
+    assert_eq!(response.status, 403, "{}", response.text());
+    assert_eq!(response.error_code().as_deref(), Some("AccessDenied"));
+
+    // The parameter's name percent-encoded is the same parameter, with a valid signature.
+    let encoded = presign_v4(&server, &key, "/signed/k", now, Duration::from_secs(99_999_999))
+        .replace("X-Amz-Expires=", "X%2DAmz%2DExpires=");
+    assert!(encoded.contains("X%2DAmz%2DExpires=99999999"), "{encoded}");
+    let response = raw_request(server.addr, "GET", &encoded, &[], b"").await;
+    assert_eq!(response.status, 403, "{}", response.text());
+    assert_eq!(response.error_code().as_deref(), Some("AuthorizationQueryParametersError"));
 
     server.stop().await;
 }
