@@ -12,13 +12,13 @@ use bucket_provisioner::{
     BackendError, BucketOptions, Credentials, Endpoint, ProvisionedBucket, Provisioner, Removed,
     user_id_of,
 };
-use s3_endpoint::store::{CorsConfig, KeyMode, LifecycleConfig};
+use s3_endpoint::store::{CorsConfig, KeyMode, LifecycleConfig, Settable};
 use s3_endpoint::{AccessKey, BucketStore, Creator, StoreError};
 
 use crate::features::Features;
 use crate::quota::{BUCKET_MAX_OBJECTS, BUCKET_MAX_SIZE, ClaimQuotas, MAX_OBJECTS, MAX_SIZE};
 pub(crate) use crate::store_error::backend_error;
-use crate::{cors, lifecycle};
+use crate::{cors, lifecycle, settable};
 
 /// Key in an ObjectBucket's `additionalState` holding the identity that provisioned it.
 pub const STATE_IDENTITY: &str = "identity";
@@ -131,6 +131,17 @@ impl HostPathProvisioner {
 
 impl HostPathProvisioner {
     /// Whether the claim created its bucket, and so may set what configures the whole bucket.
+    /// Records which bucket-wide settings the creating claim's keys may change (see
+    /// [`crate::settable`]).
+    async fn set_bucket_settable(
+        &self,
+        options: &BucketOptions,
+        settable: Settable,
+    ) -> Result<(), BackendError> {
+        let (bucket, user) = (&options.bucket_name, &options.user_id);
+        self.store.set_bucket_settable(bucket, user, settable).await.map_err(backend_error)
+    }
+
     fn created_by_claim(&self, options: &BucketOptions) -> bool {
         self.store.bucket_record(&options.bucket_name).is_some_and(|r| {
             r.created_by_provisioner && r.creator.as_deref() == Some(options.user_id.as_str())
@@ -206,6 +217,7 @@ struct ClaimConfig {
     cors: Option<CorsConfig>,
     lifecycle: Option<LifecycleConfig>,
     features: Features,
+    settable: Settable,
 }
 
 /// The claim's quotas, CORS and lifecycle rules, versioning and object lock, checked against
@@ -216,7 +228,8 @@ fn checked_config(options: &BucketOptions) -> Result<ClaimConfig, BackendError> 
     let quotas = ClaimQuotas::parse(config)?;
     let lifecycle = lifecycle::claim_rules(config, parameters)?;
     let features = Features::parse(config, parameters)?;
-    Ok(ClaimConfig { quotas, cors, lifecycle, features })
+    let settable = settable::settable(parameters)?;
+    Ok(ClaimConfig { quotas, cors, lifecycle, features, settable })
 }
 
 impl Provisioner for HostPathProvisioner {
@@ -225,7 +238,7 @@ impl Provisioner for HostPathProvisioner {
     }
 
     async fn provision(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
-        let ClaimConfig { quotas, cors, lifecycle, features } = checked_config(options)?;
+        let ClaimConfig { quotas, cors, lifecycle, features, settable } = checked_config(options)?;
         let creator = Creator {
             user_id: &options.user_id,
             delete_with_claim: options.reclaim_policy == ReclaimPolicy::Delete,
@@ -245,9 +258,11 @@ impl Provisioner for HostPathProvisioner {
         if lifecycle.is_some() {
             self.set_bucket_lifecycle(options, lifecycle).await?;
         }
-        // Before the key is handed out: object lock is turned on only while the bucket is empty.
+        // Before the key is handed out: object lock is turned on only while the bucket is empty,
+        // and the key's leave to change bucket-wide settings is recorded.
         if self.created_by_claim(options) {
             features.apply(&self.store, &options.bucket_name, None).await?;
+            self.set_bucket_settable(options, settable).await?;
         }
         let (user, bucket) = (&options.user_id, &options.bucket_name);
         self.store.set_user_quota(user, bucket, quotas.claim).await.map_err(backend_error)?;
@@ -260,7 +275,7 @@ impl Provisioner for HostPathProvisioner {
     }
 
     async fn grant(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
-        let ClaimConfig { quotas, cors, lifecycle, features } = checked_config(options)?;
+        let ClaimConfig { quotas, cors, lifecycle, features, .. } = checked_config(options)?;
         if features.asked() {
             return Err(versions_of_shared_bucket(&options.bucket_name));
         }
@@ -330,8 +345,11 @@ impl Provisioner for HostPathProvisioner {
         options: &BucketOptions,
         bucket: &ObjectBucket,
     ) -> Result<(), BackendError> {
-        let ClaimConfig { quotas, cors, lifecycle, features } = checked_config(options)?;
+        let ClaimConfig { quotas, cors, lifecycle, features, settable } = checked_config(options)?;
         self.set_bucket_quota(options, &quotas).await?;
+        if self.created_by_claim(options) {
+            self.set_bucket_settable(options, settable).await?;
+        }
         let previous = bucket.spec.endpoint.as_ref().and_then(|e| e.additional_config.as_ref());
         let had = |key| previous.is_some_and(|c| c.contains_key(key));
         // As for rules: a claim that never carried the keys leaves the bucket's versions alone.

@@ -5,8 +5,9 @@
 //!
 //! The rules configure the whole bucket, so only the claim that created the bucket sets them
 //! (a claim granted an existing bucket may not); a claim that drops the key has its rules
-//! removed. Rules a tenant sets later with PutBucketCors (a `ReadWrite` key) stand until the
-//! claim's next change.
+//! removed. Where the class allows them, the creator's full-access key may also set rules with
+//! PutBucketCors, which stand until the claim's next change; keys of claims sharing the bucket
+//! may not (see [`crate::settable`]).
 
 use std::collections::BTreeMap;
 

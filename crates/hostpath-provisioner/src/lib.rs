@@ -28,6 +28,7 @@ pub mod features;
 pub mod lifecycle;
 pub mod prepare;
 pub mod quota;
+pub mod settable;
 mod store_error;
 
 pub use backend::{HostPathConfig, HostPathProvisioner};

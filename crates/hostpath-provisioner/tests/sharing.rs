@@ -166,3 +166,111 @@ async fn a_crash_during_the_owners_deletion_leaves_no_key_and_no_stuck_claim() {
     assert_eq!(keys, 0, "no key left behind");
     drop(provisioner);
 }
+
+/// What `s3` gets asking to change each bucket-wide setting of `bucket`: the error code, or
+/// `"OK"`.
+async fn setting_answers(s3: &aws_sdk_s3::Client, bucket: &str) -> Vec<(&'static str, String)> {
+    use aws_sdk_s3::types::{
+        BucketLifecycleConfiguration, BucketVersioningStatus, CorsConfiguration, CorsRule,
+        ExpirationStatus, LifecycleExpiration, LifecycleRule, LifecycleRuleFilter,
+        VersioningConfiguration,
+    };
+    // Expire everything, at once: what a hostile sharer would leave behind.
+    let expire = LifecycleExpiration::builder().days(1).build();
+    let rule = LifecycleRule::builder().id("all").status(ExpirationStatus::Enabled);
+    let rule = rule.filter(LifecycleRuleFilter::builder().prefix("").build());
+    let lifecycle = BucketLifecycleConfiguration::builder()
+        .rules(rule.expiration(expire).build().unwrap())
+        .build()
+        .unwrap();
+    let cors = CorsRule::builder()
+        .allowed_origins("https://attacker.example")
+        .allowed_methods("GET")
+        .allowed_methods("PUT")
+        .allowed_methods("DELETE")
+        .build()
+        .unwrap();
+    let cors = CorsConfiguration::builder().cors_rules(cors).build().unwrap();
+    let versioning =
+        VersioningConfiguration::builder().status(BucketVersioningStatus::Enabled).build();
+    let answer = |r: Result<(), String>| r.map_or_else(|e| e, |()| "OK".to_string());
+    vec![
+        (
+            "lifecycle",
+            answer(
+                s3.put_bucket_lifecycle_configuration()
+                    .bucket(bucket)
+                    .lifecycle_configuration(lifecycle)
+                    .send()
+                    .await
+                    .map(drop)
+                    .map_err(|e| code(Err::<(), _>(e))),
+            ),
+        ),
+        (
+            "cors",
+            answer(
+                s3.put_bucket_cors()
+                    .bucket(bucket)
+                    .cors_configuration(cors)
+                    .send()
+                    .await
+                    .map(drop)
+                    .map_err(|e| code(Err::<(), _>(e))),
+            ),
+        ),
+        (
+            "versioning",
+            answer(
+                s3.put_bucket_versioning()
+                    .bucket(bucket)
+                    .versioning_configuration(versioning)
+                    .send()
+                    .await
+                    .map(drop)
+                    .map_err(|e| code(Err::<(), _>(e))),
+            ),
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn a_sharer_changes_no_bucket_wide_setting_and_the_owner_only_what_its_class_allows() {
+    let env = Env::new("hp-share-settings").await;
+    let _provisioner = env.start("node-a");
+    // Lifecycle rules forbidden; CORS and versioning off by default.
+    let class = env.class(&[("allowLifecycle", "false")], "Delete").await;
+    let home = env.home();
+    env.claim("owner", &class, None).await;
+    env.wait("owner", ClaimPhase::Bound, "Bound").await;
+    let (owner, bucket) = env.s3_for("owner").await;
+    for i in 0..5 {
+        put(&owner, &bucket, &format!("precious-{i}"), b"the owner's").await.unwrap();
+    }
+    home.create("sharer", sharing(&class, "owner", None)).await;
+    env.wait("sharer", ClaimPhase::Bound, "Bound").await;
+    let (sharer, _) = env.s3_for("sharer").await;
+    put(&sharer, &bucket, "from-sharer", b"s").await.expect("the sharer writes objects");
+
+    let denied = |answers: Vec<(&'static str, String)>| {
+        answers.into_iter().filter(|(_, a)| a != "AccessDenied").collect::<Vec<_>>()
+    };
+    assert_eq!(denied(setting_answers(&sharer, &bucket).await), [], "the sharer sets nothing");
+    assert_eq!(denied(setting_answers(&owner, &bucket).await), [], "nor the owner, past its class");
+
+    env.delete("sharer").await;
+    let lifecycle = owner.get_bucket_lifecycle_configuration().bucket(&bucket).send().await;
+    assert_eq!(code(lifecycle), "NoSuchLifecycleConfiguration", "no rule was left behind");
+    for i in 0..5 {
+        assert_eq!(get(&owner, &bucket, &format!("precious-{i}")).await.unwrap(), b"the owner's");
+    }
+
+    // A class allowing CORS rules lets the creator's key set them, and only them.
+    let open = env.class(&[("allowLifecycle", "false"), ("allowCors", "true")], "Delete").await;
+    env.claim("open", &open, None).await;
+    env.wait("open", ClaimPhase::Bound, "Bound").await;
+    let (open_s3, open_bucket) = env.s3_for("open").await;
+    let answers = setting_answers(&open_s3, &open_bucket).await;
+    let allowed: Vec<_> = answers.iter().filter(|(_, a)| a == "OK").map(|(s, _)| *s).collect();
+    assert_eq!(allowed, ["cors"], "{answers:?}");
+}

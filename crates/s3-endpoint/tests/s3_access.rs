@@ -295,3 +295,100 @@ async fn a_changed_mode_holds_from_the_next_request() {
     let server = Server::start(dir.path()).await;
     assert_eq!(server.store.lookup_key(&key.access_key_id).unwrap().mode, KeyMode::ReadOnly);
 }
+
+/// Whether each bucket-wide setting can be changed with `s3`: lifecycle rules, CORS rules,
+/// versioning, a legal hold asked for on a write, and their removals.
+async fn try_settings(s3: &Client) -> BTreeMap<&'static str, bool> {
+    let hold = s3
+        .put_object()
+        .bucket(BUCKET)
+        .key("held")
+        .object_lock_legal_hold_status(aws_sdk_s3::types::ObjectLockLegalHoldStatus::On)
+        .body(ByteStream::from_static(b"held"))
+        .send()
+        .await;
+    let versioning = aws_sdk_s3::types::VersioningConfiguration::builder()
+        .status(aws_sdk_s3::types::BucketVersioningStatus::Enabled)
+        .build();
+    BTreeMap::from([
+        (
+            "PutBucketLifecycleConfiguration",
+            outcome(
+                "PutBucketLifecycleConfiguration",
+                s3.put_bucket_lifecycle_configuration()
+                    .bucket(BUCKET)
+                    .lifecycle_configuration(lifecycle())
+                    .send()
+                    .await,
+            ),
+        ),
+        (
+            "DeleteBucketLifecycle",
+            outcome(
+                "DeleteBucketLifecycle",
+                s3.delete_bucket_lifecycle().bucket(BUCKET).send().await,
+            ),
+        ),
+        (
+            "PutBucketCors",
+            outcome(
+                "PutBucketCors",
+                s3.put_bucket_cors().bucket(BUCKET).cors_configuration(cors()).send().await,
+            ),
+        ),
+        (
+            "DeleteBucketCors",
+            outcome("DeleteBucketCors", s3.delete_bucket_cors().bucket(BUCKET).send().await),
+        ),
+        (
+            "PutBucketVersioning",
+            outcome(
+                "PutBucketVersioning",
+                s3.put_bucket_versioning()
+                    .bucket(BUCKET)
+                    .versioning_configuration(versioning)
+                    .send()
+                    .await,
+            ),
+        ),
+        // The bucket has no object lock: allowed, the write is refused as S3 refuses it (400).
+        (
+            "PutObject with a legal hold",
+            match hold {
+                Err(SdkError::ServiceError(e)) if format!("{:?}", e.raw()).contains("403") => false,
+                _ => true,
+            },
+        ),
+    ])
+}
+
+#[tokio::test]
+async fn bucket_wide_settings_are_the_creators_and_within_its_class() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path()).await;
+    let owner = server.client(&server.bucket_with_key(BUCKET, "owner").await);
+    // A claim sharing the bucket with full access to its objects.
+    let sharer = server.client(&server.store.issue_key("sharer", BUCKET).await.unwrap());
+
+    let refused = try_settings(&sharer).await;
+    assert!(refused.values().all(|allowed| !allowed), "a sharer changes nothing: {refused:?}");
+    let put = sharer.put_object().bucket(BUCKET).key("k").body(ByteStream::from_static(b"x"));
+    put.send().await.expect("a sharer still writes objects");
+    let rules = owner.get_bucket_lifecycle_configuration().bucket(BUCKET).send().await;
+    assert!(rules.is_err(), "no rule was left behind by the sharer");
+
+    // A bucket recorded before its class's leave was: its creator changes everything, as before.
+    let before = try_settings(&owner).await;
+    assert!(before.values().all(|allowed| *allowed), "{before:?}");
+
+    // A class allowing CORS rules only.
+    let settable = s3_endpoint::store::Settable { cors: true, ..Default::default() };
+    server.store.set_bucket_settable(BUCKET, "owner", settable).await.unwrap();
+    let gated = try_settings(&owner).await;
+    let allowed: Vec<_> =
+        gated.iter().filter(|(_, allowed)| **allowed).map(|(op, _)| *op).collect();
+    assert_eq!(allowed, ["DeleteBucketCors", "PutBucketCors"], "{gated:?}");
+    // Only the creator records it.
+    let refused = server.store.set_bucket_settable(BUCKET, "sharer", settable).await;
+    assert!(refused.is_err());
+}

@@ -10,6 +10,11 @@
 //! | PutObject, CopyObject, CreateMultipartUpload, UploadPart(Copy), CompleteMultipartUpload, AbortMultipartUpload, Put{Bucket,Object}Acl, Put/DeleteObjectTagging | yes | no | yes |
 //! | DeleteObject, DeleteObjects, Put/DeleteBucketCors, PutBucketLifecycleConfiguration, DeleteBucketLifecycle, PutObjectLockConfiguration, PutObjectRetention, PutObjectLegalHold, and anything not named here | yes | no | no |
 //!
+//! Bucket-wide settings (lifecycle and CORS rules, versioning, object lock settings and legal
+//! holds, the bucket's tags) take more: a full-access key of the claim that created the bucket,
+//! and a setting its StorageClass allows (see [`crate::store::BucketSetting`]); a key of a claim
+//! sharing the bucket changes none of them, so it leaves nothing behind when it goes.
+//!
 //! A write-only key may overwrite what it wrote (a PUT is a PUT) and abort its own uploads, but
 //! not delete: a workload that cannot read a bucket has no business emptying it. Tags belong to
 //! an object as its metadata does, so whoever may write the object may set or clear them. CORS
@@ -27,7 +32,7 @@ use s3s::dto::*;
 use s3s::{S3Error, S3Request, S3Result, s3_error};
 
 use super::rules;
-use crate::store::{BucketStore, KeyMode};
+use crate::store::{BucketSetting, BucketStore, KeyMode, bucket_setting_refusal};
 
 /// Looks up secrets of access keys in the store.
 #[derive(Debug, Clone)]
@@ -117,7 +122,57 @@ impl Needs {
     }
 }
 
+/// The bucket-wide setting an operation changes, if any (see
+/// [`crate::store::BucketSetting`]): a legal hold asked for on a write is one too.
+fn setting_of(operation: &str, headers: &http::HeaderMap) -> Option<BucketSetting> {
+    match operation {
+        "PutBucketLifecycleConfiguration" | "DeleteBucketLifecycle" => {
+            Some(BucketSetting::Lifecycle)
+        }
+        "PutBucketCors" | "DeleteBucketCors" => Some(BucketSetting::Cors),
+        "PutBucketVersioning" => Some(BucketSetting::Versioning),
+        "PutObjectLockConfiguration" | "PutObjectLegalHold" => Some(BucketSetting::ObjectLock),
+        "PutBucketTagging"
+        | "DeleteBucketTagging"
+        | "PutBucketPolicy"
+        | "DeleteBucketPolicy"
+        | "PutPublicAccessBlock"
+        | "DeletePublicAccessBlock" => Some(BucketSetting::Other),
+        "PutObject" | "CopyObject" | "CreateMultipartUpload"
+            if headers
+                .get("x-amz-object-lock-legal-hold")
+                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"ON")) =>
+        {
+            Some(BucketSetting::ObjectLock)
+        }
+        _ => None,
+    }
+}
+
 impl BucketAccess {
+    /// A claim key changing a bucket-wide setting must be a full-access key of the claim that
+    /// created the bucket, and the setting one its StorageClass allows.
+    fn allow_setting(
+        &self,
+        credentials: Option<&Credentials>,
+        bucket: &str,
+        setting: BucketSetting,
+    ) -> S3Result<()> {
+        let Some(credentials) = credentials else {
+            return Err(s3_error!(AccessDenied, "a signature is required"));
+        };
+        if self.store.is_admin(&credentials.access_key) {
+            return Ok(());
+        }
+        let Some(key) = self.store.lookup_key(&credentials.access_key) else {
+            return Err(s3_error!(AccessDenied, "this key may not use bucket {bucket:?}"));
+        };
+        match bucket_setting_refusal(self.store.bucket_record(bucket).as_ref(), &key, setting) {
+            None => Ok(()),
+            Some(refusal) => Err(s3_error!(AccessDenied, "{refusal}")),
+        }
+    }
+
     fn is_admin(&self, credentials: Option<&Credentials>) -> bool {
         credentials.is_some_and(|c| self.store.is_admin(&c.access_key))
     }
@@ -209,6 +264,9 @@ impl S3Access for BucketAccess {
             Some(bucket) => {
                 let operation = cx.s3_op().name();
                 self.allow(credentials, bucket, (Needs::of(operation), operation))?;
+                if let Some(setting) = setting_of(operation, cx.headers()) {
+                    self.allow_setting(credentials, bucket, setting)?;
+                }
                 rules::refuse_encryption(cx.headers())
             }
             // Service-level requests (ListBuckets) only need a known key; the handler shows

@@ -74,6 +74,7 @@
 
 mod attached;
 mod body_writer;
+mod bucket_settings;
 mod checksum;
 mod commit;
 mod config_file;
@@ -122,6 +123,7 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
+pub use bucket_settings::{BucketSetting, Settable, refusal as bucket_setting_refusal};
 pub use checksum::{Checksum, ChecksumAlgorithm, ChecksumCheck, ChecksumType, ExpectedChecksum};
 pub use cors::{
     CORS_METHODS, CorsConfig, CorsRefusal, CorsRule, InvalidCors, MAX_CORS_BYTES,
@@ -549,6 +551,7 @@ impl BucketStore {
             delete_with_claim: creator.delete_with_claim,
             quota: Quota::default(),
             location: None,
+            settable: None,
         };
         tx.put_bucket(record.clone());
         Ok(record)

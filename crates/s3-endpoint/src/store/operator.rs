@@ -135,6 +135,7 @@ impl BucketStore {
                 created_unix: unix_now(),
                 quota: Default::default(),
                 location: location.map(str::to_owned),
+                settable: None,
             };
             tx.put_bucket(record.clone());
             Ok(record)

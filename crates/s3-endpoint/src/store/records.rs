@@ -39,6 +39,10 @@ pub struct BucketRecord {
     /// the default region and for claims' buckets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<String>,
+    /// Which bucket-wide settings the creator's keys may change, as its StorageClass allows
+    /// (see [`super::Settable`]); `None` in records written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settable: Option<super::Settable>,
 }
 
 /// The claim a bucket is created for, as the store records it.
