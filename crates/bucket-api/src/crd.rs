@@ -1,5 +1,5 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, JSONSchemaProps,
+    CustomResourceDefinition, JSONSchemaProps, ValidationRule,
 };
 use kube::CustomResourceExt;
 
@@ -36,21 +36,62 @@ pub fn crd_files() -> Vec<CrdFile> {
     ]
 }
 
+/// The message of a refused change of a claim's `storageClassName`.
+pub const STORAGE_CLASS_IMMUTABLE: &str =
+    "storageClassName cannot be changed once set; delete the claim and make another";
+/// The message of a refused change of a claim's `bucketName`.
+pub const BUCKET_NAME_IMMUTABLE: &str = "bucketName cannot be changed once set (only the \
+     controller replaces a name it generated, before the claim is bound); delete the claim and \
+     make another";
+
+/// `bucketName` may be set where it was unset or empty, and never changed afterwards, except by
+/// the controller replacing a name it generated from `generateBucketName` (the backend found it
+/// taken) on a claim not yet bound: neither by the old library (its `ObjectBucketName`) nor by
+/// this controller (which records the access mode in the status of every claim it binds).
+const BUCKET_NAME_RULE: &str = "!has(oldSelf.spec.bucketName) || oldSelf.spec.bucketName == '' \
+     || (has(self.spec.bucketName) && (self.spec.bucketName == oldSelf.spec.bucketName \
+     || (has(self.spec.generateBucketName) && self.spec.generateBucketName != '' \
+     && self.spec.bucketName.startsWith(self.spec.generateBucketName + '-') \
+     && oldSelf.spec.bucketName.startsWith(self.spec.generateBucketName + '-') \
+     && !(has(oldSelf.spec.ObjectBucketName) && oldSelf.spec.ObjectBucketName != '') \
+     && !(has(oldSelf.status) && has(oldSelf.status.accessMode)))))";
+
+fn rule(rule: &str, message: &str, field_path: Option<&str>) -> ValidationRule {
+    ValidationRule {
+        rule: rule.into(),
+        message: Some(message.into()),
+        field_path: field_path.map(Into::into),
+        reason: Some("FieldValueForbidden".into()),
+        ..Default::default()
+    }
+}
+
 /// The claim's CRD, keeping the field lib-bucket-provisioner writes its binding to (see
 /// [`legacy::OBJECT_BUCKET_NAME_FIELD`]): without it the apiserver drops the field, and a
 /// provisioner built on that library, run again after this one, finds its claims unbound. The
 /// controller never reads it (no Rust field); it only survives in storage.
+///
+/// `storageClassName` and `bucketName` cannot change once set (CEL transition rules): the
+/// controller holds a bound claim to them already, and what decides a bucket's fate (was it
+/// created for the claim?) must never follow a tenant's edit.
 fn claim_crd() -> CustomResourceDefinition {
     let mut crd = ObjectBucketClaim::crd();
     for version in &mut crd.spec.versions {
-        let spec = version
-            .schema
+        let Some(root) = version.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut()) else {
+            continue;
+        };
+        root.x_kubernetes_validations =
+            Some(vec![rule(BUCKET_NAME_RULE, BUCKET_NAME_IMMUTABLE, Some(".spec.bucketName"))]);
+        let spec = root
+            .properties
             .as_mut()
-            .and_then(|s| s.open_api_v3_schema.as_mut())
-            .and_then(|s| s.properties.as_mut())
             .and_then(|p| p.get_mut("spec"))
             .and_then(|s| s.properties.as_mut());
         if let Some(spec) = spec {
+            if let Some(class) = spec.get_mut("storageClassName") {
+                class.x_kubernetes_validations =
+                    Some(vec![rule("self == oldSelf", STORAGE_CLASS_IMMUTABLE, None)]);
+            }
             let field = JSONSchemaProps {
                 description: Some(
                     "The ObjectBucket's name as lib-bucket-provisioner records it (a field it \

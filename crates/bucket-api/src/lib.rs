@@ -14,7 +14,7 @@ pub mod quantity;
 mod share_grant;
 
 pub use access::AccessMode;
-pub use crd::{CrdFile, crd_files};
+pub use crd::{BUCKET_NAME_IMMUTABLE, CrdFile, STORAGE_CLASS_IMMUTABLE, crd_files};
 pub use object_bucket::{
     BucketEndpoint, BucketUsage, ObjectBucket, ObjectBucketPhase, ObjectBucketSpec,
     ObjectBucketStatus, ReclaimPolicy,

@@ -29,12 +29,13 @@ use crate::AccessMode;
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectBucketClaimSpec {
-    /// The StorageClass whose provisioner answers this claim.
+    /// The StorageClass whose provisioner answers this claim. Cannot be changed.
     #[schemars(length(min = 1))]
     pub storage_class_name: String,
 
     /// The bucket name. When empty, the controller generates one from `generateBucketName`
-    /// and records it here before creating the bucket.
+    /// and records it here before creating the bucket. Cannot be changed once set (the
+    /// controller alone may replace a name it generated, before the claim is bound).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bucket_name: Option<String>,
 

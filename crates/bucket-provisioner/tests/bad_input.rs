@@ -3,14 +3,19 @@
 
 use std::collections::BTreeMap;
 
-use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec};
+use bucket_api::{
+    BUCKET_NAME_IMMUTABLE, ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec,
+    STORAGE_CLASS_IMMUTABLE,
+};
 mod common;
 
 use common::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
-use test_support::{client_with_crds, test_namespace, unique_suffix};
+use test_support::{
+    ControlPlane, claim_tenant, client_with_crds, eventually, test_namespace, unique_suffix,
+};
 
 struct Case {
     claim: &'static str,
@@ -179,35 +184,102 @@ async fn a_claim_too_long_for_the_conventional_object_bucket_name_binds_under_a_
     assert_eq!(ob.spec.claim_ref.unwrap().uid, claim.metadata.uid);
 }
 
+/// The apiserver's refusal of an edit of claim `name`: its message, after checking that it is
+/// the CRD's validation (422) and not a lack of rights.
+async fn refused(claims: &Api<ObjectBucketClaim>, name: &str, patch: serde_json::Value) -> String {
+    let params = PatchParams::default();
+    match claims.patch(name, &params, &Patch::Merge(&patch)).await {
+        Err(kube::Error::Api(status)) if status.code == 422 => status.message,
+        other => panic!("the edit {patch} of claim {name} was not refused as invalid: {other:?}"),
+    }
+}
+
+/// A claim's `storageClassName` and `bucketName` cannot change once set: the apiserver refuses
+/// the edit (the CRD's transition rules) with a message saying so, to a tenant as to an
+/// administrator, and the claim stays Bound to what it was. Setting `bucketName` where it was
+/// unset is allowed, and so is replacing a generated name until the claim is bound (what the
+/// controller does when the backend finds a generated name taken).
 #[tokio::test]
-async fn a_bound_claim_cannot_move_to_another_bucket_or_class() {
+async fn a_claims_class_and_bucket_name_cannot_change_once_set() {
     let client = client_with_crds().await;
     let ns = test_namespace(&client, "bad-bound").await;
-    let claims: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), &ns);
+    let tenant = claim_tenant(ControlPlane::shared(), &ns).await.unwrap();
+    let claims: Api<ObjectBucketClaim> = Api::namespaced(tenant, &ns);
+    let admin: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), &ns);
     let backend = MemoryBackend::default();
     let controller = Harness::start(backend.clone(), Deployed::HostPath);
     let class = storage_class(&client, &controller.provisioner, &[], None).await;
     let other = storage_class(&client, &controller.provisioner, &[], None).await;
-    create_claim(&claims, "rename", named(&class, "first-name")).await;
-    create_claim(&claims, "reclass", named(&class, "class-bound")).await;
-    wait_for(&claims, "rename", ClaimPhase::Bound, "Bound").await;
-    wait_for(&claims, "reclass", ClaimPhase::Bound, "Bound").await;
+    create_claim(&claims, "c", named(&class, "first-name")).await;
+    wait_for(&claims, "c", ClaimPhase::Bound, "Bound").await;
 
-    let params = PatchParams::default();
-    let rename = json!({ "spec": { "bucketName": "second-name" } });
-    claims.patch("rename", &params, &Patch::Merge(&rename)).await.unwrap();
-    let reclass = json!({ "spec": { "storageClassName": other } });
-    claims.patch("reclass", &params, &Patch::Merge(&reclass)).await.unwrap();
+    let edits = [
+        (json!({ "spec": { "bucketName": "second-name" } }), BUCKET_NAME_IMMUTABLE),
+        (json!({ "spec": { "bucketName": "" } }), BUCKET_NAME_IMMUTABLE),
+        (json!({ "spec": { "bucketName": null } }), BUCKET_NAME_IMMUTABLE),
+        (json!({ "spec": { "storageClassName": other } }), STORAGE_CLASS_IMMUTABLE),
+    ];
+    for (patch, says) in &edits {
+        for api in [&claims, &admin] {
+            let message = refused(api, "c", patch.clone()).await;
+            assert!(message.contains(says), "{patch}: {message}");
+        }
+    }
+    // Any other edit passes, and the claim stays bound to what it was.
+    let change = json!({ "spec": { "additionalConfig": { "maxObjects": "10" } } });
+    claims.patch("c", &PatchParams::default(), &Patch::Merge(&change)).await.unwrap();
+    eventually("the new additionalConfig applied", || async {
+        backend
+            .updates()
+            .iter()
+            .any(|u| u.get("maxObjects").map(String::as_str) == Some("10"))
+            .then_some(())
+    })
+    .await;
+    let bound = wait_for(&claims, "c", ClaimPhase::Bound, "Bound").await;
+    assert_eq!(
+        (bound.spec.bucket_name.as_deref(), bound.spec.storage_class_name.as_str()),
+        (Some("first-name"), class.as_str())
+    );
+    assert_eq!(backend.buckets().len(), 1, "no bucket was created for the edits");
+    controller.stop().await;
 
-    let renamed = wait_for(&claims, "rename", ClaimPhase::Failed, "BucketNameImmutable").await;
-    assert!(ready(&renamed).unwrap().message.contains("first-name"));
-    wait_for(&claims, "reclass", ClaimPhase::Failed, "StorageClassImmutable").await;
-    assert_eq!(backend.buckets().len(), 2, "no bucket was created for the edits");
+    // Unset, a bucket name may be set once (by the tenant, or by the controller from
+    // `generateBucketName`), and not changed afterwards.
+    create_claim(&claims, "unset", claim_spec("no-such-class")).await;
+    let set = json!({ "spec": { "bucketName": "chosen-later" } });
+    claims.patch("unset", &PatchParams::default(), &Patch::Merge(&set)).await.unwrap();
+    let message = refused(&claims, "unset", json!({ "spec": { "bucketName": "again" } })).await;
+    assert!(message.contains(BUCKET_NAME_IMMUTABLE), "{message}");
 
-    // Reverting the edit is the way back.
-    let revert = json!({ "spec": { "bucketName": "first-name" } });
-    claims.patch("rename", &params, &Patch::Merge(&revert)).await.unwrap();
-    wait_for(&claims, "rename", ClaimPhase::Bound, "Bound").await;
+    // A generated name may be replaced by another of its prefix until the claim is bound:
+    // by this controller (it records the access mode in the status of every claim it binds)
+    // or by lib-bucket-provisioner (its binding field).
+    let generated = ObjectBucketClaimSpec {
+        bucket_name: Some("gen-aaaa".into()),
+        ..generated("no-such-class", "gen")
+    };
+    create_claim(&claims, "gen", generated.clone()).await;
+    let replace = |name: &str| json!({ "spec": { "bucketName": name } });
+    claims
+        .patch("gen", &PatchParams::default(), &Patch::Merge(&replace("gen-bbbb")))
+        .await
+        .unwrap();
+    let message = refused(&claims, "gen", replace("other-bbbb")).await;
+    assert!(message.contains(BUCKET_NAME_IMMUTABLE), "not of its prefix: {message}");
+    let bound_here = json!({ "status": { "accessMode": "ReadWrite" } });
+    admin.patch_status("gen", &PatchParams::default(), &Patch::Merge(&bound_here)).await.unwrap();
+    let message = refused(&claims, "gen", replace("gen-cccc")).await;
+    assert!(message.contains(BUCKET_NAME_IMMUTABLE), "bound here: {message}");
+    create_claim(&claims, "old-gen", generated).await;
+    let bound_by_the_library =
+        json!({ "spec": { "ObjectBucketName": format!("obc-{ns}-old-gen") } });
+    admin
+        .patch("old-gen", &PatchParams::default(), &Patch::Merge(&bound_by_the_library))
+        .await
+        .unwrap();
+    let message = refused(&claims, "old-gen", replace("gen-cccc")).await;
+    assert!(message.contains(BUCKET_NAME_IMMUTABLE), "bound by the library: {message}");
 }
 
 /// A backend that panics on one claim fails that claim (Failed, InternalError, an Event naming

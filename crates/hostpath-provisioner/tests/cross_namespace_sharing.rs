@@ -133,6 +133,131 @@ async fn a_reader_namespace_binds_through_a_grant_and_loses_its_key_when_consent
     let _ = refused;
 }
 
+/// Whether `put` of `s3` into `bucket` is refused throughout `period` (checked every 200 ms).
+async fn never_writes(s3: &aws_sdk_s3::Client, bucket: &str, period: std::time::Duration) -> bool {
+    let until = std::time::Instant::now() + period;
+    while std::time::Instant::now() < until {
+        if put(s3, bucket, "widened", b"w").await != Err("AccessDenied".into()) {
+            return false;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    true
+}
+
+/// The reasons of the Events on claim `name` of namespace `ns`.
+async fn event_reasons(client: &kube::Client, ns: &str, name: &str) -> Vec<String> {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
+    let listed = events.list(&Default::default()).await.unwrap().items;
+    listed
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .filter_map(|e| e.reason)
+        .collect()
+}
+
+/// Readers that break their own claims (an `accessMode` that is no mode, which fails every
+/// reconcile of them) still have their keys narrowed: when the owner's admin narrows the
+/// grant, and when the operator lowers its class's `limitAccessMode`. Each claim goes on
+/// saying what is wrong with it; nothing it does widens its key back.
+#[tokio::test]
+async fn a_reader_that_breaks_its_own_claim_is_narrowed_all_the_same() {
+    let env = Env::new("hp-xns-narrow").await;
+    let _provisioner = env.start("node-a");
+    let class = env.class(&[ALLOW], "Delete").await;
+    // The second reader's own class, which the operator will narrow.
+    let open = env.class(&[], "Delete").await;
+    env.claim("app", &class, None).await;
+    env.wait("app", ClaimPhase::Bound, "Bound").await;
+    let (app, bucket) = env.s3_for("app").await;
+    put(&app, &bucket, "data.csv", b"shared data").await.unwrap();
+    let admin = namespace_role(&env.client, &env.ns, "admin").await;
+    let first = env.scoped_tenant("hp-xns-narrow-a").await;
+    let second = env.scoped_tenant("hp-xns-narrow-b").await;
+    let to = |first_mode| {
+        [(first.ns.as_str(), None, Some(first_mode)), (second.ns.as_str(), None, Some("ReadWrite"))]
+    };
+    create_grant(&admin, &env.ns, &grant("share-app", "app", &to("ReadWrite"))).await;
+    let from = format!("{}/app", env.ns);
+    let mut readers = Vec::new();
+    for (tenant, class) in [(&first, &class), (&second, &open)] {
+        tenant.create("reader", sharing(class, &from)).await;
+        let bound = tenant.wait("reader", ClaimPhase::Bound, "Bound").await;
+        assert_eq!(bound.status.unwrap().access_mode, Some(AccessMode::ReadWrite));
+        let (s3, _) = tenant.s3_for("reader").await;
+        put(&s3, &bucket, "from-reader", b"r").await.expect("a read-write key writes");
+        // The tenant breaks its own claim: each reconcile of it fails from now on.
+        let broken = serde_json::json!({ "spec": { "additionalConfig": {
+            "shareFrom": from, "accessMode": "Everything" } } });
+        let params = PatchParams::default();
+        tenant.claims.patch("reader", &params, &Patch::Merge(&broken)).await.unwrap();
+        tenant.wait("reader", ClaimPhase::Failed, "InvalidParameters").await;
+        put(&s3, &bucket, "still", b"s").await.expect("nothing narrowed it yet");
+        readers.push(s3);
+    }
+
+    // The owner's admin narrows the grant of the first: its key can no longer write.
+    let grants: Api<BucketShareGrant> = Api::namespaced(admin.clone(), &env.ns);
+    let narrowed = serde_json::json!({ "spec": { "to": to("ReadOnly").iter()
+        .map(|(ns, _, mode)| serde_json::json!({ "namespace": ns, "accessMode": mode }))
+        .collect::<Vec<_>>() } });
+    grants.patch("share-app", &PatchParams::default(), &Patch::Merge(&narrowed)).await.unwrap();
+    eventually("the first reader's key to be read-only", || async {
+        (put(&readers[0], &bucket, "y", b"y").await == Err("AccessDenied".into())).then_some(())
+    })
+    .await;
+    assert_eq!(get(&readers[0], &bucket, "data.csv").await.unwrap(), b"shared data");
+    // It still says what is wrong with it, and what its key may do now.
+    let failed = eventually("the first reader's status to say ReadOnly", || async {
+        let claim = first.claims.get("reader").await.ok()?;
+        let status = claim.status.as_ref()?;
+        (status.access_mode == Some(AccessMode::ReadOnly)).then_some(claim)
+    })
+    .await;
+    assert_eq!(failed.status.as_ref().unwrap().phase, Some(ClaimPhase::Failed));
+    assert!(ready_message(&failed).contains("Everything"), "{}", ready_message(&failed));
+    eventually("an AccessNarrowed Event beside the claim's own error", || async {
+        let reasons = event_reasons(&env.client, &first.ns, "reader").await;
+        (reasons.iter().any(|r| r == "AccessNarrowed")
+            && reasons.iter().any(|r| r == "InvalidParameters"))
+        .then_some(())
+    })
+    .await;
+    // The grant widened again: the broken claim gets nothing back through it.
+    grants
+        .patch(
+            "share-app",
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({
+        "spec": { "to": [{ "namespace": first.ns, "accessMode": "ReadWrite" },
+                         { "namespace": second.ns, "accessMode": "ReadWrite" }] } })),
+        )
+        .await
+        .unwrap();
+    assert!(never_writes(&readers[0], &bucket, std::time::Duration::from_secs(5)).await);
+    put(&readers[1], &bucket, "second", b"2").await.expect("the other reader is untouched");
+
+    // The operator lowers the second reader's class to read-only (StorageClass parameters
+    // cannot change, so the class is replaced): its key follows.
+    let classes: Api<StorageClass> = Api::all(env.client.clone());
+    let mut replaced = classes.get(&open).await.unwrap();
+    classes.delete(&open, &DeleteParams::default()).await.unwrap();
+    eventually("the class to go", || async {
+        classes.get_opt(&open).await.unwrap().is_none().then_some(())
+    })
+    .await;
+    replaced.metadata = ObjectMeta { name: Some(open.clone()), ..Default::default() };
+    replaced.parameters = Some(BTreeMap::from([("limitAccessMode".into(), "ReadOnly".into())]));
+    classes.create(&PostParams::default(), &replaced).await.unwrap();
+    eventually("the second reader's key to be read-only", || async {
+        (put(&readers[1], &bucket, "z", b"z").await == Err("AccessDenied".into())).then_some(())
+    })
+    .await;
+    assert_eq!(get(&readers[1], &bucket, "data.csv").await.unwrap(), b"shared data");
+    second.wait("reader", ClaimPhase::Failed, "InvalidParameters").await;
+    put(&app, &bucket, "owner-writes", b"o").await.expect("the owner's key is untouched");
+}
+
 fn json_patch_mode(namespace: &str, mode: &str) -> serde_json::Value {
     serde_json::json!({ "spec": { "to": [{ "namespace": namespace, "accessMode": mode }] } })
 }

@@ -31,11 +31,11 @@ use crate::bucket::context::Context;
 use crate::bucket::error::{Error, Operation};
 use crate::bucket::legacy::{adoption_unfinished, is_legacy_binding, may_be_legacy};
 use crate::bucket::objects::{BucketSource, controlled_by, reclaim_policy_str};
-use crate::bucket::plan::{bucket_options, limited, plan, storage_class};
+use crate::bucket::plan::{bucket_options, limited, plan_for_legacy, storage_class};
 use crate::kubernetes::cache::key;
 use crate::kubernetes::cache::summary::Summarized;
 use crate::kubernetes::watch::label_value;
-use crate::{Adoption, BackendError, Provisioner};
+use crate::{Adoption, BackendError, BucketOptions, Provisioner};
 
 /// The claim as it is after taking over what a lib-bucket-provisioner provisioner left for it,
 /// or unchanged when it left nothing (or the claim is already this controller's).
@@ -61,24 +61,29 @@ pub(crate) async fn adopt_legacy<P: Provisioner>(
     if !is_legacy_binding(&found, &claim, &ctx.name) {
         return Ok(claim);
     }
-    let class = storage_class(ctx, &claim.spec.storage_class_name)?;
-    let plan = plan(&claim, &class)?;
-    let recorded_bucket = found.spec.endpoint.as_ref().map(|e| e.bucket_name.as_str());
-    if recorded_bucket != Some(plan.bucket_name.as_str()) {
+    // What the previous provisioner recorded decides, never the claim: its tenant may have
+    // edited the class and bucket it names since (to make an operator's bucket look like its
+    // own, which deleting the claim would then delete).
+    let recorded_class = found.spec.storage_class_name.as_str();
+    let class = storage_class(ctx, recorded_class)?;
+    let plan = plan_for_legacy(&found, &class)?;
+    let requested = claim.spec.bucket_name.as_deref().filter(|b| !b.is_empty());
+    if plan.bucket_name.is_empty() || requested.is_some_and(|r| r != plan.bucket_name) {
         return Err(refused(
             &plan.bucket_name,
             "LegacyBucketMismatch",
             format!(
                 "ObjectBucket {name:?} left by the previous provisioner records bucket {:?}, not the \
              claim's {:?}; restore the claim's bucketName to adopt it",
-                recorded_bucket.unwrap_or_default(),
-                plan.bucket_name
+                plan.bucket_name,
+                requested.unwrap_or_default()
             ),
         ));
     }
     let limited = limited(&claim, &plan, true)?;
     let uid = claim.uid().unwrap_or_default();
     let options = bucket_options(&claim, &plan, &uid, &limited);
+    let options = BucketOptions { storage_class_name: recorded_class.to_owned(), ..options };
     let created_by_claim = plan.source == BucketSource::New;
     let backend_error = |source| Error::Backend {
         operation: Operation::Provision,

@@ -5,15 +5,19 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use bucket_api::ObjectBucketClaim;
+use bucket_api::{AccessMode, ObjectBucketClaim};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource, ResourceExt};
 
+use crate::bucket::bound::observe::bound_class;
+use crate::bucket::consent::bound_consent;
 use crate::bucket::error::Error;
+use crate::bucket::observe::observe;
 use crate::bucket::rotation_record::requested;
+use crate::bucket::sharing::bound_owner_mode;
 use crate::kubernetes::backoff::Backoff;
 use crate::kubernetes::cache::Caches;
 use crate::kubernetes::cache::claims::CachedClaim;
@@ -45,21 +49,35 @@ pub(crate) struct Context<P> {
 }
 
 /// What a permanent failure depended on: the claim's spec, its rotation request (an annotation,
-/// which leaves the generation as it is) and its StorageClass.
+/// which leaves the generation as it is), its StorageClass (the one a bound claim's
+/// ObjectBucket records) and, for a bound claim sharing a bucket, what narrows or revokes its
+/// key whatever the claim says: so that a claim its tenant broke still has its key narrowed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Inputs {
     generation: Option<i64>,
     rotation_request: Option<String>,
     class_version: Option<String>,
+    /// The mode the claim it shares from allows, and whether consent to share is withdrawn.
+    sharing: Option<(Option<AccessMode>, bool)>,
 }
 
 impl<P> Context<P> {
     pub(crate) fn inputs(&self, claim: &ObjectBucketClaim) -> Inputs {
-        let class = self.caches.class(&claim.spec.storage_class_name);
+        let bound = observe(claim, self).bound;
+        let class_name = match &bound {
+            Some(bound) => bound_class(claim, bound),
+            None => claim.spec.storage_class_name.as_str(),
+        };
+        let class = self.caches.class(class_name);
+        let sharing = bound.as_ref().map(|bound| {
+            let withdrawn = matches!(bound_consent(claim, bound, self), Some(Err(_)));
+            (bound_owner_mode(claim, bound, self), withdrawn)
+        });
         Inputs {
             generation: claim.metadata.generation,
             rotation_request: requested(claim).map(str::to_owned),
             class_version: class.and_then(|c| c.resource_version()),
+            sharing,
         }
     }
 

@@ -24,6 +24,7 @@ use bucket_api::contract::{
 use bucket_api::quantity::{parse_bytes, parse_count};
 
 use crate::bucket::error::Error;
+use crate::bucket::grant_rules::narrowest;
 
 /// A quota value as written and as a number.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -165,6 +166,13 @@ impl ClassLimits {
         Self { shared_mode: Some(mode), ..self }
     }
 
+    /// `mode` narrowed to what these limits let any claim have, whatever it asks for: never
+    /// wider than `mode`. `None` when the limits and `mode` have nothing in common (a
+    /// `ReadOnly` key under a `WriteOnly` limit).
+    pub fn narrow(&self, mode: AccessMode) -> Option<AccessMode> {
+        [self.access_mode, self.shared_mode].into_iter().flatten().try_fold(mode, narrowest)
+    }
+
     /// What is in force for a claim with this `additionalConfig`. A malformed `accessMode`, or
     /// a quota the class limits that cannot be read, is an error; asking for more than the
     /// class allows is not (see [`Limited::exceeded`]), so that a bound claim keeps working
@@ -233,6 +241,17 @@ mod tests {
 
     fn apply(parameters: &[(&str, &str)], claim: &[(&str, &str)]) -> Limited {
         limits(parameters).apply(Some(&map(claim))).unwrap()
+    }
+
+    #[test]
+    fn narrowing_to_the_limits_never_widens() {
+        let rw = AccessMode::ReadWrite;
+        let (ro, wo) = (AccessMode::ReadOnly, AccessMode::WriteOnly);
+        assert_eq!(limits(&[]).narrow(rw), Some(rw));
+        assert_eq!(limits(&[("limitAccessMode", "ReadOnly")]).narrow(rw), Some(ro));
+        assert_eq!(limits(&[("limitAccessMode", "ReadWrite")]).narrow(ro), Some(ro));
+        assert_eq!(limits(&[]).shared_from(ro).narrow(rw), Some(ro));
+        assert_eq!(limits(&[("limitAccessMode", "ReadOnly")]).shared_from(rw).narrow(wo), None);
     }
 
     #[test]

@@ -154,6 +154,23 @@ pub(crate) fn plan_for_bound(bound: &ObjectBucket, class: &StorageClass) -> Resu
     })
 }
 
+/// The plan of a claim a lib-bucket-provisioner provisioner bound, from what it recorded alone
+/// (its ObjectBucket, cluster-scoped, and the operator's StorageClass that ObjectBucket names),
+/// never from the claim, whose tenant may have edited it since: the bucket is the one recorded,
+/// and it was created for the claim exactly when that class names no bucket (as the library
+/// itself decides when the claim is deleted). An ObjectBucket that records no reclaim policy
+/// is one the library would never delete: `Retain`.
+pub(crate) fn plan_for_legacy(legacy: &ObjectBucket, class: &StorageClass) -> Result<Plan, Error> {
+    let names_bucket =
+        class.parameters.as_ref().is_some_and(|p| p.contains_key(STORAGE_CLASS_BUCKET_NAME));
+    Ok(Plan {
+        bucket_name: bound_bucket_name(legacy).to_string(),
+        source: if names_bucket { BucketSource::Existing } else { BucketSource::New },
+        reclaim_policy: legacy.spec.reclaim_policy.unwrap_or(ReclaimPolicy::Retain),
+        ..plan_for_class(class)?
+    })
+}
+
 /// What is in force for the claim under its class's limits. `Err` when the claim asks for more
 /// than the class allows, unless `bound`: a bound claim keeps working, held to the class's
 /// limits, and the caller reports [`Limited::exceeded`] once that is applied.
@@ -261,6 +278,33 @@ mod tests {
         assert!(!plan.parameters.contains_key("bucketName"));
         let same = super::plan(&claim(Some("shared"), None), &class).unwrap();
         assert_eq!(same.bucket_name, "shared");
+    }
+
+    #[test]
+    fn a_legacy_binding_is_planned_from_its_records_whatever_the_claim_says() {
+        let legacy = ObjectBucket::new(
+            "obc-team-c",
+            bucket_api::ObjectBucketSpec {
+                storage_class_name: "class".into(),
+                reclaim_policy: Some(ReclaimPolicy::Delete),
+                endpoint: Some(bucket_api::BucketEndpoint {
+                    bucket_name: "shared".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        );
+        // The operator's class named the bucket: a grant, kept whatever the claim says now.
+        let grant = plan_for_legacy(&legacy, &class(&[("bucketName", "shared")], None)).unwrap();
+        assert_eq!((grant.bucket_name.as_str(), grant.source), ("shared", BucketSource::Existing));
+        assert_eq!(grant.reclaim_policy, ReclaimPolicy::Delete);
+        assert!(!grant.parameters.contains_key("bucketName"));
+        let created = plan_for_legacy(&legacy, &class(&[], None)).unwrap();
+        assert_eq!(created.source, BucketSource::New);
+        let mut unrecorded = legacy;
+        unrecorded.spec.reclaim_policy = None;
+        let kept = plan_for_legacy(&unrecorded, &class(&[], Some("Delete"))).unwrap();
+        assert_eq!(kept.reclaim_policy, ReclaimPolicy::Retain);
     }
 
     #[test]

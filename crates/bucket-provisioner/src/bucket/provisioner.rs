@@ -392,8 +392,10 @@ pub trait Provisioner: Send + Sync + 'static {
     /// Takes over the bucket of a claim that a provisioner built on lib-bucket-provisioner (the
     /// Go library) bound under the same provisioner name: `legacy` is that provisioner's
     /// ObjectBucket, already proven the claim's by the library (see
-    /// [`crate::bucket::legacy`]); `options` are the claim's as if it were provisioned now. The
-    /// claim's Secret keeps its key, so nothing is issued: answer where consumers reach the
+    /// [`crate::bucket::legacy`]); `options` are the claim's as that provisioner recorded it
+    /// (the bucket its ObjectBucket names, the parameters of the StorageClass it records, never
+    /// what the claim, which its tenant may have edited, names now). The claim's Secret keeps
+    /// its key, so nothing is issued: answer where consumers reach the
     /// bucket, the `additionalState` that `delete`/`revoke` will need to remove what the old
     /// provisioner made for the claim, and whether the backend's own records now say that the
     /// claim created the bucket (only ever when `created_by_claim` and the old records prove

@@ -43,11 +43,20 @@ pub(crate) fn resolve<P>(
     ctx: &Context<P>,
 ) -> Result<Option<Owner>, Error> {
     let Some(text) = share_from(claim) else { return Ok(None) };
+    resolve_text(claim, text, ctx).map(Some)
+}
+
+/// Resolves the `shareFrom` text `text` for `claim`, as [`resolve`] does.
+fn resolve_text<P>(
+    claim: &ObjectBucketClaim,
+    text: &str,
+    ctx: &Context<P>,
+) -> Result<Owner, Error> {
     let refused = || Error::ShareSourceNotFound(text.to_owned());
     let namespace = claim.namespace().unwrap_or_default();
     let name = match split_share_from(text) {
         Some((elsewhere, name)) if elsewhere != namespace => {
-            return consent::resolve(claim, text, (elsewhere, name), ctx).map(Some);
+            return consent::resolve(claim, text, (elsewhere, name), ctx);
         }
         Some((_, name)) => name,
         None => text,
@@ -64,12 +73,15 @@ pub(crate) fn resolve<P>(
     let owner_bucket = observe(&owner_claim, ctx).bound.ok_or_else(refused)?;
     let uid = claim.uid().unwrap_or_default();
     let owner = eligible(&uid, &owner_bucket, &ctx.name).ok_or_else(refused)?;
-    Ok(Some(Owner { claim: format!("{namespace}/{name}"), ..owner }))
+    Ok(Owner { claim: format!("{namespace}/{name}"), ..owner })
 }
 
-/// The most a bound sharing claim may get: the mode of the claim it shares from, while its
-/// `shareFrom` still names that claim (the one its ObjectBucket records); otherwise the mode it
-/// has, so that editing `shareFrom` never widens it. `None` for a claim that shares nothing.
+/// The most a bound sharing claim may get: the mode of the claim its ObjectBucket records it
+/// shares from, looked up under that record (written by the controller alone), whatever the
+/// claim's `shareFrom` says now: editing it neither widens the claim's key nor keeps a mode the
+/// owner narrowed. Only an ObjectBucket written before the claim's name was recorded falls back
+/// to `shareFrom`. The mode it has when that claim is not found the one recorded (so nothing
+/// widens), and `None` for a claim that shares nothing.
 pub(crate) fn bound_owner_mode<P>(
     claim: &ObjectBucketClaim,
     bound: &ObjectBucket,
@@ -80,8 +92,13 @@ pub(crate) fn bound_owner_mode<P>(
     if let Some(consented) = consent::bound_consent(claim, bound, ctx) {
         return Some(consented.map_or_else(|_| access_mode_of(bound), |owner| owner.mode));
     }
-    match resolve(claim, ctx) {
-        Ok(Some(owner)) if owner.uid == *recorded => Some(owner.mode),
+    let named = bound.annotations().get(annotations::SHARED_FROM_CLAIM).map(String::as_str);
+    let owner = match named.or_else(|| share_from(claim)) {
+        Some(text) => resolve_text(claim, text, ctx).ok(),
+        None => None,
+    };
+    match owner {
+        Some(owner) if owner.uid == *recorded => Some(owner.mode),
         _ => Some(access_mode_of(bound)),
     }
 }

@@ -13,8 +13,8 @@ use kube::ResourceExt;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::Provisioner;
-use crate::bucket::bound::plan::{BoundPlan, Keep};
+use crate::bucket::bound::observe::bound_class;
+use crate::bucket::bound::plan::{BoundPlan, Keep, Narrowing, differs};
 use crate::bucket::context::Context;
 use crate::bucket::error::{Error, Operation};
 use crate::bucket::limits::Limited;
@@ -27,6 +27,7 @@ use crate::bucket::{cross_namespace, sharing};
 use crate::kubernetes::cache::summary::Summary;
 use crate::kubernetes::finalizer;
 use crate::kubernetes::watch::label_value;
+use crate::{BucketOptions, Provisioner};
 
 /// What a bound claim's reconcile did on its way, whatever its outcome.
 #[derive(Debug, Default)]
@@ -37,6 +38,9 @@ pub(crate) struct Done {
     pub(crate) finalizer_restored: bool,
     /// The backend was given this access mode and the claim's `additionalConfig` for the bucket.
     pub(crate) updated: Option<(AccessMode, String)>,
+    /// The key's access mode was narrowed (from, to) on the bucket, before anything the claim
+    /// asks for was read.
+    pub(crate) narrowed: Option<(AccessMode, AccessMode, String)>,
 }
 
 /// Where applying the plan left the claim.
@@ -100,6 +104,13 @@ async fn keep_bound<P: Provisioner>(
         bound = recreate_object_bucket(observed, &bound, ctx).await?;
         done.recreated = true;
     }
+    // Before any check its tenant can make fail: a narrowed grant or class reaches the key even
+    // while the claim itself is broken (it still reports its own error below).
+    if let Some(narrowing) = &keep.narrow {
+        let Narrowing { plan, from, limited } = &**narrowing;
+        bound = update_config(&claim, &bound, observed, ctx, (plan, limited)).await?;
+        done.narrowed = Some((*from, limited.access_mode, plan.bucket_name.clone()));
+    }
     keep.binding?;
     let rotation = keep.rotation?;
     let policy = rotation.policy;
@@ -121,8 +132,9 @@ async fn keep_bound<P: Provisioner>(
         claim
     };
     let config = keep.config?;
-    if let Some(plan) = &config.update {
-        update_config(&claim, &bound, observed, ctx, (plan, &config.limited)).await?;
+    // Unless the narrowing above already brought the ObjectBucket to it.
+    if let Some(plan) = config.update.as_ref().filter(|_| differs(&bound, &config.limited)) {
+        bound = update_config(&claim, &bound, observed, ctx, (plan, &config.limited)).await?;
         done.updated = Some((config.limited.access_mode, plan.bucket_name.clone()));
     }
     if let Some(endpoint) = objects::endpoint_of(&bound) {
@@ -175,15 +187,19 @@ async fn recreate_object_bucket<P: Provisioner>(
     Ok((*created).clone())
 }
 
-/// Hands what is in force to the backend's `update`, then records it on the ObjectBucket.
+/// Hands what is in force to the backend's `update`, then records it on the ObjectBucket;
+/// answers the ObjectBucket as written.
 async fn update_config<P: Provisioner>(
     claim: &ObjectBucketClaim,
     bound: &ObjectBucket,
     observed: &Observed,
     ctx: &Context<P>,
     (plan, limited): (&Plan, &Limited),
-) -> Result<(), Error> {
+) -> Result<ObjectBucket, Error> {
     let options = bucket_options(claim, plan, &observed.uid, limited);
+    // The class it is bound under, not one the claim may have been edited to name.
+    let storage_class_name = bound_class(claim, bound).to_owned();
+    let options = BucketOptions { storage_class_name, ..options };
     let backend_error = |source| Error::Backend {
         operation: Operation::Update,
         bucket: plan.bucket_name.clone(),
@@ -202,8 +218,7 @@ async fn update_config<P: Provisioner>(
     let params = PatchParams::default();
     let updated =
         observed.buckets.patch(&observed.bucket_name, &params, &Patch::Merge(&patch)).await?;
-    ctx.caches.buckets.wrote(updated);
-    Ok(())
+    Ok((*ctx.caches.buckets.wrote(updated)).clone())
 }
 
 /// One merge patch that makes the recorded `additionalConfig` exactly `wanted`: every key set,

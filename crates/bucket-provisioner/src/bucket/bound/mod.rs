@@ -6,6 +6,9 @@
 //!    withdrawn, or the claim kept; and for a kept claim the ObjectBucket to write again, the
 //!    binding it may not change, the rotation policy, the finalizer, the quotas and access mode
 //!    in force (and whether the backend must be told), the name to record, the condition.
+//!    A narrowing of its key (its class's limit lowered, its grant or owner narrowed) is decided
+//!    from the ObjectBucket and class alone and applied first: nothing the claim's tenant
+//!    writes, and can break, stands before it.
 //! 3. [`apply`]: the backend calls and writes those decisions call for, in their order; a
 //!    rotation under way goes as far as it can, one step at a time (see
 //!    [`crate::bucket::rotation`]).

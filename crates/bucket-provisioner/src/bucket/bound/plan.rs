@@ -8,6 +8,7 @@ use bucket_api::contract::{FINALIZER, annotations};
 use bucket_api::{AccessMode, ObjectBucket, ObjectBucketClaim};
 use kube::{Resource, ResourceExt};
 
+use crate::access_mode_of;
 use crate::bucket::bound::observe::Facts;
 use crate::bucket::error::Error;
 use crate::bucket::limits::{ClassLimits, Limited};
@@ -36,6 +37,9 @@ pub(crate) enum BoundPlan {
 pub(crate) struct Keep {
     /// Its ObjectBucket was deleted while the claim lives: written again from the copy.
     pub(crate) recreate: bool,
+    /// Its key may do more than its class or the claim it shares from now allow: narrowed
+    /// first, before any decision that reads the claim (which its tenant may have broken).
+    pub(crate) narrow: Option<Box<Narrowing>>,
     /// The claim still asks for the bucket and StorageClass it is bound to; else the error.
     pub(crate) binding: Result<(), Error>,
     /// The rotation policy its keys are held to and the step of their rotation due now; the
@@ -68,6 +72,19 @@ impl Rotation {
     }
 }
 
+/// A narrowing of a bound claim's key that reads nothing its tenant writes: the mode it has,
+/// narrowed to its class's `limitAccessMode` and to the mode of the claim it shares from (as
+/// consented), with the `additionalConfig` it has left as it is. Never a widening.
+#[derive(Debug)]
+pub(crate) struct Narrowing {
+    /// The plan of the bound claim, from its ObjectBucket and class alone.
+    pub(crate) plan: Plan,
+    /// The mode its key has now.
+    pub(crate) from: AccessMode,
+    /// What is in force once narrowed: the recorded `additionalConfig` and the narrowed mode.
+    pub(crate) limited: Limited,
+}
+
 /// What is in force for a bound claim.
 #[derive(Debug)]
 pub(crate) struct Config {
@@ -98,6 +115,7 @@ pub(crate) fn plan(claim: &ObjectBucketClaim, facts: &Facts) -> BoundPlan {
     let source = source_of(bound.annotations()).unwrap_or(BucketSource::Existing);
     BoundPlan::Keep(Box::new(Keep {
         recreate: bound.meta().deletion_timestamp.is_some(),
+        narrow: narrowing(facts).map(Box::new),
         binding: unchanged_binding(claim, bound),
         rotation: rotation(claim, facts),
         restore_finalizer: !claim.finalizers().iter().any(|f| f == FINALIZER),
@@ -124,6 +142,24 @@ fn rotation(claim: &ObjectBucketClaim, facts: &Facts) -> Result<Rotation, Error>
     let record = RotationRecord::of(&facts.bound).unwrap_or_default();
     let next = next(&record, &facts.bound, requested(claim), policy.period, facts.now);
     Ok(Rotation { policy, next })
+}
+
+/// The narrowing the claim's key is due, from its ObjectBucket, its class and the mode of the
+/// claim it shares from alone; `None` when its key does no more than they allow (or its class
+/// is gone or cannot be read: then nothing is known to narrow it to). A key whose mode has
+/// nothing in common with the limits (`ReadOnly` under a `WriteOnly` limit) is not narrowed
+/// here: no mode is narrower than both; the claim's own decisions change it.
+fn narrowing(facts: &Facts) -> Option<Narrowing> {
+    let class = facts.class.as_deref()?;
+    let mut plan = plan_for_bound(&facts.bound, class).ok()?;
+    if let Some(mode) = facts.owner_mode {
+        plan.limits = plan.limits.shared_from(mode);
+    }
+    let from = access_mode_of(&facts.bound);
+    let access_mode = plan.limits.narrow(from).filter(|narrowed| *narrowed != from)?;
+    let recorded = facts.bound.spec.endpoint.as_ref().and_then(|e| e.additional_config.clone());
+    let limited = Limited { config: recorded.unwrap_or_default(), access_mode, exceeded: None };
+    Some(Narrowing { plan, from, limited })
 }
 
 /// What is in force for a bound claim, and whether the backend must be told. Without its
@@ -153,7 +189,7 @@ fn same_config(a: &Option<BTreeMap<String, String>>, b: &Option<BTreeMap<String,
 
 /// Whether the ObjectBucket records something else in force than `limited`. One written before
 /// access modes existed records none: its claim's credentials have all access.
-fn differs(bound: &ObjectBucket, limited: &Limited) -> bool {
+pub(crate) fn differs(bound: &ObjectBucket, limited: &Limited) -> bool {
     let recorded_config = bound.spec.endpoint.as_ref().and_then(|e| e.additional_config.clone());
     let recorded_mode = bound.annotations().get(annotations::ACCESS_MODE).map(String::as_str);
     !same_config(&Some(limited.config.clone()), &recorded_config)
@@ -468,6 +504,44 @@ mod tests {
         );
         claim.spec.additional_config = Some(map(&[("maxObjects", "many")]));
         assert_eq!(reason(&keep(&claim, &facts).config), "InvalidParameters");
+    }
+
+    #[test]
+    fn a_narrower_limit_is_planned_from_the_records_even_when_the_claim_is_broken() {
+        let mut claim = bound_claim();
+        let mut facts = plain(&claim);
+        facts.class = Some(class(&[("limitAccessMode", "ReadOnly")]));
+        // The tenant breaks what it writes: its mode and its class.
+        claim.spec.additional_config = Some(map(&[("accessMode", "bogus")]));
+        claim.spec.storage_class_name = "anything".into();
+        let keep = keep(&claim, &facts);
+        assert_eq!(reason(&keep.binding), "StorageClassImmutable");
+        assert_eq!(reason(&keep.config), "InvalidParameters");
+        let narrow = keep.narrow.expect("a narrowing");
+        assert_eq!(
+            (narrow.from, narrow.limited.access_mode),
+            (AccessMode::ReadWrite, AccessMode::ReadOnly)
+        );
+        assert!(narrow.limited.config.is_empty(), "the recorded config, not the claim's");
+        assert_eq!(narrow.plan.bucket_name, "photos-1");
+    }
+
+    #[test]
+    fn the_owners_narrower_mode_is_planned_and_nothing_ever_widens() {
+        let claim = bound_claim();
+        let mut facts = plain(&claim);
+        facts.owner_mode = Some(AccessMode::ReadOnly);
+        let narrow = keep(&claim, &facts).narrow.expect("a narrowing");
+        assert_eq!(narrow.limited.access_mode, AccessMode::ReadOnly);
+        // A read-only key stays as it is under a wider owner or class.
+        facts.bound = bucket(&claim, BucketSource::New, &[], AccessMode::ReadOnly);
+        facts.owner_mode = Some(AccessMode::ReadWrite);
+        assert!(keep(&claim, &facts).narrow.is_none());
+        facts.owner_mode = None;
+        facts.class = Some(class(&[("limitAccessMode", "ReadWrite")]));
+        assert!(keep(&claim, &facts).narrow.is_none());
+        facts.class = None;
+        assert!(keep(&claim, &facts).narrow.is_none(), "no class: nothing known to narrow to");
     }
 
     #[test]

@@ -72,6 +72,14 @@ async fn tell<P>(claim: &ObjectBucketClaim, done: &Done, observed: &Observed, ct
         let reason = "ObjectBucketRecreated";
         ctx.event(claim, EventType::Normal, reason, &message, Operation::Provision).await;
     }
+    if let Some((from, to, bucket)) = &done.narrowed {
+        let message = format!(
+            "narrowed the claim's access to bucket {bucket:?} from {from} to {to}, as its \
+             StorageClass or the claim it shares from now allows"
+        );
+        tracing::info!(claim = %key(claim), "{message}");
+        ctx.event(claim, EventType::Normal, "AccessNarrowed", &message, Operation::Update).await;
+    }
     if done.finalizer_restored {
         tracing::info!(claim = %key(claim), "the claim lost its finalizer; it was put back");
     }
