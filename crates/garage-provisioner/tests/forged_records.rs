@@ -14,8 +14,7 @@ use common::{Harness, Setup, TOKEN_SECRET, setup, spec, write_read_list};
 use kube::Client;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use test_support::{
-    ControlPlane, Deployed, Tripwire, claim_tenant, test_namespace, unique_suffix,
-    wait_claim_gone,
+    ControlPlane, Deployed, Tripwire, claim_tenant, test_namespace, unique_suffix, wait_claim_gone,
 };
 
 /// The annotations a tenant forges: ours as the provisioner, a new bucket under `Delete`, and

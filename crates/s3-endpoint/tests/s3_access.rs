@@ -354,10 +354,7 @@ async fn try_settings(s3: &Client) -> BTreeMap<&'static str, bool> {
         // The bucket has no object lock: allowed, the write is refused as S3 refuses it (400).
         (
             "PutObject with a legal hold",
-            match hold {
-                Err(SdkError::ServiceError(e)) if format!("{:?}", e.raw()).contains("403") => false,
-                _ => true,
-            },
+            !matches!(hold, Err(SdkError::ServiceError(e)) if format!("{:?}", e.raw()).contains("403")),
         ),
     ])
 }
