@@ -273,21 +273,11 @@ async fn act(world: &World, tenant: &Tenant, action: &Action) {
         Action::Annotate { name, annotations } => {
             let patch =
                 json!({ "metadata": { "annotations": world.map(ANNOTATIONS, annotations) } });
-            let params = PatchParams::default();
-            tenant
-                .claims
-                .patch(&World::claim_name(*name), &params, &Patch::Merge(&patch))
-                .await
-                .map(drop)
+            merge(tenant, *name, patch).await
         }
         Action::Configure { name, config } => {
             let patch = json!({ "spec": { "additionalConfig": world.map(CONFIG_KEYS, config) } });
-            let params = PatchParams::default();
-            tenant
-                .claims
-                .patch(&World::claim_name(*name), &params, &Patch::Merge(&patch))
-                .await
-                .map(drop)
+            merge(tenant, *name, patch).await
         }
         Action::Delete { name } => tenant
             .claims
@@ -317,6 +307,12 @@ async fn act(world: &World, tenant: &Tenant, action: &Action) {
     if let Err(error) = result {
         eprintln!("  refused: {error}");
     }
+}
+
+/// Merges `patch` into the tenant's claim `name`.
+async fn merge(tenant: &Tenant, name: usize, patch: serde_json::Value) -> kube::Result<()> {
+    let params = PatchParams::default();
+    tenant.claims.patch(&World::claim_name(name), &params, &Patch::Merge(&patch)).await.map(drop)
 }
 
 /// Deletes every claim the tenant left and waits until each is gone: ours are let go by the

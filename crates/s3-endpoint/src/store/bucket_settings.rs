@@ -106,12 +106,7 @@ impl BucketStore {
         let (bucket, user_id) = (bucket.to_owned(), user_id.to_owned());
         self.blocking(move |store| {
             store.inner.mutate(|tx| {
-                let record = tx.state.buckets.get(&bucket).filter(|r| {
-                    r.created_by_provisioner && r.creator.as_deref() == Some(user_id.as_str())
-                });
-                let Some(record) = record else {
-                    return Err(StoreError::NotCreator(bucket.clone()));
-                };
+                let record = tx.state.created_by(&bucket, &user_id)?;
                 if record.settable != Some(settable) {
                     tx.put_bucket(BucketRecord { settable: Some(settable), ..record.clone() });
                 }

@@ -178,6 +178,19 @@ impl Index {
 }
 
 impl State {
+    /// The record of `bucket` when the claim `user_id` created it, else
+    /// [`StoreError::NotCreator`]: the one test every creator-only change passes.
+    pub(super) fn created_by(
+        &self,
+        bucket: &str,
+        user_id: &str,
+    ) -> Result<&BucketRecord, StoreError> {
+        self.buckets
+            .get(bucket)
+            .filter(|r| r.created_by_provisioner && r.creator.as_deref() == Some(user_id))
+            .ok_or_else(|| StoreError::NotCreator(bucket.to_owned()))
+    }
+
     pub(super) fn insert_key(&mut self, key: AccessKey) {
         self.by_user.insert(&key.user_id, &key.access_key_id);
         for bucket in &key.buckets {
