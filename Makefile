@@ -85,7 +85,7 @@ promtool:
 
 chart: controlplane chart-tools
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" BUCKET_PROVISIONER_HELM_BIN="$(HELM_BIN)" \
-		BUCKET_PROVISIONER_PROMTOOL="$(PROMTOOL_BIN)" cargo test --workspace --test chart
+		BUCKET_PROVISIONER_PROMTOOL="$(PROMTOOL_BIN)" cargo test --workspace --no-fail-fast --test chart
 
 lint: toolchain
 	cargo fmt --all -- --check
@@ -93,19 +93,23 @@ lint: toolchain
 
 # Everything `make test` runs is built first (test-builds), then the demo runs, then the tests,
 # the node tests last; one summary line of every test binary's results closes the output.
+# Every test binary runs even when an earlier one failed (--no-fail-fast, and make e2e runs after
+# a failed workspace run), so one failure never hides the rest; the recipe is one shell so that
+# the summary is printed either way and the exit status still says whether anything failed. A
+# binary that died without its "test result:" line (a crash, a signal) is named after the summary.
+TEST_RUN_LOG = $(BUCKET_PROVISIONER_CACHE)/last-test-run.txt
 test: test-builds
 	@mkdir -p "$(BUCKET_PROVISIONER_CACHE)"
 	@$(MAKE) --no-print-directory demo
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" BUCKET_PROVISIONER_HELM_BIN="$(HELM_BIN)" \
 		BUCKET_PROVISIONER_PROMTOOL="$(PROMTOOL_BIN)" BUCKET_PROVISIONER_GARAGE_BIN="$(GARAGE_BIN)" \
 		BUCKET_PROVISIONER_AWS_S3_PROVISIONER_BIN="$(AWS_S3_PROVISIONER_BIN)" \
-		BUCKET_PROVISIONER_COSI_DIR="$(COSI_DIR)" cargo test --workspace \
-		--exclude node-tests 2>&1 | tee "$(BUCKET_PROVISIONER_CACHE)/last-test-run.txt"
-	$(MAKE) --no-print-directory e2e STATIC_PROFILE=image-test 2>&1 \
-		| tee -a "$(BUCKET_PROVISIONER_CACHE)/last-test-run.txt"
-	@awk '/^test result:/ { passed += $$4; failed += $$6 } \
-		END { printf "tests: %d passed, %d failed\n", passed, failed }' \
-		"$(BUCKET_PROVISIONER_CACHE)/last-test-run.txt"
+		BUCKET_PROVISIONER_COSI_DIR="$(COSI_DIR)" cargo test --workspace --no-fail-fast \
+		--exclude node-tests 2>&1 | tee "$(TEST_RUN_LOG)" || failed=1; \
+	$(MAKE) --no-print-directory e2e STATIC_PROFILE=image-test 2>&1 | tee -a "$(TEST_RUN_LOG)" \
+		|| failed=1; \
+	tests/test-summary.sh "$(TEST_RUN_LOG)"; \
+	exit $${failed:-0}
 
 # What `make test` builds, in four lanes side by side: our crates (one cargo at a time, since they
 # share a target directory), the Go-built tools, Garage (a target directory of its own), and
@@ -207,7 +211,8 @@ e2e: controlplane chart-tools moto garage node volume-tools cosi image
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" BUCKET_PROVISIONER_GARAGE_BIN="$(GARAGE_BIN)" \
 		BUCKET_PROVISIONER_NODE_BIN="$$(tests/node/build.sh 2>/dev/null)" \
 		BUCKET_PROVISIONER_IMAGES="$(IMAGES_DIR)" BUCKET_PROVISIONER_HELM_BIN="$(HELM_BIN)" \
-		BUCKET_PROVISIONER_COSI_DIR="$(COSI_DIR)" cargo test --workspace $(E2E_TESTS) -- --nocapture \
+		BUCKET_PROVISIONER_COSI_DIR="$(COSI_DIR)" cargo test --workspace --no-fail-fast $(E2E_TESTS) \
+		-- --nocapture \
 		|| failed=1; \
 	NODE_DIR="$${TMPDIR:-/tmp}/bucket-provisioner-node" tests/node/node.sh wait; \
 	exit $${failed:-0}

@@ -16,6 +16,7 @@ pub mod garage;
 mod harness;
 mod manifests;
 mod ports;
+mod rbac_refusals;
 mod scoped_identity;
 mod service_account;
 mod supervised;
@@ -53,6 +54,7 @@ pub use manifests::{
     Apply, KUSTOMIZATION, apply_manifests, apply_objects, read_manifest_files, read_manifests,
 };
 pub use ports::{free_port, free_port_on};
+pub use rbac_refusals::rbac_refusals;
 pub use supervised::Supervised;
 pub use tls_proxy::TlsProxy;
 pub use tripwire::Tripwire;
