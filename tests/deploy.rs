@@ -16,7 +16,7 @@ async fn dry_run(relative: &str) -> usize {
 async fn hostpath_manifests_are_accepted() {
     // Namespace; ServiceAccount, ClusterRole and binding, Role and binding, the grants' admin
     // ClusterRole; Deployment; Service; two StorageClasses.
-    assert_eq!(dry_run("deploy/hostpath").await, 11);
+    assert_eq!(dry_run("deploy/hostpath").await, 13);
 }
 
 #[tokio::test]
@@ -36,7 +36,7 @@ async fn hostpath_volume_manifests_are_accepted() {
 async fn s3_manifests_are_accepted() {
     // Namespace; ServiceAccount, ClusterRole and binding, Role and binding, the grants' admin
     // ClusterRole; Deployment; the example owner Secret; two StorageClasses.
-    assert_eq!(dry_run("deploy/s3").await, 11);
+    assert_eq!(dry_run("deploy/s3").await, 13);
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/s3");
     let objects = read_manifests(&dir).unwrap();
     let class =
@@ -49,7 +49,7 @@ async fn s3_manifests_are_accepted() {
 async fn garage_manifests_are_accepted() {
     // Namespace; ServiceAccount, ClusterRole and binding, Role and binding, the grants' admin
     // ClusterRole; Deployment; the example admin-token Secret; two StorageClasses.
-    assert_eq!(dry_run("deploy/garage").await, 11);
+    assert_eq!(dry_run("deploy/garage").await, 13);
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/garage");
     let objects = read_manifests(&dir).unwrap();
     let classes: Vec<_> = objects

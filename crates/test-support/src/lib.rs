@@ -55,6 +55,7 @@ pub use manifests::{
 };
 pub use ports::{free_port, free_port_on};
 pub use rbac_refusals::rbac_refusals;
+pub use scoped_identity::cluster_role_identity;
 pub use supervised::Supervised;
 pub use tls_proxy::TlsProxy;
 pub use tripwire::Tripwire;
