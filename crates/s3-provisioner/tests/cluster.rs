@@ -282,15 +282,16 @@ async fn crash_after_provisioning_and_retry_make_no_second_user() {
 }
 
 #[tokio::test]
-async fn claim_deleted_after_a_crash_is_cleaned_up_without_its_class() {
+async fn claim_deleted_after_a_crash_without_its_class_goes_and_says_what_to_remove() {
     let s = setup("s3-orphan").await;
     let Hung { controller, class, bucket, user } = provision_then_hang(&s, "orphan").await;
     let provisioner = controller.provisioner.clone();
     controller.crash();
     assert!(s.moto.bucket_exists(&bucket).await && s.moto.user_exists(&user).await);
 
-    // No ObjectBucket was written and the class is gone: only what the claim recorded before the
-    // backend was called tells a fresh process where the bucket and its owner keys are.
+    // No ObjectBucket was written and the class is gone. What the claim recorded is its tenant's
+    // to write, so it is not believed: the claim goes, nothing is deleted without a record, and
+    // the operator is told what to remove by hand.
     Api::<StorageClass>::all(s.client.clone()).delete(&class, &Default::default()).await.unwrap();
     s.claims.delete("c", &Default::default()).await.unwrap();
     let _restarted = Harness::start_as(s.backend(), &provisioner, Deployed::S3);
@@ -298,9 +299,12 @@ async fn claim_deleted_after_a_crash_is_cleaned_up_without_its_class() {
         s.claims.get_opt("c").await.ok()?.is_none().then_some(())
     })
     .await;
+    s.wait_event("c", "BucketSettingsUnknown").await;
     let events = s.events("c").await;
-    assert!(!s.moto.bucket_exists(&bucket).await, "the bucket was deleted: {events:?}");
-    assert!(!s.moto.user_exists(&user).await, "the claim's user was deleted");
+    let told = events.iter().find(|(reason, _)| reason == "BucketSettingsUnknown").unwrap();
+    assert!(told.1.contains(&user) && told.1.contains("by hand"), "{events:?}");
+    assert!(s.moto.bucket_exists(&bucket).await, "nothing deleted without a record");
+    assert!(s.moto.user_exists(&user).await);
 }
 
 #[tokio::test]

@@ -12,12 +12,7 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource, ResourceExt};
 
-use crate::bucket::bound::observe::bound_class;
-use crate::bucket::consent::bound_consent;
 use crate::bucket::error::Error;
-use crate::bucket::observe::observe;
-use crate::bucket::rotation_record::requested;
-use crate::bucket::sharing::bound_owner_mode;
 use crate::kubernetes::backoff::Backoff;
 use crate::kubernetes::cache::Caches;
 use crate::kubernetes::cache::claims::CachedClaim;
@@ -54,52 +49,14 @@ pub(crate) struct Context<P> {
 /// key whatever the claim says: so that a claim its tenant broke still has its key narrowed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Inputs {
-    generation: Option<i64>,
-    rotation_request: Option<String>,
-    class_version: Option<String>,
+    pub(crate) generation: Option<i64>,
+    pub(crate) rotation_request: Option<String>,
+    pub(crate) class_version: Option<String>,
     /// The mode the claim it shares from allows, and whether consent to share is withdrawn.
-    sharing: Option<(Option<AccessMode>, bool)>,
+    pub(crate) sharing: Option<(Option<AccessMode>, bool)>,
 }
 
 impl<P> Context<P> {
-    pub(crate) fn inputs(&self, claim: &ObjectBucketClaim) -> Inputs {
-        let bound = observe(claim, self).bound;
-        let class_name = match &bound {
-            Some(bound) => bound_class(claim, bound),
-            None => claim.spec.storage_class_name.as_str(),
-        };
-        let class = self.caches.class(class_name);
-        let sharing = bound.as_ref().map(|bound| {
-            let withdrawn = matches!(bound_consent(claim, bound, self), Some(Err(_)));
-            (bound_owner_mode(claim, bound, self), withdrawn)
-        });
-        Inputs {
-            generation: claim.metadata.generation,
-            rotation_request: requested(claim).map(str::to_owned),
-            class_version: class.and_then(|c| c.resource_version()),
-            sharing,
-        }
-    }
-
-    /// Remembers that the claim failed permanently with these inputs. Our own status writes wake
-    /// the claim up again; parking keeps that from calling the backend until something changed.
-    /// (After a restart a parked claim is tried once more, which is harmless.)
-    pub(crate) fn park(&self, key: &str, claim: &ObjectBucketClaim) {
-        let inputs = self.inputs(claim);
-        self.parked.lock().unwrap_or_else(|e| e.into_inner()).insert(key.to_string(), inputs);
-    }
-
-    /// Whether the claim failed permanently and neither it nor its StorageClass changed since.
-    pub(crate) fn is_parked(&self, key: &str, claim: &ObjectBucketClaim) -> bool {
-        let mut parked = self.parked.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(inputs) = parked.get(key) else { return false };
-        if claim.meta().deletion_timestamp.is_none() && *inputs == self.inputs(claim) {
-            return true;
-        }
-        parked.remove(key);
-        false
-    }
-
     /// Whether the claim was found blocked by a foreign Secret or ConfigMap; `Some(blocked)`
     /// records a new finding.
     pub(crate) fn blocked(&self, key: &str, blocked: Option<bool>) -> bool {

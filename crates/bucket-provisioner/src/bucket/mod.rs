@@ -54,6 +54,7 @@ pub mod naming;
 pub mod objects;
 pub(crate) mod observe;
 pub(crate) mod ownership;
+pub(crate) mod parked;
 pub(crate) mod plan;
 pub(crate) mod probe;
 pub(crate) mod provision;
