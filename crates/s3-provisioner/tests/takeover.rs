@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use aws_sdk_s3::types::{BucketLocationConstraint, CreateBucketConfiguration};
 use bucket_api::contract::{FINALIZER, LABEL_PROVISIONER, annotations, legacy};
 use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaim, ObjectBucketClaimSpec};
 use bucket_provisioner::Credentials;
@@ -62,18 +61,6 @@ async fn buckets_of(s: &Setup, uid: &str) -> Vec<ObjectBucket> {
     all.into_iter()
         .filter(|b| b.spec.claim_ref.as_ref().and_then(|c| c.uid.as_deref()) == Some(uid))
         .collect()
-}
-
-async fn create_bucket_in_region(moto: &Moto, bucket: &str, objects: &[&str]) {
-    let s3 = moto.s3_in(&moto.admin, REGION);
-    let location = CreateBucketConfiguration::builder()
-        .location_constraint(BucketLocationConstraint::from(REGION))
-        .build();
-    s3.create_bucket().bucket(bucket).create_bucket_configuration(location).send().await.unwrap();
-    for key in objects {
-        let body = key.as_bytes().to_vec().into();
-        s3.put_object().bucket(bucket).key(*key).body(body).send().await.unwrap();
-    }
 }
 
 /// Puts `keys` in the owner Secret the StorageClasses name.
@@ -131,7 +118,7 @@ async fn claims_of_the_go_provisioner_are_adopted_in_place_and_deleting_them_lea
     let params = [("region", REGION), ("createBucketUser", "yes"), ("rotationOverlap", "2s")];
     let class = s.class(old_provisioner::NAME, "owner", &params, Some("Delete")).await;
     let static_bucket = format!("static-{}", suffix());
-    create_bucket_in_region(&s.moto, &static_bucket, &["shared.txt"]).await;
+    s.moto.existing_bucket_in(REGION, &static_bucket, &["shared.txt"]).await;
     let grant_params = [("region", REGION), ("bucketName", static_bucket.as_str())];
     let grant_class = s.class(old_provisioner::NAME, "owner", &grant_params, Some("Delete")).await;
 

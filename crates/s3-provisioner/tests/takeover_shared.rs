@@ -14,13 +14,11 @@ mod common;
 
 use std::time::Duration;
 
-use aws_sdk_s3::types::{BucketLocationConstraint, CreateBucketConfiguration};
 use bucket_api::contract::{annotations, legacy};
 use bucket_api::{
     BUCKET_NAME_IMMUTABLE, ClaimPhase, ObjectBucketClaim, ObjectBucketClaimSpec,
     STORAGE_CLASS_IMMUTABLE,
 };
-use common::cluster::Setup;
 use common::moto::ALLOW_ALL;
 use common::old_provisioner::{self, OldProvisioner};
 use common::suffix;
@@ -82,18 +80,6 @@ async fn refusal(
     }
 }
 
-async fn create_bucket_in_region(s: &Setup, bucket: &str, objects: &[&str]) {
-    let s3 = s.moto.s3_in(&s.moto.admin, REGION);
-    let location = CreateBucketConfiguration::builder()
-        .location_constraint(BucketLocationConstraint::from(REGION))
-        .build();
-    s3.create_bucket().bucket(bucket).create_bucket_configuration(location).send().await.unwrap();
-    for key in objects {
-        let body = key.as_bytes().to_vec().into();
-        s3.put_object().bucket(bucket).key(*key).body(body).send().await.unwrap();
-    }
-}
-
 #[tokio::test]
 async fn a_tenant_cannot_make_an_operators_bucket_its_own_across_the_takeover() {
     let s = common::cluster::setup("s3-takeover-shared").await;
@@ -102,7 +88,7 @@ async fn a_tenant_cannot_make_an_operators_bucket_its_own_across_the_takeover() 
     let creating = [("region", REGION), ("createBucketUser", "yes")];
     let class = s.class(old_provisioner::NAME, "owner", &creating, Some("Delete")).await;
     let operators = format!("operator-{}", suffix());
-    create_bucket_in_region(&s, &operators, &["operator.txt"]).await;
+    s.moto.existing_bucket_in(REGION, &operators, &["operator.txt"]).await;
     let granting = [("region", REGION), ("bucketName", operators.as_str())];
     let grant_class = s.class(old_provisioner::NAME, "owner", &granting, Some("Delete")).await;
 

@@ -268,6 +268,22 @@ impl Moto {
         self.s3(&self.admin).head_bucket().bucket(bucket).send().await.is_ok()
     }
 
+    /// Creates `bucket` in `region` (its `LocationConstraint`) as the administrator, holding
+    /// `objects` (key = body).
+    pub async fn existing_bucket_in(&self, region: &str, bucket: &str, objects: &[&str]) {
+        use aws_sdk_s3::types::{BucketLocationConstraint, CreateBucketConfiguration};
+        let s3 = self.s3_in(&self.admin, region);
+        let location = CreateBucketConfiguration::builder()
+            .location_constraint(BucketLocationConstraint::from(region))
+            .build();
+        let create = s3.create_bucket().bucket(bucket).create_bucket_configuration(location);
+        create.send().await.unwrap();
+        for key in objects {
+            let body = key.as_bytes().to_vec().into();
+            s3.put_object().bucket(bucket).key(*key).body(body).send().await.unwrap();
+        }
+    }
+
     /// Creates `bucket` in us-east-1 as the administrator, holding `objects` (key = body).
     pub async fn existing_bucket(&self, bucket: &str, objects: &[&str]) {
         let s3 = self.s3(&self.admin);
