@@ -193,11 +193,7 @@ async fn claims_of_the_go_provisioner_are_adopted_in_place_and_deleting_them_lea
     old.stop();
     // The owner is scoped down to what this provisioner documents (adoption and cleanup
     // included) before it starts.
-    let mut actions: Vec<&str> = s3_provisioner::owner::OWNER_ACTIONS.to_vec();
-    actions.extend(s3_provisioner::legacy::LEGACY_OWNER_ACTIONS);
-    let scoped = json!({"Version": "2012-10-17",
-        "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}]});
-    let scoped = s.moto.user_with_policy(&format!("owner-{}", suffix()), &scoped.to_string()).await;
+    let scoped = s.moto.takeover_owner(&format!("owner-{}", suffix())).await;
     owner_keys(&s, &scoped).await;
     let controller = Harness::start_as(s.backend(), old_provisioner::NAME, Deployed::S3);
 

@@ -159,11 +159,7 @@ async fn a_tenant_cannot_make_an_operators_bucket_its_own_across_the_takeover() 
 
     // The switch, as in `takeover.rs`: the owner scoped down to what this provisioner documents.
     old.stop();
-    let mut actions: Vec<&str> = s3_provisioner::owner::OWNER_ACTIONS.to_vec();
-    actions.extend(s3_provisioner::legacy::LEGACY_OWNER_ACTIONS);
-    let scoped = json!({"Version": "2012-10-17",
-        "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}]});
-    let scoped = s.moto.user_with_policy(&format!("owner-{}", suffix()), &scoped.to_string()).await;
+    let scoped = s.moto.takeover_owner(&format!("owner-{}", suffix())).await;
     let data = json!({ "stringData": {
         "AWS_ACCESS_KEY_ID": scoped.access_key_id,
         "AWS_SECRET_ACCESS_KEY": scoped.secret_access_key,

@@ -219,6 +219,16 @@ impl Moto {
         self.user_with_policy(name, &policy.to_string()).await
     }
 
+    /// An owner allowed what the README lists, adoption from the Go aws-s3-provisioner
+    /// included: the owner a takeover switches to.
+    pub async fn takeover_owner(&self, name: &str) -> Credentials {
+        let mut actions: Vec<&str> = s3_provisioner::owner::OWNER_ACTIONS.to_vec();
+        actions.extend(s3_provisioner::legacy::LEGACY_OWNER_ACTIONS);
+        let policy = json!({"Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}]});
+        self.user_with_policy(name, &policy.to_string()).await
+    }
+
     /// An owner allowed all of S3 but nothing in IAM.
     pub async fn s3_only_owner(&self, name: &str) -> Credentials {
         let policy = json!({
