@@ -22,7 +22,7 @@ use kube::{Client, Resource, ResourceExt};
 use bucket_api::contract::annotations;
 
 use crate::Provisioner;
-use crate::bucket::context::Context;
+use crate::bucket::context::{Context, Inputs};
 use crate::bucket::error::Error;
 use crate::bucket::observe::observe;
 use crate::bucket::probe::probe_backends;
@@ -341,6 +341,8 @@ async fn reconcile_claim<P: Provisioner>(
     // The cache may lag behind our own writes (a recorded name, a removed finalizer): those win.
     let Some(claim) = ctx.caches.claim(&cached) else { return Ok(Action::await_change()) };
     let key = key(&*claim);
+    // What a permanent failure depends on, read before anything looks (see `Context::park`).
+    let inputs = ctx.inputs(&claim);
     let result = match ownership(&claim, &ctx) {
         Ownership::NotOurs => return Ok(Action::await_change()),
         // Deleting a claim that never recorded us: it may be another provisioner's to clean up.
@@ -350,7 +352,9 @@ async fn reconcile_claim<P: Provisioner>(
         Ownership::Unknown => {
             Err(Error::StorageClassNotFound(claim.spec.storage_class_name.clone()))
         }
-        Ownership::Ours if ctx.is_parked(&key, &claim) => return Ok(Action::await_change()),
+        Ownership::Ours if ctx.is_parked(&key, &claim, &inputs) => {
+            return Ok(Action::await_change());
+        }
         Ownership::Ours => run_guarded(claim.clone(), &ctx).await,
     };
     match result {
@@ -363,7 +367,7 @@ async fn reconcile_claim<P: Provisioner>(
             }
             Ok(action)
         }
-        Err(error) => report(&claim, error, &ctx, &key).await,
+        Err(error) => report(&claim, error, &ctx, (&key, inputs)).await,
     }
 }
 
@@ -415,7 +419,7 @@ async fn report<P>(
     claim: &ObjectBucketClaim,
     error: Error,
     ctx: &Context<P>,
-    key: &str,
+    (key, inputs): (&str, Inputs),
 ) -> Result<Action, Error> {
     failure::count(&error, &ctx.metrics, &ctx.health, RECONCILES);
     let reason = error.reason().to_string();
@@ -455,7 +459,7 @@ async fn report<P>(
         ctx.caches.claims.wrote(written);
     }
     if error.retry() == Retry::OnChange && !deleting {
-        ctx.park(key, &latest);
+        ctx.park(key, inputs);
     }
     Ok(ctx.retry_after(&latest, &error, key))
 }

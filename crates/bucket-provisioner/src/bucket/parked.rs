@@ -32,19 +32,21 @@ impl<P> Context<P> {
         }
     }
 
-    /// Remembers that the claim failed permanently with these inputs. Our own status writes wake
-    /// the claim up again; parking keeps that from calling the backend until something changed.
-    /// (After a restart a parked claim is tried once more, which is harmless.)
-    pub(crate) fn park(&self, key: &str, claim: &ObjectBucketClaim) {
-        let inputs = self.inputs(claim);
+    /// Remembers that the claim failed permanently with `inputs`, read before the reconcile
+    /// looked: a change landing while it ran (a class replaced) then differs from what is parked
+    /// and wakes it. Our own status writes wake the claim up again; parking keeps that from
+    /// calling the backend until something changed. (After a restart a parked claim is tried
+    /// once more, which is harmless.)
+    pub(crate) fn park(&self, key: &str, inputs: Inputs) {
         self.parked.lock().unwrap_or_else(|e| e.into_inner()).insert(key.to_string(), inputs);
     }
 
-    /// Whether the claim failed permanently and neither it nor its StorageClass changed since.
-    pub(crate) fn is_parked(&self, key: &str, claim: &ObjectBucketClaim) -> bool {
+    /// Whether the claim failed permanently and none of its `inputs` (as they are now) changed
+    /// since; a claim being deleted is never parked.
+    pub(crate) fn is_parked(&self, key: &str, claim: &ObjectBucketClaim, inputs: &Inputs) -> bool {
         let mut parked = self.parked.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(inputs) = parked.get(key) else { return false };
-        if claim.meta().deletion_timestamp.is_none() && *inputs == self.inputs(claim) {
+        let Some(recorded) = parked.get(key) else { return false };
+        if claim.meta().deletion_timestamp.is_none() && recorded == inputs {
             return true;
         }
         parked.remove(key);
