@@ -13,6 +13,9 @@
 //!   lock (buckets created with it, their default retention, objects' retention and legal
 //!   holds).
 //! - [`admin`]: the optional operator credential that administers every bucket.
+//! - [`sts`]: `AssumeRoleWithWebIdentity`, trading a web identity token (a pod's ServiceAccount
+//!   token, checked by an [`sts::IdentityVerifier`] the binary gives) for a short-lived session
+//!   key of a claim's role.
 //!
 //! A binary opens one [`BucketStore`], optionally gives it an operator credential with
 //! [`BucketStore::set_admin`], and runs [`s3::serve`] (or [`s3::serve_endpoint`] on a
@@ -28,6 +31,7 @@
 pub mod admin;
 pub mod s3;
 pub mod store;
+pub mod sts;
 
 pub use admin::{AdminCredentials, AdminCredentialsError};
 pub use s3::serve;

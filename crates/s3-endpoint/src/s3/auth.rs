@@ -48,6 +48,10 @@ impl S3Auth for KeyAuth {
             return Ok(SecretKey::from(admin.secret_access_key().to_owned()));
         }
         match self.store.lookup_key(access_key) {
+            // A key whose claim takes sessions only is never signed with itself.
+            Some(key) if key.web_identity.as_ref().is_some_and(|w| w.sessions_only) => {
+                Err(s3_error!(InvalidAccessKeyId, "the access key id does not exist"))
+            }
             Some(key) => Ok(SecretKey::from(key.secret_access_key)),
             None => Err(s3_error!(InvalidAccessKeyId, "the access key id does not exist")),
         }
@@ -223,6 +227,38 @@ impl BucketAccess {
     }
 }
 
+/// A session's key (see [`crate::store::Session`]) signs only with its session token beside it,
+/// in the `x-amz-security-token` header or, in a presigned URL, the `X-Amz-Security-Token`
+/// parameter: as S3 answers a temporary key without its token, or with another.
+fn session_token_check(
+    store: &BucketStore,
+    access_key: &str,
+    headers: &http::HeaderMap,
+    uri: &http::Uri,
+) -> S3Result<()> {
+    let Some(session) = store.session(access_key) else { return Ok(()) };
+    let from_header = headers.get("x-amz-security-token").and_then(|v| v.to_str().ok());
+    let from_query = || {
+        let query = uri.query().unwrap_or_default();
+        serde_urlencoded::from_str::<Vec<(String, String)>>(query)
+            .ok()?
+            .into_iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case("X-Amz-Security-Token"))
+            .map(|(_, value)| value)
+    };
+    let token = from_header.map(str::to_owned).or_else(from_query);
+    match token {
+        Some(token) if session.token_matches(&token) => Ok(()),
+        Some(_) => {
+            Err(s3_error!(InvalidToken, "The provided token is malformed or otherwise invalid."))
+        }
+        None => Err(s3_error!(
+            AccessDenied,
+            "a temporary access key needs its session token (x-amz-security-token)"
+        )),
+    }
+}
+
 #[async_trait::async_trait]
 impl S3Access for BucketAccess {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
@@ -235,6 +271,9 @@ impl S3Access for BucketAccess {
         }
         if self.is_admin(credentials) {
             return rules::refuse_encryption(cx.headers());
+        }
+        if let Some(credentials) = credentials {
+            session_token_check(&self.store, &credentials.access_key, cx.headers(), cx.uri())?;
         }
         // Decided by operation before the bucket: a claim key may not create or delete even
         // the bucket it was issued for. Creating one that exists is answered as S3 does, by

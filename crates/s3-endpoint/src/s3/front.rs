@@ -22,6 +22,7 @@ use super::metrics::EndpointMetrics;
 use super::zero_copy::FileSends;
 use super::{attributes_etag, cors, spool};
 use crate::store::BucketStore;
+use crate::sts::{IdentityVerifier, MAX_BODY_LEN, StsError, WebIdentitySts};
 
 /// Largest difference between a signed request's time and ours that S3 accepts.
 pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(15 * 60);
@@ -45,6 +46,8 @@ pub struct Endpoint {
     lifecycle: LifecycleSchedule,
     /// The connection this copy serves, for bodies sent from their files (HTTP/1 only).
     sends: Option<Arc<FileSends>>,
+    /// `AssumeRoleWithWebIdentity`, when the binary gave a way to verify tokens.
+    sts: Option<WebIdentitySts>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -55,7 +58,15 @@ impl std::fmt::Debug for Endpoint {
 
 impl Endpoint {
     pub(super) fn new(s3: S3Service, store: Arc<BucketStore>) -> Self {
-        Self { s3, store, answers: None, lifecycle: LifecycleSchedule::default(), sends: None }
+        let lifecycle = LifecycleSchedule::default();
+        Self { s3, store, answers: None, lifecycle, sends: None, sts: None }
+    }
+
+    /// Answers STS `AssumeRoleWithWebIdentity` (a form `POST /`) for tokens `verifier` vouches
+    /// for (see [`crate::sts`]); without it such requests are refused.
+    pub fn web_identity(self, verifier: Arc<dyn IdentityVerifier>) -> Self {
+        let sts = WebIdentitySts::new(self.store.clone(), verifier);
+        Self { sts: Some(sts), ..self }
     }
 
     /// Counts every answer by status class in `metrics`
@@ -83,6 +94,9 @@ impl Endpoint {
     /// Serves one request; the body type is whatever `s3s` accepts.
     pub async fn call(&self, mut req: Request<Body>) -> Result<HttpResponse, HttpError> {
         let id = new_request_id();
+        if is_sts_request(&req) {
+            return Ok(with_request_id(self.answer_sts(req, &id).await, &id));
+        }
         if req.method() == http::Method::OPTIONS {
             // A browser's preflight: unsigned, and not routed by `s3s` (see `cors`).
             let response = match cors::preflight(&self.store, &req).await {
@@ -125,7 +139,45 @@ impl Endpoint {
     }
 }
 
+/// An STS request: a form `POST` to the root, which no S3 operation is.
+fn is_sts_request(req: &Request<Body>) -> bool {
+    let form = req
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
+    req.method() == http::Method::POST && req.uri().path() == "/" && form
+}
+
 impl Endpoint {
+    /// The answer to an STS request, success or error, as an STS client reads it.
+    async fn answer_sts(&self, req: Request<Body>, id: &str) -> HttpResponse {
+        let answer = match &self.sts {
+            None => Err(StsError::invalid_parameter(
+                "AssumeRoleWithWebIdentity is not enabled on this endpoint",
+            )),
+            Some(sts) => match req.into_body().store_all_limited(MAX_BODY_LEN).await {
+                Err(_) => Err(StsError::validation("the request body is too large")),
+                Ok(form) => {
+                    let now = SystemTime::now()
+                        .duration_since(SystemTime::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_secs());
+                    sts.assume(&form, now).await
+                }
+            },
+        };
+        let (status, xml) = match answer {
+            Ok(assumed) => (http::StatusCode::OK, assumed.to_xml(id)),
+            Err(refused) => (refused.status, refused.to_xml(id)),
+        };
+        let mut response = HttpResponse::new(Body::from(xml));
+        *response.status_mut() = status;
+        response
+            .headers_mut()
+            .insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/xml"));
+        response
+    }
+
     /// SigV2 clients sign a bucket-level request's resource as `/bucket/` (as S3 defines it)
     /// even when they send the path `/bucket`, which `s3s` signs as sent. When the signature
     /// is the one over `/bucket/`, the path gets its slash, which means the same bucket.

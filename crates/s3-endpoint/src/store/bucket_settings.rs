@@ -145,6 +145,8 @@ mod tests {
             quota: Quota::default(),
             mode,
             generation: 0,
+            web_identity: None,
+            session_token: None,
         }
     }
 

@@ -104,6 +104,7 @@ mod own_key;
 mod parts;
 mod records;
 mod retention_ceiling;
+mod sessions;
 mod side;
 mod temp;
 mod upload_file;
@@ -115,6 +116,7 @@ mod version_stamp;
 mod version_write;
 mod versioning;
 mod versions;
+mod web_identity;
 
 use std::collections::HashMap;
 use std::fs;
@@ -153,12 +155,14 @@ pub use operator::OPERATOR_OWNER;
 pub use own_key::OwnKey;
 pub use parts::PartInfo;
 pub use records::{AccessKey, BucketRecord, Creator};
+pub use sessions::{MAX_SESSIONS, Session};
 pub use usage::SETTLE_INTERVAL;
 pub use usage_change::{Quota, Usage, Writer};
 pub use version_list::{VersionEntry, VersionPage, VersionQuery};
 pub use version_write::Deleted;
 pub use versioning::Versioning;
 pub use versions::{NULL_VERSION, valid_version_id};
+pub use web_identity::{DEFAULT_MAX_SESSION_SECS, WebIdentityAccess};
 
 use crate::admin::AdminCredentials;
 use durable::{ensure_real_dir, make_bucket_dir, remove_tree, unix_now};
@@ -170,6 +174,7 @@ const STATE_DIR: &str = ".provisioner";
 const BUCKETS_DIR: &str = "buckets";
 const RECORDS_DIR: &str = "records";
 const KEYS_DIR: &str = "keys";
+const SESSIONS_DIR: &str = "sessions";
 
 /// Buckets, objects and access keys under one root directory. Cheap to clone.
 #[derive(Clone)]
@@ -215,6 +220,8 @@ struct Inner {
     archive_index: version_index::ArchiveIndex,
     /// Object lock configuration of the buckets looked up so far.
     object_locks: object_lock_file::ObjectLockCache,
+    /// Session keys minted for web identities.
+    sessions: sessions::Sessions,
 }
 
 impl Drop for Inner {
@@ -244,8 +251,8 @@ impl BucketStore {
         let root = fs::canonicalize(&root)?;
         fs::create_dir_all(root.join(BUCKETS_DIR))?;
         let state_dir = root.join(STATE_DIR);
-        for dir in ["", "meta", "uploads", temp::TEMP_DIR, RECORDS_DIR, KEYS_DIR, usage::USAGE_DIR]
-        {
+        let dirs = ["", "meta", "uploads", temp::TEMP_DIR, RECORDS_DIR, KEYS_DIR, SESSIONS_DIR];
+        for dir in dirs.into_iter().chain([usage::USAGE_DIR]) {
             let dir = state_dir.join(dir);
             match fs::DirBuilder::new().mode(0o700).create(&dir) {
                 Ok(()) => {}
@@ -265,6 +272,7 @@ impl BucketStore {
             fs::DirBuilder::new().mode(0o700).create(&shard)?;
         }
         let state = load_state(&state_dir)?;
+        let sessions = sessions::Sessions::load(&state_dir.join(SESSIONS_DIR))?;
         let store = Self {
             inner: Arc::new(Inner {
                 usage_dir: usage::usage_dir(&root.join(STATE_DIR)).into(),
@@ -283,6 +291,7 @@ impl BucketStore {
                 versioning: versioning::VersioningCache::default(),
                 object_locks: object_lock_file::ObjectLockCache::default(),
                 archive_index: version_index::ArchiveIndex::default(),
+                sessions,
             }),
         };
         store.load_meters()?;
@@ -322,9 +331,13 @@ impl BucketStore {
         self.inner.read().buckets.get(bucket).cloned()
     }
 
-    /// The key with this access key id, if it exists.
+    /// The key with this access key id, if it exists: a claim's key, or a session's key as its
+    /// role's current key stands now (see [`Session`]).
     pub fn lookup_key(&self, access_key_id: &str) -> Option<AccessKey> {
-        self.inner.read().keys.get(access_key_id).cloned()
+        if let Some(key) = self.inner.read().keys.get(access_key_id) {
+            return Some(key.clone());
+        }
+        self.session_key(access_key_id)
     }
 
     /// All keys issued for `user_id`.
@@ -450,7 +463,10 @@ impl BucketStore {
 
     /// The claim user id of the key `access_key_id`, if it exists.
     pub fn user_of_key(&self, access_key_id: &str) -> Option<String> {
-        self.inner.read().keys.get(access_key_id).map(|k| k.user_id.clone())
+        if let Some(key) = self.inner.read().keys.get(access_key_id) {
+            return Some(key.user_id.clone());
+        }
+        self.session_key(access_key_id).map(|k| k.user_id)
     }
 
     /// The commit lock of `key` in `bucket`.

@@ -76,6 +76,14 @@ pub struct AccessKey {
     /// claim's current key is its key with the highest generation.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub generation: u32,
+    /// The web identities that may trade their tokens for sessions of this key (see
+    /// [`super::WebIdentityAccess`]); `None`: none may.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub web_identity: Option<super::WebIdentityAccess>,
+    /// For a session's key (see [`super::Session`]), the token every request signed with it must
+    /// carry; never recorded.
+    #[serde(skip)]
+    pub session_token: Option<String>,
 }
 
 fn is_zero(generation: &u32) -> bool {
@@ -96,6 +104,8 @@ impl std::fmt::Debug for AccessKey {
             .field("quota", &self.quota)
             .field("mode", &self.mode)
             .field("generation", &self.generation)
+            .field("web_identity", &self.web_identity)
+            .field("session", &self.session_token.is_some())
             .finish()
     }
 }
@@ -401,6 +411,8 @@ pub(super) fn issue_in(tx: &mut Tx<'_>, user_id: &str, bucket: &str) -> AccessKe
         quota: Quota::default(),
         mode: KeyMode::ReadWrite,
         generation: 0,
+        web_identity: None,
+        session_token: None,
     };
     tx.put_key(key.clone());
     key
