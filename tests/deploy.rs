@@ -14,9 +14,10 @@ async fn dry_run(relative: &str) -> usize {
 
 #[tokio::test]
 async fn hostpath_manifests_are_accepted() {
-    // Namespace; ServiceAccount, ClusterRole and binding, Role and binding, the grants' admin
-    // ClusterRole; Deployment; Service; two StorageClasses.
-    assert_eq!(dry_run("deploy/hostpath").await, 13);
+    // Namespace; ServiceAccount, ClusterRole and binding, Role and binding, the TokenReview
+    // ClusterRole and binding, the grants' admin ClusterRole; Deployment; Service; two
+    // StorageClasses.
+    assert_eq!(dry_run("deploy/hostpath").await, 15);
 }
 
 #[tokio::test]

@@ -45,6 +45,11 @@ pub const CLAIM_ACCESS_MODE: &str = "accessMode";
 /// whose bucket it is granted a key of its own on (the other claim must have created its
 /// bucket). Read by the controller; backends never see it.
 pub const CLAIM_SHARE_FROM: &str = "shareFrom";
+/// `additionalConfig` key of a claim: the ServiceAccount(s) of its own namespace whose tokens
+/// may be traded for short-lived credentials of its bucket, comma-separated, where its
+/// StorageClass allows it (see [`class_web_identity`]). Read by the controller; backends get the
+/// subjects as a field of their own.
+pub const CLAIM_SERVICE_ACCOUNT_NAME: &str = "serviceAccountName";
 /// `additionalConfig` key of a claim (Rook, NooBaa): most objects its key may store.
 pub const CLAIM_MAX_OBJECTS: &str = "maxObjects";
 /// `additionalConfig` key of a claim (Rook, NooBaa): most bytes its key may store, a Kubernetes
@@ -105,6 +110,32 @@ pub mod class_sharing {
         [ALLOW_CROSS_NAMESPACE_SHARING, CROSS_NAMESPACE_SHARING_NAMESPACE_SELECTOR];
 }
 
+/// StorageClass parameters the controller reads and never passes to backends: whether claims
+/// may name ServiceAccounts that get short-lived credentials in place of (or beside) a key.
+pub mod class_web_identity {
+    /// `off` (the default): claims may not name ServiceAccounts; `allowed`: they may, and still
+    /// get a key in their Secret; `only`: they must, and no key is written anywhere.
+    pub const WEB_IDENTITY: &str = "webIdentity";
+    /// The longest session a claim's ServiceAccounts get, a duration such as `1h` (the
+    /// default), between `1m` and `12h`.
+    pub const WEB_IDENTITY_MAX_SESSION: &str = "webIdentityMaxSession";
+    /// All of them.
+    pub const ALL: [&str; 2] = [WEB_IDENTITY, WEB_IDENTITY_MAX_SESSION];
+}
+
+/// ConfigMap keys of a claim whose ServiceAccounts get short-lived credentials: what the AWS
+/// SDKs' web identity provider reads, beside `AWS_ENDPOINT_URL` and `AWS_REGION`.
+pub mod config_web_identity {
+    /// The role the SDK assumes.
+    pub const AWS_ROLE_ARN: &str = "AWS_ROLE_ARN";
+    /// Where the SDK reads the pod's projected ServiceAccount token.
+    pub const AWS_WEB_IDENTITY_TOKEN_FILE: &str = "AWS_WEB_IDENTITY_TOKEN_FILE";
+    /// Where the SDK sends `AssumeRoleWithWebIdentity`.
+    pub const AWS_ENDPOINT_URL_STS: &str = "AWS_ENDPOINT_URL_STS";
+    /// The path `AWS_WEB_IDENTITY_TOKEN_FILE` names: a pod mounts its projected token there.
+    pub const TOKEN_PATH: &str = "/var/run/secrets/objectbucket.io/serviceaccount/token";
+}
+
 /// Label put on every object the controller writes, valued with the provisioner name.
 pub const LABEL_PROVISIONER: &str = "objectbucket.io/provisioner";
 
@@ -155,6 +186,15 @@ pub mod annotations {
     /// On an ObjectBucket taken over from a lib-bucket-provisioner provisioner: that
     /// provisioner's label value.
     pub const ADOPTED_FROM: &str = "objectbucket.io/adopted-from";
+    /// On an ObjectBucket: the subjects (`system:serviceaccount:<ns>:<name>`, comma-separated)
+    /// that may get short-lived credentials of the claim's bucket, as the backend was told.
+    pub const WEB_IDENTITY_SUBJECTS: &str = "objectbucket.io/web-identity-subjects";
+    /// On an ObjectBucket: the role those subjects assume.
+    pub const WEB_IDENTITY_ROLE: &str = "objectbucket.io/web-identity-role-arn";
+    /// On an ObjectBucket: where they assume it (an STS endpoint URL).
+    pub const WEB_IDENTITY_STS: &str = "objectbucket.io/web-identity-sts-endpoint";
+    /// On an ObjectBucket, `"true"`: the claim gets no key in a Secret, only sessions.
+    pub const WEB_IDENTITY_ONLY: &str = "objectbucket.io/web-identity-only";
 }
 
 /// What a provisioner built on lib-bucket-provisioner (the Go library of the same API) leaves

@@ -197,6 +197,7 @@ fn claim_options() -> bucket_provisioner::BucketOptions {
         additional_config: Default::default(),
         access_mode: Default::default(),
         storage_class_name: "hostpath".into(),
+        web_identity: None,
         claim: Default::default(),
     }
 }

@@ -280,6 +280,7 @@ fn claim_options(name: &str, parameters: &BTreeMap<String, String>) -> BucketOpt
         additional_config: BTreeMap::new(),
         access_mode: AccessMode::ReadWrite,
         storage_class_name: "class".into(),
+        web_identity: None,
         claim,
     }
 }

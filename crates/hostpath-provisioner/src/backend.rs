@@ -10,15 +10,18 @@ use bucket_provisioner::bucket::features::versioning::VERSIONING;
 use bucket_provisioner::bucket::standalone::{BucketLocation, IssuedKey, KeyRequest, NewBucket};
 use bucket_provisioner::{
     BackendError, BucketOptions, Credentials, Endpoint, ProvisionedBucket, Provisioner, Removed,
-    user_id_of,
+    WebIdentity, user_id_of,
 };
-use s3_endpoint::store::{CorsConfig, KeyMode, LifecycleConfig, Settable};
+use s3_endpoint::store::{CorsConfig, KeyMode, LifecycleConfig, Settable, WebIdentityAccess};
 use s3_endpoint::{AccessKey, BucketStore, Creator, StoreError};
 
 use crate::features::Features;
 use crate::quota::{BUCKET_MAX_OBJECTS, BUCKET_MAX_SIZE, ClaimQuotas, MAX_OBJECTS, MAX_SIZE};
 pub(crate) use crate::store_error::backend_error;
 use crate::{cors, lifecycle, settable};
+
+/// The account in the ARNs of the roles claims' ServiceAccounts assume: the endpoint has one.
+pub const ROLE_ACCOUNT: &str = "000000000000";
 
 /// Key in an ObjectBucket's `additionalState` holding the identity that provisioned it.
 pub const STATE_IDENTITY: &str = "identity";
@@ -96,7 +99,22 @@ impl HostPathProvisioner {
         let key = self.store.issue_key(user, bucket).await.map_err(gone)?;
         self.store.set_user_quota(user, bucket, quotas.claim).await.map_err(gone)?;
         self.store.set_key_mode(user, bucket, key_mode(options.access_mode)).await.map_err(gone)?;
+        self.set_web_identity(options).await?;
         Ok(self.answer(key, user))
+    }
+
+    /// Lets in exactly the subjects the claim names now (none when it names none), with the
+    /// class's longest session; a claim that gets sessions only has its key's secret refused.
+    async fn set_web_identity(&self, options: &BucketOptions) -> Result<(), BackendError> {
+        let access = options.web_identity.as_ref().map(|told| WebIdentityAccess {
+            subjects: told.subjects.clone(),
+            max_session_secs: told.max_session_secs,
+            sessions_only: told.sessions_only,
+        });
+        self.store
+            .set_web_identity(&options.user_id, &options.bucket_name, access)
+            .await
+            .map_err(backend_error)
     }
 
     /// Sets the bucket-wide quota where the claim created the bucket; a claim sharing a bucket
@@ -271,6 +289,7 @@ impl Provisioner for HostPathProvisioner {
             .set_key_mode(user, bucket, key_mode(options.access_mode))
             .await
             .map_err(backend_error)?;
+        self.set_web_identity(options).await?;
         Ok(self.answer(key, user))
     }
 
@@ -371,7 +390,17 @@ impl Provisioner for HostPathProvisioner {
         self.store
             .set_key_mode(user, bucket, key_mode(options.access_mode))
             .await
-            .map_err(backend_error)
+            .map_err(backend_error)?;
+        self.set_web_identity(options).await
+    }
+
+    /// The claim's role on the endpoint (named by its user id), assumed where pods reach the
+    /// bucket: the endpoint answers STS on the same address.
+    fn web_identity(&self, options: &BucketOptions) -> Result<WebIdentity, BackendError> {
+        Ok(WebIdentity {
+            role_arn: format!("arn:aws:iam::{ROLE_ACCOUNT}:role/{}", options.user_id),
+            sts_endpoint: self.endpoint().url(),
+        })
     }
 
     /// A new key beside the claim's key `keep`, with its access and quota; the store keeps

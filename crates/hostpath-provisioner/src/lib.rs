@@ -12,6 +12,9 @@
 //!   the class's defaults (`defaultVersioning`, `defaultObjectLockRetention`).
 //! - [`admin_secret`]: follows the operator credential ([`AdminCredentials`]) from a Secret.
 //! - [`prepare`]: handing the root to the provisioner's user, as the init container does.
+//! - [`token_review`]: web identity tokens checked by the apiserver (`TokenReview`), for the
+//!   endpoint's STS `AssumeRoleWithWebIdentity`, which gives a claim's ServiceAccounts
+//!   short-lived credentials of its bucket.
 //!
 //! A binary opens one [`BucketStore`], optionally gives it an operator credential with
 //! [`BucketStore::set_admin`], runs the endpoint ([`s3_endpoint::s3::serve_endpoint`]) on it
@@ -30,6 +33,7 @@ pub mod prepare;
 pub mod quota;
 pub mod settable;
 mod store_error;
+pub mod token_review;
 
 pub use backend::{HostPathConfig, HostPathProvisioner};
 pub use s3_endpoint::{

@@ -14,6 +14,7 @@ use clap::Parser;
 use cosi_driver::CosiArgs;
 use futures::FutureExt;
 use hostpath_provisioner::admin_secret::{ADMIN_SECRET_WATCH, follow_admin_secret};
+use hostpath_provisioner::token_review::{DEFAULT_AUDIENCE, TokenReviewer};
 use hostpath_provisioner::{
     AdminCredentials, BucketStore, DEFAULT_COSI_DRIVER_NAME, HostPathConfig, HostPathProvisioner,
 };
@@ -59,6 +60,10 @@ struct Args {
     /// operator credential. Without this or --admin-secret there is no operator credential.
     #[arg(long, env = "ADMIN_CREDENTIALS_FILE")]
     admin_credentials_file: Option<PathBuf>,
+    /// Audience a pod's projected ServiceAccount token must be minted for to be traded, on the
+    /// endpoint's STS, for short-lived credentials of its claim's bucket.
+    #[arg(long, env = "WEB_IDENTITY_AUDIENCE", default_value = DEFAULT_AUDIENCE)]
+    web_identity_audience: String,
     /// Only hand `--root` to this user (`UID:GID`, mode 0700) and exit: the init container's job,
     /// run as root with CHOWN and FOWNER.
     #[arg(long, value_name = "UID:GID")]
@@ -109,9 +114,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     tracing::info!(address = %s3_address, "serving S3");
     let endpoint_store = store.clone();
     let lifecycle = LifecycleSchedule::every(Duration::from_secs(args.lifecycle_interval_seconds));
+    let audience = args.web_identity_audience.clone();
     services.push(Service::new("S3 endpoint", move |process: Process| {
         let answers = process.metrics.register(EndpointMetrics::register);
-        let endpoint = service(endpoint_store).counting_answers(answers).lifecycle(lifecycle);
+        let reviewer = Arc::new(TokenReviewer::new(process.client.clone(), audience));
+        let endpoint = service(endpoint_store)
+            .counting_answers(answers)
+            .lifecycle(lifecycle)
+            .web_identity(reviewer);
         // The endpoint never fails: it keeps accepting through errors until told to stop.
         serve_endpoint(listener, endpoint, process.stop.wait()).map(Ok::<(), Infallible>)
     }));

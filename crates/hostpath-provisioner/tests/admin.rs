@@ -50,6 +50,7 @@ fn options(bucket: &str, claim_uid: &str) -> BucketOptions {
         additional_config: BTreeMap::new(),
         access_mode: Default::default(),
         storage_class_name: "hostpath".to_owned(),
+        web_identity: None,
         claim: ObjectBucketClaim::default(),
     }
 }

@@ -25,6 +25,7 @@ use bucket_api::quantity::{parse_bytes, parse_count};
 
 use crate::bucket::error::Error;
 use crate::bucket::grant_rules::narrowest;
+use crate::bucket::web_identity::take_service_accounts;
 
 /// A quota value as written and as a number.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -135,6 +136,9 @@ pub struct Limited {
     /// Set when the claim asks for more than the class allows; `config` and `access_mode` then
     /// hold the class's limits in place of what was asked.
     pub exceeded: Option<String>,
+    /// The ServiceAccounts the claim names (`serviceAccountName`, taken out of `config`),
+    /// sorted; see [`crate::bucket::web_identity`].
+    pub service_accounts: Vec<String>,
 }
 
 impl ClassLimits {
@@ -180,6 +184,7 @@ impl ClassLimits {
     pub fn apply(&self, claim_config: Option<&BTreeMap<String, String>>) -> Result<Limited, Error> {
         let mut config = claim_config.cloned().unwrap_or_default();
         config.remove(CLAIM_SHARE_FROM);
+        let service_accounts = take_service_accounts(&mut config)?;
         let mut exceeded = Vec::new();
         let access_mode = match config.remove(CLAIM_ACCESS_MODE) {
             None => match (self.access_mode, self.shared_mode) {
@@ -219,7 +224,7 @@ impl ClassLimits {
         self.max_objects.apply(&mut config, &mut exceeded)?;
         self.max_size.apply(&mut config, &mut exceeded)?;
         let exceeded = (!exceeded.is_empty()).then(|| exceeded.join("; "));
-        Ok(Limited { config, access_mode, exceeded })
+        Ok(Limited { config, access_mode, exceeded, service_accounts })
     }
 }
 

@@ -68,4 +68,5 @@ pub mod standalone;
 pub mod status;
 pub(crate) mod sweep;
 pub mod usage;
+pub mod web_identity;
 pub(crate) mod withdraw;

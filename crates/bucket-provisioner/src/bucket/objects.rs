@@ -109,6 +109,20 @@ pub fn config_map(
     ConfigMap { metadata: owned_meta(claim, provisioner), data: Some(data), ..Default::default() }
 }
 
+/// `config_map` with what the SDKs' web identity provider reads, when `bound` records
+/// ServiceAccounts of the claim (see [`crate::bucket::web_identity`]); STS needs a region, so a
+/// claim without one gets `us-east-1`, as the SDKs would assume.
+pub fn with_web_identity(mut config_map: ConfigMap, bound: &ObjectBucket) -> ConfigMap {
+    let entries = crate::bucket::web_identity::config_entries(bound);
+    if entries.is_empty() {
+        return config_map;
+    }
+    let data = config_map.data.get_or_insert_default();
+    data.extend(entries);
+    data.entry(contract::CONFIG_AWS_REGION.to_string()).or_insert_with(|| "us-east-1".into());
+    config_map
+}
+
 /// Everything an ObjectBucket records about a bound claim.
 pub struct BucketRecord<'a> {
     /// The ObjectBucket's name.

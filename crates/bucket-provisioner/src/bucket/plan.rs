@@ -24,6 +24,7 @@ use crate::bucket::objects::{BucketSource, parse_reclaim_policy};
 use crate::bucket::observe::{bound_bucket_name, source_of};
 use crate::bucket::rotation::RotationPolicy;
 use crate::bucket::sharing::Owner;
+use crate::bucket::web_identity::WebIdentityGate;
 
 /// What the controller will do for a claim.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,6 +40,8 @@ pub struct Plan {
     pub parameters: BTreeMap<String, String>,
     /// What the StorageClass lets its claims ask for.
     pub limits: ClassLimits,
+    /// Whether its claims may (or must) name ServiceAccounts that get short-lived credentials.
+    pub web_identity: WebIdentityGate,
     /// The name was generated from `generateBucketName`, so another may replace it if the
     /// backend finds it taken.
     pub generated: bool,
@@ -68,6 +71,7 @@ pub fn plan(claim: &ObjectBucketClaim, class: &StorageClass) -> Result<Plan, Err
     RotationPolicy::take(&mut parameters).map_err(&invalid_class)?;
     crate::bucket::consent::take_consent(&mut parameters).map_err(&invalid_class)?;
     take_selector(&mut parameters).map_err(&invalid_class)?;
+    let web_identity = WebIdentityGate::take(&mut parameters).map_err(&invalid_class)?;
 
     let generated_before = claim.annotations().get(annotations::GENERATED_BUCKET_NAME);
     let (bucket_name, source, generated) = if let Some(existing) = existing {
@@ -92,7 +96,7 @@ pub fn plan(claim: &ObjectBucketClaim, class: &StorageClass) -> Result<Plan, Err
     } else {
         return Err(Error::BucketNameMissing);
     };
-    Ok(Plan { bucket_name, source, reclaim_policy, parameters, limits, generated })
+    Ok(Plan { bucket_name, source, reclaim_policy, parameters, limits, web_identity, generated })
 }
 
 /// The plan of a claim sharing `owner`'s bucket: a grant of it, with the owner's mode as the most
@@ -132,13 +136,15 @@ fn plan_for_class(class: &StorageClass) -> Result<Plan, Error> {
     let limits = ClassLimits::take(&mut parameters).map_err(invalid_class)?;
     RotationPolicy::take(&mut parameters).map_err(&invalid_class)?;
     crate::bucket::consent::take_consent(&mut parameters).map_err(&invalid_class)?;
-    take_selector(&mut parameters).map_err(invalid_class)?;
+    take_selector(&mut parameters).map_err(&invalid_class)?;
+    let web_identity = WebIdentityGate::take(&mut parameters).map_err(invalid_class)?;
     Ok(Plan {
         bucket_name: String::new(),
         source: BucketSource::Existing,
         reclaim_policy: ReclaimPolicy::Retain,
         parameters,
         limits,
+        web_identity,
         generated: false,
     })
 }
@@ -180,6 +186,7 @@ pub(crate) fn limited(
     bound: bool,
 ) -> Result<Limited, Error> {
     let limited = plan.limits.apply(claim.spec.additional_config.as_ref())?;
+    plan.web_identity.check(&limited.service_accounts)?;
     match &limited.exceeded {
         Some(message) if !bound => Err(exceeded(claim, message)),
         _ => Ok(limited),
@@ -212,6 +219,9 @@ pub(crate) fn bucket_options(
         additional_config: limited.config.clone(),
         access_mode: limited.access_mode,
         storage_class_name: claim.spec.storage_class_name.clone(),
+        web_identity: plan
+            .web_identity
+            .options(&limited.service_accounts, &claim.namespace().unwrap_or_default()),
         claim: claim.clone(),
     }
 }

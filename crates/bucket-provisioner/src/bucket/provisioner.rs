@@ -149,6 +149,7 @@ pub use provisioner_runtime::backend_error::{BUCKET_NAME_TAKEN, BackendError};
 use crate::bucket::standalone::{
     BucketLocation, IssuedKey, KeyRequest, NewBucket, standalone_not_supported,
 };
+use crate::bucket::web_identity::{WEB_IDENTITY_NOT_SUPPORTED, WebIdentity, WebIdentityOptions};
 
 /// What a backend needs to create a bucket or grant access to one.
 #[derive(Clone, Debug)]
@@ -176,6 +177,11 @@ pub struct BucketOptions {
     pub access_mode: AccessMode,
     /// Name of the StorageClass the claim uses.
     pub storage_class_name: String,
+    /// The ServiceAccounts whose tokens may be traded for short-lived credentials of the
+    /// bucket with this claim's mode, where its StorageClass allows it; `None` when the claim
+    /// names none (then any the backend let in before are let in no more). See
+    /// [`Provisioner::web_identity`].
+    pub web_identity: Option<WebIdentityOptions>,
     /// The claim itself, for anything else a backend wants to look at.
     pub claim: ObjectBucketClaim,
 }
@@ -375,6 +381,24 @@ pub trait Provisioner: Send + Sync + 'static {
         async { Err(standalone_not_supported()) }
     }
 
+    /// The role the ServiceAccounts of [`BucketOptions::web_identity`] assume to get short-lived
+    /// credentials of the claim's bucket, and the STS endpoint where they assume it. Asked before
+    /// `provision`, `grant` or `update` is, whenever the claim names ServiceAccounts; those calls
+    /// then let exactly those subjects in (and let in none when `web_identity` is `None`), and a
+    /// backend whose claims may get no key ([`WebIdentityOptions::sessions_only`]) refuses the
+    /// key's own secret. Revoking or narrowing the claim's key must end or narrow every session
+    /// of it at once. The default refuses permanently (reason [`WEB_IDENTITY_NOT_SUPPORTED`]):
+    /// a backend without it never hands out a static key in its place.
+    fn web_identity(&self, options: &BucketOptions) -> Result<WebIdentity, BackendError> {
+        let _ = options;
+        Err(BackendError::permanent(
+            WEB_IDENTITY_NOT_SUPPORTED,
+            "this provisioner cannot give ServiceAccounts short-lived credentials; remove \
+             serviceAccountName from the claim's additionalConfig, or use a StorageClass of a \
+             provisioner that can",
+        ))
+    }
+
     /// Whether the store a StorageClass's `parameters` (as [`BucketOptions::parameters`] holds
     /// them) name answers now: `Some(Ok(()))` when it does, `Some(Err(_))` when it does not,
     /// `None` (the default) when the backend cannot tell without acting for a claim. Asked every
@@ -538,6 +562,10 @@ impl<P: Provisioner> Provisioner for std::sync::Arc<P> {
 
     fn revoke_key(&self, owner_id: &str) -> impl Future<Output = Result<(), BackendError>> + Send {
         (**self).revoke_key(owner_id)
+    }
+
+    fn web_identity(&self, options: &BucketOptions) -> Result<WebIdentity, BackendError> {
+        (**self).web_identity(options)
     }
 
     fn probe(

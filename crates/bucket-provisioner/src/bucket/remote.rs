@@ -111,11 +111,12 @@ pub async fn class_parameters(
 }
 
 /// `parameters` without those the library reads itself (`bucketName`, the operator's limits,
-/// rotation, sharing): what a backend's `BucketOptions::parameters` holds.
+/// rotation, sharing, web identity): what a backend's `BucketOptions::parameters` holds.
 pub fn backend_parameters(mut parameters: BTreeMap<String, String>) -> BTreeMap<String, String> {
     parameters.remove(contract::STORAGE_CLASS_BUCKET_NAME);
     let library = contract::class_limits::ALL.iter().chain(&contract::class_rotation::ALL);
-    for name in library.chain(&contract::class_sharing::ALL) {
+    let library = library.chain(&contract::class_sharing::ALL);
+    for name in library.chain(&contract::class_web_identity::ALL) {
         parameters.remove(*name);
     }
     parameters
@@ -132,6 +133,7 @@ mod tests {
             .chain(contract::class_limits::ALL.iter().map(|n| (*n, "1")))
             .chain(contract::class_rotation::ALL.iter().map(|n| (*n, "1h")))
             .chain(contract::class_sharing::ALL.iter().map(|n| (*n, "true")))
+            .chain(contract::class_web_identity::ALL.iter().map(|n| (*n, "only")))
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         class.insert(contract::STORAGE_CLASS_BUCKET_NAME.into(), "shared".into());

@@ -113,6 +113,7 @@ impl Harness {
             additional_config: BTreeMap::new(),
             access_mode: Default::default(),
             storage_class_name: "hostpath".to_owned(),
+            web_identity: None,
             claim: ObjectBucketClaim::default(),
         };
         self.backend.provision(&options).await.unwrap();

@@ -88,6 +88,7 @@ pub fn options(claim: &ObjectBucketClaim, parameters: &[(&str, &str)]) -> Bucket
         additional_config: BTreeMap::new(),
         access_mode: Default::default(),
         storage_class_name: claim.spec.storage_class_name.clone(),
+        web_identity: None,
         claim: claim.clone(),
     }
 }

@@ -23,7 +23,7 @@ use crate::bucket::observe::Observed;
 use crate::bucket::ownership::{CredentialsCheck, check_credentials, ensure_owned};
 use crate::bucket::plan::{Plan, bucket_options};
 use crate::bucket::rotation::{self, RotationPolicy};
-use crate::bucket::{cross_namespace, sharing};
+use crate::bucket::{cross_namespace, sharing, web_identity};
 use crate::kubernetes::cache::summary::Summary;
 use crate::kubernetes::finalizer;
 use crate::kubernetes::watch::label_value;
@@ -116,11 +116,15 @@ async fn keep_bound<P: Provisioner>(
     let policy = rotation.policy;
     // Before the credentials check: a rotation interrupted between writing the Secret and
     // recording it is finished here, not mistaken for an edited Secret.
-    if rotation.due() {
+    // A claim that gets sessions only holds no key to replace: its sessions are short already.
+    if rotation.due() && !web_identity::sessions_only(&bound) {
         (bound, _) = rotation::advance(&claim, bound, (secret, &policy), observed, ctx).await?;
     }
     let secret = ctx.caches.secrets.get(&observed.namespace, &claim.name_any());
-    if check_credentials(secret.as_deref(), &bound) != CredentialsCheck::Recorded {
+    // A claim that gets sessions only has no Secret to check.
+    if !web_identity::sessions_only(&bound)
+        && check_credentials(secret.as_deref(), &bound) != CredentialsCheck::Recorded
+    {
         // Credentials are never stored outside the Secret: the backend issues them again.
         return Ok(Applied::IssueCredentials(Box::new(bound)));
     }
@@ -140,6 +144,7 @@ async fn keep_bound<P: Provisioner>(
     if let Some(endpoint) = objects::endpoint_of(&bound) {
         let bucket = crate::bucket::observe::bound_bucket_name(&bound);
         let desired = objects::config_map(&claim, &ctx.name, &endpoint, bucket);
+        let desired = objects::with_web_identity(desired, &bound);
         ensure_owned(
             &observed.config_maps,
             &ctx.caches.config_maps,
@@ -207,6 +212,10 @@ async fn update_config<P: Provisioner>(
         hint: "",
     };
     ctx.provisioner.validate(&options).map_err(backend_error)?;
+    let answered = match &options.web_identity {
+        None => None,
+        Some(_) => Some(ctx.provisioner.web_identity(&options).map_err(backend_error)?),
+    };
     let started = Instant::now();
     ctx.provisioner.update(&options, bound).await.map_err(backend_error)?;
     ctx.metrics.observe_provisioning(Operation::Update.as_str(), started.elapsed().as_secs_f64());
@@ -214,7 +223,15 @@ async fn update_config<P: Provisioner>(
     let recorded = bound.spec.endpoint.as_ref().and_then(|e| e.additional_config.as_ref());
     let mut patch = config_patch(recorded, Some(&limited.config));
     let mode = limited.access_mode.as_str();
-    patch["metadata"] = json!({ "annotations": { annotations::ACCESS_MODE: mode } });
+    let mut recorded = bound.clone();
+    web_identity::record(&mut recorded, options.web_identity.as_ref(), answered.as_ref());
+    let mut written = serde_json::Map::new();
+    for key in web_identity::ANNOTATIONS {
+        let value = recorded.annotations().get(key).map_or(serde_json::Value::Null, |v| json!(v));
+        written.insert(key.to_owned(), value);
+    }
+    written.insert(annotations::ACCESS_MODE.to_owned(), json!(mode));
+    patch["metadata"] = json!({ "annotations": written });
     let params = PatchParams::default();
     let updated =
         observed.buckets.patch(&observed.bucket_name, &params, &Patch::Merge(&patch)).await?;

@@ -18,6 +18,7 @@ use crate::bucket::plan::{Plan, exceeded, limited, plan_for_bound};
 use crate::bucket::rotation::{Next, RotationPolicy, next, policy_from};
 use crate::bucket::rotation_record::{RotationRecord, requested};
 use crate::bucket::sharing;
+use crate::bucket::web_identity::recorded_service_accounts;
 
 /// What becomes of a bound claim.
 #[derive(Debug)]
@@ -158,7 +159,9 @@ fn narrowing(facts: &Facts) -> Option<Narrowing> {
     let from = access_mode_of(&facts.bound);
     let access_mode = plan.limits.narrow(from).filter(|narrowed| *narrowed != from)?;
     let recorded = facts.bound.spec.endpoint.as_ref().and_then(|e| e.additional_config.clone());
-    let limited = Limited { config: recorded.unwrap_or_default(), access_mode, exceeded: None };
+    let service_accounts = recorded_service_accounts(&facts.bound);
+    let config = recorded.unwrap_or_default();
+    let limited = Limited { config, access_mode, exceeded: None, service_accounts };
     Some(Narrowing { plan, from, limited })
 }
 
@@ -193,6 +196,7 @@ pub(crate) fn differs(bound: &ObjectBucket, limited: &Limited) -> bool {
     let recorded_config = bound.spec.endpoint.as_ref().and_then(|e| e.additional_config.clone());
     let recorded_mode = bound.annotations().get(annotations::ACCESS_MODE).map(String::as_str);
     !same_config(&Some(limited.config.clone()), &recorded_config)
+        || recorded_service_accounts(bound) != limited.service_accounts
         || recorded_mode.unwrap_or(AccessMode::ReadWrite.as_str()) != limited.access_mode.as_str()
 }
 

@@ -101,6 +101,7 @@ pub(crate) fn rebuild(
         additional_config: BTreeMap::new(),
         access_mode: AccessMode::default(),
         storage_class_name: claim.spec.storage_class_name.clone(),
+        web_identity: None,
         claim: claim.clone(),
     };
     Some(Rebuilt {

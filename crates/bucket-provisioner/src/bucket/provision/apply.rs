@@ -22,6 +22,7 @@ use crate::bucket::ownership::ensure_owned;
 use crate::bucket::plan::{Plan, bucket_options};
 use crate::bucket::provision::plan::Binding;
 use crate::bucket::sharing;
+use crate::bucket::web_identity::{self, WebIdentity, WebIdentityOptions};
 use crate::kubernetes::cache::key;
 use crate::{BackendError, BucketOptions, ProvisionedBucket, Provisioner};
 
@@ -50,6 +51,14 @@ pub(crate) async fn call_backend<P: Provisioner>(
             hint: "",
         };
         ctx.provisioner.validate(&options).map_err(backend_error)?;
+        // Refused by name before anything is made, never answered with a key instead.
+        binding.web_identity = match &options.web_identity {
+            None => None,
+            Some(told) => {
+                let answered = ctx.provisioner.web_identity(&options).map_err(backend_error)?;
+                Some((told.clone(), answered))
+            }
+        };
         claim = persist_intent(observed, &claim, plan, ctx).await?;
         let options = BucketOptions { claim: (*claim).clone(), ..options };
         let started = Instant::now();
@@ -136,7 +145,7 @@ pub(crate) async fn write_results<P: Provisioner>(
     claim: &ObjectBucketClaim,
     observed: &mut Observed,
     (plan, limited, shared_from): (&Plan, &Limited, Option<&sharing::Owner>),
-    provisioned: &ProvisionedBucket,
+    (provisioned, web_identity): (&ProvisionedBucket, Option<&(WebIdentityOptions, WebIdentity)>),
     ctx: &Context<P>,
 ) -> Result<Arc<ObjectBucket>, Error> {
     // The ObjectBucket first: it is the record of what the backend made (with its state), so a
@@ -155,6 +164,8 @@ pub(crate) async fn write_results<P: Provisioner>(
         access_mode: limited.access_mode,
     });
     let mut desired = desired;
+    let (told, answered) = web_identity.map(|(t, a)| (t, a)).unzip();
+    web_identity::record(&mut desired, told, answered);
     if let Some(owner) = shared_from {
         let recorded = desired.metadata.annotations.get_or_insert_default();
         recorded.insert(annotations::SHARED_FROM.into(), owner.uid.clone());
@@ -192,14 +203,23 @@ pub(crate) async fn write_results<P: Provisioner>(
     let secret = objects::secret(claim, &ctx.name, &provisioned.credentials);
     let config_map =
         objects::config_map(claim, &ctx.name, &provisioned.endpoint, &plan.bucket_name);
+    let config_map = objects::with_web_identity(config_map, &bucket);
+    // A claim that gets sessions only has no key written anywhere.
+    let keyless = web_identity::sessions_only(&bucket);
     let (secret, config_map) = tokio::join!(
-        ensure_owned(
-            &observed.secrets,
-            &ctx.caches.secrets,
-            secret,
-            &observed.uid,
-            Error::ForeignSecret,
-        ),
+        async {
+            if keyless {
+                return Ok(());
+            }
+            ensure_owned(
+                &observed.secrets,
+                &ctx.caches.secrets,
+                secret,
+                &observed.uid,
+                Error::ForeignSecret,
+            )
+            .await
+        },
         ensure_owned(
             &observed.config_maps,
             &ctx.caches.config_maps,

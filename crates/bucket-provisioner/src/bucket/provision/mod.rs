@@ -77,7 +77,8 @@ async fn bind<P: Provisioner>(
     let (claim, provisioned) = apply::call_backend(claim, &observed, &mut binding, ctx).await?;
     let plan = &binding.plan;
     let written = (plan, &binding.limited, binding.shared_from.as_ref());
-    let bucket = apply::write_results(&claim, &mut observed, written, &provisioned, ctx).await?;
+    let answered = (&provisioned, binding.web_identity.as_ref());
+    let bucket = apply::write_results(&claim, &mut observed, written, answered, ctx).await?;
 
     // Report: Bound, unless the claim asked for more than its class allows.
     report::report(claim, &observed, &bucket, &binding, ctx).await

@@ -9,6 +9,7 @@ use crate::bucket::limits::Limited;
 use crate::bucket::objects::BucketSource;
 use crate::bucket::plan::{Plan, limited, plan, plan_for_bound, plan_shared};
 use crate::bucket::sharing::Owner;
+use crate::bucket::web_identity::{WebIdentity, WebIdentityOptions};
 
 /// Where the bucket of a claim to bind comes from, as observed.
 #[derive(Clone, Debug)]
@@ -33,6 +34,9 @@ pub(crate) struct Binding {
     pub(crate) operation: Operation,
     /// The owner whose bucket a sharing claim is granted, recorded on its ObjectBucket.
     pub(crate) shared_from: Option<Owner>,
+    /// For a claim naming ServiceAccounts: what the backend was told, and the role it answered
+    /// (set when the backend is called).
+    pub(crate) web_identity: Option<(WebIdentityOptions, WebIdentity)>,
 }
 
 /// Decides, from the claim, its class and where its bucket comes from alone, what it is given.
@@ -61,7 +65,7 @@ pub(crate) fn decide(
         BucketSource::New => Operation::Provision,
         BucketSource::Existing => Operation::Grant,
     };
-    Ok(Binding { plan, limited, operation, shared_from })
+    Ok(Binding { plan, limited, operation, shared_from, web_identity: None })
 }
 
 #[cfg(test)]

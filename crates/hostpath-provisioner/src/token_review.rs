@@ -1,0 +1,115 @@
+//! Web identity tokens checked by the apiserver itself: a `TokenReview` for the audience the
+//! provisioner names, which refuses forged and re-signed tokens, tokens for other audiences,
+//! expired ones and those bound to a pod that is gone. The token's expiry is read from its
+//! payload only once the apiserver has vouched for it.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+use kube::Client;
+use kube::api::{Api, PostParams};
+use s3_endpoint::sts::{IdentityVerifier, MAX_TOKEN_LEN, Unverified, VerifiedIdentity};
+
+/// The audience pods' projected tokens carry unless `--web-identity-audience` says otherwise.
+pub const DEFAULT_AUDIENCE: &str = "objectbucket.io";
+
+/// Asks the apiserver whose a token is.
+#[derive(Clone)]
+pub struct TokenReviewer {
+    client: Client,
+    audience: String,
+}
+
+impl std::fmt::Debug for TokenReviewer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenReviewer").field("audience", &self.audience).finish_non_exhaustive()
+    }
+}
+
+impl TokenReviewer {
+    /// Reviews tokens through `client` for `audience`.
+    pub fn new(client: Client, audience: impl Into<String>) -> Self {
+        Self { client, audience: audience.into() }
+    }
+}
+
+#[async_trait::async_trait]
+impl IdentityVerifier for TokenReviewer {
+    async fn verify(&self, token: &str) -> Result<VerifiedIdentity, Unverified> {
+        // Only something shaped like a JWT is worth a request to the apiserver.
+        let expires_unix = expiry_of(token)
+            .ok_or_else(|| Unverified::Invalid("the token is not a JSON web token".into()))?;
+        let review = TokenReview {
+            spec: TokenReviewSpec {
+                token: token.to_owned(),
+                audiences: Some(vec![self.audience.clone()]),
+            },
+            ..Default::default()
+        };
+        let api: Api<TokenReview> = Api::all(self.client.clone());
+        let answered = api
+            .create(&PostParams::default(), &review)
+            .await
+            .map_err(|e| Unverified::Unreachable(format!("TokenReview: {e}")))?;
+        let status = answered.status.unwrap_or_default();
+        if status.authenticated != Some(true) {
+            let why = status.error.unwrap_or_else(|| "the token was not authenticated".into());
+            return Err(Unverified::Invalid(why));
+        }
+        if !status.audiences.unwrap_or_default().contains(&self.audience) {
+            return Err(Unverified::Invalid(format!("the token is not for {}", self.audience)));
+        }
+        let subject = status.user.and_then(|u| u.username).unwrap_or_default();
+        if !subject.starts_with("system:serviceaccount:") {
+            return Err(Unverified::Invalid("the token is not a ServiceAccount's".into()));
+        }
+        let audience = self.audience.clone();
+        Ok(VerifiedIdentity { subject, audience, expires_unix })
+    }
+}
+
+/// The `exp` claim of a JWT's payload, unverified: read only to bound a session, after the
+/// apiserver vouched for the token.
+pub fn expiry_of(token: &str) -> Option<u64> {
+    if token.len() > MAX_TOKEN_LEN {
+        return None;
+    }
+    let mut parts = token.split('.');
+    let (Some(_header), Some(payload), Some(_signature), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    let bytes = URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
+    let claims: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    claims.get("exp")?.as_u64()
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn jwt(payload: &str) -> String {
+        format!("eyJhbGciOiJSUzI1NiJ9.{}.c2ln", URL_SAFE_NO_PAD.encode(payload))
+    }
+
+    #[test]
+    fn the_expiry_is_read_from_a_jwt_and_nothing_else() {
+        assert_eq!(expiry_of(&jwt(r#"{"exp":1700000000,"sub":"x"}"#)), Some(1_700_000_000));
+        assert_eq!(expiry_of(&jwt(r#"{"sub":"x"}"#)), None);
+        assert_eq!(expiry_of(&jwt(r#"{"exp":"soon"}"#)), None);
+        assert_eq!(expiry_of(&jwt("not json")), None);
+        assert_eq!(expiry_of("a.b"), None);
+        assert_eq!(expiry_of("a.b.c.d"), None);
+        assert_eq!(expiry_of(""), None);
+    }
+
+    proptest! {
+        #[test]
+        fn any_token_text_is_answered_never_a_panic(token in ".{0,400}") {
+            let _ = expiry_of(&token);
+        }
+    }
+}
