@@ -12,6 +12,7 @@
 //!   the class's defaults (`defaultVersioning`, `defaultObjectLockRetention`).
 //! - [`admin_secret`]: follows the operator credential ([`AdminCredentials`]) from a Secret.
 //! - [`prepare`]: handing the root to the provisioner's user, as the init container does.
+//! - [`service_accounts`]: ends the sessions of ServiceAccounts that are deleted.
 //! - [`token_review`]: web identity tokens checked by the apiserver (`TokenReview`), for the
 //!   endpoint's STS `AssumeRoleWithWebIdentity`, which gives a claim's ServiceAccounts
 //!   short-lived credentials of its bucket.
@@ -31,6 +32,7 @@ pub mod features;
 pub mod lifecycle;
 pub mod prepare;
 pub mod quota;
+pub mod service_accounts;
 pub mod settable;
 mod store_error;
 pub mod token_review;

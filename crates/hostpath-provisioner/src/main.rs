@@ -14,6 +14,7 @@ use clap::Parser;
 use cosi_driver::CosiArgs;
 use futures::FutureExt;
 use hostpath_provisioner::admin_secret::{ADMIN_SECRET_WATCH, follow_admin_secret};
+use hostpath_provisioner::service_accounts::{SERVICE_ACCOUNT_WATCH, follow_service_accounts};
 use hostpath_provisioner::token_review::{DEFAULT_AUDIENCE, TokenReviewer};
 use hostpath_provisioner::{
     AdminCredentials, BucketStore, DEFAULT_COSI_DRIVER_NAME, HostPathConfig, HostPathProvisioner,
@@ -106,6 +107,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
             follow_admin_secret(process, namespace, name, store)
         }));
     }
+
+    let accounts_store = store.clone();
+    services.push(Service::new(SERVICE_ACCOUNT_WATCH, move |process| {
+        follow_service_accounts(process, accounts_store)
+    }));
 
     let listener = tokio::net::TcpListener::bind(args.s3_listen)
         .await

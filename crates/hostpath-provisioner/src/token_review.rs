@@ -37,8 +37,12 @@ impl TokenReviewer {
 impl IdentityVerifier for TokenReviewer {
     async fn verify(&self, token: &str) -> Result<VerifiedIdentity, Unverified> {
         // Only something shaped like a JWT is worth a request to the apiserver.
-        let expires_unix = expiry_of(token)
+        let claims = claims_of(token)
             .ok_or_else(|| Unverified::Invalid("the token is not a JSON web token".into()))?;
+        let expires_unix = claims
+            .get("exp")
+            .and_then(serde_json::Value::as_u64)
+            .ok_or_else(|| Unverified::Invalid("the token has no expiry".into()))?;
         let review = TokenReview {
             spec: TokenReviewSpec {
                 token: token.to_owned(),
@@ -59,18 +63,28 @@ impl IdentityVerifier for TokenReviewer {
         if !status.audiences.unwrap_or_default().contains(&self.audience) {
             return Err(Unverified::Invalid(format!("the token is not for {}", self.audience)));
         }
-        let subject = status.user.and_then(|u| u.username).unwrap_or_default();
+        let user = status.user.unwrap_or_default();
+        // The apiserver may leave the uid out of its answer; the vouched-for token carries it.
+        let from_token =
+            claims.pointer("/kubernetes.io/serviceaccount/uid").and_then(|v| v.as_str());
+        let uid = user.uid.filter(|u| !u.is_empty()).or(from_token.map(str::to_owned));
+        let subject = user.username.unwrap_or_default();
         if !subject.starts_with("system:serviceaccount:") {
             return Err(Unverified::Invalid("the token is not a ServiceAccount's".into()));
         }
         let audience = self.audience.clone();
-        Ok(VerifiedIdentity { subject, audience, expires_unix })
+        Ok(VerifiedIdentity { subject, audience, expires_unix, uid })
     }
 }
 
 /// The `exp` claim of a JWT's payload, unverified: read only to bound a session, after the
 /// apiserver vouched for the token.
 pub fn expiry_of(token: &str) -> Option<u64> {
+    claims_of(token)?.get("exp")?.as_u64()
+}
+
+/// The claims of a JWT's payload, unverified.
+fn claims_of(token: &str) -> Option<serde_json::Value> {
     if token.len() > MAX_TOKEN_LEN {
         return None;
     }
@@ -81,8 +95,7 @@ pub fn expiry_of(token: &str) -> Option<u64> {
         return None;
     };
     let bytes = URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
-    let claims: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-    claims.get("exp")?.as_u64()
+    serde_json::from_slice::<serde_json::Value>(&bytes).ok().filter(|c| c.is_object())
 }
 
 #[cfg(test)]

@@ -361,3 +361,40 @@ fn message(claim: &ObjectBucketClaim) -> String {
     let conditions = claim.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default();
     conditions.into_iter().map(|c| c.message).collect::<Vec<_>>().join("; ")
 }
+
+#[tokio::test]
+async fn deleting_the_service_account_ends_its_sessions() {
+    let env = Env::new("hp-wi-sa").await;
+    let _provisioner = env.start("node-a");
+    let class = env.class(&[("webIdentity", "only")], "Delete").await;
+    let tenant = env.scoped_tenant("hp-wi-sa").await;
+    service_account(&env, &tenant.ns, "app").await;
+    tenant.create("data", spec(&class, &[("serviceAccountName", "app")])).await;
+    tenant.wait("data", ClaimPhase::Bound, "Bound").await;
+    let config = config_of(&tenant, "data").await;
+    let (role, bucket) = (config[AWS_ROLE_ARN].clone(), config["BUCKET_NAME"].clone());
+    let app_token = token(&env, &tenant.ns, "app", AUDIENCE, None).await;
+    let session = assume(&config, &role, &app_token).await.unwrap();
+    put(&session, &bucket, "k").await.unwrap();
+
+    let accounts: Api<ServiceAccount> = Api::namespaced(env.client.clone(), &tenant.ns);
+    accounts.delete("app", &DeleteParams::default()).await.unwrap();
+    eventually("the deleted ServiceAccount's session to end", || async {
+        put(&session, &bucket, "k").await.is_err().then_some(())
+    })
+    .await;
+    // Made again under the same name: the old token is refused by the apiserver, and a new
+    // one gets a new session.
+    service_account(&env, &tenant.ns, "app").await;
+    // A session from the old token, while the apiserver may still vouch for it, is worth
+    // nothing: the ServiceAccount it was minted for is gone.
+    if let Ok(stale) = assume(&config, &role, &app_token).await {
+        eventually("a session of the old token to be refused", || async {
+            put(&stale, &bucket, "k").await.is_err().then_some(())
+        })
+        .await;
+    }
+    let again = token(&env, &tenant.ns, "app", AUDIENCE, None).await;
+    let session = assume(&config, &role, &again).await.unwrap();
+    put(&session, &bucket, "k").await.unwrap();
+}

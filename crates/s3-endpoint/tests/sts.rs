@@ -40,6 +40,7 @@ fn identity(subject: &str, lifetime: u64) -> Result<VerifiedIdentity, Unverified
         subject: subject.into(),
         audience: "bucket-provisioner".into(),
         expires_unix: now() + lifetime,
+        uid: Some(format!("uid-of-{subject}")),
     })
 }
 
@@ -313,4 +314,41 @@ async fn reqwest_free_post(server: &Server, body: &str) -> (u16, String) {
     let answer = String::from_utf8_lossy(&answer).into_owned();
     let status = answer.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
     (status, answer)
+}
+
+#[tokio::test]
+async fn sessions_of_an_identity_that_is_gone_end_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _stop) = start(dir.path()).await;
+    claim(&server, "bucket-a", "obc-a").await;
+    let first = assume(&server, "obc-a", "app", None).await.unwrap();
+    let second = assume(&server, "obc-a", "app", None).await.unwrap();
+    let (first, second) =
+        (session_client(&server, &first, None), session_client(&server, &second, None));
+    put(&first, "bucket-a", "k").await.unwrap();
+    // The identity made again under its name (another uid): its earlier sessions end.
+    let ended = server
+        .store
+        .retain_sessions(|s| s.subject != APP || s.subject_uid.as_deref() == Some("new-uid"))
+        .await
+        .unwrap();
+    assert_eq!(ended, 2);
+    assert_eq!(put(&first, "bucket-a", "k").await.unwrap_err(), "InvalidAccessKeyId");
+    assert_eq!(put(&second, "bucket-a", "k").await.unwrap_err(), "InvalidAccessKeyId");
+}
+
+#[tokio::test]
+async fn a_session_minted_for_an_identity_heard_gone_or_remade_is_worth_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _stop) = start(dir.path()).await;
+    claim(&server, "bucket-a", "obc-a").await;
+    server.store.identity_heard(APP, Some("new-uid".into()));
+    // The issuer still vouches for a token of the identity's previous uid.
+    let stale = assume(&server, "obc-a", "app", None).await.unwrap();
+    let stale = session_client(&server, &stale, None);
+    assert_eq!(put(&stale, "bucket-a", "k").await.unwrap_err(), "InvalidAccessKeyId");
+    server.store.identity_heard(APP, Some(format!("uid-of-{APP}")));
+    put(&stale, "bucket-a", "k").await.unwrap();
+    server.store.identity_heard(APP, None);
+    assert_eq!(put(&stale, "bucket-a", "k").await.unwrap_err(), "InvalidAccessKeyId");
 }

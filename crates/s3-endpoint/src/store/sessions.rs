@@ -36,6 +36,10 @@ pub struct Session {
     pub user_id: String,
     /// The subject of the token it was traded for.
     pub subject: String,
+    /// The uid of the identity behind the subject (a ServiceAccount's), as the token's issuer
+    /// vouched; an identity deleted, or made again under the same name, ends the session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject_uid: Option<String>,
     /// When it ends, in seconds since the Unix epoch.
     pub expires_unix: u64,
 }
@@ -63,6 +67,10 @@ impl Session {
 pub(super) struct Sessions {
     dir: PathBuf,
     live: RwLock<HashMap<String, Session>>,
+    /// What the binary last heard of each identity: its uid while it exists, `None` once it is
+    /// gone. A session of an identity gone, or of another uid, is worth nothing, even one
+    /// minted after the news (its issuer may vouch for a stale token a moment longer).
+    identities: RwLock<HashMap<String, Option<String>>>,
 }
 
 impl Sessions {
@@ -79,12 +87,40 @@ impl Sessions {
             }
         }
         persist_all(&ended)?;
-        Ok(Self { dir: dir.to_owned(), live: RwLock::new(live) })
+        let identities = RwLock::default();
+        Ok(Self { dir: dir.to_owned(), live: RwLock::new(live), identities })
+    }
+
+    /// Keeps the sessions `keep` says to, and forgets the others (their files too); answers how
+    /// many ended.
+    fn retain(&self, keep: impl Fn(&Session) -> bool) -> Result<usize, StoreError> {
+        let mut live = self.live.write().unwrap_or_else(PoisonError::into_inner);
+        let ended: Vec<String> =
+            live.values().filter(|s| !keep(s)).map(|s| s.access_key_id.clone()).collect();
+        let mut removals = Vec::with_capacity(ended.len());
+        for id in &ended {
+            live.remove(id);
+            removals.push(file_change::<Session>(&self.dir, id, None)?);
+        }
+        persist_all(&removals)?;
+        Ok(ended.len())
     }
 
     fn get(&self, access_key_id: &str) -> Option<Session> {
         let live = self.live.read().unwrap_or_else(PoisonError::into_inner);
-        live.get(access_key_id).filter(|s| s.expires_unix > unix_now()).cloned()
+        let session = live.get(access_key_id).filter(|s| s.expires_unix > unix_now())?;
+        self.current(session).then(|| session.clone())
+    }
+
+    /// Whether the identity `session` was minted for is, as far as the binary heard, still there
+    /// under the same uid.
+    fn current(&self, session: &Session) -> bool {
+        let identities = self.identities.read().unwrap_or_else(PoisonError::into_inner);
+        match identities.get(&session.subject) {
+            None => true,
+            Some(None) => false,
+            Some(Some(uid)) => session.subject_uid.as_ref().is_none_or(|minted| minted == uid),
+        }
     }
 
     /// Records `session` durably, making room by dropping ended sessions when full.
@@ -136,7 +172,7 @@ impl BucketStore {
     pub async fn mint_session(
         &self,
         user_id: &str,
-        subject: &str,
+        (subject, subject_uid): (&str, Option<&str>),
         expires_unix: u64,
     ) -> Result<Session, StoreError> {
         let session = Session {
@@ -145,11 +181,30 @@ impl BucketStore {
             session_token: session_token(),
             user_id: user_id.to_owned(),
             subject: subject.to_owned(),
+            subject_uid: subject_uid.map(str::to_owned),
             expires_unix,
         };
         let minted = session.clone();
         self.blocking(move |store| store.inner.sessions.insert(minted)).await?;
         Ok(session)
+    }
+
+    /// Records what the binary heard of identity `subject`: its `uid` while it exists, `None`
+    /// once it is gone. Its sessions of another uid, or all once it is gone, are refused from
+    /// now on, as are any minted later for them.
+    pub fn identity_heard(&self, subject: &str, uid: Option<String>) {
+        let mut identities =
+            self.inner.sessions.identities.write().unwrap_or_else(PoisonError::into_inner);
+        identities.insert(subject.to_owned(), uid);
+    }
+
+    /// Ends every session `keep` does not keep (an identity deleted, say), at once; answers how
+    /// many ended.
+    pub async fn retain_sessions(
+        &self,
+        keep: impl Fn(&Session) -> bool + Send + 'static,
+    ) -> Result<usize, StoreError> {
+        self.blocking(move |store| store.inner.sessions.retain(keep)).await
     }
 
     /// The session with this access key id, while it has not ended.

@@ -188,6 +188,7 @@ mod tests {
             session_token: "t".into(),
             user_id: "obc-1".into(),
             subject: "system:serviceaccount:a:app".into(),
+            subject_uid: None,
             expires_unix: 3600,
         };
         let granted = Granted {

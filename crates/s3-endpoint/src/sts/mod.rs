@@ -32,6 +32,9 @@ pub struct VerifiedIdentity {
     pub audience: String,
     /// When the token expires, in seconds since the Unix epoch.
     pub expires_unix: u64,
+    /// The uid of the identity behind the subject, if the provider says: sessions end when an
+    /// identity of that uid is gone (see [`crate::store::BucketStore::retain_sessions`]).
+    pub uid: Option<String>,
 }
 
 /// Why a token was not vouched for.
@@ -130,10 +133,14 @@ impl WebIdentitySts {
         let expires_unix = now.saturating_add(u64::from(asked)).min(identity.expires_unix);
         let session = self
             .store
-            .mint_session(&request.role_name, &identity.subject, expires_unix)
+            .mint_session(
+                &request.role_name,
+                (&identity.subject, identity.uid.as_deref()),
+                expires_unix,
+            )
             .await
             .map_err(|e| StsError::unavailable(&e.to_string()))?;
-        tracing::info!(role = %request.role_name, subject = %identity.subject,
+        tracing::info!(role = %request.role_name, subject = %identity.subject, uid = ?identity.uid,
             session = %session.access_key_id, expires_unix, "session granted to a web identity");
         Ok(Assumed { session, request, identity })
     }
