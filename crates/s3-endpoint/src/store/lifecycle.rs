@@ -151,6 +151,21 @@ const SCHEMA: &str =
     "The XML you provided was not well-formed or did not validate against our published schema";
 
 impl LifecycleConfig {
+    /// When the object of this key, size, tags and creation time expires, and by which rule's
+    /// `ID`: of the enabled rules that take it, the earliest, as S3 decides between rules.
+    pub fn expiry(
+        &self,
+        key: &str,
+        size: u64,
+        tags: &Tags,
+        created: SystemTime,
+    ) -> Option<(SystemTime, Option<&str>)> {
+        self.rules
+            .iter()
+            .filter_map(|rule| Some((rule.expires(key, size, tags, created)?, rule.id.as_deref())))
+            .min_by_key(|(at, _)| *at)
+    }
+
     /// Checks the configuration as S3 checks PutBucketLifecycleConfiguration: 1 to
     /// [`MAX_LIFECYCLE_RULES`] rules with unique `ID`s of at most [`MAX_LIFECYCLE_ID_CHARS`]
     /// characters, each `Enabled` or `Disabled`, with a `Filter` (or the older `Prefix`) of at

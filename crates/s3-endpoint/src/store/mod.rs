@@ -12,6 +12,8 @@
 //!     meta/<bucket>/side/<hh>/<md5>.{json,data}  objects whose key cannot be a path (see below)
 //!     meta/<bucket>/cors.json            the bucket's CORS rules (`cors`)
 //!     meta/<bucket>/lifecycle.json       the bucket's lifecycle rules (`lifecycle_file`)
+//!     meta/<bucket>/lifecycle-walk.json  where an unfinished lifecycle walk stopped
+//!                                        (`lifecycle_walk`)
 //!     meta/<bucket>/object-lock.json     present only in a bucket created with object lock:
 //!                                        its default retention and retention ceiling
 //!                                        (`object_lock_file`)
@@ -88,8 +90,11 @@ mod error;
 mod key_mode;
 mod lifecycle;
 mod lifecycle_file;
+mod lifecycle_match;
 mod lifecycle_pass;
+mod lifecycle_slice;
 mod lifecycle_versions;
+mod lifecycle_walk;
 mod list;
 mod locked_objects;
 mod multipart;
@@ -215,6 +220,8 @@ struct Inner {
     archive_index: version_index::ArchiveIndex,
     /// Object lock configuration of the buckets looked up so far.
     object_locks: object_lock_file::ObjectLockCache,
+    /// Where each bucket's lifecycle walk stands between passes.
+    lifecycle_walks: lifecycle_walk::WalkProgress,
 }
 
 impl Drop for Inner {
@@ -283,6 +290,7 @@ impl BucketStore {
                 versioning: versioning::VersioningCache::default(),
                 object_locks: object_lock_file::ObjectLockCache::default(),
                 archive_index: version_index::ArchiveIndex::default(),
+                lifecycle_walks: lifecycle_walk::WalkProgress::default(),
             }),
         };
         store.load_meters()?;
@@ -615,6 +623,7 @@ impl BucketStore {
         }
         self.inner.versioning.forget(bucket);
         self.inner.object_locks.forget(bucket);
+        self.inner.lifecycle_walks.forget(bucket);
         self.drop_meter(bucket)?;
         crash_point::crash_point("bucket:data-removed");
         // The record goes last: until then a retry knows the bucket is ours.
