@@ -222,6 +222,8 @@ struct Inner {
     object_locks: object_lock_file::ObjectLockCache,
     /// Where each bucket's lifecycle walk stands between passes.
     lifecycle_walks: lifecycle_walk::WalkProgress,
+    /// Lifecycle configurations of the buckets looked up so far, for object answers.
+    lifecycle_cache: lifecycle_file::LifecycleCache,
 }
 
 impl Drop for Inner {
@@ -291,6 +293,7 @@ impl BucketStore {
                 object_locks: object_lock_file::ObjectLockCache::default(),
                 archive_index: version_index::ArchiveIndex::default(),
                 lifecycle_walks: lifecycle_walk::WalkProgress::default(),
+                lifecycle_cache: lifecycle_file::LifecycleCache::default(),
             }),
         };
         store.load_meters()?;
@@ -624,6 +627,7 @@ impl BucketStore {
         self.inner.versioning.forget(bucket);
         self.inner.object_locks.forget(bucket);
         self.inner.lifecycle_walks.forget(bucket);
+        self.inner.lifecycle_cache.forget(bucket);
         self.drop_meter(bucket)?;
         crash_point::crash_point("bucket:data-removed");
         // The record goes last: until then a retry knows the bucket is ours.
