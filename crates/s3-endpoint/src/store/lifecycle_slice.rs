@@ -75,8 +75,9 @@ impl BucketStore {
                 report.stopped = true;
                 return false;
             }
-            if spent >= share {
-                // The next turn lists again from here.
+            // The next turn lists again from here, unless nothing is left to list.
+            let more = objects.peek().is_some() || page.is_truncated || versions;
+            if spent >= share && more {
                 return false;
             }
         }
