@@ -23,7 +23,7 @@ use super::lifecycle_walk::{Walk, unix_secs};
 use super::{BucketStore, StoreError};
 
 /// Most objects one bucket examines in one turn, whatever the budget.
-pub(super) const TURN: u64 = 1000;
+const TURN: u64 = 1000;
 
 /// What one lifecycle pass did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
