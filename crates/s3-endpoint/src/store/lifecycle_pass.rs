@@ -55,6 +55,17 @@ pub struct LifecyclePassReport {
     pub stopped: bool,
 }
 
+/// How a bucket's turn ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum TurnEnd {
+    /// Its walk is complete.
+    Done,
+    /// Its walk goes on, at its next turn.
+    More,
+    /// It could not be walked (logged and counted): it waits for the next pass, where it stood.
+    Failed,
+}
+
 /// One bucket taken up by a pass.
 pub(super) struct BucketTurn {
     pub bucket: String,
@@ -102,6 +113,7 @@ impl BucketStore {
         self.keep_walks_of(&buckets);
         let mut turns = self.turns(buckets, now, &mut report);
         let mut left = budget;
+        let mut waiting = Vec::new();
         while let Some(mut turn) = turns.pop_front() {
             if stop() {
                 report.stopped = true;
@@ -115,27 +127,26 @@ impl BucketStore {
             // An even share of what is left among the buckets still walking.
             let share = (left / (turns.len() as u64 + 1)).clamp(1, TURN);
             let (examined, expired, aborted) = (report.examined, report.expired, report.aborted);
-            let done = self.walk_turn(&mut turn, share, now, stop, &mut report);
-            left = left.saturating_sub(report.examined - examined);
+            let end = self.walk_turn(&mut turn, share, now, stop, &mut report);
+            // A turn costs something even when it found nothing, so that the pass always ends.
+            left = left.saturating_sub((report.examined - examined).max(1));
             self.set_last_served(&turn.bucket);
             let (expired, aborted) = (report.expired - expired, report.aborted - aborted);
             if expired + aborted > 0 {
                 tracing::info!(bucket = turn.bucket, expired, aborted, "lifecycle rules applied");
             }
-            if done {
-                let started = turn.walk.started;
-                turn.walk = Walk {
-                    last_complete: started,
-                    persisted: turn.walk.persisted,
-                    ..Walk::default()
-                };
-                report.lag = report.lag.max(turn.walk.lag(now));
-                self.keep(&turn, false, &mut report);
-            } else {
-                turns.push_back(turn);
+            match end {
+                TurnEnd::Done => {
+                    let (started, persisted) = (turn.walk.started, turn.walk.persisted);
+                    turn.walk = Walk { last_complete: started, persisted, ..Walk::default() };
+                    report.lag = report.lag.max(turn.walk.lag(now));
+                    self.keep(&turn, false, &mut report);
+                }
+                TurnEnd::More => turns.push_back(turn),
+                TurnEnd::Failed => waiting.push(turn),
             }
         }
-        for turn in turns {
+        for turn in turns.into_iter().chain(waiting) {
             report.unfinished += 1;
             report.lag = report.lag.max(turn.walk.lag(now));
             self.keep(&turn, true, &mut report);

@@ -5,12 +5,12 @@
 
 use std::time::SystemTime;
 
-use super::lifecycle_pass::{BucketTurn, LifecyclePassReport};
+use super::lifecycle_pass::{BucketTurn, LifecyclePassReport, TurnEnd};
 use super::object_lock::Bypass;
 use super::{BucketStore, ListQuery, ObjectInfo, StoreError};
 
 impl BucketStore {
-    /// Walks `turn` on by about `share` objects; answers whether its walk is complete.
+    /// Walks `turn` on by about `share` objects.
     pub(super) fn walk_turn(
         &self,
         turn: &mut BucketTurn,
@@ -18,7 +18,7 @@ impl BucketStore {
         now: SystemTime,
         stop: &dyn Fn() -> bool,
         report: &mut LifecyclePassReport,
-    ) -> bool {
+    ) -> TurnEnd {
         let bucket = turn.bucket.as_str();
         if !turn.walk.uploads_done && turn.rules.acts_on_uploads() {
             self.abort_uploads(turn, now, report);
@@ -36,7 +36,7 @@ impl BucketStore {
                 Err(e) => {
                     tracing::warn!(bucket, error = %e, "listing a bucket for its lifecycle failed");
                     report.failed += 1;
-                    return true;
+                    return TurnEnd::Failed;
                 }
             }
         } else {
@@ -73,18 +73,15 @@ impl BucketStore {
             turn.walk.after = Some(key);
             if stop() {
                 report.stopped = true;
-                return false;
+                return TurnEnd::More;
             }
             // The next turn lists again from here, unless nothing is left to list.
             let more = objects.peek().is_some() || page.is_truncated || versions;
             if spent >= share && more {
-                return false;
+                return TurnEnd::More;
             }
         }
-        if page.is_truncated {
-            return false;
-        }
-        true
+        if page.is_truncated { TurnEnd::More } else { TurnEnd::Done }
     }
 
     /// Whether `bucket` can have versions (its versioning was ever set), with its index of
