@@ -19,7 +19,9 @@ use hostpath_provisioner::token_review::{DEFAULT_AUDIENCE, TokenReviewer};
 use hostpath_provisioner::{
     AdminCredentials, BucketStore, DEFAULT_COSI_DRIVER_NAME, HostPathConfig, HostPathProvisioner,
 };
-use s3_endpoint::s3::{EndpointMetrics, LifecycleSchedule, serve_endpoint, service};
+use s3_endpoint::s3::{
+    DEFAULT_LIFECYCLE_BUDGET, EndpointMetrics, LifecycleSchedule, serve_endpoint, service,
+};
 
 /// Object buckets as directories on this node, with an S3 endpoint and per-claim keys.
 #[derive(Parser, Debug)]
@@ -49,6 +51,11 @@ struct Args {
     #[arg(long, env = "LIFECYCLE_INTERVAL_SECONDS", default_value_t = 3600,
         value_parser = clap::value_parser!(u64).range(60..=86400))]
     lifecycle_interval_seconds: u64,
+    /// Objects (versions and uploads count too) one lifecycle pass examines at most; a bucket
+    /// left unfinished goes on at the next pass. At least 1000.
+    #[arg(long, env = "LIFECYCLE_BUDGET", default_value_t = DEFAULT_LIFECYCLE_BUDGET,
+        value_parser = clap::value_parser!(u64).range(1000..))]
+    lifecycle_budget: u64,
     /// Region reported to consumers.
     #[arg(long, env = "REGION", default_value = "us-east-1")]
     region: String,
@@ -119,7 +126,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let s3_address = listener.local_addr()?;
     tracing::info!(address = %s3_address, "serving S3");
     let endpoint_store = store.clone();
-    let lifecycle = LifecycleSchedule::every(Duration::from_secs(args.lifecycle_interval_seconds));
+    let lifecycle = LifecycleSchedule::every(Duration::from_secs(args.lifecycle_interval_seconds))
+        .with_budget(args.lifecycle_budget);
     let audience = args.web_identity_audience.clone();
     services.push(Service::new("S3 endpoint", move |process: Process| {
         let answers = process.metrics.register(EndpointMetrics::register);

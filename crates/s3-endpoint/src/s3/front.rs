@@ -81,9 +81,12 @@ impl Endpoint {
         Self { lifecycle: schedule, ..self }
     }
 
-    /// The store and the schedule of the lifecycle worker the server runs for this endpoint.
-    pub(super) fn lifecycle_worker(&self) -> (Arc<BucketStore>, LifecycleSchedule) {
-        (self.store.clone(), self.lifecycle.clone())
+    /// The store, the schedule and the metrics of the lifecycle worker the server runs for this
+    /// endpoint.
+    pub(super) fn lifecycle_worker(
+        &self,
+    ) -> (Arc<BucketStore>, LifecycleSchedule, Option<EndpointMetrics>) {
+        (self.store.clone(), self.lifecycle.clone(), self.answers.clone())
     }
 
     /// This endpoint for one connection: its large GET bodies are sent from their files.

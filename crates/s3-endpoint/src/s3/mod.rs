@@ -49,7 +49,7 @@ mod zero_copy;
 pub use auth::{BucketAccess, KeyAuth};
 pub use front::{Endpoint, MAX_CLOCK_SKEW, MAX_PRESIGNED_EXPIRY_SECS, RequestId};
 pub use handlers::HostPathS3;
-pub use lifecycle::{DEFAULT_LIFECYCLE_INTERVAL, LifecycleSchedule};
+pub use lifecycle::{DEFAULT_LIFECYCLE_BUDGET, DEFAULT_LIFECYCLE_INTERVAL, LifecycleSchedule};
 pub use metrics::EndpointMetrics;
 pub use server::{serve, serve_endpoint, service};
 

@@ -43,9 +43,9 @@ pub async fn serve_endpoint(
     // Slow clients must not hold connections open by dribbling headers.
     builder.http1().timer(TokioTimer::new()).header_read_timeout(Duration::from_secs(30));
     let graceful = GracefulShutdown::new();
-    let (store, schedule) = service.lifecycle_worker();
+    let (store, schedule, metrics) = service.lifecycle_worker();
     let stop_lifecycle = CancellationToken::new();
-    let lifecycle = tokio::spawn(lifecycle::run(store, schedule, stop_lifecycle.clone()));
+    let lifecycle = tokio::spawn(lifecycle::run(store, schedule, metrics, stop_lifecycle.clone()));
     tokio::pin!(shutdown);
     loop {
         tokio::select! {

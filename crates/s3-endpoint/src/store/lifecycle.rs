@@ -4,10 +4,10 @@
 //! lifecycle.json` (`lifecycle_file`), and acted on by the store's lifecycle pass
 //! (`lifecycle_pass`).
 //!
-//! There are no object versions here, so `NoncurrentVersionExpiration` and an `Expiration` of
-//! `ExpiredObjectDeleteMarker` are accepted, kept and returned as sent, and act on nothing: a
-//! configuration written for S3 (by Terraform, say) still applies. Transitions are refused with
-//! `NotImplemented`: there is one storage class.
+//! `NoncurrentVersionExpiration` and an `Expiration` of `ExpiredObjectDeleteMarker` act on
+//! buckets with versions (`lifecycle_versions`), and are kept and answered as sent on one
+//! without, so that a configuration written for S3 (by Terraform, say) still applies.
+//! Transitions are refused with `NotImplemented`: there is one storage class.
 
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -48,7 +48,8 @@ pub struct LifecycleRule {
     /// came without it (refused by the check).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub abort_incomplete_upload_days: Option<Option<i32>>,
-    /// `NoncurrentVersionExpiration`, kept and answered but acting on nothing (no versions).
+    /// `NoncurrentVersionExpiration`: noncurrent versions go for good this long after they
+    /// became noncurrent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noncurrent_expiration: Option<NoncurrentExpiration>,
     /// Whether the rule asked for transitions (refused by the check).
@@ -151,6 +152,21 @@ const SCHEMA: &str =
     "The XML you provided was not well-formed or did not validate against our published schema";
 
 impl LifecycleConfig {
+    /// When the object of this key, size, tags and creation time expires, and by which rule's
+    /// `ID`: of the enabled rules that take it, the earliest, as S3 decides between rules.
+    pub fn expiry(
+        &self,
+        key: &str,
+        size: u64,
+        tags: &Tags,
+        created: SystemTime,
+    ) -> Option<(SystemTime, Option<&str>)> {
+        self.rules
+            .iter()
+            .filter_map(|rule| Some((rule.expires(key, size, tags, created)?, rule.id.as_deref())))
+            .min_by_key(|(at, _)| *at)
+    }
+
     /// Checks the configuration as S3 checks PutBucketLifecycleConfiguration: 1 to
     /// [`MAX_LIFECYCLE_RULES`] rules with unique `ID`s of at most [`MAX_LIFECYCLE_ID_CHARS`]
     /// characters, each `Enabled` or `Disabled`, with a `Filter` (or the older `Prefix`) of at

@@ -1,31 +1,40 @@
-//! The lifecycle pass: every bucket's rules applied once, at a given time. Objects a rule makes
-//! due are removed by the same path as DeleteObject (so usage and quotas drop with them), each
-//! checked again under its commit lock (one written since it was listed is a new object, and
-//! stays); uploads a rule makes due are aborted as AbortMultipartUpload does.
+//! The lifecycle pass: every bucket's rules applied at a given time, within a budget of
+//! objects examined. Objects a rule makes due are removed by the same path as DeleteObject (so
+//! usage and quotas drop with them), each checked again under its commit lock (one written
+//! since it was listed is a new object, and stays); uploads a rule makes due are aborted as
+//! AbortMultipartUpload does.
 //!
-//! Nothing of a pass is kept in memory between passes: what is due follows from the stored
-//! rules and the objects' and uploads' own times, so a pass interrupted by a crash or a restart
-//! is simply done again, and whatever expired while the endpoint was down goes at its first
-//! pass. In a versioned bucket, expiring an object makes a delete marker (as DeleteObject does
-//! there), and `lifecycle_versions` acts on noncurrent versions and lone delete markers.
+//! A bucket is walked once for all its rules (`lifecycle_match`), in slices (`lifecycle_slice`)
+//! taken round-robin: each bucket still walking gets a share of what is left of the budget in
+//! turn, so that a huge bucket cannot hold up a small one behind it. A bucket not finished when
+//! the budget is spent goes on from where it stopped at the next pass (`lifecycle_walk`); the
+//! next pass also starts after the bucket this one served last. In a versioned bucket,
+//! expiring an object makes a delete marker (as DeleteObject does there), and
+//! `lifecycle_versions` acts on noncurrent versions and lone delete markers.
 
+use std::collections::VecDeque;
 use std::fs;
 use std::io;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
-use super::lifecycle::{LifecycleConfig, LifecycleRule};
 use super::lifecycle_file::LIFECYCLE_FILE;
-use super::object_lock::Bypass;
-use super::{BucketStore, ListQuery, ObjectInfo, StoreError};
+use super::lifecycle_match::BucketRules;
+use super::lifecycle_walk::{Walk, unix_secs};
+use super::{BucketStore, StoreError};
 
-/// Objects listed at a time while a pass walks a bucket.
-const PAGE: usize = 1000;
+/// Most objects one bucket examines in one turn, whatever the budget.
+const TURN: u64 = 1000;
 
 /// What one lifecycle pass did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LifecyclePassReport {
     /// Buckets whose rules were applied.
     pub buckets: u64,
+    /// Objects, versions and uploads examined: what the budget counts.
+    pub examined: u64,
+    /// Pages of objects listed: one walk of a bucket lists each of its objects once, however
+    /// many rules it has.
+    pub listings: u64,
     /// Objects removed (or, in a versioned bucket, given a delete marker), noncurrent versions
     /// and delete markers removed.
     pub expired: u64,
@@ -37,25 +46,59 @@ pub struct LifecyclePassReport {
     /// Buckets, objects or uploads that could not be handled (each logged); the next pass
     /// tries them again.
     pub failed: u64,
+    /// Buckets whose walk the budget left unfinished, to go on at the next pass.
+    pub unfinished: u64,
+    /// How far behind expiry runs: of the buckets with rules, the longest time since the
+    /// start of a bucket's last complete walk (else of its walk under way).
+    pub lag: Duration,
     /// Whether the pass was stopped before it was done.
     pub stopped: bool,
 }
 
+/// How a bucket's turn ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum TurnEnd {
+    /// Its walk is complete.
+    Done,
+    /// Its walk goes on, at its next turn.
+    More,
+    /// It could not be walked (logged and counted): it waits for the next pass, where it stood.
+    Failed,
+}
+
+/// One bucket taken up by a pass.
+pub(super) struct BucketTurn {
+    pub bucket: String,
+    pub rules: BucketRules,
+    pub walk: Walk,
+}
+
 impl BucketStore {
     /// Applies every bucket's lifecycle rules once, taking `now` as the time (for tests, any
-    /// time; the endpoint's worker passes the clock's).
+    /// time; the endpoint's worker passes the clock's), with no budget.
     pub async fn run_lifecycle_pass(
         &self,
         now: SystemTime,
     ) -> Result<LifecyclePassReport, StoreError> {
-        self.blocking(move |store| Ok(store.lifecycle_pass_blocking(now, &|| false))).await
+        self.run_lifecycle_pass_within(now, u64::MAX).await
     }
 
-    /// [`BucketStore::run_lifecycle_pass`] off the async threads, stopping early (between two
-    /// objects) once `stop` answers `true`.
+    /// [`BucketStore::run_lifecycle_pass`] examining at most about `budget` objects (versions
+    /// and uploads count too); buckets left unfinished go on at the next pass.
+    pub async fn run_lifecycle_pass_within(
+        &self,
+        now: SystemTime,
+        budget: u64,
+    ) -> Result<LifecyclePassReport, StoreError> {
+        self.blocking(move |store| Ok(store.lifecycle_pass_blocking(now, budget, &|| false))).await
+    }
+
+    /// [`BucketStore::run_lifecycle_pass_within`] off the async threads, stopping early
+    /// (between two objects) once `stop` answers `true`.
     pub fn lifecycle_pass_blocking(
         &self,
         now: SystemTime,
+        budget: u64,
         stop: &dyn Fn() -> bool,
     ) -> LifecyclePassReport {
         let mut report = LifecyclePassReport::default();
@@ -67,21 +110,70 @@ impl BucketStore {
                 return report;
             }
         };
-        for bucket in buckets {
+        self.keep_walks_of(&buckets);
+        let mut turns = self.turns(buckets, now, &mut report);
+        let mut left = budget;
+        let mut waiting = Vec::new();
+        while let Some(mut turn) = turns.pop_front() {
             if stop() {
                 report.stopped = true;
+                turns.push_front(turn);
                 break;
             }
+            if left == 0 {
+                turns.push_front(turn);
+                break;
+            }
+            // An even share of what is left among the buckets still walking.
+            let share = (left / (turns.len() as u64 + 1)).clamp(1, TURN);
+            let (examined, expired, aborted) = (report.examined, report.expired, report.aborted);
+            let end = self.walk_turn(&mut turn, share, now, stop, &mut report);
+            // A turn costs something even when it found nothing, so that the pass always ends.
+            left = left.saturating_sub((report.examined - examined).max(1));
+            self.set_last_served(&turn.bucket);
+            let (expired, aborted) = (report.expired - expired, report.aborted - aborted);
+            if expired + aborted > 0 {
+                tracing::info!(bucket = turn.bucket, expired, aborted, "lifecycle rules applied");
+            }
+            match end {
+                TurnEnd::Done => {
+                    let (started, persisted) = (turn.walk.started, turn.walk.persisted);
+                    turn.walk = Walk { last_complete: started, persisted, ..Walk::default() };
+                    report.lag = report.lag.max(turn.walk.lag(now));
+                    self.keep(&turn, false, &mut report);
+                }
+                TurnEnd::More => turns.push_back(turn),
+                TurnEnd::Failed => waiting.push(turn),
+            }
+        }
+        for turn in turns.into_iter().chain(waiting) {
+            report.unfinished += 1;
+            report.lag = report.lag.max(turn.walk.lag(now));
+            self.keep(&turn, true, &mut report);
+        }
+        report
+    }
+
+    /// The buckets with rules, starting after the one the last pass served last, with their
+    /// rules and where their walks stand.
+    fn turns(
+        &self,
+        mut buckets: Vec<String>,
+        now: SystemTime,
+        report: &mut LifecyclePassReport,
+    ) -> VecDeque<BucketTurn> {
+        if let Some(last) = self.last_served() {
+            let next = buckets.partition_point(|b| *b <= last);
+            buckets.rotate_left(next);
+        }
+        let mut turns = VecDeque::new();
+        for bucket in buckets {
             match self.bucket_lifecycle_blocking(&bucket) {
                 Ok(Some(config)) => {
                     report.buckets += 1;
-                    let before = report.clone();
-                    self.apply_lifecycle(&bucket, &config, now, stop, &mut report);
-                    let (expired, aborted) =
-                        (report.expired - before.expired, report.aborted - before.aborted);
-                    if expired + aborted > 0 {
-                        tracing::info!(bucket, expired, aborted, "lifecycle rules applied");
-                    }
+                    let mut walk = self.walk_of(&bucket);
+                    walk.started.get_or_insert(unix_secs(now));
+                    turns.push_back(BucketTurn { rules: BucketRules::new(&config), walk, bucket });
                 }
                 // Gone, or its rules removed, since the listing.
                 Ok(None) | Err(StoreError::NoSuchBucket(_)) => {}
@@ -91,7 +183,14 @@ impl BucketStore {
                 }
             }
         }
-        report
+        turns
+    }
+
+    fn keep(&self, turn: &BucketTurn, unfinished: bool, report: &mut LifecyclePassReport) {
+        if let Err(e) = self.keep_walk(&turn.bucket, turn.walk.clone(), unfinished) {
+            tracing::warn!(bucket = turn.bucket, error = %e, "keeping a lifecycle walk failed");
+            report.failed += 1;
+        }
     }
 
     /// The buckets that have a lifecycle file, in name order.
@@ -107,130 +206,6 @@ impl BucketStore {
         buckets.sort();
         Ok(buckets)
     }
-
-    fn apply_lifecycle(
-        &self,
-        bucket: &str,
-        config: &LifecycleConfig,
-        now: SystemTime,
-        stop: &dyn Fn() -> bool,
-        report: &mut LifecyclePassReport,
-    ) {
-        for rule in config.rules.iter().filter(|r| r.enabled()) {
-            if rule.expiration.as_ref().is_some_and(|e| e.days.is_some() || e.date_unix.is_some()) {
-                self.expire_objects(bucket, rule, now, stop, report);
-            }
-            let markers = rule
-                .expiration
-                .as_ref()
-                .is_some_and(|e| e.expired_object_delete_marker == Some(true));
-            if rule.noncurrent_expiration.is_some() || markers {
-                self.expire_versions(bucket, rule, now, stop, report);
-            }
-            if rule.abort_incomplete_upload_days.flatten().is_some() {
-                self.abort_uploads(bucket, rule, now, stop, report);
-            }
-            if report.stopped {
-                return;
-            }
-        }
-    }
-
-    fn expire_objects(
-        &self,
-        bucket: &str,
-        rule: &LifecycleRule,
-        now: SystemTime,
-        stop: &dyn Fn() -> bool,
-        report: &mut LifecyclePassReport,
-    ) {
-        let due = |info: &ObjectInfo| {
-            rule.expires(&info.key, info.size, &info.attrs.tags, info.last_modified)
-                .is_some_and(|at| at <= now)
-        };
-        let prefix = rule.filter.prefix.clone().unwrap_or_default();
-        let mut after = None;
-        loop {
-            let query =
-                ListQuery { prefix: prefix.clone(), delimiter: None, after, max_keys: PAGE };
-            let page = match self.list_blocking(bucket, &query) {
-                Ok(page) => page,
-                Err(e) => {
-                    tracing::warn!(bucket, error = %e, "listing a bucket for its lifecycle failed");
-                    report.failed += 1;
-                    return;
-                }
-            };
-            for info in page.objects.iter().filter(|info| due(info)) {
-                if stop() {
-                    report.stopped = true;
-                    return;
-                }
-                match self.delete_if(bucket, &info.key, Some(&due), Bypass::No) {
-                    Ok(true) => {
-                        tracing::debug!(bucket, key = info.key, "object expired");
-                        report.expired += 1;
-                    }
-                    Ok(false) => {}
-                    // Object lock outranks lifecycle: the object stays, the pass goes on.
-                    Err(StoreError::ObjectLocked(refusal)) => {
-                        tracing::debug!(bucket, key = info.key, %refusal, "expiry waits for object lock");
-                        report.locked += 1;
-                    }
-                    Err(e) => {
-                        tracing::warn!(bucket, key = info.key, error = %e, "expiring an object failed");
-                        report.failed += 1;
-                    }
-                }
-            }
-            if !page.is_truncated {
-                return;
-            }
-            after = page.next_after;
-        }
-    }
-
-    fn abort_uploads(
-        &self,
-        bucket: &str,
-        rule: &LifecycleRule,
-        now: SystemTime,
-        stop: &dyn Fn() -> bool,
-        report: &mut LifecyclePassReport,
-    ) {
-        let uploads = match self.list_uploads_blocking(bucket) {
-            Ok(uploads) => uploads,
-            Err(e) => {
-                tracing::warn!(bucket, error = %e, "listing a bucket's uploads failed");
-                report.failed += 1;
-                return;
-            }
-        };
-        for upload in uploads {
-            if rule.aborts(&upload.key, upload.initiated).is_none_or(|at| at > now) {
-                continue;
-            }
-            if stop() {
-                report.stopped = true;
-                return;
-            }
-            match self.abort_blocking(bucket, &upload.key, &upload.upload_id) {
-                Ok(()) => {
-                    tracing::debug!(bucket, upload.key, upload.upload_id, "upload aborted");
-                    report.aborted += 1;
-                }
-                // Completed or aborted since it was listed.
-                Err(StoreError::NoSuchUpload(_)) => {}
-                Err(e) => {
-                    tracing::warn!(
-                        bucket, upload.key, upload.upload_id, error = %e,
-                        "aborting an upload failed"
-                    );
-                    report.failed += 1;
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]
@@ -238,7 +213,8 @@ mod tests {
     use bytes::Bytes;
 
     use super::*;
-    use crate::store::{Creator, ObjectAttrs, PutCheck, Writer};
+    use crate::store::object_lock::Bypass;
+    use crate::store::{Creator, ObjectAttrs, ObjectInfo, PutCheck, Writer};
 
     async fn put(store: &BucketStore, key: &str, body: &'static [u8]) {
         let body = futures::stream::iter([Ok::<_, io::Error>(Bytes::from_static(body))]);
@@ -266,3 +242,7 @@ mod tests {
         assert!(!store.delete_if("b-1", "k", Some(&due), Bypass::No).unwrap(), "gone already");
     }
 }
+
+#[cfg(test)]
+#[path = "lifecycle_pass_tests.rs"]
+mod budget_tests;

@@ -12,6 +12,8 @@
 //!     meta/<bucket>/side/<hh>/<md5>.{json,data}  objects whose key cannot be a path (see below)
 //!     meta/<bucket>/cors.json            the bucket's CORS rules (`cors`)
 //!     meta/<bucket>/lifecycle.json       the bucket's lifecycle rules (`lifecycle_file`)
+//!     meta/<bucket>/lifecycle-walk.json  where an unfinished lifecycle walk stopped
+//!                                        (`lifecycle_walk`)
 //!     meta/<bucket>/object-lock.json     present only in a bucket created with object lock:
 //!                                        its default retention and retention ceiling
 //!                                        (`object_lock_file`)
@@ -88,8 +90,11 @@ mod error;
 mod key_mode;
 mod lifecycle;
 mod lifecycle_file;
+mod lifecycle_match;
 mod lifecycle_pass;
+mod lifecycle_slice;
 mod lifecycle_versions;
+mod lifecycle_walk;
 mod list;
 mod locked_objects;
 mod multipart;
@@ -222,6 +227,10 @@ struct Inner {
     object_locks: object_lock_file::ObjectLockCache,
     /// Session keys minted for web identities.
     sessions: sessions::Sessions,
+    /// Where each bucket's lifecycle walk stands between passes.
+    lifecycle_walks: lifecycle_walk::WalkProgress,
+    /// Lifecycle configurations of the buckets looked up so far, for object answers.
+    lifecycle_cache: lifecycle_file::LifecycleCache,
 }
 
 impl Drop for Inner {
@@ -292,6 +301,8 @@ impl BucketStore {
                 object_locks: object_lock_file::ObjectLockCache::default(),
                 archive_index: version_index::ArchiveIndex::default(),
                 sessions,
+                lifecycle_walks: lifecycle_walk::WalkProgress::default(),
+                lifecycle_cache: lifecycle_file::LifecycleCache::default(),
             }),
         };
         store.load_meters()?;
@@ -631,6 +642,8 @@ impl BucketStore {
         }
         self.inner.versioning.forget(bucket);
         self.inner.object_locks.forget(bucket);
+        self.inner.lifecycle_walks.forget(bucket);
+        self.inner.lifecycle_cache.forget(bucket);
         self.drop_meter(bucket)?;
         crash_point::crash_point("bucket:data-removed");
         // The record goes last: until then a retry knows the bucket is ours.

@@ -180,6 +180,8 @@ impl BucketStore {
             remove_tree(&state_dir.join("meta").join(bucket))?;
             self.inner.versioning.forget(bucket);
             self.inner.object_locks.forget(bucket);
+            self.inner.lifecycle_walks.forget(bucket);
+            self.inner.lifecycle_cache.forget(bucket);
             remove_tree(&state_dir.join("uploads").join(bucket))?;
             self.drop_meter(bucket)?;
             tx.remove_bucket(bucket);

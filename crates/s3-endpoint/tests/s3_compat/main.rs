@@ -7,6 +7,7 @@ mod common;
 
 mod checksums;
 mod conditions;
+mod lifecycle;
 mod operations;
 mod signing;
 

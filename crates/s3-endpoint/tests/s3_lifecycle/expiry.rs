@@ -2,7 +2,8 @@
 //! days old without waiting days), it removes exactly what the rules make due (by prefix,
 //! tags, size and age; disabled rules do nothing), through the delete path, so that usage and
 //! quotas drop; it aborts stale uploads and frees their parts; and the server's own worker,
-//! started after a restart, acts on rules set before it.
+//! started after a restart, acts on rules set before it, and reports in the endpoint's metrics
+//! how its passes keep up.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -12,7 +13,7 @@ use aws_sdk_s3::types::{
     AbortIncompleteMultipartUpload, ExpirationStatus, LifecycleRule, LifecycleRuleAndOperator,
     LifecycleRuleFilter, Tag,
 };
-use s3_endpoint::s3::{LifecycleSchedule, serve_endpoint, service};
+use s3_endpoint::s3::{EndpointMetrics, LifecycleSchedule, serve_endpoint, service};
 use s3_endpoint::{BucketStore, Quota};
 
 use super::{DAY, configuration, expire, keys, prefix, put};
@@ -171,13 +172,21 @@ async fn stale_uploads_are_aborted_and_their_parts_freed() {
     assert_eq!(code(&late.unwrap_err()), "NoSuchUpload");
 }
 
-/// The endpoint served with `schedule` on the store under `root`, as a binary serves it.
-async fn serve_with(root: &std::path::Path, schedule: LifecycleSchedule) -> (Server, impl Drop) {
+/// The endpoint served with `schedule` on the store under `root`, as a binary serves it,
+/// counting into `metrics` if given.
+async fn serve_with(
+    root: &std::path::Path,
+    schedule: LifecycleSchedule,
+    metrics: Option<EndpointMetrics>,
+) -> (Server, impl Drop) {
     let store = Arc::new(BucketStore::open(root.to_owned(), "test-identity").unwrap());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let endpoint = service(store.clone()).lifecycle(schedule);
+    let mut endpoint = service(store.clone()).lifecycle(schedule);
+    if let Some(metrics) = metrics {
+        endpoint = endpoint.counting_answers(metrics);
+    }
     let task = tokio::spawn(serve_endpoint(listener, endpoint, async move {
         let _ = stopped.await;
     }));
@@ -215,7 +224,7 @@ async fn the_server_applies_rules_set_before_a_restart() {
     // Restarted with a clock 40 days ahead: its worker finds the rules on disk, and acts.
     let ahead = LifecycleSchedule::every(Duration::from_millis(50))
         .with_clock(|| SystemTime::now() + 40 * DAY);
-    let (server, _stops) = serve_with(tmp.path(), ahead).await;
+    let (server, _stops) = serve_with(tmp.path(), ahead, None).await;
     let s3 = client_for(server.addr, &key.access_key_id, &key.secret_access_key);
     let mut left = keys(&s3, "restart").await;
     for _ in 0..200 {
@@ -227,4 +236,41 @@ async fn the_server_applies_rules_set_before_a_restart() {
     }
     assert_eq!(left, ["keep"], "the worker expired what was due, and only that");
     assert_eq!(usage(&server.store, "restart"), (1, 1));
+}
+
+/// The worker's passes, on a budget of one object each, report what they examined, how many
+/// buckets they left unfinished and how far behind expiry runs.
+#[tokio::test]
+async fn the_server_reports_how_its_passes_keep_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(tmp.path()).await;
+    let s3 = server.client(&server.bucket_with_key("metered", USER).await);
+    let put_rules = s3.put_bucket_lifecycle_configuration().bucket("metered");
+    let rules = configuration(vec![expire("later", prefix(""), 30)]);
+    put_rules.lifecycle_configuration(rules).send().await.unwrap();
+    for key in ["a", "b", "c"] {
+        put(&s3, "metered", key, b"x", None).await;
+    }
+    server.stop().await;
+
+    let mut registry = prometheus_client::registry::Registry::with_prefix("bucket_provisioner");
+    let metrics = EndpointMetrics::register(&mut registry);
+    let schedule = LifecycleSchedule::every(Duration::from_millis(20)).with_budget(1);
+    let (_server, _stops) = serve_with(tmp.path(), schedule, Some(metrics)).await;
+    let examined = |text: &str| {
+        let line = text.lines().find(|l| l.starts_with("bucket_provisioner_s3_lifecycle_objects"));
+        line.and_then(|l| l.split(' ').nth(1)?.parse::<u64>().ok()).unwrap_or(0)
+    };
+    let mut text = String::new();
+    for _ in 0..500 {
+        text.clear();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        if examined(&text) >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(examined(&text) >= 3, "a walk of three objects, one a pass:\n{text}");
+    assert!(text.contains("\nbucket_provisioner_s3_lifecycle_lag_seconds "), "{text}");
+    assert!(text.contains("\nbucket_provisioner_s3_lifecycle_unfinished_buckets "), "{text}");
 }

@@ -3,6 +3,7 @@
 mod acl;
 mod buckets;
 mod cors;
+mod expiration;
 mod lifecycle;
 mod listing;
 mod multipart;

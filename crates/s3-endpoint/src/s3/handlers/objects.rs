@@ -69,6 +69,7 @@ impl HostPathS3 {
             ..Default::default()
         };
         set_checksum!(output, info.checksum.as_ref());
+        output.expiration = self.expiration_of(&input.bucket, &info).await;
         Ok(S3Response::new(output))
     }
 
@@ -150,6 +151,9 @@ impl HostPathS3 {
         if let Some(v) = input.response_expires {
             output.expires = Some(v);
         }
+        if version.is_none() {
+            output.expiration = self.expiration_of(&input.bucket, &info).await;
+        }
         Ok(S3Response::new(output))
     }
 
@@ -197,6 +201,9 @@ impl HostPathS3 {
         } else if checksum_enabled && let Some(part) = part_checksum(&info, input.part_number) {
             output.checksum_type = checksum_type_of(Some(&part));
             set_checksum!(output, Some(&part));
+        }
+        if version.is_none() {
+            output.expiration = self.expiration_of(&input.bucket, &info).await;
         }
         let mut response = S3Response::new(output);
         // HeadObject's output has no field for it; S3 sends it on HEAD as on GET.
