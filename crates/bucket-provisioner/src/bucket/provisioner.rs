@@ -114,6 +114,18 @@
 //! [`ROTATION_NOT_SUPPORTED`] until its request is taken back (removed, or set back to the value
 //! last honoured). Any permanent refusal of `rotate` is handled the same way.
 //!
+//! ## Short-lived credentials for ServiceAccounts
+//! A claim may name ServiceAccounts of its namespace (`additionalConfig` `serviceAccountName`)
+//! where its StorageClass allows it (`webIdentity`; see [`crate::bucket::web_identity`]). The
+//! library hands you their token subjects in [`BucketOptions::web_identity`] with every
+//! `provision`, `grant` and `update`, and asks [`Provisioner::web_identity`] for the role they
+//! assume and the STS endpoint where they assume it, which it writes into the claim's ConfigMap
+//! for the SDKs. Let in exactly those subjects (none when the field is `None`), with the claim's
+//! mode on its bucket, and make revoking or narrowing the claim's key end or narrow their
+//! sessions at once; under [`WebIdentityOptions::sessions_only`] the claim's key must not work
+//! with its own secret (its Secret is not written). The default refuses, so a backend that
+//! cannot hold this fails such claims by name and never hands out a key instead.
+//!
 //! ## COSI: buckets and keys on their own
 //! A COSI driver (see the `cosi-driver` crate) drives the same backend without claims: a bucket
 //! is created with no key, and each access gets a key of its own, with a mode per bucket. Its
