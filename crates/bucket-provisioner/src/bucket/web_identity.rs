@@ -2,7 +2,8 @@
 //! (`additionalConfig` `serviceAccountName`), and pods running as them trade their projected
 //! token for short-lived credentials of the claim's bucket, with the claim's access mode.
 //!
-//! The operator decides per StorageClass ([`class_web_identity`]): `off` (the default) refuses
+//! The operator decides per StorageClass
+//! ([`class_web_identity`](bucket_api::contract::class_web_identity)): `off` (the default) refuses
 //! such claims, `allowed` gives them a key in their Secret as well, `only` requires them to name
 //! ServiceAccounts and writes no key anywhere. The backend is told the subjects
 //! ([`WebIdentityOptions`], in [`crate::BucketOptions::web_identity`]) with every provision,
