@@ -410,3 +410,110 @@ async fn an_apiserver_restart_is_outlived_by_the_same_process() {
     assert!(node.child.try_wait().unwrap().is_none(), "the process is the one started");
     assert_eq!(node.child.id(), pid);
 }
+
+/// The apiserver refuses a claim's PersistentVolume (an admission policy, as a cluster's own
+/// rules might): the directory made for it does not outlive the claim, and a new claim of the
+/// same name (the same path, under a pattern of names) gets its volume once the refusal goes.
+#[tokio::test]
+async fn a_volume_whose_persistent_volume_was_refused_leaves_nothing_behind() {
+    use k8s_openapi::api::admissionregistration::v1::{
+        MatchResources, NamedRuleWithOperations, ValidatingAdmissionPolicy,
+        ValidatingAdmissionPolicyBinding, ValidatingAdmissionPolicyBindingSpec,
+        ValidatingAdmissionPolicySpec, Validation,
+    };
+    let world = world("vol-refused").await;
+    let node = world.start("node-a", &[]);
+    let class = world.class("Delete", &[("pathPattern", "{namespace}/{name}")]).await;
+    let policy_name = format!("refuse-pv-{}", unique_suffix());
+    let refused_claim = "refused";
+    let policy = ValidatingAdmissionPolicy {
+        metadata: ObjectMeta { name: Some(policy_name.clone()), ..Default::default() },
+        spec: Some(ValidatingAdmissionPolicySpec {
+            failure_policy: Some("Fail".into()),
+            match_constraints: Some(MatchResources {
+                resource_rules: Some(vec![NamedRuleWithOperations {
+                    api_groups: Some(vec![String::new()]),
+                    api_versions: Some(vec!["v1".into()]),
+                    operations: Some(vec!["CREATE".into()]),
+                    resources: Some(vec!["persistentvolumes".into()]),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            validations: Some(vec![Validation {
+                expression: format!(
+                    "!has(object.spec.claimRef) || object.spec.claimRef.namespace != '{}' || \
+                     object.spec.claimRef.name != '{refused_claim}'",
+                    world.ns
+                ),
+                message: Some("refused by the test's admission policy".into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(world.client.clone());
+    policies.create(&PostParams::default(), &policy).await.unwrap();
+    let binding = ValidatingAdmissionPolicyBinding {
+        metadata: ObjectMeta { name: Some(policy_name.clone()), ..Default::default() },
+        spec: ValidatingAdmissionPolicyBindingSpec {
+            policy_name: policy_name.clone(),
+            validation_actions: vec!["Deny".into()],
+            ..Default::default()
+        },
+    };
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(world.client.clone());
+    bindings.create(&PostParams::default(), &binding).await.unwrap();
+
+    let dir = node.root.path().join(&world.ns).join(refused_claim);
+    // Policies take a moment to be enforced: the claim is made once a PV like its own is
+    // refused. Its directory then comes and goes with each refused attempt.
+    let probe = PersistentVolume {
+        metadata: ObjectMeta { name: Some(format!("probe-{policy_name}")), ..Default::default() },
+        spec: Some(PersistentVolumeSpec {
+            capacity: Some(BTreeMap::from([("storage".into(), Quantity("1Mi".into()))])),
+            access_modes: Some(vec!["ReadWriteOnce".into()]),
+            host_path: Some(HostPathVolumeSource { path: "/nowhere".into(), type_: None }),
+            claim_ref: Some(ObjectReference {
+                namespace: Some(world.ns.clone()),
+                name: Some(refused_claim.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    test_support::eventually("the admission policy to be enforced", || async {
+        match world.volumes().create(&PostParams::default(), &probe).await {
+            Err(_) => Some(()),
+            Ok(made) => {
+                let _ = world.volumes().delete(&made.name_any(), &DeleteParams::default()).await;
+                None
+            }
+        }
+    })
+    .await;
+    world.claim(refused_claim, &class, "node-a").await;
+    let refusal = world.event(&world.ns, refused_claim, "KubernetesApiError").await;
+    assert!(refusal.contains("admission policy"), "{refusal}");
+    world.delete_claim(refused_claim).await;
+    test_support::eventually("the refused claim's directory to be gone", || async {
+        (!dir.exists()).then_some(())
+    })
+    .await;
+
+    policies.delete(&policy_name, &DeleteParams::default()).await.unwrap();
+    bindings.delete(&policy_name, &DeleteParams::default()).await.unwrap();
+    // The same name again: the same path, free.
+    test_support::eventually("a claim of the same name to be provisioned", || async {
+        let claims = world.claims();
+        if claims.get_opt(refused_claim).await.unwrap().is_none() {
+            world.claim(refused_claim, &class, "node-a").await;
+        }
+        let claim = claims.get(refused_claim).await.ok()?;
+        claim.spec?.volume_name.filter(|v| !v.is_empty()).map(drop)
+    })
+    .await;
+    assert!(dir.is_dir(), "the same path serves the new claim");
+}

@@ -309,7 +309,15 @@ async fn provision<P: VolumeProvisioner>(
         }
         // An earlier attempt made it and the cache has not seen it yet.
         Err(kube::Error::Api(status)) if status.code == 409 => return Ok(Action::await_change()),
-        Err(e) => return Err(e.into()),
+        Err(e) => {
+            // No PV records the asset: undone now, or a claim deleted before the next attempt
+            // would leave it (and its path) behind for good. The next attempt makes it again.
+            if let Err(undo) = ctx.provisioner.delete(&pv).await {
+                tracing::warn!(claim = %key(claim), volume = %pv_name, error = %undo,
+                    "could not remove a volume whose PersistentVolume was not created");
+            }
+            return Err(e.into());
+        }
     }
     tracing::info!(claim = %key(claim), volume = %pv_name, "provisioned");
     let mut message = format!("volume {pv_name} provisioned");
