@@ -7,6 +7,7 @@ mod common;
 
 mod checksums;
 mod conditions;
+mod object_lock_answers;
 mod operations;
 mod signing;
 
