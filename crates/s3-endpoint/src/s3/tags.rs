@@ -6,6 +6,9 @@
 //! [`MAX_VALUE_UNITS`] UTF-16 code units (S3 counts characters as Java does), no key twice, and
 //! no key in the `aws:` namespace, which S3 keeps for itself. A broken rule is `InvalidTag`; a
 //! header that is not URL-encoded UTF-8 is `InvalidArgument`, as S3 answers.
+//!
+//! A tag set has no order of its own: S3 lists it by key (a header `foo=bar&bar` reads back as
+//! `bar`, then `foo`), so tags are kept sorted by key.
 
 use s3s::dto::{Tag, Tagging};
 use s3s::{S3Error, S3ErrorCode, S3Result, s3_error};
@@ -59,8 +62,9 @@ pub fn to_tag_set(tags: &Tags) -> Vec<Tag> {
     tags.iter().map(|(k, v)| Tag { key: Some(k.clone()), value: Some(v.clone()) }).collect()
 }
 
-/// `tags` if they keep S3's rules, else the `InvalidTag` error S3 gives.
-pub fn checked(tags: Tags) -> S3Result<Tags> {
+/// `tags` if they keep S3's rules, else the `InvalidTag` error S3 gives; sorted by key, the
+/// order S3 lists a tag set in, whatever order it was given in.
+pub fn checked(mut tags: Tags) -> S3Result<Tags> {
     let invalid = |message: String| S3Error::with_message(S3ErrorCode::InvalidTag, message);
     if tags.len() > MAX_TAGS {
         return Err(invalid(format!("Object tags cannot be greater than {MAX_TAGS}")));
@@ -87,6 +91,7 @@ pub fn checked(tags: Tags) -> S3Result<Tags> {
             return Err(invalid("Cannot provide multiple Tags with the same key".to_owned()));
         }
     }
+    tags.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
     Ok(tags)
 }
 
@@ -141,13 +146,22 @@ mod tests {
     #[test]
     fn headers_decode_as_query_strings() {
         let tags = from_header("a=1&b%20c=d+e&empty=&bare").unwrap();
-        let expected = [("a", "1"), ("b c", "d e"), ("empty", ""), ("bare", "")];
+        let expected = [("a", "1"), ("b c", "d e"), ("bare", ""), ("empty", "")];
         let expected: Tags = expected.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         assert_eq!(tags, expected);
         assert_eq!(from_header("").unwrap(), Vec::new());
         assert_eq!(code(from_header("a=%zz")), "InvalidArgument");
         assert_eq!(code(from_header("a=%ff")), "InvalidArgument", "not UTF-8");
         assert_eq!(code(from_header("a=%4")), "InvalidArgument");
+    }
+
+    #[test]
+    fn tags_are_kept_sorted_by_key_whatever_order_they_came_in() {
+        let expected: Tags = vec![("bar".into(), String::new()), ("foo".into(), "bar".into())];
+        assert_eq!(from_header("foo=bar&bar").unwrap(), expected);
+        let reversed: Tags = expected.iter().rev().cloned().collect();
+        let tagging = Tagging { tag_set: to_tag_set(&reversed) };
+        assert_eq!(from_tagging(tagging).unwrap(), expected);
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod conditions;
 mod object_lock_answers;
 mod operations;
 mod signing;
+mod tag_order;
 
 use base64::Engine as _;
 
