@@ -12,7 +12,8 @@ use s3s::{S3Error, S3ErrorCode, S3Request, S3Result, StdError, s3_error};
 
 use super::{QUOTA_EXCEEDED, rules};
 use crate::store::{
-    Checksum, CopySourceCheck, ListPage, ObjectAttrs, ObjectInfo, PutCheck, StoreError,
+    Checksum, CopySourceCheck, ListPage, NULL_VERSION, ObjectAttrs, ObjectInfo, PutCheck,
+    StoreError,
 };
 
 /// Most keys one listing page returns, as in S3.
@@ -96,6 +97,14 @@ pub(super) fn timestamp(time: SystemTime) -> Timestamp {
 
 pub(super) fn etag(value: &str) -> ETag {
     ETag::Strong(value.to_owned())
+}
+
+/// The `x-amz-version-id` a write (PutObject, CopyObject, CompleteMultipartUpload) answers
+/// with: the id of the version it made, and none for the `null` version a write makes while
+/// versioning is suspended, as S3 answers (PutObject's sample answer for a suspended bucket
+/// has no version id, and s3-tests check there is none). Reads still name it `null`.
+pub(super) fn written_version_id(info: &ObjectInfo) -> Option<String> {
+    info.version_id.clone().filter(|id| id != NULL_VERSION)
 }
 
 /// The standard headers and user metadata a write sets.

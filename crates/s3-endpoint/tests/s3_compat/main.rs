@@ -11,6 +11,7 @@ mod object_lock_answers;
 mod operations;
 mod signing;
 mod tag_order;
+mod version_ids;
 
 use base64::Engine as _;
 

@@ -169,7 +169,7 @@ impl HostPathS3 {
             key: Some(input.key),
             e_tag: Some(etag(&info.etag)),
             checksum_type: checksum_type_of(info.checksum.as_ref()),
-            version_id: info.version_id.clone(),
+            version_id: written_version_id(&info),
             ..Default::default()
         };
         set_checksum!(output, info.checksum.as_ref());

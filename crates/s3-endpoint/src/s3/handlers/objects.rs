@@ -65,7 +65,7 @@ impl HostPathS3 {
             e_tag: Some(etag(&info.etag)),
             size: i64::try_from(info.size).ok(),
             checksum_type: checksum_type_of(info.checksum.as_ref()),
-            version_id: info.version_id.clone(),
+            version_id: written_version_id(&info),
             ..Default::default()
         };
         set_checksum!(output, info.checksum.as_ref());
@@ -430,7 +430,7 @@ impl HostPathS3 {
         Ok(S3Response::new(CopyObjectOutput {
             copy_object_result: Some(result),
             copy_source_version_id: source_version,
-            version_id: info.version_id,
+            version_id: written_version_id(&info),
             ..Default::default()
         }))
     }
