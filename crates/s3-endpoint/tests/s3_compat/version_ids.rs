@@ -1,7 +1,8 @@
 //! Which answers carry `x-amz-version-id` and `x-amz-delete-marker`, as S3 sends them: a write
 //! names the version it made only while versioning is enabled (the `null` version a write makes
 //! in a suspended bucket goes unnamed, as in S3's sample answers and s3-tests'
-//! test_versioning_bucket_*_return_version_id), reads name the `null` version.
+//! test_versioning_bucket_*_return_version_id), reads name the `null` version; a bucket that
+//! never had versioning names no version and no delete marker.
 
 use aws_sdk_s3::Client;
 use aws_sdk_s3::primitives::ByteStream;
@@ -82,5 +83,40 @@ async fn writes_name_a_version_only_while_versioning_is_enabled() {
     let listed = s3.list_object_versions().bucket("re-suspended").send().await.unwrap();
     let ids: Vec<_> = listed.versions().iter().map(|v| v.version_id().unwrap()).collect();
     assert_eq!(ids, ["null"; 3], "each write made the null version");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn deletes_say_delete_marker_only_where_one_is_made_or_removed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(tmp.path()).await;
+    let key = server.bucket_with_key("plain", "obc-d").await;
+    let s3 = server.client(&key);
+    s3.put_object()
+        .bucket("plain")
+        .key("k")
+        .body(ByteStream::from_static(b"x"))
+        .send()
+        .await
+        .unwrap();
+    let deleted = s3.delete_object().bucket("plain").key("k").send().await.unwrap();
+    assert_eq!((deleted.delete_marker(), deleted.version_id()), (None, None), "unversioned");
+
+    let key = server.bucket_with_key("versioned", "obc-dv").await;
+    let s3 = server.client(&key);
+    set_versioning(&s3, "versioned", BucketVersioningStatus::Enabled).await;
+    let put = s3.put_object().bucket("versioned").key("k").body(ByteStream::from_static(b"x"));
+    let version = put.send().await.unwrap().version_id.unwrap();
+    let marker = s3.delete_object().bucket("versioned").key("k").send().await.unwrap();
+    assert_eq!(marker.delete_marker(), Some(true), "a marker made");
+    let marker_id = marker.version_id().unwrap().to_owned();
+    let removed = s3.delete_object().bucket("versioned").key("k").version_id(&marker_id);
+    let removed = removed.send().await.unwrap();
+    assert_eq!(removed.delete_marker(), Some(true), "a marker removed");
+    assert_eq!(removed.version_id(), Some(marker_id.as_str()));
+    let removed = s3.delete_object().bucket("versioned").key("k").version_id(&version);
+    let removed = removed.send().await.unwrap();
+    assert_eq!(removed.delete_marker(), None, "a version removed is no marker");
+    assert_eq!(removed.version_id(), Some(version.as_str()));
     server.stop().await;
 }
