@@ -330,6 +330,19 @@ pub(super) fn copy_range(text: &str) -> S3Result<(u64, u64)> {
     Ok((first, last + 1))
 }
 
+/// The error a copy's source answers with (CopyObject, UploadPartCopy): a delete marker named
+/// by its version id has nothing to copy, which S3 calls an invalid request.
+pub(super) fn copy_source_err(e: StoreError) -> S3Error {
+    match e {
+        StoreError::DeleteMarker { by_id: true, .. } => s3_error!(
+            InvalidRequest,
+            "The source of a copy request may not specifically refer to a delete marker by \
+             version id."
+        ),
+        e => s3_err(e),
+    }
+}
+
 /// Checks `x-amz-copy-source-if-*` on the source the store opens; a failure is always 412.
 pub(super) fn copy_source_check(
     if_match: Option<ETagCondition>,

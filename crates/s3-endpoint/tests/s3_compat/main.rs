@@ -9,6 +9,7 @@ mod checksums;
 mod conditions;
 mod object_lock_answers;
 mod operations;
+mod part_copy_versions;
 mod signing;
 mod tag_order;
 mod version_ids;

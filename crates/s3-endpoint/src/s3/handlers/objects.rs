@@ -12,7 +12,7 @@ use crate::s3::convert::*;
 use crate::s3::object_lock_rules::{lock_fields, lock_of_headers};
 use crate::s3::rules;
 use crate::s3::zero_copy::{FileSends, MIN_ZERO_COPY, ZeroCopyBody};
-use crate::store::{Checksum, ChecksumType, CopyReplace, ObjectAttrs, ObjectInfo, StoreError};
+use crate::store::{Checksum, ChecksumType, CopyReplace, ObjectAttrs, ObjectInfo};
 
 impl HostPathS3 {
     pub(super) async fn put_object(
@@ -411,15 +411,7 @@ impl HostPathS3 {
             .store
             .copy_object(&src_bucket, &src_key, dst_bucket, dst_key, replace, source_check, &writer)
             .await
-            .map_err(|e| match e {
-                // S3's answer: a marker has nothing to copy.
-                StoreError::DeleteMarker { by_id: true, .. } => s3_error!(
-                    InvalidRequest,
-                    "The source of a copy request may not specifically refer to a delete marker \
-                     by version id."
-                ),
-                e => s3_err(e),
-            })?;
+            .map_err(copy_source_err)?;
         let mut result = CopyObjectResult {
             e_tag: Some(etag(&info.etag)),
             last_modified: Some(timestamp(info.last_modified)),
