@@ -6,9 +6,9 @@
 //! | operations | `ReadWrite` | `ReadOnly` | `WriteOnly` |
 //! |---|---|---|---|
 //! | HeadBucket, GetBucketLocation, ListParts (of an upload whose id it knows) | yes | yes | yes |
-//! | GetObject, HeadObject, GetObjectAttributes, List{Objects,ObjectsV2,ObjectVersions,MultipartUploads}, Get{Bucket,Object}Acl, GetObjectTagging, GetBucketCors, GetBucketLifecycleConfiguration, GetObjectLockConfiguration, GetObjectRetention, GetObjectLegalHold, the source of a copy | yes | yes | no |
+//! | GetObject, HeadObject, GetObjectAttributes, List{Objects,ObjectsV2,ObjectVersions,MultipartUploads}, Get{Bucket,Object}Acl, GetObjectTagging, GetBucketCors, GetBucketLifecycleConfiguration, GetObjectLockConfiguration, GetObjectRetention, GetObjectLegalHold, GetBucketVersioning, GetBucketTagging, the source of a copy | yes | yes | no |
 //! | PutObject, CopyObject, CreateMultipartUpload, UploadPart(Copy), CompleteMultipartUpload, AbortMultipartUpload, Put{Bucket,Object}Acl, Put/DeleteObjectTagging | yes | no | yes |
-//! | DeleteObject, DeleteObjects, Put/DeleteBucketCors, PutBucketLifecycleConfiguration, DeleteBucketLifecycle, PutObjectLockConfiguration, PutObjectRetention, PutObjectLegalHold, and anything not named here | yes | no | no |
+//! | DeleteObject, DeleteObjects, Put/DeleteBucketCors, PutBucketLifecycleConfiguration, DeleteBucketLifecycle, PutObjectLockConfiguration, PutObjectRetention, PutObjectLegalHold, Put/DeleteBucketTagging, and anything not named here | yes | no | no |
 //!
 //! Bucket-wide settings (lifecycle and CORS rules, versioning, object lock settings and legal
 //! holds, the bucket's tags) take more: a full-access key of the claim that created the bucket,
@@ -96,7 +96,8 @@ impl Needs {
             | "GetObjectLockConfiguration"
             | "GetObjectRetention"
             | "GetObjectLegalHold"
-            | "GetBucketVersioning" => Self::Read,
+            | "GetBucketVersioning"
+            | "GetBucketTagging" => Self::Read,
             "PutObject"
             | "CopyObject"
             | "CreateMultipartUpload"

@@ -15,6 +15,7 @@
 //!     meta/<bucket>/object-lock.json     present only in a bucket created with object lock:
 //!                                        its default retention and retention ceiling
 //!                                        (`object_lock_file`)
+//!     meta/<bucket>/tagging.json         the bucket's tags (`bucket_tags`)
 //!     meta/<bucket>/versioning.json      the bucket's versioning state (`versioning`)
 //!     meta/<bucket>/versions/<hh>/<md5>/<order>.{json,data}  noncurrent versions and delete
 //!                                        markers of one key (`versions`)
@@ -75,6 +76,7 @@
 mod attached;
 mod body_writer;
 mod bucket_settings;
+mod bucket_tags;
 mod checksum;
 mod commit;
 mod config_file;

@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod bucket_tagging;
 mod checksums;
 mod conditions;
 mod object_lock_answers;

@@ -1,6 +1,7 @@
 //! The S3 operations over a [`BucketStore`], one file per family of operations.
 
 mod acl;
+mod bucket_tagging;
 mod buckets;
 mod cors;
 mod lifecycle;
@@ -169,4 +170,7 @@ operations! {
     get_object_legal_hold(GetObjectLegalHoldInput) -> GetObjectLegalHoldOutput;
     put_bucket_versioning(PutBucketVersioningInput) -> PutBucketVersioningOutput;
     get_bucket_versioning(GetBucketVersioningInput) -> GetBucketVersioningOutput;
+    put_bucket_tagging(PutBucketTaggingInput) -> PutBucketTaggingOutput;
+    get_bucket_tagging(GetBucketTaggingInput) -> GetBucketTaggingOutput;
+    delete_bucket_tagging(DeleteBucketTaggingInput) -> DeleteBucketTaggingOutput;
 }
