@@ -12,9 +12,9 @@
 //!     meta/<bucket>/side/<hh>/<md5>.{json,data}  objects whose key cannot be a path (see below)
 //!     meta/<bucket>/cors.json            the bucket's CORS rules (`cors`)
 //!     meta/<bucket>/lifecycle.json       the bucket's lifecycle rules (`lifecycle_file`)
-//!     meta/<bucket>/object-lock.json     present only in a bucket created with object lock:
-//!                                        its default retention and retention ceiling
-//!                                        (`object_lock_file`)
+//!     meta/<bucket>/object-lock.json     only in a bucket created with object lock: its default
+//!                                        retention and retention ceiling (`object_lock_file`)
+//!     meta/<bucket>/public-access-block.json  its public access block (`public_access_block`)
 //!     meta/<bucket>/tagging.json         the bucket's tags (`bucket_tags`)
 //!     meta/<bucket>/versioning.json      the bucket's versioning state (`versioning`)
 //!     meta/<bucket>/versions/<hh>/<md5>/<order>.{json,data}  noncurrent versions and delete
@@ -104,6 +104,7 @@ mod objects;
 mod operator;
 mod own_key;
 mod parts;
+mod public_access_block;
 mod records;
 mod retention_ceiling;
 mod side;
@@ -154,6 +155,7 @@ pub use object_meta::{
 pub use operator::OPERATOR_OWNER;
 pub use own_key::OwnKey;
 pub use parts::PartInfo;
+pub use public_access_block::PublicAccessBlock;
 pub use records::{AccessKey, BucketRecord, Creator};
 pub use usage::SETTLE_INTERVAL;
 pub use usage_change::{Quota, Usage, Writer};

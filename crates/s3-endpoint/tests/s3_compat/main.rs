@@ -11,6 +11,7 @@ mod conditions;
 mod object_lock_answers;
 mod operations;
 mod part_copy_versions;
+mod public_access_block;
 mod signing;
 mod tag_order;
 mod version_ids;

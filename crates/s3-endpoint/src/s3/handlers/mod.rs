@@ -9,6 +9,7 @@ mod listing;
 mod multipart;
 mod object_lock;
 mod objects;
+mod public_access_block;
 mod tagging;
 mod versioning;
 
@@ -173,4 +174,7 @@ operations! {
     put_bucket_tagging(PutBucketTaggingInput) -> PutBucketTaggingOutput;
     get_bucket_tagging(GetBucketTaggingInput) -> GetBucketTaggingOutput;
     delete_bucket_tagging(DeleteBucketTaggingInput) -> DeleteBucketTaggingOutput;
+    put_public_access_block(PutPublicAccessBlockInput) -> PutPublicAccessBlockOutput;
+    get_public_access_block(GetPublicAccessBlockInput) -> GetPublicAccessBlockOutput;
+    delete_public_access_block(DeletePublicAccessBlockInput) -> DeletePublicAccessBlockOutput;
 }
