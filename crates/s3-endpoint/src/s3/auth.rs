@@ -6,14 +6,15 @@
 //! | operations | `ReadWrite` | `ReadOnly` | `WriteOnly` |
 //! |---|---|---|---|
 //! | HeadBucket, GetBucketLocation, ListParts (of an upload whose id it knows) | yes | yes | yes |
-//! | GetObject, HeadObject, GetObjectAttributes, List{Objects,ObjectsV2,ObjectVersions,MultipartUploads}, Get{Bucket,Object}Acl, GetObjectTagging, GetBucketCors, GetBucketLifecycleConfiguration, GetObjectLockConfiguration, GetObjectRetention, GetObjectLegalHold, the source of a copy | yes | yes | no |
+//! | GetObject, HeadObject, GetObjectAttributes, List{Objects,ObjectsV2,ObjectVersions,MultipartUploads}, Get{Bucket,Object}Acl, GetObjectTagging, GetBucketCors, GetBucketLifecycleConfiguration, GetObjectLockConfiguration, GetObjectRetention, GetObjectLegalHold, GetBucketVersioning, GetBucketTagging, GetPublicAccessBlock, the source of a copy | yes | yes | no |
 //! | PutObject, CopyObject, CreateMultipartUpload, UploadPart(Copy), CompleteMultipartUpload, AbortMultipartUpload, Put{Bucket,Object}Acl, Put/DeleteObjectTagging | yes | no | yes |
-//! | DeleteObject, DeleteObjects, Put/DeleteBucketCors, PutBucketLifecycleConfiguration, DeleteBucketLifecycle, PutObjectLockConfiguration, PutObjectRetention, PutObjectLegalHold, and anything not named here | yes | no | no |
+//! | DeleteObject, DeleteObjects, Put/DeleteBucketCors, PutBucketLifecycleConfiguration, DeleteBucketLifecycle, PutObjectLockConfiguration, PutObjectRetention, PutObjectLegalHold, Put/DeleteBucketTagging, Put/DeletePublicAccessBlock, and anything not named here | yes | no | no |
 //!
 //! Bucket-wide settings (lifecycle and CORS rules, versioning, object lock settings and legal
-//! holds, the bucket's tags) take more: a full-access key of the claim that created the bucket,
-//! and a setting its StorageClass allows (see [`crate::store::BucketSetting`]); a key of a claim
-//! sharing the bucket changes none of them, so it leaves nothing behind when it goes.
+//! holds, the bucket's tags, its public access block) take more: a full-access key of the claim
+//! that created the bucket, and a setting its StorageClass allows (see
+//! [`crate::store::BucketSetting`]); a key of a claim sharing the bucket changes none of them,
+//! so it leaves nothing behind when it goes.
 //!
 //! A write-only key may overwrite what it wrote (a PUT is a PUT) and abort its own uploads, but
 //! not delete: a workload that cannot read a bucket has no business emptying it. Tags belong to
@@ -100,7 +101,9 @@ impl Needs {
             | "GetObjectLockConfiguration"
             | "GetObjectRetention"
             | "GetObjectLegalHold"
-            | "GetBucketVersioning" => Self::Read,
+            | "GetBucketVersioning"
+            | "GetBucketTagging"
+            | "GetPublicAccessBlock" => Self::Read,
             "PutObject"
             | "CopyObject"
             | "CreateMultipartUpload"

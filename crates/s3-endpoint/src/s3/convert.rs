@@ -12,7 +12,8 @@ use s3s::{S3Error, S3ErrorCode, S3Request, S3Result, StdError, s3_error};
 
 use super::{QUOTA_EXCEEDED, rules};
 use crate::store::{
-    Checksum, CopySourceCheck, ListPage, ObjectAttrs, ObjectInfo, PutCheck, StoreError,
+    Checksum, CopySourceCheck, ListPage, NULL_VERSION, ObjectAttrs, ObjectInfo, PutCheck,
+    StoreError,
 };
 
 /// Most keys one listing page returns, as in S3.
@@ -96,6 +97,14 @@ pub(super) fn timestamp(time: SystemTime) -> Timestamp {
 
 pub(super) fn etag(value: &str) -> ETag {
     ETag::Strong(value.to_owned())
+}
+
+/// The `x-amz-version-id` a write (PutObject, CopyObject, CompleteMultipartUpload) answers
+/// with: the id of the version it made, and none for the `null` version a write makes while
+/// versioning is suspended, as S3 answers (PutObject's sample answer for a suspended bucket
+/// has no version id, and s3-tests check there is none). Reads still name it `null`.
+pub(super) fn written_version_id(info: &ObjectInfo) -> Option<String> {
+    info.version_id.clone().filter(|id| id != NULL_VERSION)
 }
 
 /// The standard headers and user metadata a write sets.
@@ -319,6 +328,19 @@ pub(super) fn copy_range(text: &str) -> S3Result<(u64, u64)> {
         return Err(invalid());
     }
     Ok((first, last + 1))
+}
+
+/// The error a copy's source answers with (CopyObject, UploadPartCopy): a delete marker named
+/// by its version id has nothing to copy, which S3 calls an invalid request.
+pub(super) fn copy_source_err(e: StoreError) -> S3Error {
+    match e {
+        StoreError::DeleteMarker { by_id: true, .. } => s3_error!(
+            InvalidRequest,
+            "The source of a copy request may not specifically refer to a delete marker by \
+             version id."
+        ),
+        e => s3_err(e),
+    }
 }
 
 /// Checks `x-amz-copy-source-if-*` on the source the store opens; a failure is always 412.

@@ -12,13 +12,14 @@
 //! The jobs, a file each: `server` (the HTTP server and the service it runs), `auth` (keys and
 //! who may do what), `convert` (between `s3s`'s types and the store's), `handlers` (the
 //! operations, a file per family: buckets, ACLs, listings, objects, multipart uploads, object
-//! tagging, bucket CORS, bucket lifecycle, object lock), `object_lock_rules` (object lock
-//! headers and documents between the wire and the store), `tags` (S3's rules for object tags, which tenants
-//! write), `lifecycle_rules` (lifecycle documents between the wire and the store), `lifecycle`
-//! (the worker running the store's lifecycle pass while the server runs), `cors_rules`
-//! (what CORS rules may say, and which one a request matches), `cors` (the browser's preflight
-//! and the CORS headers of cross-origin answers),
-//! `metrics` (answers by status class, registered by the binary into the registry it serves).
+//! tagging, bucket tagging, bucket CORS, bucket lifecycle, object lock, the public access
+//! block), `object_lock_rules` (object lock headers and documents between the wire and the
+//! store), `tags` (S3's rules for object and bucket tags, which tenants write),
+//! `lifecycle_rules` (lifecycle documents between the wire and the store), `lifecycle` (the
+//! worker running the store's lifecycle pass while the server runs), `cors_rules` (what CORS
+//! rules may say, and which one a request matches), `cors` (the browser's preflight and the CORS
+//! headers of cross-origin answers), `metrics` (answers by status class, registered by the
+//! binary into the registry it serves).
 //!
 //! In front of `s3s`, [`Endpoint`] adds request ids and the request-time rules `s3s` leaves
 //! out (SigV2 clock skew, the one-week limit of presigned URLs, SigV2 bucket-level resources),

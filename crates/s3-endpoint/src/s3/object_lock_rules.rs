@@ -9,12 +9,16 @@ use s3s::dto::{
     ObjectLockLegalHold, ObjectLockLegalHoldStatus, ObjectLockMode, ObjectLockRetention,
     ObjectLockRetentionMode, ObjectLockRule, Timestamp,
 };
-use s3s::{S3Result, s3_error};
+use s3s::{S3Error, S3ErrorCode, S3Result, s3_error};
 
 use crate::store::{
     BucketLock, DefaultRetention, LockMode, ObjectLock, Retention, RetentionPeriod,
     check_new_retention, unix_ms,
 };
+
+/// S3's error for a default retention period that is not a positive number of days or years
+/// (`s3s` has no code of its own for it).
+const INVALID_RETENTION_PERIOD: &str = "InvalidRetentionPeriod";
 
 /// Milliseconds since the Unix epoch of a wire date (0 before it).
 fn ms_of(date: &Timestamp) -> u64 {
@@ -111,7 +115,9 @@ pub(super) fn legal_hold_status(on: bool) -> ObjectLockLegalHoldStatus {
 }
 
 /// The default retention a PutObjectLockConfiguration document sets: `ObjectLockEnabled` must
-/// say `Enabled`; a rule has a mode and exactly one of days and years, positive.
+/// say `Enabled`; a rule has a mode and exactly one of days and years, positive. As S3 answers:
+/// a document breaking the schema (another status or mode, both or neither period) is
+/// `MalformedXML`, a period of zero or less `InvalidRetentionPeriod`.
 pub(super) fn default_of(
     doc: Option<ObjectLockConfiguration>,
 ) -> S3Result<Option<DefaultRetention>> {
@@ -132,11 +138,18 @@ pub(super) fn default_of(
     let Some(wire) = rule.default_retention else {
         return Err(malformed("a Rule needs a DefaultRetention"));
     };
+    // In the document the mode is a schema value: anything else is not well-formed XML.
     let mode = wire.mode.as_ref().ok_or_else(|| malformed("DefaultRetention needs a Mode"))?;
-    let mode = mode_of(mode.as_str())?;
+    let mode = LockMode::parse(mode.as_str())
+        .ok_or_else(|| malformed("Mode must be GOVERNANCE or COMPLIANCE"))?;
     let positive = |n: i32| {
         u32::try_from(n).ok().filter(|n| *n > 0).ok_or_else(|| {
-            s3_error!(InvalidArgument, "Default retention period must be a positive integer value")
+            let mut error = S3Error::with_message(
+                S3ErrorCode::Custom(INVALID_RETENTION_PERIOD.into()),
+                "Default retention period must be a positive integer value",
+            );
+            error.set_status_code(http::StatusCode::BAD_REQUEST);
+            error
         })
     };
     let period = match (wire.days, wire.years) {
@@ -231,19 +244,20 @@ mod tests {
                 }),
             }),
         };
-        for (days, years, mode) in [
-            (Some(1), Some(1), Some("GOVERNANCE")),
-            (None, None, Some("GOVERNANCE")),
-            (Some(0), None, Some("GOVERNANCE")),
-            (Some(-3), None, Some("GOVERNANCE")),
-            (None, Some(101), Some("GOVERNANCE")),
-            (Some(1), None, None),
-            (Some(1), None, Some("NONE")),
+        for (days, years, mode, code) in [
+            (Some(1), Some(1), Some("GOVERNANCE"), "MalformedXML"),
+            (None, None, Some("GOVERNANCE"), "MalformedXML"),
+            (Some(0), None, Some("GOVERNANCE"), "InvalidRetentionPeriod"),
+            (Some(-3), None, Some("GOVERNANCE"), "InvalidRetentionPeriod"),
+            (None, Some(-1), Some("GOVERNANCE"), "InvalidRetentionPeriod"),
+            (None, Some(101), Some("GOVERNANCE"), "InvalidArgument"),
+            (Some(1), None, None, "MalformedXML"),
+            (Some(1), None, Some("NONE"), "MalformedXML"),
+            (None, Some(1), Some("governance"), "MalformedXML"),
         ] {
-            assert!(
-                default_of(Some(with(days, years, mode))).is_err(),
-                "{days:?} {years:?} {mode:?}"
-            );
+            let err = default_of(Some(with(days, years, mode))).unwrap_err();
+            assert_eq!(err.code().as_str(), code, "{days:?} {years:?} {mode:?}");
+            assert_eq!(err.status_code(), Some(http::StatusCode::BAD_REQUEST), "{code}");
         }
     }
 

@@ -6,6 +6,9 @@
 //! [`MAX_VALUE_UNITS`] UTF-16 code units (S3 counts characters as Java does), no key twice, and
 //! no key in the `aws:` namespace, which S3 keeps for itself. A broken rule is `InvalidTag`; a
 //! header that is not URL-encoded UTF-8 is `InvalidArgument`, as S3 answers.
+//!
+//! A tag set has no order of its own: S3 lists it by key (a header `foo=bar&bar` reads back as
+//! `bar`, then `foo`), so tags are kept sorted by key.
 
 use s3s::dto::{Tag, Tagging};
 use s3s::{S3Error, S3ErrorCode, S3Result, s3_error};
@@ -14,6 +17,8 @@ use crate::store::Tags;
 
 /// Most tags one object may have.
 pub const MAX_TAGS: usize = 10;
+/// Most tags one bucket may have.
+pub const MAX_BUCKET_TAGS: usize = 50;
 /// Longest tag key, in UTF-16 code units.
 pub const MAX_KEY_UNITS: usize = 128;
 /// Longest tag value, in UTF-16 code units.
@@ -40,6 +45,17 @@ pub fn from_header(header: &str) -> S3Result<Tags> {
 
 /// The tags of a `<Tagging>` document (PutObjectTagging).
 pub fn from_tagging(tagging: Tagging) -> S3Result<Tags> {
+    pairs_of(tagging).and_then(checked)
+}
+
+/// The tags of a bucket's `<Tagging>` document (PutBucketTagging): the rules of object tags,
+/// but up to [`MAX_BUCKET_TAGS`] of them.
+pub fn bucket_tags_from(tagging: Tagging) -> S3Result<Tags> {
+    pairs_of(tagging).and_then(|tags| checked_within(tags, (MAX_BUCKET_TAGS, "Bucket")))
+}
+
+/// The key and value of each tag of a `<Tagging>` document, which must have both.
+fn pairs_of(tagging: Tagging) -> S3Result<Tags> {
     let mut tags = Vec::with_capacity(tagging.tag_set.len());
     for Tag { key, value } in tagging.tag_set {
         let (Some(key), Some(value)) = (key, value) else {
@@ -51,7 +67,7 @@ pub fn from_tagging(tagging: Tagging) -> S3Result<Tags> {
         };
         tags.push((key, value));
     }
-    checked(tags)
+    Ok(tags)
 }
 
 /// The `<Tagging>` document of stored tags.
@@ -59,11 +75,17 @@ pub fn to_tag_set(tags: &Tags) -> Vec<Tag> {
     tags.iter().map(|(k, v)| Tag { key: Some(k.clone()), value: Some(v.clone()) }).collect()
 }
 
-/// `tags` if they keep S3's rules, else the `InvalidTag` error S3 gives.
+/// An object's `tags` if they keep S3's rules, else the `InvalidTag` error S3 gives; sorted by
+/// key, the order S3 lists a tag set in, whatever order it was given in.
 pub fn checked(tags: Tags) -> S3Result<Tags> {
+    checked_within(tags, (MAX_TAGS, "Object"))
+}
+
+/// [`checked`], for a tag set of at most `most` tags of an object or a bucket (`whose`).
+fn checked_within(mut tags: Tags, (most, whose): (usize, &str)) -> S3Result<Tags> {
     let invalid = |message: String| S3Error::with_message(S3ErrorCode::InvalidTag, message);
-    if tags.len() > MAX_TAGS {
-        return Err(invalid(format!("Object tags cannot be greater than {MAX_TAGS}")));
+    if tags.len() > most {
+        return Err(invalid(format!("{whose} tags cannot be greater than {most}")));
     }
     for (i, (key, value)) in tags.iter().enumerate() {
         let key_units = key.encode_utf16().count();
@@ -87,6 +109,7 @@ pub fn checked(tags: Tags) -> S3Result<Tags> {
             return Err(invalid("Cannot provide multiple Tags with the same key".to_owned()));
         }
     }
+    tags.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
     Ok(tags)
 }
 
@@ -141,13 +164,46 @@ mod tests {
     #[test]
     fn headers_decode_as_query_strings() {
         let tags = from_header("a=1&b%20c=d+e&empty=&bare").unwrap();
-        let expected = [("a", "1"), ("b c", "d e"), ("empty", ""), ("bare", "")];
+        let expected = [("a", "1"), ("b c", "d e"), ("bare", ""), ("empty", "")];
         let expected: Tags = expected.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         assert_eq!(tags, expected);
         assert_eq!(from_header("").unwrap(), Vec::new());
         assert_eq!(code(from_header("a=%zz")), "InvalidArgument");
         assert_eq!(code(from_header("a=%ff")), "InvalidArgument", "not UTF-8");
         assert_eq!(code(from_header("a=%4")), "InvalidArgument");
+    }
+
+    #[test]
+    fn tags_are_kept_sorted_by_key_whatever_order_they_came_in() {
+        let expected: Tags = vec![("bar".into(), String::new()), ("foo".into(), "bar".into())];
+        assert_eq!(from_header("foo=bar&bar").unwrap(), expected);
+        let reversed: Tags = expected.iter().rev().cloned().collect();
+        let tagging = Tagging { tag_set: to_tag_set(&reversed) };
+        assert_eq!(from_tagging(tagging).unwrap(), expected);
+    }
+
+    #[test]
+    fn a_bucket_takes_fifty_tags_under_the_same_rules() {
+        let tagging = |count: usize| Tagging {
+            tag_set: (0..count)
+                .map(|i| Tag { key: Some(format!("k{i:02}")), value: Some(String::new()) })
+                .collect(),
+        };
+        assert_eq!(bucket_tags_from(tagging(MAX_BUCKET_TAGS)).unwrap().len(), 50);
+        assert_eq!(code(bucket_tags_from(tagging(MAX_BUCKET_TAGS + 1))), "InvalidTag");
+        assert_eq!(code(from_tagging(tagging(MAX_TAGS + 1))), "InvalidTag", "objects take 10");
+        let bad = |key: &str, value: &str| Tagging {
+            tag_set: vec![Tag { key: Some(key.into()), value: Some(value.into()) }],
+        };
+        for (key, value) in
+            [("", "v"), ("aws:cost", "v"), (&"k".repeat(129), ""), ("k", &"v".repeat(257))]
+        {
+            assert_eq!(code(bucket_tags_from(bad(key, value))), "InvalidTag", "{key} {value}");
+        }
+        let twice = Tagging { tag_set: [bad("k", "1").tag_set, bad("k", "2").tag_set].concat() };
+        assert_eq!(code(bucket_tags_from(twice)), "InvalidTag");
+        let no_value = Tagging { tag_set: vec![Tag { key: Some("k".into()), value: None }] };
+        assert_eq!(code(bucket_tags_from(no_value)), "MalformedXML");
     }
 
     #[test]

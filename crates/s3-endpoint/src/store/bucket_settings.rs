@@ -1,9 +1,9 @@
 //! Who may change a bucket's bucket-wide settings through S3: lifecycle rules (which delete
 //! objects), CORS rules (what every browser page may do), versioning, object lock (a default
-//! retention, a legal hold) and the bucket's tags. They belong to the bucket's creator and the
-//! operator, within what the creator's StorageClass allows: a key of a claim sharing the bucket
-//! may not change them, so it leaves nothing behind when it goes, and the creator's own key
-//! changes only the settings the provisioner recorded as allowed.
+//! retention, a legal hold), the bucket's tags and its public access block. They belong to the
+//! bucket's creator and the operator, within what the creator's StorageClass allows: a key of a
+//! claim sharing the bucket may not change them, so it leaves nothing behind when it goes, and
+//! the creator's own key changes only the settings the provisioner recorded as allowed.
 
 use serde::{Deserialize, Serialize};
 
@@ -21,7 +21,8 @@ pub enum BucketSetting {
     Versioning,
     /// Object lock: the default retention, and legal holds on objects.
     ObjectLock,
-    /// Tags, policies and anything else that configures the whole bucket, which no class gates.
+    /// Tags, the public access block, policies and anything else that configures the whole
+    /// bucket, which no class gates.
     Other,
 }
 

@@ -14,9 +14,10 @@
 //!     meta/<bucket>/lifecycle.json       the bucket's lifecycle rules (`lifecycle_file`)
 //!     meta/<bucket>/lifecycle-walk.json  where an unfinished lifecycle walk stopped
 //!                                        (`lifecycle_walk`)
-//!     meta/<bucket>/object-lock.json     present only in a bucket created with object lock:
-//!                                        its default retention and retention ceiling
-//!                                        (`object_lock_file`)
+//!     meta/<bucket>/object-lock.json     only in a bucket created with object lock: its default
+//!                                        retention and retention ceiling (`object_lock_file`)
+//!     meta/<bucket>/public-access-block.json  its public access block (`public_access_block`)
+//!     meta/<bucket>/tagging.json         the bucket's tags (`bucket_tags`)
 //!     meta/<bucket>/versioning.json      the bucket's versioning state (`versioning`)
 //!     meta/<bucket>/versions/<hh>/<md5>/<order>.{json,data}  noncurrent versions and delete
 //!                                        markers of one key (`versions`)
@@ -77,6 +78,7 @@
 mod attached;
 mod body_writer;
 mod bucket_settings;
+mod bucket_tags;
 mod checksum;
 mod commit;
 mod config_file;
@@ -107,6 +109,7 @@ mod objects;
 mod operator;
 mod own_key;
 mod parts;
+mod public_access_block;
 mod records;
 mod retention_ceiling;
 mod sessions;
@@ -159,6 +162,7 @@ pub use object_meta::{
 pub use operator::OPERATOR_OWNER;
 pub use own_key::OwnKey;
 pub use parts::PartInfo;
+pub use public_access_block::PublicAccessBlock;
 pub use records::{AccessKey, BucketRecord, Creator};
 pub use sessions::{MAX_SESSIONS, Session};
 pub use usage::SETTLE_INTERVAL;

@@ -186,7 +186,8 @@ impl BucketStore {
     }
 
     /// Copies `range` (start, end exclusive) of an existing object, or all of it, into part
-    /// `part_number` (UploadPartCopy) for `writer`.
+    /// `part_number` (UploadPartCopy) for `writer`: the version `source_check` names, or the
+    /// newest.
     #[allow(clippy::too_many_arguments)]
     pub async fn upload_part_copy(
         &self,
@@ -211,7 +212,8 @@ impl BucketStore {
         self.blocking(move |store| {
             let (bucket, key, upload_id, src_bucket, src_key) = args;
             let (dir, upload) = store.load_upload(&bucket, &key, &upload_id)?;
-            let (info, file) = store.open_blocking(&src_bucket, &src_key)?;
+            let source_version = source_check.version_id.as_deref();
+            let (info, file) = store.open_current(&src_bucket, &src_key, source_version)?;
             (source_check.check)(&info)?;
             let (start, end) = match range {
                 Some((start, end)) if start < end && end <= info.size => (start, end),

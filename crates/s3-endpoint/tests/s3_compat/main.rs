@@ -5,11 +5,17 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod bucket_tagging;
 mod checksums;
 mod conditions;
 mod lifecycle;
+mod object_lock_answers;
 mod operations;
+mod part_copy_versions;
+mod public_access_block;
 mod signing;
+mod tag_order;
+mod version_ids;
 
 use base64::Engine as _;
 

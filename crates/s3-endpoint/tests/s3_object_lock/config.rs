@@ -151,7 +151,7 @@ async fn bad_rules_and_dates_are_refused_as_s3_refuses_them() {
     for (days, years, expected) in [
         (Some(1), Some(1), "MalformedXML"),
         (None, None, "MalformedXML"),
-        (Some(0), None, "InvalidArgument"),
+        (Some(0), None, "InvalidRetentionPeriod"),
         (None, Some(101), "InvalidArgument"),
     ] {
         let config = config(ObjectLockRetentionMode::Governance, days, years);

@@ -1,6 +1,7 @@
 //! The S3 operations over a [`BucketStore`], one file per family of operations.
 
 mod acl;
+mod bucket_tagging;
 mod buckets;
 mod cors;
 mod expiration;
@@ -9,6 +10,7 @@ mod listing;
 mod multipart;
 mod object_lock;
 mod objects;
+mod public_access_block;
 mod tagging;
 mod versioning;
 
@@ -170,4 +172,10 @@ operations! {
     get_object_legal_hold(GetObjectLegalHoldInput) -> GetObjectLegalHoldOutput;
     put_bucket_versioning(PutBucketVersioningInput) -> PutBucketVersioningOutput;
     get_bucket_versioning(GetBucketVersioningInput) -> GetBucketVersioningOutput;
+    put_bucket_tagging(PutBucketTaggingInput) -> PutBucketTaggingOutput;
+    get_bucket_tagging(GetBucketTaggingInput) -> GetBucketTaggingOutput;
+    delete_bucket_tagging(DeleteBucketTaggingInput) -> DeleteBucketTaggingOutput;
+    put_public_access_block(PutPublicAccessBlockInput) -> PutPublicAccessBlockOutput;
+    get_public_access_block(GetPublicAccessBlockInput) -> GetPublicAccessBlockOutput;
+    delete_public_access_block(DeletePublicAccessBlockInput) -> DeletePublicAccessBlockOutput;
 }

@@ -95,16 +95,15 @@ impl HostPathS3 {
         else {
             return Err(s3_error!(NotImplemented, "only bucket copy sources are supported"));
         };
-        if version_id.as_deref().is_some_and(|v| v != "null") {
-            return Err(s3_error!(NoSuchVersion, "buckets here are not versioned"));
-        }
         let range = input.copy_source_range.as_deref().map(copy_range).transpose()?;
-        let source_check = copy_source_check(
+        let mut source_check = copy_source_check(
             input.copy_source_if_match.clone(),
             input.copy_source_if_none_match.clone(),
             input.copy_source_if_modified_since.clone(),
             input.copy_source_if_unmodified_since.clone(),
         );
+        source_check.version_id = version_id.as_deref().map(str::to_owned);
+        let source_version = source_check.version_id.clone();
         let part = self
             .store
             .upload_part_copy(
@@ -118,7 +117,7 @@ impl HostPathS3 {
                 &writer,
             )
             .await
-            .map_err(s3_err)?;
+            .map_err(copy_source_err)?;
         let mut result = CopyPartResult {
             e_tag: Some(etag(&part.etag)),
             last_modified: Some(timestamp(part.last_modified)),
@@ -127,6 +126,7 @@ impl HostPathS3 {
         set_checksum!(result, part.checksum.as_ref());
         Ok(S3Response::new(UploadPartCopyOutput {
             copy_part_result: Some(result),
+            copy_source_version_id: source_version,
             ..Default::default()
         }))
     }
@@ -169,7 +169,7 @@ impl HostPathS3 {
             key: Some(input.key),
             e_tag: Some(etag(&info.etag)),
             checksum_type: checksum_type_of(info.checksum.as_ref()),
-            version_id: info.version_id.clone(),
+            version_id: written_version_id(&info),
             ..Default::default()
         };
         set_checksum!(output, info.checksum.as_ref());

@@ -12,7 +12,7 @@ use crate::s3::convert::*;
 use crate::s3::object_lock_rules::{lock_fields, lock_of_headers};
 use crate::s3::rules;
 use crate::s3::zero_copy::{FileSends, MIN_ZERO_COPY, ZeroCopyBody};
-use crate::store::{Checksum, ChecksumType, CopyReplace, ObjectAttrs, ObjectInfo, StoreError};
+use crate::store::{Checksum, ChecksumType, CopyReplace, ObjectAttrs, ObjectInfo};
 
 impl HostPathS3 {
     pub(super) async fn put_object(
@@ -65,7 +65,7 @@ impl HostPathS3 {
             e_tag: Some(etag(&info.etag)),
             size: i64::try_from(info.size).ok(),
             checksum_type: checksum_type_of(info.checksum.as_ref()),
-            version_id: info.version_id.clone(),
+            version_id: written_version_id(&info),
             ..Default::default()
         };
         set_checksum!(output, info.checksum.as_ref());
@@ -418,15 +418,7 @@ impl HostPathS3 {
             .store
             .copy_object(&src_bucket, &src_key, dst_bucket, dst_key, replace, source_check, &writer)
             .await
-            .map_err(|e| match e {
-                // S3's answer: a marker has nothing to copy.
-                StoreError::DeleteMarker { by_id: true, .. } => s3_error!(
-                    InvalidRequest,
-                    "The source of a copy request may not specifically refer to a delete marker \
-                     by version id."
-                ),
-                e => s3_err(e),
-            })?;
+            .map_err(copy_source_err)?;
         let mut result = CopyObjectResult {
             e_tag: Some(etag(&info.etag)),
             last_modified: Some(timestamp(info.last_modified)),
@@ -437,7 +429,7 @@ impl HostPathS3 {
         Ok(S3Response::new(CopyObjectOutput {
             copy_object_result: Some(result),
             copy_source_version_id: source_version,
-            version_id: info.version_id,
+            version_id: written_version_id(&info),
             ..Default::default()
         }))
     }
