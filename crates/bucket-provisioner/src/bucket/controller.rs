@@ -459,7 +459,11 @@ async fn report<P>(
         ctx.caches.claims.wrote(written);
     }
     if error.retry() == Retry::OnChange && !deleting {
-        ctx.park(key, inputs);
+        // The claim as our own writes left it, with what other objects said when the reconcile
+        // looked: a class replaced meanwhile is a change still to see, our own writes are not.
+        let now = ctx.inputs(&latest);
+        let seen = Inputs { class_version: inputs.class_version, sharing: inputs.sharing, ..now };
+        ctx.park(key, seen);
     }
     Ok(ctx.retry_after(&latest, &error, key))
 }
