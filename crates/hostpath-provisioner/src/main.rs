@@ -115,10 +115,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         }));
     }
 
-    let accounts_store = store.clone();
-    services.push(Service::new(SERVICE_ACCOUNT_WATCH, move |process| {
-        follow_service_accounts(process, accounts_store)
-    }));
+    // Short-lived credentials are for claims: a COSI-only driver has neither the claims nor the
+    // RBAC (TokenReview, ServiceAccounts) for them, and its endpoint refuses STS.
+    let web_identity = !args.cosi.cosi_only;
+    if web_identity {
+        let accounts_store = store.clone();
+        services.push(Service::new(SERVICE_ACCOUNT_WATCH, move |process| {
+            follow_service_accounts(process, accounts_store)
+        }));
+    }
 
     let listener = tokio::net::TcpListener::bind(args.s3_listen)
         .await
@@ -131,11 +136,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let audience = args.web_identity_audience.clone();
     services.push(Service::new("S3 endpoint", move |process: Process| {
         let answers = process.metrics.register(EndpointMetrics::register);
-        let reviewer = Arc::new(TokenReviewer::new(process.client.clone(), audience));
-        let endpoint = service(endpoint_store)
-            .counting_answers(answers)
-            .lifecycle(lifecycle)
-            .web_identity(reviewer);
+        let endpoint = service(endpoint_store).counting_answers(answers).lifecycle(lifecycle);
+        let endpoint = match web_identity {
+            true => endpoint.web_identity(Arc::new(TokenReviewer::new(process.client, audience))),
+            false => endpoint,
+        };
         // The endpoint never fails: it keeps accepting through errors until told to stop.
         serve_endpoint(listener, endpoint, process.stop.wait()).map(Ok::<(), Infallible>)
     }));

@@ -33,7 +33,9 @@ pub async fn follow_service_accounts(
     store: Arc<BucketStore>,
 ) -> Result<(), String> {
     let accounts: Api<ServiceAccount> = Api::all(process.client.clone());
-    let config = watcher::Config::default();
+    // A streaming list, as the controller's watches: one relist costs no list of every
+    // ServiceAccount in the cluster at once.
+    let config = watcher::Config::default().streaming_lists();
     let events = resilient_watch(accounts, config, SERVICE_ACCOUNT_WATCH, process.health.clone());
     let mut events = events.take_until(process.stop.wait()).boxed();
     // The ServiceAccounts of a relist, until it is complete.
