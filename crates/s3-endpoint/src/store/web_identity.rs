@@ -68,12 +68,13 @@ impl BucketStore {
         .await
     }
 
-    /// The current key of the role `user_id` (its newest), with what it lets assume it; `None`
-    /// when the user has no key or its key lets no web identity in.
+    /// The current key of the role `user_id` (its newest that lets web identities in), with
+    /// what it lets assume it; `None` when the user has no such key.
     pub fn role(&self, user_id: &str) -> Option<(AccessKey, WebIdentityAccess)> {
         let state = self.inner.read();
         let ids = state.keys_of_user(user_id);
-        let key = ids.iter().filter_map(|id| state.keys.get(id)).max_by_key(|k| k.generation)?;
+        let keys = ids.iter().filter_map(|id| state.keys.get(id));
+        let key = keys.filter(|k| k.web_identity.is_some()).max_by_key(|k| k.generation)?;
         let access = key.web_identity.clone()?;
         Some((key.clone(), access))
     }
