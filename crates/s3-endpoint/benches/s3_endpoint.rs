@@ -1,7 +1,8 @@
 //! Throughput and memory of the hostPath S3 endpoint, measured with the AWS SDK over loopback;
 //! what quotas and versioning cost a PUT (and versioning a GET), what listing costs as a bucket grows and what completing a multipart
 //! upload costs, and what a page of ListObjectVersions costs on a bucket with many versions, and what a lifecycle pass
-//! costs on a bucket with a thousand rules, within a budget. `make bench` runs it in release mode and writes the results to
+//! costs on a bucket with a thousand rules, within a budget, and what short-lived credentials
+//! cost (sessions granted per second, and a small GET with a session key beside the claim's own). `make bench` runs it in release mode and writes the results to
 //! `bench-results.txt`.
 
 use std::fmt::Write as _;
@@ -14,7 +15,7 @@ use s3_endpoint::{BucketStore, Quota};
 use tokio::io::AsyncWriteExt;
 
 mod support;
-use support::{client, cpu_times, median};
+use support::{client, cpu_times, median, web_identity};
 
 const SMALL: usize = 4 << 10;
 const SMALL_COUNT: usize = 500;
@@ -483,7 +484,9 @@ async fn main() {
     let never_reached = Quota { max_objects: Some(1 << 40), max_bytes: Some(1 << 50) };
     store.set_bucket_quota("bench-quota", "bench-quota-user", never_reached).await.unwrap();
     store.set_user_quota("bench-quota-user", "bench-quota", never_reached).await.unwrap();
-    tokio::spawn(s3_endpoint::serve(listener, store.clone(), std::future::pending()));
+    let endpoint =
+        s3_endpoint::s3::service(store.clone()).web_identity(Arc::new(web_identity::Vouch));
+    tokio::spawn(s3_endpoint::s3::serve_endpoint(listener, endpoint, std::future::pending()));
     let s3 = client(port, &key.access_key_id, &key.secret_access_key);
     let list_client = client(port, &list_key.access_key_id, &list_key.secret_access_key);
     let versions_client =
@@ -494,7 +497,8 @@ async fn main() {
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         if cfg!(debug_assertions) { "debug build" } else { "release build" }
     );
-    // `--only listing`, `--only version-listing` or `--only lifecycle` measures that alone.
+    // `--only listing`, `--only version-listing`, `--only lifecycle` or `--only web-identity`
+    // measures that alone.
     if only.is_none() {
         small_objects(&s3, "bench", &mut out).await;
         quota_overhead(&quota_clients[0], &quota_clients[1], &mut out).await;
@@ -511,6 +515,10 @@ async fn main() {
     }
     if only.as_deref().is_none_or(|o| o == "lifecycle") {
         lifecycle_pass(&store, &lifecycle_clients[0], &lifecycle_clients[1], &mut out).await;
+    }
+    if only.as_deref().is_none_or(|o| o == "web-identity") {
+        let claim = ("bench", "bench-user");
+        web_identity::measure(&store, port, claim, &s3, &mut out).await;
     }
     print!("{out}");
     if let Some(path) = output {

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each bench uses its own subset
 
+pub mod web_identity;
+
 use std::process::Command;
 use std::sync::OnceLock;
 
