@@ -1,5 +1,12 @@
 //! Who may reach which bucket: a BucketAccess reaches only buckets made for claims of its own
-//! namespace, unless the operator made the bucket static.
+//! namespace; a static bucket, under v1alpha1, only from the namespaces its operator lists on the
+//! Bucket ([`ALLOWED_NAMESPACES`]).
+//!
+//! v0.2.2 binds a static Bucket to a claim of any namespace that names it (`existingBucketName`)
+//! and rewrites the Bucket's `spec.bucketClaim` to that claim, so nothing the controller keeps
+//! says whose it is: the operator's annotation does (Buckets are cluster-scoped, written by the
+//! operator and the controller alone). v1alpha2's controller binds a static Bucket only to the
+//! claim its `bucketClaimRef` names, which the driver leaves to it.
 //!
 //! COSI says so, but v1alpha1 (v0.2.2) lets a claim in namespace B name A's Bucket object
 //! (`existingBucketName`) and then hands the driver only the bucket id and `ba-<uid>` of the
@@ -31,13 +38,23 @@ pub struct GrantFacts {
     pub buckets: Vec<BucketFacts>,
 }
 
-/// What the cluster says about one bucket this driver created.
+/// What [`Lookup::shared_with`] answers: for each static bucket, the namespaces it is shared with.
+pub type SharedWith<'a> =
+    Pin<Box<dyn Future<Output = Result<Vec<Vec<String>>, LookupError>> + Send + 'a>>;
+
+/// Annotation of a static v1alpha1 Bucket: the namespaces whose BucketAccesses may reach its
+/// bucket, comma-separated, or `*` for every namespace. Without it, none may.
+pub const ALLOWED_NAMESPACES: &str = "cosi.objectbucket.io/allowed-namespaces";
+
+/// What the cluster says about one bucket of a grant.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BucketFacts {
-    /// The Bucket object's name.
+    /// The Bucket object's name (for a static bucket: its bucket id).
     pub bucket: String,
     /// The namespace of the claim the Bucket was made for; `None` when it names none.
     pub claim_namespace: Option<String>,
+    /// For a static bucket: the namespaces its operator shares it with ([`ALLOWED_NAMESPACES`]).
+    pub shared_with: Option<Vec<String>>,
 }
 
 /// Why a lookup failed.
@@ -61,12 +78,36 @@ pub trait Lookup: Send + Sync + 'static {
         account_name: &'a str,
         buckets: &'a [String],
     ) -> Pin<Box<dyn Future<Output = Result<GrantFacts, LookupError>> + Send + 'a>>;
+
+    /// For each static bucket id of `ids`, the namespaces the operator shares it with, as the
+    /// [`ALLOWED_NAMESPACES`] annotations of the Buckets naming it say. The default knows none,
+    /// which refuses every static bucket.
+    fn shared_with<'a>(&'a self, version: Version, ids: &'a [String]) -> SharedWith<'a> {
+        let _ = version;
+        Box::pin(async move { Ok(vec![Vec::new(); ids.len()]) })
+    }
+}
+
+/// The namespaces an [`ALLOWED_NAMESPACES`] annotation lists.
+pub fn allowed_namespaces(annotation: &str) -> Vec<String> {
+    annotation.split(',').map(str::trim).filter(|ns| !ns.is_empty()).map(str::to_owned).collect()
 }
 
 /// Whether the access may reach every bucket. Refusals name the namespaces and Bucket, never
 /// anything of the bucket's contents.
 pub fn decide(facts: &GrantFacts) -> Result<(), CallError> {
     for bucket in &facts.buckets {
+        if let Some(allowed) = &bucket.shared_with {
+            if allowed.iter().any(|ns| ns == "*" || *ns == facts.access_namespace) {
+                continue;
+            }
+            return Err(CallError::PermissionDenied(format!(
+                "static bucket {:?} is not shared with namespace {:?}: an operator lets a \
+                 namespace's accesses reach it by listing the namespace (or *) in the \
+                 annotation {ALLOWED_NAMESPACES} of its Bucket",
+                bucket.bucket, facts.access_namespace
+            )));
+        }
         match &bucket.claim_namespace {
             Some(ns) if *ns == facts.access_namespace => {}
             Some(ns) => {
@@ -90,7 +131,7 @@ pub fn decide(facts: &GrantFacts) -> Result<(), CallError> {
 }
 
 /// Looks the grant up (when the driver has a [`Lookup`]) and decides on it; static buckets are
-/// left out of the lookup.
+/// looked up under v1alpha1 only (see the [module documentation](self)).
 pub async fn check(
     lookup: Option<&dyn Lookup>,
     version: Version,
@@ -100,15 +141,29 @@ pub async fn check(
     let Some(lookup) = lookup else { return Ok(()) };
     let created: Vec<String> =
         ids.iter().filter(|id| !id.is_static()).map(|id| id.bucket().to_owned()).collect();
-    if created.is_empty() {
+    let statics: Vec<String> = match version {
+        Version::V1alpha1 => {
+            ids.iter().filter(|id| id.is_static()).map(|id| id.bucket().to_owned()).collect()
+        }
+        Version::V1alpha2 => Vec::new(),
+    };
+    if created.is_empty() && statics.is_empty() {
         return Ok(());
     }
-    let facts = lookup.facts(version, account_name, &created).await.map_err(|e| match e {
+    let refused = |e: LookupError| match e {
         LookupError::Missing(what) => CallError::PermissionDenied(format!(
             "{what}: access {account_name:?} cannot be checked against the Bucket's claim"
         )),
         LookupError::Api(why) => CallError::Unavailable(format!("Kubernetes API: {why}")),
-    })?;
+    };
+    let mut facts = lookup.facts(version, account_name, &created).await.map_err(refused)?;
+    if !statics.is_empty() {
+        let shared = lookup.shared_with(version, &statics).await.map_err(refused)?;
+        for (bucket, allowed) in statics.into_iter().zip(shared) {
+            let shared_with = Some(allowed);
+            facts.buckets.push(BucketFacts { bucket, claim_namespace: None, shared_with });
+        }
+    }
     decide(&facts)
 }
 
@@ -125,6 +180,7 @@ mod tests {
                 .map(|(i, ns)| BucketFacts {
                     bucket: format!("b{i}"),
                     claim_namespace: ns.map(str::to_owned),
+                    shared_with: None,
                 })
                 .collect(),
         }
@@ -150,7 +206,7 @@ mod tests {
             _: &'a str,
             buckets: &'a [String],
         ) -> Pin<Box<dyn Future<Output = Result<GrantFacts, LookupError>> + Send + 'a>> {
-            assert!(!buckets.is_empty(), "static buckets are never looked up");
+            let _ = buckets;
             let answer = self.0.clone();
             Box::pin(async move { answer })
         }
@@ -161,7 +217,8 @@ mod tests {
         let id = |b: &str| BucketId::Existing { bucket: b.to_owned() };
         let created = [BucketId::Created { bucket: "b0".into(), owner: "cosi-b-x".into() }];
         let never = Fixed(Err(LookupError::Api("unused".into())));
-        assert!(check(Some(&never), Version::V1alpha1, "ba-1", &[id("s")]).await.is_ok());
+        // Under v1alpha2 the controller keeps a static Bucket to the claim it names.
+        assert!(check(Some(&never), Version::V1alpha2, "ba-1", &[id("s")]).await.is_ok());
         assert!(check(None, Version::V1alpha1, "ba-1", &created).await.is_ok());
         let down = check(Some(&never), Version::V1alpha1, "ba-1", &created).await;
         assert_eq!(down.unwrap_err().code(), tonic::Code::Unavailable);
@@ -170,5 +227,59 @@ mod tests {
         assert_eq!(err.unwrap_err().code(), tonic::Code::PermissionDenied);
         let other = Fixed(Ok(facts("b", &[Some("a")])));
         assert!(check(Some(&other), Version::V1alpha1, "ba-1", &created).await.is_err());
+    }
+
+    /// Answers the grant's access namespace, and for static buckets what a fixed table says.
+    struct Shared(&'static str, Vec<Vec<String>>);
+
+    impl Lookup for Shared {
+        fn facts<'a>(
+            &'a self,
+            _: Version,
+            _: &'a str,
+            buckets: &'a [String],
+        ) -> Pin<Box<dyn Future<Output = Result<GrantFacts, LookupError>> + Send + 'a>> {
+            assert!(buckets.is_empty(), "only static buckets here");
+            let facts = GrantFacts { access_namespace: self.0.into(), buckets: Vec::new() };
+            Box::pin(async move { Ok(facts) })
+        }
+
+        fn shared_with<'a>(&'a self, _: Version, ids: &'a [String]) -> SharedWith<'a> {
+            assert_eq!(ids.len(), self.1.len());
+            let answer = self.1.clone();
+            Box::pin(async move { Ok(answer) })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_v1alpha1_static_bucket_reaches_only_the_namespaces_its_operator_lists() {
+        let id = |b: &str| BucketId::Existing { bucket: b.to_owned() };
+        let v1 = Version::V1alpha1;
+        let listed = Shared("a", vec![allowed_namespaces(" a , b ")]);
+        assert!(check(Some(&listed), v1, "ba-1", &[id("s")]).await.is_ok());
+        let everyone = Shared("z", vec![allowed_namespaces("*")]);
+        assert!(check(Some(&everyone), v1, "ba-1", &[id("s")]).await.is_ok());
+        let other = Shared("c", vec![allowed_namespaces("a,b")]);
+        let err = check(Some(&other), v1, "ba-1", &[id("s")]).await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::PermissionDenied);
+        assert!(err.to_string().contains(ALLOWED_NAMESPACES), "{err}");
+        let unmarked = Shared("a", vec![Vec::new()]);
+        assert!(check(Some(&unmarked), v1, "ba-1", &[id("s")]).await.is_err(), "closed by default");
+        // A lookup that does not say knows no sharing: refused.
+        struct Silent;
+        impl Lookup for Silent {
+            fn facts<'a>(
+                &'a self,
+                _: Version,
+                _: &'a str,
+                _: &'a [String],
+            ) -> Pin<Box<dyn Future<Output = Result<GrantFacts, LookupError>> + Send + 'a>>
+            {
+                let facts = GrantFacts { access_namespace: "a".into(), buckets: Vec::new() };
+                Box::pin(async move { Ok(facts) })
+            }
+        }
+        assert!(check(Some(&Silent), v1, "ba-1", &[id("s")]).await.is_err());
+        assert_eq!(allowed_namespaces(",,"), Vec::<String>::new());
     }
 }

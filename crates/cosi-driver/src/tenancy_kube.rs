@@ -9,8 +9,13 @@
 //! something does not exist. A UID's namespace never changes, so a cache is never wrong, only
 //! late.
 //!
-//! RBAC it needs (cluster-wide, group `objectstorage.k8s.io`): `get` on `buckets`, `list` and
-//! `watch` on `bucketaccesses` and `bucketclaims` (v1alpha1, see [`made_for_claim_uid`]).
+//! Static v1alpha1 buckets are checked against the operator's annotation on the Buckets naming
+//! them, found with one list of Buckets per grant (grants are rare; the list is not cached, so
+//! an annotation removed takes effect at the next grant).
+//!
+//! RBAC it needs (cluster-wide, group `objectstorage.k8s.io`): `get` and `list` on `buckets`,
+//! `list` and `watch` on `bucketaccesses` and `bucketclaims` (v1alpha1, see
+//! [`made_for_claim_uid`]).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -24,7 +29,10 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 
-use crate::tenancy::{BucketFacts, GrantFacts, Lookup, LookupError, Version};
+use crate::tenancy::{
+    ALLOWED_NAMESPACES, BucketFacts, GrantFacts, Lookup, LookupError, SharedWith, Version,
+    allowed_namespaces,
+};
 
 /// The COSI API group.
 pub const GROUP: &str = "objectstorage.k8s.io";
@@ -163,7 +171,7 @@ impl KubeLookup {
                 Some(claim_uid) => self.namespace_of(version, Indexed::Claim, claim_uid).await?,
                 None => claim_namespace(version, &bucket),
             };
-            facts.push(BucketFacts { bucket: name.clone(), claim_namespace });
+            facts.push(BucketFacts { bucket: name.clone(), claim_namespace, shared_with: None });
         }
         Ok(GrantFacts { access_namespace, buckets: facts })
     }
@@ -224,6 +232,34 @@ impl Lookup for KubeLookup {
     ) -> Pin<Box<dyn Future<Output = Result<GrantFacts, LookupError>> + Send + 'a>> {
         Box::pin(self.lookup(version, account_name, buckets))
     }
+
+    fn shared_with<'a>(&'a self, version: Version, ids: &'a [String]) -> SharedWith<'a> {
+        Box::pin(async move {
+            let objects = self.api(version, "Bucket", "buckets");
+            let listed = objects
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| LookupError::Api(e.to_string()))?;
+            Ok(ids.iter().map(|id| shared_with(&listed.items, id)).collect())
+        })
+    }
+}
+
+/// The namespaces the Buckets naming static bucket `id` (`spec.existingBucketID`) share it with.
+fn shared_with(buckets: &[DynamicObject], id: &str) -> Vec<String> {
+    let mut allowed = Vec::new();
+    for bucket in buckets {
+        let names = bucket.data.get("spec").and_then(|s| s.get("existingBucketID"));
+        if names.and_then(|v| v.as_str()) != Some(id) {
+            continue;
+        }
+        if let Some(annotation) =
+            bucket.metadata.annotations.as_ref().and_then(|a| a.get(ALLOWED_NAMESPACES))
+        {
+            allowed.extend(allowed_namespaces(annotation));
+        }
+    }
+    allowed
 }
 
 #[cfg(test)]

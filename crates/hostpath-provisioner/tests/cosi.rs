@@ -2,8 +2,9 @@
 //! class → claim → Bucket → access class → access → Secret → a consumer that knows nothing but
 //! that Secret writes, reads and lists; read-only keys cannot write; every access has its own
 //! key; deleting an access stops its key; the deletion policy decides a bucket's fate; and a
-//! tenant that binds another namespace's Bucket gets no key to it; an apiserver outage leaves
-//! the driver serving, with nothing leaked.
+//! tenant that binds another namespace's Bucket (or, under v1alpha1, a static Bucket its operator
+//! did not share with it) gets no key to it; an apiserver outage leaves the driver serving, with
+//! nothing leaked.
 
 #[path = "cosi/world.rs"]
 mod world;
@@ -218,6 +219,64 @@ async fn v1alpha1_another_namespace_cannot_reach_a_bucket() {
 #[tokio::test]
 async fn v1alpha2_another_namespace_cannot_reach_a_bucket() {
     another_namespace_cannot_reach_a_bucket(CosiVersion::V1Alpha2).await;
+}
+
+/// v1alpha1: an operator's static Bucket (`existingBucketID`) reaches only the namespaces its
+/// `cosi.objectbucket.io/allowed-namespaces` annotation lists. v0.2.2 binds a claim of any
+/// namespace that names the Bucket (and rewrites its `spec.bucketClaim` each time); the driver
+/// grants the listed namespace's access and refuses every other's.
+#[tokio::test]
+async fn v1alpha1_a_static_bucket_reaches_only_the_namespaces_its_operator_lists() {
+    let version = CosiVersion::V1Alpha1;
+    let world = World::start(version).await;
+    let owner = world.tenant("cosi-shelf").await;
+    let stranger = world.tenant("cosi-stranger").await;
+    let id = format!("shelf-{}", test_support::unique_suffix());
+    std::fs::create_dir_all(world.bucket_dir(&id)).unwrap();
+    std::fs::write(world.bucket_dir(&id).join("shelf.txt"), b"the operator's").unwrap();
+    let bucket = format!("static-{id}");
+    let spec = serde_json::json!({ "spec": {
+        "driverName": world.driver_name, "bucketClassName": world.delete_class,
+        "deletionPolicy": "Retain", "protocols": ["S3"], "existingBucketID": id,
+        "bucketClaim": { "name": "shelf", "namespace": owner.namespace },
+    }});
+    let mut object = version.object("Bucket", &bucket, None, spec);
+    let allowed = [(cosi_driver::tenancy::ALLOWED_NAMESPACES.to_owned(), owner.namespace.clone())];
+    object.metadata.annotations = Some(allowed.into());
+    create(&version.api(&world.admin, "Bucket", None), &object).await.unwrap();
+    for tenant in [&owner, &stranger] {
+        let claims = version.api(&tenant.client, "BucketClaim", Some(&tenant.namespace));
+        let claim = version.claim_of_existing(&tenant.namespace, "shelf", &bucket);
+        create(&claims, &claim).await.unwrap();
+        world.wait_claim_ready(tenant, "shelf").await;
+    }
+
+    // v0.2.2's BucketInfo names the Bucket object; the store's bucket is its existingBucketID.
+    let own = world.access(&owner, "reader", "shelf", "ReadWrite").await;
+    assert_eq!(get(&s3_client(&own), &id, "shelf.txt").await.unwrap(), b"the operator's");
+
+    world.request_access(&stranger, "thief", "shelf", "ReadWrite").await;
+    let accesses = version.api(&stranger.client, "BucketAccess", Some(&stranger.namespace));
+    let outcome = wait_for(&accesses, "thief", |access| {
+        if version.access_ready(access) {
+            return Some(Err("the stranger's access was granted"));
+        }
+        let log = world.driver_log();
+        let refused = log.lines().any(|l| {
+            l.contains("DriverGrantBucketAccess")
+                && l.contains("PermissionDenied")
+                && l.contains(&stranger.namespace)
+        });
+        refused.then_some(Ok(()))
+    })
+    .await;
+    match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(what)) => panic!("{what}\n{}", world.logs()),
+        Err(last) => panic!("the driver never refused the grant: {last}\n{}", world.logs()),
+    }
+    // The owner's access still works, and the operator's data is untouched.
+    assert_eq!(get(&s3_client(&own), &id, "shelf.txt").await.unwrap(), b"the operator's");
 }
 
 /// v0.2.2's controller can overwrite the sidecar's `bucketReady: true` on a claim with a stale
