@@ -163,9 +163,14 @@ impl Health {
     }
 
     /// The watch `name` failed; `refused` says what, when the apiserver refused it (401/403).
+    /// Any other failure (the apiserver unreachable, say) ends a refusal seen before: a refusal
+    /// during a restarted apiserver's warm-up, followed by an outage, is no refusal that lasts.
     pub fn watch_failed(&self, name: &str, refused: Option<&str>) {
-        if let Some(what) = refused {
-            self.denied(&watch_source(name), what);
+        match refused {
+            Some(what) => self.denied(&watch_source(name), what),
+            None => {
+                self.state().denied.remove(&watch_source(name));
+            }
         }
         self.state().failing_watches.entry(name.to_owned()).or_insert_with(Instant::now);
     }
@@ -299,6 +304,20 @@ mod tests {
         assert!(problem.contains("cannot get resource \"leases\""), "{problem}");
         health.permitted("leader election");
         assert_eq!(health.check_at(now + ACCESS_GRACE + Duration::from_secs(1)), Ok(()));
+    }
+
+    #[test]
+    fn a_watch_refused_then_unreachable_is_no_lasting_refusal() {
+        let health = Health::default();
+        let now = Instant::now();
+        health.watch_failed("accounts", Some("403 Forbidden"));
+        // The apiserver stops before the watch gets through again.
+        health.watch_failed("accounts", None);
+        let later = now + ACCESS_GRACE + Duration::from_secs(1);
+        assert_eq!(health.check_at(later), Ok(()), "an outage is no reason to restart");
+        health.watch_failed("accounts", Some("403 Forbidden"));
+        let problem = health.check_at(Instant::now() + ACCESS_GRACE + Duration::from_secs(1));
+        assert!(problem.unwrap_err().contains("refused the accounts watch"));
     }
 
     #[test]
