@@ -94,16 +94,25 @@ impl Sessions {
     /// Keeps the sessions `keep` says to, and forgets the others (their files too); answers how
     /// many ended.
     fn retain(&self, keep: impl Fn(&Session) -> bool) -> Result<usize, StoreError> {
-        let mut live = self.live.write().unwrap_or_else(PoisonError::into_inner);
-        let ended: Vec<String> =
-            live.values().filter(|s| !keep(s)).map(|s| s.access_key_id.clone()).collect();
-        let mut removals = Vec::with_capacity(ended.len());
-        for id in &ended {
-            live.remove(id);
-            removals.push(file_change::<Session>(&self.dir, id, None)?);
-        }
-        persist_all(&removals)?;
+        let ended: Vec<String> = {
+            let mut live = self.live.write().unwrap_or_else(PoisonError::into_inner);
+            let ended: Vec<String> =
+                live.values().filter(|s| !keep(s)).map(|s| s.access_key_id.clone()).collect();
+            for id in &ended {
+                live.remove(id);
+            }
+            ended
+        };
+        // Refused from the moment they left the map; their files go outside the lock every
+        // request reads.
+        let removals: Result<Vec<_>, _> =
+            ended.iter().map(|id| file_change::<Session>(&self.dir, id, None)).collect();
+        persist_all(&removals?)?;
         Ok(ended.len())
+    }
+
+    fn len(&self) -> usize {
+        self.live.read().unwrap_or_else(PoisonError::into_inner).len()
     }
 
     fn get(&self, access_key_id: &str) -> Option<Session> {
@@ -123,29 +132,20 @@ impl Sessions {
         }
     }
 
-    /// Records `session` durably, making room by dropping ended sessions when full.
+    /// Records `session` durably, making room by dropping ended sessions when (about) full.
     fn insert(&self, session: Session) -> Result<(), StoreError> {
-        let mut live = self.live.write().unwrap_or_else(PoisonError::into_inner);
-        if live.len() >= MAX_SESSIONS {
+        if self.len() >= MAX_SESSIONS {
             let now = unix_now();
-            let ended: Vec<String> = live
-                .values()
-                .filter(|s| s.expires_unix <= now)
-                .map(|s| s.access_key_id.clone())
-                .collect();
-            let mut removals = Vec::with_capacity(ended.len());
-            for id in &ended {
-                live.remove(id);
-                removals.push(file_change::<Session>(&self.dir, id, None)?);
-            }
-            persist_all(&removals)?;
-            if live.len() >= MAX_SESSIONS {
+            self.retain(|s| s.expires_unix > now)?;
+            if self.len() >= MAX_SESSIONS {
                 return Err(StoreError::InvalidArgument(format!(
                     "{MAX_SESSIONS} sessions are alive; try again once some have ended"
                 )));
             }
         }
+        // Durable before anyone can use it, and written outside the lock every request reads.
         persist_all(&[file_change(&self.dir, &session.access_key_id, Some(&session))?])?;
+        let mut live = self.live.write().unwrap_or_else(PoisonError::into_inner);
         live.insert(session.access_key_id.clone(), session);
         Ok(())
     }
