@@ -11,7 +11,7 @@ use bucket_api::contract::{FINALIZER, LABEL_PROVISIONER};
 use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaim};
 use std::fmt::Debug;
 
-use futures::{FutureExt, StreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
@@ -26,6 +26,7 @@ use crate::bucket::context::{Context, Inputs};
 use crate::bucket::error::Error;
 use crate::bucket::observe::observe;
 use crate::bucket::probe::probe_backends;
+use crate::bucket::sharing_index::SharingIndex;
 use crate::bucket::status::{ClaimState, set_claim_status};
 use crate::bucket::sweep::{count_phases, sweep};
 use crate::bucket::{cleanup, cross_namespace, provision};
@@ -125,6 +126,9 @@ pub async fn run_controller<P: Provisioner>(
     // Claims arrive packed (`CachedClaim` decodes itself that way): nothing left to trim.
     let (claim_store, claim_events) =
         cached_watch(&client, &all, "claims", &health, |_| {}, &progress, 0);
+    let sharing = Arc::new(SharingIndex::default());
+    let index = sharing.clone();
+    let claim_events = claim_events.inspect_ok(move |event| index.claim_event(event));
     // A list's claims are looked at once every cache holds the list (see `list_progress`).
     let claim_events = applied_since_list(claim_events);
 
@@ -132,14 +136,17 @@ pub async fn run_controller<P: Provisioner>(
     // hand wakes its claim, deletions included) and the sweep (a bucket whose claim went without
     // its cleanup), which reads the cache it fills.
     let buckets = Arc::new(Packed::<ObjectBucket>::new());
-    let cache = buckets.clone();
+    let (cache, index) = (buckets.clone(), sharing.clone());
     let bucket_watch = compact_watch(
         &client,
         &ours,
         ("objectbuckets", &health),
         slim,
         (&progress, 1),
-        move |event| cache.apply(event),
+        move |event| {
+            cache.apply(event);
+            index.bucket_event(event);
+        },
     );
     let bucket_watch = touched_since_list(bucket_watch);
     let (touched_tx, touched) = tokio::sync::mpsc::channel::<ObjectBucket>(1024);
@@ -212,9 +219,8 @@ pub async fn run_controller<P: Provisioner>(
     let usage = tokio::spawn(usage);
     let probes = tokio::spawn(probe_backends(context.clone()));
     let by_class = claim_store.clone();
-    let (by_grant, grant_buckets) = (claim_store.clone(), context.caches.buckets.clone());
-    let class_buckets = context.caches.buckets.clone();
-    let (by_namespace, namespace_buckets) = (claim_store.clone(), context.caches.buckets.clone());
+    let (class_sharing, grant_sharing, namespace_sharing) =
+        (sharing.clone(), sharing.clone(), sharing);
     let grant_events = touched_since_list(cross_namespace::reported(grant_events, context.clone()));
     let controller = Controller::for_stream(claim_events, claim_store)
         .owns_stream(touched_since_list(secret_events))
@@ -222,15 +228,15 @@ pub async fn run_controller<P: Provisioner>(
         .watches_stream(touched_since_list(class_events), move |class| {
             // A class's consent to share across namespaces concerns claims of other classes.
             let mut claims = claims_of_class(&by_class, &class.name_any());
-            claims.extend(cross_namespace::sharers(&by_class, &class_buckets, None));
+            claims.extend(class_sharing.sharing_from(None));
             claims
         })
         .watches_stream(grant_events, move |grant| {
-            cross_namespace::sharers(&by_grant, &grant_buckets, grant.namespace().as_deref())
+            grant_sharing.sharing_from(grant.namespace().as_deref())
         })
         .watches_stream(touched_since_list(namespace_events), move |namespace| {
             // Its labels may let its claims share across namespaces, or withdraw them.
-            cross_namespace::sharers_in(&by_namespace, &namespace_buckets, &namespace.name_any())
+            namespace_sharing.sharing_in(&namespace.name_any())
         })
         .watches_stream(bucket_events, |bucket| claim_of_bucket(&bucket))
         .reconcile_all_on(progress.look_again())

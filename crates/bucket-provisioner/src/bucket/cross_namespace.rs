@@ -23,30 +23,25 @@
 //! `Failed`/`ShareWithdrawn`; the bucket and its data stay. Consent back, it binds again with a
 //! new key. Consent narrowed, its key is narrowed in place.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use bucket_api::contract::annotations;
 use bucket_api::{BucketShareGrant, ObjectBucket, ObjectBucketClaim};
 use futures::{Stream, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::Provisioner;
 use crate::bucket::cleanup::apply::delete_object_bucket;
-use crate::bucket::consent::{bound_consent, recorded_elsewhere, share_from};
+use crate::bucket::consent::{bound_consent, recorded_elsewhere};
 use crate::bucket::context::Context;
 use crate::bucket::error::{Error, Operation};
-use crate::bucket::grant_rules::{self, split_share_from};
+use crate::bucket::grant_rules;
 use crate::bucket::observe::{bound_bucket_name, observe};
 use crate::bucket::withdraw::remove_own;
-use crate::kubernetes::cache::claims::CachedClaim;
-use crate::kubernetes::cache::compact::Packed;
 use crate::kubernetes::cache::key;
 use crate::kubernetes::crash_point::crash_point;
 
@@ -81,63 +76,6 @@ pub(crate) async fn withdraw_if_refused<P: Provisioner>(
     tracing::info!(claim = %key(claim), bucket = %bucket, shared_from = %recorded,
         "consent to share across namespaces was withdrawn: the claim's key is revoked");
     Ok(Some(refusal))
-}
-
-/// The claims whose sharing across namespaces a change in `namespace` (every namespace when
-/// `None`) may concern: those whose `shareFrom` names a claim there, and those whose
-/// ObjectBucket records one (the claim's own `shareFrom` may have changed since).
-pub(crate) fn sharers(
-    claims: &Store<CachedClaim>,
-    buckets: &Packed<ObjectBucket>,
-    namespace: Option<&str>,
-) -> Vec<ObjectRef<CachedClaim>> {
-    let all = |_: &str| true;
-    sharers_where(claims, buckets, all, |ns| namespace.is_none_or(|wanted| wanted == ns))
-}
-
-/// The claims of `namespace` sharing from (or asking to share from) another namespace: a
-/// change of its labels may let them in or withdraw them.
-pub(crate) fn sharers_in(
-    claims: &Store<CachedClaim>,
-    buckets: &Packed<ObjectBucket>,
-    namespace: &str,
-) -> Vec<ObjectRef<CachedClaim>> {
-    sharers_where(claims, buckets, |own| own == namespace, |_| true)
-}
-
-/// The claims of a namespace `reader` accepts sharing across namespaces from a claim of a
-/// namespace `owner` accepts, by their `shareFrom` or by what their ObjectBucket records.
-fn sharers_where(
-    claims: &Store<CachedClaim>,
-    buckets: &Packed<ObjectBucket>,
-    reader: impl Fn(&str) -> bool,
-    owner: impl Fn(&str) -> bool,
-) -> Vec<ObjectRef<CachedClaim>> {
-    let concerns = |own: &str, text: &str| {
-        reader(own) && split_share_from(text).is_some_and(|(ns, _)| ns != own && owner(ns))
-    };
-    let mut found = BTreeSet::new();
-    for cached in claims.state() {
-        // Filtered by namespace before the claim is decoded: most claims are in none of them.
-        if !cached.meta().namespace.as_deref().is_some_and(&reader) {
-            continue;
-        }
-        let Ok(claim) = cached.claim() else { continue };
-        let own = claim.namespace().unwrap_or_default();
-        if share_from(&claim).is_some_and(|text| concerns(&own, text)) {
-            found.insert((own, claim.name_any()));
-        }
-    }
-    for (_, name) in buckets.keys() {
-        let Some(bucket) = buckets.get("", &name) else { continue };
-        let Some(claim_ref) = bucket.spec.claim_ref.as_ref() else { continue };
-        let (Some(ns), Some(claim)) = (&claim_ref.namespace, &claim_ref.name) else { continue };
-        let recorded = bucket.annotations().get(annotations::SHARED_FROM_CLAIM);
-        if recorded.is_some_and(|text| concerns(ns, text)) {
-            found.insert((ns.clone(), claim.clone()));
-        }
-    }
-    found.into_iter().map(|(ns, name)| ObjectRef::new(&name).within(&ns)).collect()
 }
 
 /// The `Accepted` condition a grant should carry, and whether it grants anything.

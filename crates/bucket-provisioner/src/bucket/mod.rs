@@ -64,6 +64,7 @@ pub mod rotation;
 pub(crate) mod rotation_record;
 pub mod run;
 pub mod sharing;
+pub(crate) mod sharing_index;
 pub mod standalone;
 pub mod status;
 pub(crate) mod sweep;
