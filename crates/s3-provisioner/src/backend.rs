@@ -11,7 +11,7 @@ use bucket_provisioner::bucket::features::versioning::{VERSIONING, Versioning};
 use bucket_provisioner::bucket::standalone::{BucketLocation, IssuedKey, KeyRequest, NewBucket};
 use bucket_provisioner::{
     AccessMode, Adoption, BackendError, BucketOptions, Credentials, ProvisionedBucket, Provisioner,
-    Removed, access_mode_of, user_id_of,
+    Removed, WebIdentity, access_mode_of, user_id_of,
 };
 use tokio::sync::OnceCell;
 
@@ -23,7 +23,11 @@ use crate::iam::{self, Users};
 use crate::key_records::KeyRecords;
 use crate::legacy::{self, Adopted};
 use crate::owner::{ClassParameters, OwnerCredentials};
-use crate::params::{DEFAULT_REGION, STATE_POLICY_NAME, STATE_USER_NAME, Settings};
+use crate::params::{
+    CREATE_BUCKET_USER, DEFAULT_REGION, STATE_POLICY_NAME, STATE_ROLE_NAME, STATE_USER_NAME,
+    Settings, WEB_IDENTITY_PROVIDER,
+};
+use crate::web_identity::{self, RoleSpec, Roles};
 
 pub mod standalone;
 
@@ -139,7 +143,11 @@ impl S3Provisioner {
         options: &BucketOptions,
     ) -> Result<ProvisionedBucket, BackendError> {
         let mut state = settings.to_state();
-        let credentials = if settings.create_bucket_user {
+        let sessions_only = options.web_identity.as_ref().is_some_and(|w| w.sessions_only);
+        let credentials = if settings.create_bucket_user && sessions_only {
+            // No key anywhere: the claim's ServiceAccounts assume its role, and nothing else.
+            Credentials { access_key_id: String::new(), secret_access_key: String::new() }
+        } else if settings.create_bucket_user {
             let user = iam::user_name(&options.user_id);
             let policy_name = iam::policy_name(&options.bucket_name);
             let policy = iam::policy_document(
@@ -158,11 +166,47 @@ impl S3Provisioner {
                 BackendError::invalid_parameter("createBucketUser=false needs secretName")
             })?
         };
+        self.let_in(session, settings, options, &mut state).await?;
         Ok(ProvisionedBucket {
             endpoint: settings.consumer_endpoint(),
             credentials,
             additional_state: state,
         })
+    }
+
+    /// Gives the claim's ServiceAccounts its role, with the claim's mode on its bucket, or
+    /// deletes the role when the claim names none (any it let in before are let in no more).
+    async fn let_in(
+        &self,
+        session: &Session,
+        settings: &Settings,
+        options: &BucketOptions,
+        state: &mut BTreeMap<String, String>,
+    ) -> Result<(), BackendError> {
+        let Some(class) = &settings.web_identity else {
+            return match options.web_identity {
+                Some(_) => Err(web_identity::not_configured(&format!(
+                    "the StorageClass names no {WEB_IDENTITY_PROVIDER}"
+                ))),
+                None => Ok(()),
+            };
+        };
+        let roles = Roles { iam: &session.clients.iam, owner: &session.owner };
+        let role = iam::user_name(&options.user_id);
+        let Some(asked) = &options.web_identity else { return roles.remove(&role).await };
+        let policy =
+            iam::policy_document(settings.partition(), &options.bucket_name, options.access_mode);
+        let spec = RoleSpec {
+            name: &role,
+            bucket: &options.bucket_name,
+            trust: &class.provider.trust_policy(&class.audience, &asked.subjects),
+            policy_name: &iam::policy_name(&options.bucket_name),
+            policy: &policy,
+            max_session_secs: asked.max_session_secs,
+        };
+        roles.ensure(&spec).await?;
+        state.insert(STATE_ROLE_NAME.into(), role);
+        Ok(())
     }
 
     /// Applies the claim's object lock retention, versioning, bucket policy, lifecycle and CORS
@@ -307,6 +351,12 @@ impl S3Provisioner {
         settings: &Settings,
         bucket: &ObjectBucket,
     ) -> Result<(), BackendError> {
+        // The role first: its sessions end with it.
+        let recorded = bucket.spec.additional_state.as_ref().and_then(|s| s.get(STATE_ROLE_NAME));
+        let role = recorded.cloned().or_else(|| user_id_of(bucket).map(|u| iam::user_name(&u)));
+        if let (Some(_), Some(role)) = (&settings.web_identity, role) {
+            Roles { iam: &session.clients.iam, owner: &session.owner }.remove(&role).await?;
+        }
         if !settings.create_bucket_user {
             return Ok(()); // the claim held the owner's keys; there is nothing of its own
         }
@@ -462,7 +512,15 @@ impl Provisioner for S3Provisioner {
     ) -> Result<(), BackendError> {
         let settings = Settings::from_parameters(&options.parameters)?;
         let config = claim_config(&settings, options)?;
-        if settings.create_bucket_user && access_mode_of(bucket) != options.access_mode {
+        if settings.web_identity.is_some() || options.web_identity.is_some() {
+            let session = self.session(&settings).await?;
+            self.let_in(&session, &settings, options, &mut BTreeMap::new()).await?;
+        }
+        let sessions_only = options.web_identity.as_ref().is_some_and(|w| w.sessions_only);
+        if settings.create_bucket_user
+            && !sessions_only
+            && access_mode_of(bucket) != options.access_mode
+        {
             let session = self.session(&settings).await?;
             let users = Users { iam: &session.clients.iam, owner: &session.owner };
             let name = &options.bucket_name;
@@ -488,6 +546,27 @@ impl Provisioner for S3Provisioner {
         }
         let config = with_class_defaults(&settings, config);
         self.configure(&session, &settings, options, &config, &previous).await
+    }
+
+    /// The claim's role (see [`crate::web_identity`]) and where its ServiceAccounts assume it.
+    fn web_identity(&self, options: &BucketOptions) -> Result<WebIdentity, BackendError> {
+        let settings = Settings::from_parameters(&options.parameters)?;
+        let Some(class) = &settings.web_identity else {
+            return Err(web_identity::not_configured(&format!(
+                "the StorageClass names no {WEB_IDENTITY_PROVIDER} (the ARN of the cluster's IAM \
+                 OIDC provider), so its claims cannot name ServiceAccounts"
+            )));
+        };
+        if !settings.create_bucket_user {
+            return Err(web_identity::not_configured(&format!(
+                "the StorageClass hands claims the owner's keys ({CREATE_BUCKET_USER}=false); \
+                 ServiceAccounts need a role of the claim's own"
+            )));
+        }
+        Ok(WebIdentity {
+            role_arn: class.provider.role_arn(&iam::user_name(&options.user_id)),
+            sts_endpoint: settings.sts_url(),
+        })
     }
 
     async fn create_bucket(&self, bucket: &NewBucket) -> Result<BucketLocation, BackendError> {

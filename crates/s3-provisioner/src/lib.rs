@@ -35,6 +35,7 @@
 //! | `createBucketUser` | `"true"` (default); `"false"` hands the owner's keys to claims (`"yes"`/`"no"` as well) |
 //! | `bucketName` | an existing bucket to share (read by the library) |
 //! | `bucketPolicyPrincipals` | principals a claim's `bucketPolicy` may name besides its own user |
+//! | `webIdentityProvider`, `webIdentityAudience`, `stsEndpoint` | the cluster's IAM OIDC provider ARN, the audience of the ServiceAccounts' tokens (default `sts.amazonaws.com`) and the STS URL: claims may name ServiceAccounts that assume a role of the claim's own (see [`web_identity`]) |
 //! | `allowCors` | `"true"`: claims may set their bucket's CORS rules (`cors`, see [`cors`]); default `"false"` |
 //! | `allowVersioning`, `allowObjectLock`, `allowComplianceRetention`, `maxObjectLockRetentionDays`, `allowLifecycle` | what claims may ask of versioning, object lock and lifecycle rules (see [`bucket_provisioner::bucket::features::class`]) |
 //! | `defaultVersioning`, `defaultObjectLockRetention` | what a claim of a bucket it creates gets when it leaves `versioning` out, or asks for `objectLock` without a retention (e.g. `GOVERNANCE:30d`, `COMPLIANCE:1y`), within what the class allows (see [`bucket_provisioner::bucket::features::defaults`]) |
@@ -73,6 +74,7 @@ pub mod legacy;
 pub mod lifecycle;
 pub mod owner;
 pub mod params;
+pub mod web_identity;
 
 pub use backend::S3Provisioner;
 pub use cluster::KubeCluster;

@@ -36,6 +36,19 @@ pub const OWNER_ACTIONS: [&str; 21] = [
     "iam:ListAccessKeys",
 ];
 
+/// What the owner may also need where a StorageClass names a `webIdentityProvider`: the
+/// claims' roles (see [`crate::web_identity`]).
+pub const WEB_IDENTITY_OWNER_ACTIONS: [&str; 8] = [
+    "iam:CreateRole",
+    "iam:TagRole",
+    "iam:UpdateRole",
+    "iam:UpdateAssumeRolePolicy",
+    "iam:PutRolePolicy",
+    "iam:ListRolePolicies",
+    "iam:DeleteRolePolicy",
+    "iam:DeleteRole",
+];
+
 /// Resolves the bucket owner's access keys from the Secret a StorageClass names.
 #[async_trait]
 pub trait OwnerCredentials: Send + Sync {

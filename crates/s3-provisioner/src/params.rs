@@ -7,6 +7,8 @@ use bucket_provisioner::bucket::features::class::{self, ClassFeatures};
 use bucket_provisioner::bucket::features::defaults;
 use bucket_provisioner::{BackendError, Endpoint};
 
+use crate::web_identity::{DEFAULT_AUDIENCE, OidcProvider, sts_url};
+
 /// Region of the bucket (default [`DEFAULT_REGION`]).
 pub const REGION: &str = "region";
 /// Name of the Secret holding the owner's `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`.
@@ -26,10 +28,18 @@ pub const CREATE_BUCKET_USER: &str = "createBucketUser";
 /// the claim's own IAM user. None by default.
 pub const BUCKET_POLICY_PRINCIPALS: &str = "bucketPolicyPrincipals";
 
+/// ARN of the cluster's IAM OIDC provider: claims of the class may name ServiceAccounts that
+/// assume a role of their own (see [`crate::web_identity`]). None by default.
+pub const WEB_IDENTITY_PROVIDER: &str = "webIdentityProvider";
+/// The audience of the tokens those ServiceAccounts present (default `sts.amazonaws.com`).
+pub const WEB_IDENTITY_AUDIENCE: &str = "webIdentityAudience";
+/// URL of the STS API those ServiceAccounts call (default: `endpoint`, else AWS's regional STS).
+pub const STS_ENDPOINT: &str = "stsEndpoint";
+
 pub use crate::cors::ALLOW_CORS;
 
 /// Every parameter this backend accepts (`bucketName` is taken by the library before).
-pub const PARAMETERS: [&str; 16] = [
+pub const PARAMETERS: [&str; 19] = [
     REGION,
     SECRET_NAME,
     SECRET_NAMESPACE,
@@ -38,6 +48,9 @@ pub const PARAMETERS: [&str; 16] = [
     FORCE_PATH_STYLE,
     CREATE_BUCKET_USER,
     BUCKET_POLICY_PRINCIPALS,
+    WEB_IDENTITY_PROVIDER,
+    WEB_IDENTITY_AUDIENCE,
+    STS_ENDPOINT,
     ALLOW_CORS,
     class::ALLOW_VERSIONING,
     class::ALLOW_OBJECT_LOCK,
@@ -52,6 +65,8 @@ pub const PARAMETERS: [&str; 16] = [
 pub const STATE_USER_NAME: &str = "userName";
 /// `additionalState` key: the user's inline policy.
 pub const STATE_POLICY_NAME: &str = "policyName";
+/// `additionalState` key: the claim's IAM role for its ServiceAccounts.
+pub const STATE_ROLE_NAME: &str = "roleName";
 
 /// The region used when the StorageClass names none.
 pub const DEFAULT_REGION: &str = "us-east-1";
@@ -82,6 +97,19 @@ pub struct Settings {
     pub allow_cors: bool,
     /// What claims may ask of versioning, object lock and lifecycle rules.
     pub features: ClassFeatures,
+    /// Whose tokens claims' ServiceAccounts present, where the class lets them in.
+    pub web_identity: Option<WebIdentitySettings>,
+}
+
+/// A class's web identity parameters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WebIdentitySettings {
+    /// The cluster's IAM OIDC provider.
+    pub provider: OidcProvider,
+    /// The audience of the ServiceAccounts' tokens.
+    pub audience: String,
+    /// The STS API, when the class names one.
+    pub sts_endpoint: Option<ServiceUrl>,
 }
 
 impl Settings {
@@ -166,6 +194,7 @@ impl Settings {
                 "parameter {BUCKET_POLICY_PRINCIPALS} lists {bad:?}, which is neither an ARN nor *"
             )));
         }
+        let web_identity = web_identity(&get)?;
         Ok(Self {
             region,
             owner_secret,
@@ -176,6 +205,7 @@ impl Settings {
             policy_principals,
             allow_cors,
             features: ClassFeatures::from_parameters(values)?,
+            web_identity,
         })
     }
 
@@ -197,7 +227,21 @@ impl Settings {
         if let Some(endpoint) = &self.iam_endpoint {
             state.insert(IAM_ENDPOINT.into(), endpoint.url());
         }
+        // Cleanup removes the claim's role only where its class could have made one.
+        if let Some(web) = &self.web_identity {
+            state.insert(WEB_IDENTITY_PROVIDER.into(), web.provider.arn.clone());
+            state.insert(WEB_IDENTITY_AUDIENCE.into(), web.audience.clone());
+            if let Some(sts) = &web.sts_endpoint {
+                state.insert(STS_ENDPOINT.into(), sts.url());
+            }
+        }
         state
+    }
+
+    /// Where the class's claims assume their roles.
+    pub fn sts_url(&self) -> String {
+        let sts = self.web_identity.as_ref().and_then(|w| w.sts_endpoint.as_ref());
+        sts_url(sts, self.endpoint.as_ref(), &self.region)
     }
 
     /// The IAM API to call: `iamEndpoint`, else `endpoint`, else AWS (`None`).
@@ -235,6 +279,34 @@ impl Settings {
             None => "the credentials from the default AWS credential chain".into(),
         }
     }
+}
+
+/// The web identity parameters: all unset, or a provider with what goes with it.
+fn web_identity<'a>(
+    get: &impl Fn(&str) -> Option<&'a str>,
+) -> Result<Option<WebIdentitySettings>, BackendError> {
+    let Some(arn) = get(WEB_IDENTITY_PROVIDER) else {
+        return match [WEB_IDENTITY_AUDIENCE, STS_ENDPOINT].into_iter().find(|k| get(k).is_some()) {
+            Some(orphan) => Err(BackendError::invalid_parameter(format!(
+                "parameter {orphan} needs {WEB_IDENTITY_PROVIDER}, the ARN of the cluster's IAM \
+                 OIDC provider"
+            ))),
+            None => Ok(None),
+        };
+    };
+    let provider = OidcProvider::parse(arn).map_err(|why| {
+        BackendError::invalid_parameter(format!("parameter {WEB_IDENTITY_PROVIDER} {why}"))
+    })?;
+    let audience = get(WEB_IDENTITY_AUDIENCE).unwrap_or(DEFAULT_AUDIENCE);
+    if audience.len() > 256 || audience.chars().any(|c| c.is_control() || c == '"') {
+        return Err(BackendError::invalid_parameter(format!(
+            "parameter {WEB_IDENTITY_AUDIENCE} {audience:?} is not an audience such as \
+             {DEFAULT_AUDIENCE}"
+        )));
+    }
+    let sts_endpoint =
+        get(STS_ENDPOINT).map(|v| ServiceUrl::parse(STS_ENDPOINT, v, EXAMPLE_URL)).transpose()?;
+    Ok(Some(WebIdentitySettings { provider, audience: audience.to_owned(), sts_endpoint }))
 }
 
 fn boolean(name: &str, value: Option<&str>, default: bool) -> Result<bool, BackendError> {
@@ -359,6 +431,7 @@ mod tests {
                 "(TRUE|true|False|false|yes)",
                 "[0-9]{1,4}",
                 "( ?(arn:aws:iam::[0-9]{3}:user/x|\\*|x),?){0,3}",
+                "arn:aws:iam::[0-9]{12}:oidc-provider/[a-z.]{1,10}(/id/[A-Z0-9]{1,4})?",
             ]
         }
 

@@ -1,0 +1,300 @@
+//! Claims whose ServiceAccounts assume a role of the claim's own, against a real moto server
+//! with IAM enforced, the owner allowed only what the README lists.
+//!
+//! moto answers `AssumeRoleWithWebIdentity` only unsigned, and with IAM enforced it refuses
+//! every unsigned request; nor does it evaluate trust policies. So the sessions here come from
+//! `AssumeRole` on the claim's role (signed by moto's administrator): what moto proves is the
+//! role's permissions at each request (the claim's mode on the claim's bucket, narrowed and
+//! ended when the claim is), and the trust policy is checked as the document IAM would evaluate.
+
+mod common;
+
+use std::sync::Arc;
+
+use aws_sdk_s3::primitives::ByteStream;
+use bucket_provisioner::{AccessMode, BackendError, Credentials, Provisioner, WebIdentityOptions};
+use common::moto::Moto;
+use common::{FixedOwner, claim, error_code, object_bucket, options};
+use s3_provisioner::S3Provisioner;
+use s3_provisioner::iam;
+use s3_provisioner::owner::{OWNER_ACTIONS, WEB_IDENTITY_OWNER_ACTIONS};
+use s3_provisioner::web_identity::ROLE_PATH;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const PROVIDER: &str = "arn:aws:iam::123456789012:oidc-provider/oidc.example.com/id/CLUSTER";
+
+/// An owner allowed what the README lists for classes with web identity.
+async fn owner(moto: &Moto) -> Credentials {
+    let actions: Vec<&str> =
+        OWNER_ACTIONS.iter().chain(&WEB_IDENTITY_OWNER_ACTIONS).copied().collect();
+    let policy = json!({"Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}]});
+    moto.user_with_policy(&format!("owner-{}", common::suffix()), &policy.to_string()).await
+}
+
+fn parameters(moto: &Moto) -> Vec<(&'static str, String)> {
+    vec![
+        ("endpoint", moto.endpoint.clone()),
+        ("forcePathStyle", "true".into()),
+        ("secretName", "owner".into()),
+        ("secretNamespace", "infra".into()),
+        ("webIdentityProvider", PROVIDER.into()),
+    ]
+}
+
+fn letting_in(subjects: &[&str], sessions_only: bool) -> Option<WebIdentityOptions> {
+    Some(WebIdentityOptions {
+        subjects: subjects.iter().map(|s| s.to_string()).collect(),
+        max_session_secs: 900,
+        sessions_only,
+    })
+}
+
+/// A session of `role_arn` from `AssumeRoleWithWebIdentity`, as a pod's SDK would hold after
+/// trading its token (the request signed by moto's administrator: see the module's comment).
+async fn session(moto: &Moto, role_arn: &str) -> Credentials {
+    use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
+    let form: String = [
+        ("Action", "AssumeRoleWithWebIdentity"),
+        ("Version", "2011-06-15"),
+        ("RoleArn", role_arn),
+        ("RoleSessionName", "pod"),
+        ("WebIdentityToken", "a-projected-serviceaccount-token"),
+    ]
+    .iter()
+    .map(|(k, v)| format!("{k}={}", v.replace(':', "%3A").replace('/', "%2F")))
+    .collect::<Vec<_>>()
+    .join("&");
+    let host = moto.endpoint.trim_start_matches("http://").to_owned();
+    let identity = aws_sdk_s3::config::Credentials::new(
+        &moto.admin.access_key_id,
+        &moto.admin.secret_access_key,
+        None,
+        None,
+        "test",
+    )
+    .into();
+    let params = aws_sigv4::sign::v4::SigningParams::builder()
+        .identity(&identity)
+        .region("us-east-1")
+        .name("sts")
+        .time(std::time::SystemTime::now())
+        .settings(SigningSettings::default())
+        .build()
+        .unwrap()
+        .into();
+    let content_type = "application/x-www-form-urlencoded";
+    let headers = [("host", host.as_str()), ("content-type", content_type)];
+    let url = format!("{}/", moto.endpoint);
+    let body = SignableBody::Bytes(form.as_bytes());
+    let request = SignableRequest::new("POST", url.as_str(), headers.into_iter(), body).unwrap();
+    let (instructions, _) = sign(request, &params).unwrap().into_parts();
+    let mut text = format!(
+        "POST / HTTP/1.1\r\nhost: {host}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n",
+        form.len()
+    );
+    for (name, value) in instructions.headers() {
+        text.push_str(&format!("{name}: {value}\r\n"));
+    }
+    text.push_str("\r\n");
+    text.push_str(&form);
+    let mut stream = tokio::net::TcpStream::connect(&host).await.unwrap();
+    stream.write_all(text.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    let field = |name: &str| {
+        let open = format!("<{name}>");
+        let rest = answer.split(&open).nth(1).unwrap_or_else(|| panic!("no {name} in {answer}"));
+        rest.split('<').next().unwrap().to_owned()
+    };
+    Credentials {
+        access_key_id: field("AccessKeyId"),
+        secret_access_key: format!("{}\n{}", field("SecretAccessKey"), field("SessionToken")),
+    }
+}
+
+/// An S3 client signing with a session (its secret and token joined by [`session`]).
+fn s3_with(moto: &Moto, session: &Credentials) -> aws_sdk_s3::Client {
+    let (secret, token) = session.secret_access_key.split_once('\n').unwrap();
+    let config = aws_sdk_s3::Config::builder()
+        .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+        .region(aws_sdk_s3::config::Region::new("us-east-1"))
+        .endpoint_url(&moto.endpoint)
+        .force_path_style(true)
+        .credentials_provider(aws_sdk_s3::config::Credentials::new(
+            &session.access_key_id,
+            secret,
+            Some(token.to_owned()),
+            None,
+            "session",
+        ))
+        .http_client(aws_smithy_http_client::Builder::new().build_http())
+        .build();
+    aws_sdk_s3::Client::from_conf(config)
+}
+
+async fn put(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<(), String> {
+    let put = s3.put_object().bucket(bucket).key(key).body(ByteStream::from_static(b"x")).send();
+    put.await.map(drop).map_err(|e| error_code(Err::<(), _>(e)))
+}
+
+async fn get(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<(), String> {
+    let got = s3.get_object().bucket(bucket).key(key).send().await;
+    got.map(drop).map_err(|e| error_code(Err::<(), _>(e)))
+}
+
+/// The role's trust policy as IAM stores it (URL-encoded on the wire, by AWS at least).
+async fn trust_of(moto: &Moto, role: &str) -> Option<serde_json::Value> {
+    let got = moto.iam(&moto.admin).get_role().role_name(role).send().await.ok()?;
+    let role = got.role()?;
+    assert_eq!(role.path(), ROLE_PATH);
+    let text = role.assume_role_policy_document()?;
+    let text = if text.starts_with('%') { percent_decode(text) } else { text.to_owned() };
+    serde_json::from_str(&text).ok()
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            out.push(u8::from_str_radix(&text[i + 1..i + 3], 16).unwrap());
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).unwrap()
+}
+
+#[tokio::test]
+async fn a_claims_service_accounts_assume_its_role_with_its_mode_and_lose_it_with_the_claim() {
+    let moto = Moto::start().await;
+    let backend = S3Provisioner::new(Arc::new(FixedOwner(owner(&moto).await)));
+    let base = parameters(&moto);
+    let pairs: Vec<(&str, &str)> = base.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mine = claim(&format!("mine-{}", common::suffix()));
+    let other = claim(&format!("other-{}", common::suffix()));
+    let mut asked = options(&mine, &pairs);
+    asked.web_identity = letting_in(&["system:serviceaccount:ns:app"], false);
+    let provisioned = backend.provision(&asked).await.unwrap();
+    assert!(!provisioned.credentials.access_key_id.is_empty(), "allowed: the key as well");
+    backend.provision(&options(&other, &pairs)).await.unwrap();
+    let (bucket, elsewhere) = (&asked.bucket_name, other.spec.bucket_name.clone().unwrap());
+
+    let answered = backend.web_identity(&asked).unwrap();
+    let role = iam::user_name(&asked.user_id);
+    assert_eq!(
+        answered.role_arn,
+        format!("arn:aws:iam::123456789012:role/bucket-provisioner/{role}")
+    );
+    assert_eq!(answered.sts_endpoint, moto.endpoint);
+    let trust = trust_of(&moto, &role).await.expect("the claim's role");
+    let condition = &trust["Statement"][0]["Condition"]["StringEquals"];
+    assert_eq!(
+        condition["oidc.example.com/id/CLUSTER:sub"],
+        json!(["system:serviceaccount:ns:app"])
+    );
+    assert_eq!(condition["oidc.example.com/id/CLUSTER:aud"], "sts.amazonaws.com");
+    assert_eq!(trust["Statement"][0]["Principal"]["Federated"], PROVIDER);
+
+    // The session may use its claim's bucket and no other.
+    let s3 = s3_with(&moto, &session(&moto, &answered.role_arn).await);
+    put(&s3, bucket, "k").await.unwrap();
+    get(&s3, bucket, "k").await.unwrap();
+    assert_eq!(put(&s3, &elsewhere, "k").await.unwrap_err(), "AccessDenied");
+
+    // Narrowed to ReadOnly: the same session reads and cannot write, at its next request.
+    let narrowed =
+        bucket_provisioner::BucketOptions { access_mode: AccessMode::ReadOnly, ..asked.clone() };
+    let recorded = object_bucket(&mine, Some(&provisioned));
+    backend.update(&narrowed, &recorded).await.unwrap();
+    get(&s3, bucket, "k").await.unwrap();
+    assert_eq!(put(&s3, bucket, "k2").await.unwrap_err(), "AccessDenied");
+
+    // Another ServiceAccount added: the trust lists both, and only those.
+    let two = bucket_provisioner::BucketOptions {
+        web_identity: letting_in(
+            &["system:serviceaccount:ns:app", "system:serviceaccount:ns:batch"],
+            false,
+        ),
+        ..narrowed.clone()
+    };
+    backend.update(&two, &recorded).await.unwrap();
+    let trust = trust_of(&moto, &role).await.unwrap();
+    assert_eq!(
+        trust["Statement"][0]["Condition"]["StringEquals"]["oidc.example.com/id/CLUSTER:sub"],
+        json!(["system:serviceaccount:ns:app", "system:serviceaccount:ns:batch"])
+    );
+
+    // Every ServiceAccount dropped: the role goes, and its sessions with it.
+    let none = bucket_provisioner::BucketOptions { web_identity: None, ..narrowed.clone() };
+    backend.update(&none, &recorded).await.unwrap();
+    assert!(trust_of(&moto, &role).await.is_none(), "the role is deleted");
+    assert_ne!(get(&s3, bucket, "k").await, Ok(()), "a deleted role's session reads nothing");
+
+    // Let in again, then the claim deleted: role, user and bucket go.
+    backend.update(&two, &recorded).await.unwrap();
+    let s3 = s3_with(&moto, &session(&moto, &answered.role_arn).await);
+    get(&s3, bucket, "k").await.unwrap();
+    backend.delete(&recorded).await.unwrap();
+    assert!(trust_of(&moto, &role).await.is_none(), "deleting the claim deletes its role");
+    assert!(moto.users_for(&asked.user_id).await.is_empty());
+}
+
+#[tokio::test]
+async fn sessions_only_makes_no_user_and_a_revoked_claim_keeps_no_role() {
+    let moto = Moto::start().await;
+    let backend = S3Provisioner::new(Arc::new(FixedOwner(owner(&moto).await)));
+    let base = parameters(&moto);
+    let pairs: Vec<(&str, &str)> = base.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let keyless = claim(&format!("keyless-{}", common::suffix()));
+    let mut asked = options(&keyless, &pairs);
+    asked.web_identity = letting_in(&["system:serviceaccount:ns:app"], true);
+    let provisioned = backend.provision(&asked).await.unwrap();
+    assert_eq!(provisioned.credentials.access_key_id, "", "no key under sessions only");
+    assert!(moto.users_for(&asked.user_id).await.is_empty(), "no IAM user at all");
+    let role_arn = backend.web_identity(&asked).unwrap().role_arn;
+    let s3 = s3_with(&moto, &session(&moto, &role_arn).await);
+    put(&s3, &asked.bucket_name, "k").await.unwrap();
+
+    // A withdrawn share or a lost bucket revokes: the role goes.
+    backend.revoke(&object_bucket(&keyless, Some(&provisioned))).await.unwrap();
+    let role = iam::user_name(&asked.user_id);
+    assert!(trust_of(&moto, &role).await.is_none());
+    assert_ne!(get(&s3, &asked.bucket_name, "k").await, Ok(()));
+}
+
+#[tokio::test]
+async fn classes_that_cannot_let_service_accounts_in_refuse_by_name() {
+    let moto = Moto::start().await;
+    let backend = S3Provisioner::new(Arc::new(FixedOwner(moto.admin.clone())));
+    let c = claim(&format!("refused-{}", common::suffix()));
+    let endpoint = moto.endpoint.clone();
+    let without = [("endpoint", endpoint.as_str()), ("secretName", "o"), ("secretNamespace", "i")];
+    let mut asked = options(&c, &without);
+    asked.web_identity = letting_in(&["system:serviceaccount:ns:app"], false);
+    let refusal = backend.web_identity(&asked).unwrap_err();
+    let BackendError::Permanent { reason, message } = &refusal else { panic!("{refusal:?}") };
+    assert_eq!(reason, bucket_provisioner::WEB_IDENTITY_NOT_SUPPORTED);
+    assert!(message.contains("webIdentityProvider"), "{message}");
+
+    let owner_keys = [
+        ("endpoint", endpoint.as_str()),
+        ("secretName", "o"),
+        ("secretNamespace", "i"),
+        ("createBucketUser", "false"),
+        ("webIdentityProvider", PROVIDER),
+    ];
+    let mut asked = options(&c, &owner_keys);
+    asked.web_identity = letting_in(&["system:serviceaccount:ns:app"], false);
+    let refusal = backend.web_identity(&asked).unwrap_err().to_string();
+    assert!(refusal.contains("createBucketUser"), "{refusal}");
+
+    let bad = [("endpoint", endpoint.as_str()), ("webIdentityProvider", "oidc.example.com")];
+    let refusal = backend.validate(&options(&c, &bad)).unwrap_err().to_string();
+    assert!(refusal.contains("webIdentityProvider") && refusal.contains("arn:"), "{refusal}");
+}
