@@ -15,6 +15,7 @@ use aws_sdk_s3::primitives::ByteStream;
 use bucket_provisioner::{AccessMode, BackendError, Credentials, Provisioner, WebIdentityOptions};
 use common::moto::Moto;
 use common::{FixedOwner, claim, error_code, object_bucket, options};
+use kube::ResourceExt;
 use s3_provisioner::S3Provisioner;
 use s3_provisioner::iam;
 use s3_provisioner::owner::{OWNER_ACTIONS, WEB_IDENTITY_OWNER_ACTIONS};
@@ -297,4 +298,55 @@ async fn classes_that_cannot_let_service_accounts_in_refuse_by_name() {
     let bad = [("endpoint", endpoint.as_str()), ("webIdentityProvider", "oidc.example.com")];
     let refusal = backend.validate(&options(&c, &bad)).unwrap_err().to_string();
     assert!(refusal.contains("webIdentityProvider") && refusal.contains("arn:"), "{refusal}");
+}
+
+/// As deployed, on the real control plane: a claim of a class giving sessions only binds with
+/// no Secret, its ConfigMap names its role and STS, and deleting it deletes the role.
+#[tokio::test]
+async fn on_the_control_plane_a_keyless_claim_gets_a_role_in_its_config_map_and_no_secret() {
+    use bucket_api::{ClaimPhase, ObjectBucketClaimSpec};
+    use std::collections::BTreeMap;
+    use test_support::{Deployed, Harness};
+
+    let s = common::cluster::setup("s3-keyless").await;
+    let controller = Harness::start(s.backend(), Deployed::S3);
+    s.owner_keys("owner", &owner(&s.moto).await).await;
+    let extra = [("webIdentity", "only"), ("webIdentityProvider", PROVIDER)];
+    let class = s.class(&controller.provisioner, "owner", &extra, Some("Delete")).await;
+    let spec = ObjectBucketClaimSpec {
+        storage_class_name: class,
+        generate_bucket_name: Some("keyless".into()),
+        additional_config: Some(BTreeMap::from([("serviceAccountName".into(), "app".into())])),
+        ..Default::default()
+    };
+    s.claim("keyless", spec).await;
+    let claim = s.wait_for("keyless", ClaimPhase::Bound, "Bound").await;
+    let bucket = claim.spec.bucket_name.clone().unwrap();
+    let role = iam::user_name(&bucket_provisioner::user_id_for_claim(&claim.uid().unwrap()));
+
+    let config = s.config_maps.get("keyless").await.unwrap().data.unwrap();
+    let role_arn = format!("arn:aws:iam::123456789012:role/bucket-provisioner/{role}");
+    assert_eq!(config["AWS_ROLE_ARN"], role_arn);
+    assert_eq!(config["AWS_ENDPOINT_URL_STS"], s.moto.endpoint);
+    assert_eq!(
+        config["AWS_WEB_IDENTITY_TOKEN_FILE"],
+        "/var/run/secrets/objectbucket.io/serviceaccount/token"
+    );
+    assert!(s.secrets.get_opt("keyless").await.unwrap().is_none(), "no Secret: sessions only");
+    assert!(
+        s.moto
+            .users_for(&bucket_provisioner::user_id_for_claim(&claim.uid().unwrap()))
+            .await
+            .is_empty()
+    );
+    let trust = trust_of(&s.moto, &role).await.expect("the claim's role");
+    let subjects =
+        &trust["Statement"][0]["Condition"]["StringEquals"]["oidc.example.com/id/CLUSTER:sub"];
+    assert_eq!(*subjects, json!([format!("system:serviceaccount:{}:app", s.ns)]));
+    let s3 = s3_with(&s.moto, &session(&s.moto, &role_arn).await);
+    put(&s3, &bucket, "from-a-pod").await.unwrap();
+
+    s.delete_and_wait("keyless").await;
+    assert!(trust_of(&s.moto, &role).await.is_none(), "the role goes with the claim");
+    assert!(!s.moto.bucket_exists(&bucket).await);
 }
