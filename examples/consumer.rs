@@ -3,6 +3,11 @@
 //! no endpoint code here. It writes an object, reads it back and lists the bucket, then reads
 //! each object named on its command line (objects someone else put there).
 //!
+//! With `AWS_ROLE_ARN` and `AWS_WEB_IDENTITY_TOKEN_FILE` in its environment instead of keys
+//! (a claim of ServiceAccounts), the SDK trades the pod's projected token for short-lived
+//! credentials and renews them by itself; `CONSUMER_KEEP_USING_SECONDS` keeps it working for
+//! that long, across renewals.
+//!
 //! With a COSI (`objectstorage.k8s.io/v1alpha1`) access Secret mounted as a volume instead,
 //! `COSI_BUCKET_INFO=/path/BucketInfo` names its one key, `BucketInfo`: JSON whose
 //! `spec.bucketName` and `spec.secretS3` (`endpoint`, `region`, `accessKeyID`,
@@ -149,6 +154,31 @@ async fn run() -> Result<(), Box<dyn Error>> {
         let body = String::from_utf8_lossy(&body.into_bytes()).into_owned();
         println!("consumer: read s3://{bucket}/{key}: {body:?}");
     }
+    keep_using(&s3, &bucket).await
+}
+
+/// With `CONSUMER_KEEP_USING_SECONDS`, goes on writing and reading an object every few seconds
+/// for that long, stopping at the first failure: a pod's steady use, across as many renewals of
+/// short-lived credentials as the time holds (the SDK renews them by itself).
+async fn keep_using(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<(), Box<dyn Error>> {
+    let Ok(seconds) = std::env::var("CONSUMER_KEEP_USING_SECONDS") else { return Ok(()) };
+    let seconds: u64 = seconds.parse().map_err(|e| format!("CONSUMER_KEEP_USING_SECONDS: {e}"))?;
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    let mut requests = 0u64;
+    while std::time::Instant::now() < until {
+        let body = format!("request {requests}");
+        let put = s3.put_object().bucket(bucket).key("steady.txt");
+        put.body(ByteStream::from(body.clone().into_bytes())).send().await.map_err(explain)?;
+        let read =
+            s3.get_object().bucket(bucket).key("steady.txt").send().await.map_err(explain)?;
+        let read = read.body.collect().await?.into_bytes();
+        if read.as_ref() != body.as_bytes() {
+            return Err(format!("read back {read:?} after writing {body:?}").into());
+        }
+        requests += 2;
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    }
+    println!("consumer: {requests} requests over {seconds}s, none failed");
     Ok(())
 }
 

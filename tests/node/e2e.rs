@@ -162,6 +162,85 @@ async fn claim_and_consume(
     Ok((claims, bucket))
 }
 
+/// A claim of a class giving sessions of one minute only, and a pod running as the claim's
+/// ServiceAccount with nothing but its projected token and `envFrom` of the ConfigMap: the AWS
+/// SDK for Rust in the consumer image trades the token and renews the session by itself, and
+/// the pod writes and reads for two minutes with no failed request while the endpoint grants at
+/// least three sessions (two renewals, each after the one before expired or was about to).
+async fn keyless_pod_renews_its_session(
+    node: &Node,
+    client: &Client,
+    app: &str,
+    provisioner: &str,
+) {
+    let objects = serde_json::json!([
+        { "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+          "metadata": { "name": "hostpath-keyless" },
+          "provisioner": "hostpath.objectbucket.io/bucket", "reclaimPolicy": "Delete",
+          "parameters": { "webIdentity": "only", "webIdentityMaxSession": "1m" } },
+        { "apiVersion": "v1", "kind": "ServiceAccount",
+          "metadata": { "name": "app", "namespace": app } },
+        { "apiVersion": "objectbucket.io/v1alpha1", "kind": "ObjectBucketClaim",
+          "metadata": { "name": "keyless", "namespace": app },
+          "spec": { "storageClassName": "hostpath-keyless", "generateBucketName": "keyless",
+                    "additionalConfig": { "serviceAccountName": "app" } } },
+    ]);
+    let objects: Vec<(PathBuf, DynamicObject)> =
+        serde_json::from_value::<Vec<DynamicObject>>(objects)
+            .unwrap()
+            .into_iter()
+            .map(|o| (PathBuf::from("keyless"), o))
+            .collect();
+    apply_objects(client, &objects, Apply::ForReal).await.unwrap();
+    let claims: Api<ObjectBucketClaim> = Api::namespaced(client.clone(), app);
+    wait_bound(client, &claims, "keyless", HOSTPATH).await;
+    assert!(
+        Api::<Secret>::namespaced(client.clone(), app).get_opt("keyless").await.unwrap().is_none(),
+        "a claim of sessions only has no Secret"
+    );
+    let granted = |metrics: &str| {
+        metrics
+            .lines()
+            .filter(|l| {
+                l.starts_with("bucket_provisioner_s3_web_identity_sessions_total{code=\"granted\"}")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let before = granted(&pod_get(client, NS, provisioner, 8080, "/metrics").await.unwrap());
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": { "name": "keyless-consumer" },
+        "spec": {
+            "restartPolicy": "Never",
+            "serviceAccountName": "app",
+            "automountServiceAccountToken": false,
+            "securityContext": { "runAsNonRoot": true, "seccompProfile": { "type": "RuntimeDefault" } },
+            "containers": [{
+                "name": "app",
+                "image": node.images().consumer,
+                "env": [{ "name": "CONSUMER_KEEP_USING_SECONDS", "value": "135" }],
+                "envFrom": [{ "configMapRef": { "name": "keyless" } }],
+                "volumeMounts": [{ "name": "token", "readOnly": true,
+                    "mountPath": "/var/run/secrets/objectbucket.io/serviceaccount" }],
+            }],
+            "volumes": [{ "name": "token", "projected": { "sources": [{ "serviceAccountToken": {
+                "path": "token", "audience": "objectbucket.io", "expirationSeconds": 600 } }] } }],
+        }
+    }))
+    .unwrap();
+    let finished = run_to_completion(client, app, &pod)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\n--- kubelet ---\n{}", node.log_tail("kubelet", 40)));
+    println!("--- pod {app}/keyless-consumer ({}), claim keyless ---", finished.phase);
+    print!("{}", finished.logs);
+    assert_eq!(finished.phase, "Succeeded", "{}", finished.logs);
+    assert!(finished.logs.contains("none failed"), "{}", finished.logs);
+    let after = granted(&pod_get(client, NS, provisioner, 8080, "/metrics").await.unwrap());
+    assert!(after - before >= 3.0, "sessions granted during the run: {before} -> {after}");
+    println!("keyless pod: {} sessions over its run, no failed request", after - before);
+    delete_claim(&claims, "keyless").await;
+}
+
 /// The provisioner's metric `name` (summed over its label sets) from `/metrics` of `pod`.
 fn metric(metrics: &str, name: &str) -> f64 {
     metrics
@@ -249,6 +328,9 @@ async fn hostpath_provisioner_serves_pods_on_a_node() {
     .await;
     assert_eq!(denied.phase, "Failed", "{}", denied.logs);
     assert!(denied.logs.contains("AccessDenied"), "{}", denied.logs);
+
+    // 2b. No key at all: a pod with a projected ServiceAccount token and the ConfigMap only.
+    keyless_pod_renews_its_session(node, &client, app, &pod_name).await;
 
     // 3. Brownfield: the operator's bucket, granted to a claim of the bucketName class.
     let admin_key = format!("operator-{}", test_support::unique_suffix());

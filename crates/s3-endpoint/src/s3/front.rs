@@ -169,10 +169,13 @@ impl Endpoint {
                 }
             },
         };
-        let (status, xml) = match answer {
-            Ok(assumed) => (http::StatusCode::OK, assumed.to_xml(id)),
-            Err(refused) => (refused.status, refused.to_xml(id)),
+        let (status, xml, code) = match answer {
+            Ok(assumed) => (http::StatusCode::OK, assumed.to_xml(id), "granted"),
+            Err(refused) => (refused.status, refused.to_xml(id), refused.code),
         };
+        if let Some(metrics) = &self.answers {
+            metrics.web_identity(code);
+        }
         let mut response = HttpResponse::new(Body::from(xml));
         *response.status_mut() = status;
         response

@@ -18,6 +18,7 @@ struct CodeLabels {
 #[derive(Clone, Debug, Default)]
 pub struct EndpointMetrics {
     responses: Family<CodeLabels, Counter>,
+    sessions: Family<CodeLabels, Counter>,
     lifecycle_examined: Counter,
     lifecycle_lag: Gauge,
     lifecycle_unfinished: Gauge,
@@ -32,6 +33,11 @@ impl EndpointMetrics {
             "s3_responses",
             "Answers of a backend's own S3 endpoint (hostPath), by status class",
             metrics.responses.clone(),
+        );
+        registry.register(
+            "s3_web_identity_sessions",
+            "AssumeRoleWithWebIdentity answers: code \"granted\", or the STS error code",
+            metrics.sessions.clone(),
         );
         registry.register(
             "s3_lifecycle_objects_examined",
@@ -60,6 +66,11 @@ impl EndpointMetrics {
         self.lifecycle_unfinished.set(i64::try_from(report.unfinished).unwrap_or(i64::MAX));
     }
 
+    /// Counts one `AssumeRoleWithWebIdentity` answer: `granted`, or STS's error code.
+    pub fn web_identity(&self, code: &str) {
+        self.sessions.get_or_create(&CodeLabels { code: code.to_owned() }).inc();
+    }
+
     /// Counts one answer of HTTP status `status` under its class (`2xx`, `4xx`, ...).
     pub fn answered(&self, status: u16) {
         let code = format!("{}xx", status / 100);
@@ -78,12 +89,17 @@ mod tests {
         for status in [200, 204, 404, 503] {
             metrics.clone().answered(status);
         }
+        for code in ["granted", "granted", "AccessDenied"] {
+            metrics.web_identity(code);
+        }
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         for line in [
             "bucket_provisioner_s3_responses_total{code=\"2xx\"} 2\n",
             "bucket_provisioner_s3_responses_total{code=\"4xx\"} 1\n",
             "bucket_provisioner_s3_responses_total{code=\"5xx\"} 1\n",
+            "bucket_provisioner_s3_web_identity_sessions_total{code=\"granted\"} 2\n",
+            "bucket_provisioner_s3_web_identity_sessions_total{code=\"AccessDenied\"} 1\n",
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }
