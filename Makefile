@@ -23,6 +23,9 @@ export BUCKET_PROVISIONER_MOTO_VENV ?= $(BUCKET_PROVISIONER_CACHE)/moto-venv
 # The Go aws-s3-provisioner, which the S3 takeover tests run and then replace, built offline into
 # the cache from the source in BUCKET_PROVISIONER_AWS_S3_PROVISIONER_SOURCE (.ci/run sets it).
 AWS_S3_PROVISIONER_BIN = $(shell tests/aws-s3-provisioner/build.sh)
+# The AWS SDK for Go v2 and the AWS CLI, consumers of keyless claims in the web identity tests.
+GO_CONSUMER_BIN = $(shell tests/web-identity/go-consumer/build.sh)
+AWSCLI_BIN = $(shell tests/web-identity/awscli/install.sh)
 
 # The image: static binaries for this machine's architecture, from the Dockerfile, no registry.
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
@@ -104,6 +107,7 @@ test: test-builds
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" BUCKET_PROVISIONER_HELM_BIN="$(HELM_BIN)" \
 		BUCKET_PROVISIONER_PROMTOOL="$(PROMTOOL_BIN)" BUCKET_PROVISIONER_GARAGE_BIN="$(GARAGE_BIN)" \
 		BUCKET_PROVISIONER_AWS_S3_PROVISIONER_BIN="$(AWS_S3_PROVISIONER_BIN)" \
+		BUCKET_PROVISIONER_GO_CONSUMER="$(GO_CONSUMER_BIN)" BUCKET_PROVISIONER_AWSCLI="$(AWSCLI_BIN)" \
 		BUCKET_PROVISIONER_COSI_DIR="$(COSI_DIR)" cargo test --workspace --no-fail-fast \
 		--exclude node-tests 2>&1 | tee "$(TEST_RUN_LOG)" || failed=1; \
 	$(MAKE) --no-print-directory e2e STATIC_PROFILE=image-test 2>&1 | tee -a "$(TEST_RUN_LOG)" \
@@ -137,8 +141,10 @@ test-build-go-tools:
 	@$(MAKE) --no-print-directory cosi
 	@$(MAKE) --no-print-directory aws-s3-provisioner
 	@$(MAKE) --no-print-directory helm
+	@tests/web-identity/go-consumer/build.sh >/dev/null
 
 test-build-packages: strace volume-tools moto promtool node-packages
+	@tests/web-identity/awscli/install.sh >/dev/null
 
 .PHONY: moto
 # strace, for the hostPath durability tests (what a PUT, or a change of tags or CORS rules,

@@ -22,6 +22,7 @@ use hostpath_provisioner::{
 use s3_endpoint::s3::{
     DEFAULT_LIFECYCLE_BUDGET, EndpointMetrics, LifecycleSchedule, serve_endpoint, service,
 };
+use s3_endpoint::sts::RememberingVerifier;
 
 /// Object buckets as directories on this node, with an S3 endpoint and per-claim keys.
 #[derive(Parser, Debug)]
@@ -138,7 +139,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         let answers = process.metrics.register(EndpointMetrics::register);
         let endpoint = service(endpoint_store).counting_answers(answers).lifecycle(lifecycle);
         let endpoint = match web_identity {
-            true => endpoint.web_identity(Arc::new(TokenReviewer::new(process.client, audience))),
+            true => {
+                let reviewer = TokenReviewer::new(process.client, audience);
+                endpoint.web_identity(Arc::new(RememberingVerifier::new(reviewer)))
+            }
             false => endpoint,
         };
         // The endpoint never fails: it keeps accepting through errors until told to stop.

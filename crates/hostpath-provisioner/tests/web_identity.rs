@@ -153,6 +153,87 @@ async fn boto3_consumer(config: &BTreeMap<String, String>, token_file: &Path) ->
     stdout
 }
 
+/// A tool the Makefile builds into the cache, named by `variable`, or built now by `script`
+/// (relative to the repository) when the variable is unset, as when one test runs alone.
+fn tool(variable: &str, script: &str) -> std::path::PathBuf {
+    if let Some(path) = std::env::var_os(variable) {
+        return path.into();
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(script);
+    let out = std::process::Command::new("bash").arg(&script).output().unwrap();
+    assert!(out.status.success(), "{}: {}", script.display(), String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    stdout.lines().last().expect("the script printed a path").trim().into()
+}
+
+/// Runs `program args` with nothing but the ConfigMap and the token file; its output.
+async fn keyless_run(
+    program: std::path::PathBuf,
+    args: &[String],
+    config: &BTreeMap<String, String>,
+    token_file: &Path,
+) -> String {
+    let mut command = std::process::Command::new(&program);
+    command.args(args).env_clear().env("PATH", "/usr/bin:/bin").env("HOME", "/nonexistent");
+    command.env("AWS_CONFIG_FILE", "/dev/null").env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null");
+    command.envs(config).env(AWS_WEB_IDENTITY_TOKEN_FILE, token_file);
+    let out = tokio::task::spawn_blocking(move || command.output()).await.unwrap().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{} failed:\n{stdout}\n{stderr}", program.display());
+    stdout
+}
+
+#[tokio::test]
+async fn the_aws_cli_and_the_go_sdk_use_a_keyless_claim_with_nothing_but_its_config_map() {
+    let env = Env::new("hp-wi-sdk").await;
+    let _provisioner = env.start("node-a");
+    let only = env.class(&[("webIdentity", "only")], "Delete").await;
+    let tenant = env.scoped_tenant("hp-wi-sdk").await;
+    service_account(&env, &tenant.ns, "app").await;
+    tenant.create("data", spec(&only, &[("serviceAccountName", "app")])).await;
+    tenant.wait("data", ClaimPhase::Bound, "Bound").await;
+    let config = config_of(&tenant, "data").await;
+    let bucket = config["BUCKET_NAME"].clone();
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, token(&env, &tenant.ns, "app", AUDIENCE, None).await).unwrap();
+
+    // The AWS SDK for Go v2, through its default configuration.
+    let go = tool("BUCKET_PROVISIONER_GO_CONSUMER", "tests/web-identity/go-consumer/build.sh");
+    let out = keyless_run(go, &[], &config, &token_file).await;
+    assert!(out.contains("wrote\nread\nlisted from-go\nsession ASIA"), "{out}");
+
+    // The AWS CLI: a copy up, a listing, a copy down.
+    let aws = tool("BUCKET_PROVISIONER_AWSCLI", "tests/web-identity/awscli/install.sh");
+    let local = dir.path().join("note.txt");
+    std::fs::write(&local, "from the cli").unwrap();
+    let up = [
+        "s3".to_owned(),
+        "cp".to_owned(),
+        local.display().to_string(),
+        format!("s3://{bucket}/from-cli"),
+    ];
+    keyless_run(aws.clone(), &up, &config, &token_file).await;
+    let listed = keyless_run(
+        aws.clone(),
+        &["s3".into(), "ls".into(), format!("s3://{bucket}/")],
+        &config,
+        &token_file,
+    )
+    .await;
+    assert!(listed.contains("from-cli") && listed.contains("from-go"), "{listed}");
+    let down = dir.path().join("back.txt");
+    let copy = [
+        "s3".to_owned(),
+        "cp".to_owned(),
+        format!("s3://{bucket}/from-cli"),
+        down.display().to_string(),
+    ];
+    keyless_run(aws, &copy, &config, &token_file).await;
+    assert_eq!(std::fs::read_to_string(&down).unwrap(), "from the cli");
+}
+
 #[tokio::test]
 async fn a_consumer_with_only_a_projected_token_uses_its_claims_bucket() {
     let env = Env::new("hp-wi").await;

@@ -20,6 +20,7 @@ use crate::bucket::{Buckets, NameLocks};
 
 use crate::config::{ACCEPTED, BUCKET_LIFECYCLE, BUCKET_POLICY, CORS, ClaimConfig, names_user};
 use crate::iam::{self, Users};
+use crate::iam_roles::{RoleSpec, Roles};
 use crate::key_records::KeyRecords;
 use crate::legacy::{self, Adopted};
 use crate::owner::{ClassParameters, OwnerCredentials};
@@ -27,7 +28,7 @@ use crate::params::{
     CREATE_BUCKET_USER, DEFAULT_REGION, STATE_POLICY_NAME, STATE_ROLE_NAME, STATE_USER_NAME,
     Settings, WEB_IDENTITY_PROVIDER,
 };
-use crate::web_identity::{self, RoleSpec, Roles};
+use crate::web_identity;
 
 pub mod standalone;
 

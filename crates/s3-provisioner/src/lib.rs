@@ -69,6 +69,7 @@ pub mod config;
 pub mod cors;
 mod features;
 pub mod iam;
+mod iam_roles;
 pub mod key_records;
 pub mod legacy;
 pub mod lifecycle;

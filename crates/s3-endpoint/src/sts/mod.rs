@@ -9,16 +9,19 @@
 //! and the token's own expiry; and it is worth what the role's key is worth at each request (see
 //! [`crate::store::Session`]).
 //!
-//! `request` parses what the SDKs send, `answer` writes what they read.
+//! `request` parses what the SDKs send, `answer` writes what they read, and `review_cache`
+//! spares the identity provider a burst of requests for one token.
 
 mod answer;
 mod request;
+mod review_cache;
 
 use std::sync::Arc;
 
 use crate::store::{BucketStore, Session};
 pub use answer::{Granted, StsError};
 pub use request::{AssumeRoleWithWebIdentity, DURATION_RANGE, MAX_TOKEN_LEN, parse};
+pub use review_cache::RememberingVerifier;
 
 /// Longest form body taken: the longest token and room for the other fields.
 pub const MAX_BODY_LEN: usize = MAX_TOKEN_LEN + 4096;
