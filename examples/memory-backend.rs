@@ -189,6 +189,7 @@ impl Provisioner for MemoryBuckets {
                 access_key_id: request.owner_id.clone(),
                 secret_access_key: format!("not-a-secret-{}", request.owner_id),
             },
+            web_identity: None,
         })
     }
 

@@ -6,16 +6,21 @@ use std::sync::Arc;
 
 use bucket_api::AccessMode;
 use bucket_provisioner::Provisioner;
+use bucket_provisioner::WebIdentityOptions;
 use bucket_provisioner::bucket::naming::validate_bucket_name;
 use bucket_provisioner::bucket::standalone::{
     BucketLocation, IssuedKey, KeyBucket, KeyRequest, NewBucket, cosi_account_id, cosi_bucket_owner,
 };
+use bucket_provisioner::bucket::web_identity::subject;
 use tracing::info;
+
+/// The longest session of an access's ServiceAccount: an hour, as AWS's STS gives by default.
+const DEFAULT_MAX_SESSION_SECS: u32 = 3600;
 
 use crate::ids::{BucketId, created_bucket_id, parse_account_id, parse_bucket_id};
 use crate::params::{access_params, bucket_params};
 use crate::status::CallError;
-use crate::tenancy::{Lookup, Version, check};
+use crate::tenancy::{Lookup, LookupError, Version, check};
 
 /// A bucket the driver created or found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -166,16 +171,16 @@ impl<P: Provisioner> Driver<P> {
         if account_name.is_empty() {
             return Err(CallError::InvalidArgument("the access's name is empty".to_owned()));
         }
-        match auth {
-            Auth::Key => {}
-            Auth::Identity => {
+        match (auth, version) {
+            (Auth::Key, _) | (Auth::Identity, Version::V1alpha1) => {}
+            (Auth::Identity, Version::V1alpha2) => {
                 return Err(CallError::InvalidArgument(
-                    "authenticationType: this driver issues keys only (Key); its backend \
-                     cannot let a pod's identity (IAM, ServiceAccount) in"
+                    "authenticationType IAM: v1alpha2 names no ServiceAccount for the access, so \
+                     it gets a key (Key); v1alpha1 accesses of IAM name theirs"
                         .to_owned(),
                 ));
             }
-            Auth::Unknown => {
+            (Auth::Unknown, _) => {
                 return Err(CallError::InvalidArgument(
                     "authenticationType is not set; use Key".to_owned(),
                 ));
@@ -202,12 +207,17 @@ impl<P: Provisioner> Driver<P> {
             return Err(CallError::InvalidArgument("a bucket is named twice".to_owned()));
         }
         check(self.lookup.as_deref(), version, account_name, &ids).await?;
+        let web_identity = match auth {
+            Auth::Identity => Some(self.service_account_of(account_name).await?),
+            Auth::Key | Auth::Unknown => None,
+        };
         let owner_id = cosi_account_id(account_name);
         let request = KeyRequest {
             owner_id: owner_id.clone(),
             buckets: wanted,
             parameters: params.backend,
             quotas: params.quotas,
+            web_identity,
         };
         let key = self.backend.issue_key(&request).await?;
         info!(account = account_name, account_id = owner_id, "access granted");
@@ -219,12 +229,42 @@ impl<P: Provisioner> Driver<P> {
         Ok(GrantAnswer { account_id: owner_id, buckets, key })
     }
 
-    /// Revokes the key of `account_id`.
+    /// Revokes the key of `account_id` (an owner id, or the role ARN an access of
+    /// `authenticationType: IAM` was answered with, whose role is named by the owner id).
     pub async fn revoke(&self, account_id: &str) -> Result<(), CallError> {
-        parse_account_id("account_id", account_id)?;
-        self.backend.revoke_key(account_id).await?;
+        let owner_id = account_id
+            .rsplit_once(":role/")
+            .map_or(account_id, |(_, role)| role.rsplit('/').next().unwrap_or(role));
+        parse_account_id("account_id", owner_id)?;
+        self.backend.revoke_key(owner_id).await?;
         info!(account_id, "access revoked");
         Ok(())
+    }
+
+    /// What a v1alpha1 access of `authenticationType: IAM` lets in: the ServiceAccount its
+    /// BucketAccess names, in the access's own namespace, read from the object (tenants write
+    /// the name, never the namespace), with sessions as the only way in.
+    async fn service_account_of(
+        &self,
+        account_name: &str,
+    ) -> Result<WebIdentityOptions, CallError> {
+        let Some(lookup) = self.lookup.as_deref() else {
+            return Err(CallError::Unimplemented(
+                "authenticationType IAM needs the driver's Kubernetes lookup to read the \
+                 access's ServiceAccount; it has none"
+                    .to_owned(),
+            ));
+        };
+        let (namespace, account) =
+            lookup.service_account(account_name).await.map_err(|e| match e {
+                LookupError::Missing(what) => CallError::PermissionDenied(what),
+                LookupError::Api(why) => CallError::Unavailable(format!("Kubernetes API: {why}")),
+            })?;
+        Ok(WebIdentityOptions {
+            subjects: vec![subject(&namespace, &account)],
+            max_session_secs: DEFAULT_MAX_SESSION_SECS,
+            sessions_only: true,
+        })
     }
 }
 

@@ -42,6 +42,10 @@ pub struct GrantFacts {
 pub type SharedWith<'a> =
     Pin<Box<dyn Future<Output = Result<Vec<Vec<String>>, LookupError>> + Send + 'a>>;
 
+/// What [`Lookup::service_account`] answers: the access's namespace and its ServiceAccount.
+pub type AccessServiceAccount<'a> =
+    Pin<Box<dyn Future<Output = Result<(String, String), LookupError>> + Send + 'a>>;
+
 /// Annotation of a static v1alpha1 Bucket: the namespaces whose BucketAccesses may reach its
 /// bucket, comma-separated, or `*` for every namespace. Without it, none may.
 pub const ALLOWED_NAMESPACES: &str = "cosi.objectbucket.io/allowed-namespaces";
@@ -78,6 +82,17 @@ pub trait Lookup: Send + Sync + 'static {
         account_name: &'a str,
         buckets: &'a [String],
     ) -> Pin<Box<dyn Future<Output = Result<GrantFacts, LookupError>> + Send + 'a>>;
+
+    /// The namespace and `spec.serviceAccountName` of the BucketAccess `account_name`
+    /// (`ba-<uid>`): the ServiceAccount a v1alpha1 access of `authenticationType: IAM` lets in.
+    /// The default knows none, which refuses such accesses.
+    fn service_account<'a>(&'a self, account_name: &'a str) -> AccessServiceAccount<'a> {
+        Box::pin(async move {
+            Err(LookupError::Missing(format!(
+                "the ServiceAccount of access {account_name:?} cannot be looked up"
+            )))
+        })
+    }
 
     /// For each static bucket id of `ids`, the namespaces the operator shares it with, as the
     /// [`ALLOWED_NAMESPACES`] annotations of the Buckets naming it say. The default knows none,

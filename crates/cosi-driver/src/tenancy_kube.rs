@@ -15,7 +15,8 @@
 //!
 //! RBAC it needs (cluster-wide, group `objectstorage.k8s.io`): `get` and `list` on `buckets`,
 //! `list` and `watch` on `bucketaccesses` and `bucketclaims` (v1alpha1, see
-//! [`made_for_claim_uid`]).
+//! [`made_for_claim_uid`]), and `get` on `bucketaccesses` (the ServiceAccount of a v1alpha1
+//! access of `authenticationType: IAM`).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -30,8 +31,8 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::tenancy::{
-    ALLOWED_NAMESPACES, BucketFacts, GrantFacts, Lookup, LookupError, SharedWith, Version,
-    allowed_namespaces,
+    ALLOWED_NAMESPACES, AccessServiceAccount, BucketFacts, GrantFacts, Lookup, LookupError,
+    SharedWith, Version, allowed_namespaces,
 };
 
 /// The COSI API group.
@@ -134,9 +135,21 @@ impl KubeLookup {
         indexed: Indexed,
         uid: &str,
     ) -> Result<Option<String>, LookupError> {
+        Ok(self.located(version, indexed, uid).await?.map(|(namespace, _)| namespace))
+    }
+
+    /// The namespace and name of the `indexed` object with UID `uid`, found as
+    /// [`Self::namespace_of`] finds its namespace.
+    async fn located(
+        &self,
+        version: Version,
+        indexed: Indexed,
+        uid: &str,
+    ) -> Result<Option<(String, String)>, LookupError> {
         let store = self.store(version, indexed);
-        if let Some(found) = store.find(|o| o.metadata.uid.as_deref() == Some(uid)) {
-            return Ok(found.metadata.namespace.clone());
+        let found = store.find(|o| o.metadata.uid.as_deref() == Some(uid));
+        if let Some(found) = found {
+            return Ok(namespace_and_name(&found.metadata));
         }
         let (kind, plural) = indexed.kind_and_plural();
         let listed = self
@@ -144,7 +157,35 @@ impl KubeLookup {
             .list_metadata(&ListParams::default())
             .await
             .map_err(|e| LookupError::Api(e.to_string()))?;
-        Ok(namespace_of_uid(&listed.items, uid))
+        Ok(located_in(&listed.items, uid))
+    }
+
+    /// The v1alpha1 BucketAccess `account_name`'s namespace and `spec.serviceAccountName`,
+    /// read from the object itself (the UID found as [`Self::located`] finds it).
+    async fn access_service_account(
+        &self,
+        account_name: &str,
+    ) -> Result<(String, String), LookupError> {
+        let uid = account_name.strip_prefix("ba-").unwrap_or(account_name);
+        let missing = || LookupError::Missing(format!("no BucketAccess has UID {uid:?}"));
+        let (namespace, name) =
+            self.located(Version::V1alpha1, Indexed::Access, uid).await?.ok_or_else(missing)?;
+        let resource = Self::resource(Version::V1alpha1, "BucketAccess", "bucketaccesses");
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &namespace, &resource);
+        let access = api
+            .get_opt(&name)
+            .await
+            .map_err(|e| LookupError::Api(e.to_string()))?
+            .filter(|a| a.metadata.uid.as_deref() == Some(uid))
+            .ok_or_else(missing)?;
+        let account = access.data.pointer("/spec/serviceAccountName").and_then(|v| v.as_str());
+        match account.filter(|a| !a.is_empty()) {
+            Some(account) => Ok((namespace, account.to_owned())),
+            None => Err(LookupError::Missing(format!(
+                "BucketAccess {namespace}/{name} names no serviceAccountName"
+            ))),
+        }
     }
 
     async fn lookup(
@@ -199,12 +240,15 @@ pub fn made_for_claim_uid(version: Version, bucket_name: &str) -> Option<&str> {
     is_uid.then_some(uid)
 }
 
-/// The namespace of the object with UID `uid` among `objects`; `None` when it is gone.
-fn namespace_of_uid(objects: &[PartialObjectMeta<DynamicObject>], uid: &str) -> Option<String> {
-    objects
-        .iter()
-        .find(|c| c.metadata.uid.as_deref() == Some(uid))
-        .and_then(|c| c.metadata.namespace.clone())
+/// The namespace and name of the object with UID `uid` among `objects`; `None` when it is gone.
+fn located_in(objects: &[PartialObjectMeta<DynamicObject>], uid: &str) -> Option<(String, String)> {
+    let found = objects.iter().find(|o| o.metadata.uid.as_deref() == Some(uid))?;
+    namespace_and_name(&found.metadata)
+}
+
+/// An object's namespace and name, when it has both.
+fn namespace_and_name(meta: &kube::api::ObjectMeta) -> Option<(String, String)> {
+    Some((meta.namespace.clone()?, meta.name.clone()?))
 }
 
 /// The namespace of the claim a Bucket object was made for.
@@ -231,6 +275,10 @@ impl Lookup for KubeLookup {
         buckets: &'a [String],
     ) -> Pin<Box<dyn Future<Output = Result<GrantFacts, LookupError>> + Send + 'a>> {
         Box::pin(self.lookup(version, account_name, buckets))
+    }
+
+    fn service_account<'a>(&'a self, account_name: &'a str) -> AccessServiceAccount<'a> {
+        Box::pin(self.access_service_account(account_name))
     }
 
     fn shared_with<'a>(&'a self, version: Version, ids: &'a [String]) -> SharedWith<'a> {
@@ -282,14 +330,15 @@ mod tests {
                 _phantom: std::marker::PhantomData,
             };
             object.metadata.namespace = Some(ns.into());
+            object.metadata.name = Some("c".into());
             object.metadata.uid = Some(uid.into());
             object
         };
         // The claim that bound the Bucket later is not the one it was made for.
         let claims =
             [claim("attacker", "b0000000-0000-0000-0000-000000000000"), claim("victim", uid)];
-        assert_eq!(namespace_of_uid(&claims, uid).as_deref(), Some("victim"));
-        assert_eq!(namespace_of_uid(&claims[..1], uid), None, "a claim that is gone");
+        assert_eq!(located_in(&claims, uid), Some(("victim".into(), "c".into())));
+        assert_eq!(located_in(&claims[..1], uid), None, "a claim that is gone");
     }
 
     #[test]

@@ -100,8 +100,14 @@ impl<P: Provisioner> pb::provisioner_server::Provisioner for V1alpha1<P> {
                 answer.key.credentials.secret_access_key.clone(),
             ),
         ]);
+        // An access of IAM holds no key: its ServiceAccount assumes the role, which the access's
+        // status.accountID names (v1alpha1's BucketInfo has no field for it).
+        let account_id = match &answer.key.web_identity {
+            Some(identity) => identity.role_arn.clone(),
+            None => answer.account_id,
+        };
         Ok(Response::new(pb::DriverGrantBucketAccessResponse {
-            account_id: answer.account_id,
+            account_id,
             credentials: HashMap::from([(
                 secret_keys::S3.to_owned(),
                 pb::CredentialDetails { secrets },

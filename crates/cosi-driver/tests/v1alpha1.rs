@@ -4,7 +4,7 @@
 mod common;
 
 use bucket_provisioner::Provisioner;
-use bucket_provisioner::bucket::standalone::cosi_bucket_owner;
+use bucket_provisioner::bucket::standalone::{cosi_account_id, cosi_bucket_owner};
 use common::{DRIVER, Harness, params, write_refused, writes_reads_lists};
 use cosi_driver::proto::v1alpha1 as pb;
 use cosi_driver::v1alpha1::secret_keys;
@@ -128,9 +128,12 @@ async fn v1alpha1_refusals_carry_the_spec_codes_and_create_nothing() {
 
     let mut iam = grant(&id, "ba-3333", &[]);
     iam.authentication_type = pb::AuthenticationType::Iam.into();
+    // IAM reads the access's ServiceAccount from the cluster: a driver without its Kubernetes
+    // lookup cannot, and says so (and issues no key in its place).
     let refused = cosi.driver_grant_bucket_access(iam).await.unwrap_err();
-    assert_eq!(refused.code(), Code::InvalidArgument);
-    assert!(refused.message().contains("authenticationType"), "{}", refused.message());
+    assert_eq!(refused.code(), Code::Unimplemented);
+    assert!(refused.message().contains("authenticationType IAM"), "{}", refused.message());
+    assert!(h.store.keys_for_user(&cosi_account_id("ba-3333")).is_empty(), "no key issued");
 
     cosi.driver_grant_bucket_access(grant(&id, "ba-4444", &[])).await.unwrap();
     let changed = cosi

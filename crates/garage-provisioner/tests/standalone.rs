@@ -115,6 +115,7 @@ fn key(access: &str, buckets: &[(&str, AccessMode)]) -> KeyRequest {
             .collect(),
         parameters: BTreeMap::new(),
         quotas: Quotas::default(),
+        web_identity: None,
     }
 }
 

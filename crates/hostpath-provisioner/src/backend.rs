@@ -48,6 +48,15 @@ pub struct HostPathProvisioner {
 }
 
 impl HostPathProvisioner {
+    /// The role of the key holder `user_id` on the endpoint (named by the user id), assumed
+    /// where pods reach the buckets: the endpoint answers STS on the same address.
+    pub(crate) fn role_of(&self, user_id: &str) -> WebIdentity {
+        WebIdentity {
+            role_arn: format!("arn:aws:iam::{ROLE_ACCOUNT}:role/{user_id}"),
+            sts_endpoint: self.endpoint().url(),
+        }
+    }
+
     /// A provisioner creating buckets in `store` and pointing claims at `config`'s endpoint.
     pub fn new(store: Arc<BucketStore>, config: HostPathConfig) -> Self {
         Self { store, config }
@@ -397,10 +406,7 @@ impl Provisioner for HostPathProvisioner {
     /// The claim's role on the endpoint (named by its user id), assumed where pods reach the
     /// bucket: the endpoint answers STS on the same address.
     fn web_identity(&self, options: &BucketOptions) -> Result<WebIdentity, BackendError> {
-        Ok(WebIdentity {
-            role_arn: format!("arn:aws:iam::{ROLE_ACCOUNT}:role/{}", options.user_id),
-            sts_endpoint: self.endpoint().url(),
-        })
+        Ok(self.role_of(&options.user_id))
     }
 
     /// A new key beside the claim's key `keep`, with its access and quota; the store keeps

@@ -11,7 +11,7 @@ use bucket_provisioner::bucket::standalone::{
 };
 use bucket_provisioner::kubernetes::crash_point::crash_point;
 use bucket_provisioner::{BackendError, Credentials, Removed};
-use s3_endpoint::store::OwnKey;
+use s3_endpoint::store::{OwnKey, WebIdentityAccess};
 use s3_endpoint::{Creator, Quota, StoreError};
 
 use crate::HostPathProvisioner;
@@ -109,9 +109,14 @@ impl HostPathProvisioner {
         let bucket = &wanted.bucket_name;
         self.reachable(bucket)?;
         let mode = key_mode(wanted.access_mode);
+        let web_identity = request.web_identity.as_ref().map(|told| WebIdentityAccess {
+            subjects: told.subjects.clone(),
+            max_session_secs: told.max_session_secs,
+            sessions_only: told.sessions_only,
+        });
         let issued = self
             .store()
-            .issue_own_key(&request.owner_id, bucket, mode, quota(request.quotas))
+            .issue_own_key(&request.owner_id, bucket, (mode, quota(request.quotas)), web_identity)
             .await
             .map_err(|e| match e {
                 StoreError::NoSuchBucket(b) => BackendError::not_found(format!("bucket {b:?}")),
@@ -119,12 +124,22 @@ impl HostPathProvisioner {
             })?;
         crash_point("cosi:key-issued");
         match issued {
+            // Sessions only: the key's secret is refused, so it is handed to no one.
+            OwnKey::Issued(_) if request.web_identity.is_some() => Ok(IssuedKey {
+                endpoint: self.endpoint(),
+                credentials: Credentials {
+                    access_key_id: String::new(),
+                    secret_access_key: String::new(),
+                },
+                web_identity: Some(self.role_of(&request.owner_id)),
+            }),
             OwnKey::Issued(key) => Ok(IssuedKey {
                 endpoint: self.endpoint(),
                 credentials: Credentials {
                     access_key_id: key.access_key_id,
                     secret_access_key: key.secret_access_key,
                 },
+                web_identity: None,
             }),
             OwnKey::Differs => Err(BackendError::access_conflict(&request.owner_id)),
         }

@@ -116,15 +116,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         }));
     }
 
-    // Short-lived credentials are for claims: a COSI-only driver has neither the claims nor the
-    // RBAC (TokenReview, ServiceAccounts) for them, and its endpoint refuses STS.
-    let web_identity = !args.cosi.cosi_only;
-    if web_identity {
-        let accounts_store = store.clone();
-        services.push(Service::new(SERVICE_ACCOUNT_WATCH, move |process| {
-            follow_service_accounts(process, accounts_store)
-        }));
-    }
+    // Short-lived credentials, for claims and for COSI v1alpha1 accesses of IAM: sessions of a
+    // deleted (or re-made) ServiceAccount end with it.
+    let accounts_store = store.clone();
+    services.push(Service::new(SERVICE_ACCOUNT_WATCH, move |process| {
+        follow_service_accounts(process, accounts_store)
+    }));
 
     let listener = tokio::net::TcpListener::bind(args.s3_listen)
         .await
@@ -138,13 +135,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     services.push(Service::new("S3 endpoint", move |process: Process| {
         let answers = process.metrics.register(EndpointMetrics::register);
         let endpoint = service(endpoint_store).counting_answers(answers).lifecycle(lifecycle);
-        let endpoint = match web_identity {
-            true => {
-                let reviewer = TokenReviewer::new(process.client, audience);
-                endpoint.web_identity(Arc::new(RememberingVerifier::new(reviewer)))
-            }
-            false => endpoint,
-        };
+        let reviewer = TokenReviewer::new(process.client, audience);
+        let endpoint = endpoint.web_identity(Arc::new(RememberingVerifier::new(reviewer)));
         // The endpoint never fails: it keeps accepting through errors until told to stop.
         serve_endpoint(listener, endpoint, process.stop.wait()).map(Ok::<(), Infallible>)
     }));

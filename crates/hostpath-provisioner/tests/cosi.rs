@@ -330,3 +330,132 @@ async fn v1alpha1_driver_serves_on_after_an_apiserver_restart_and_leaks_nothing(
     }
     world.assert_never_forbidden();
 }
+
+/// A session of `role_arn` at `endpoint` for `token`, as a pod's SDK gets one; or STS's code.
+async fn assume(endpoint: &str, role_arn: &str, token: &str) -> Result<S3, String> {
+    let http = aws_smithy_http_client::Builder::new().build_http();
+    let config = aws_sdk_sts::Config::builder()
+        .behavior_version_latest()
+        .region(aws_sdk_sts::config::Region::new("us-east-1"))
+        .endpoint_url(endpoint)
+        .http_client(http.clone())
+        .build();
+    let answer = aws_sdk_sts::Client::from_conf(config)
+        .assume_role_with_web_identity()
+        .role_arn(role_arn)
+        .role_session_name("pod")
+        .web_identity_token(token)
+        .send()
+        .await
+        .map_err(|e| e.code().unwrap_or("<no code>").to_owned())?;
+    let c = answer.credentials.unwrap();
+    let credentials = aws_sdk_s3::config::Credentials::new(
+        c.access_key_id,
+        c.secret_access_key,
+        Some(c.session_token),
+        None,
+        "session",
+    );
+    let config = aws_sdk_s3::Config::builder()
+        .behavior_version_latest()
+        .http_client(http)
+        .region(aws_sdk_s3::config::Region::new("us-east-1"))
+        .endpoint_url(endpoint)
+        .credentials_provider(credentials)
+        .force_path_style(true)
+        .build();
+    Ok(S3::from_conf(config))
+}
+
+/// A token of ServiceAccount `name` of `namespace` for the driver's audience, as the kubelet
+/// mints a projected one.
+async fn token(admin: &kube::Client, namespace: &str, name: &str) -> String {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let accounts: kube::Api<ServiceAccount> = kube::Api::namespaced(admin.clone(), namespace);
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            audiences: Some(vec!["objectbucket.io".into()]),
+            expiration_seconds: Some(600),
+            bound_object_ref: None,
+        }),
+        ..Default::default()
+    };
+    let params = kube::api::PostParams::default();
+    let issued = accounts.create_token_request(name, &params, &request).await.unwrap();
+    issued.status.and_then(|s| s.token).expect("a token")
+}
+
+/// v1alpha1's `authenticationType: IAM`, under the upstream v0.2.2 controller and sidecar: the
+/// access's ServiceAccount (named on the BucketAccess, in the access's own namespace) trades
+/// its token for sessions on the bucket; the access holds no key, its `status.accountID` names
+/// the role, another ServiceAccount's token is refused, and deleting the access ends the
+/// session. v1alpha2, which names no ServiceAccount, is refused by name.
+#[tokio::test]
+async fn v1alpha1_an_iam_access_lets_its_service_account_in_with_no_key() {
+    use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+    use kube::api::PostParams;
+    let version = CosiVersion::V1Alpha1;
+    let world = World::start(version).await;
+    let tenant = world.tenant("cosi-iam").await;
+    let bucket = world.claim(&tenant, "data", &world.delete_class).await;
+    let accounts: kube::Api<ServiceAccount> =
+        kube::Api::namespaced(world.admin.clone(), &tenant.namespace);
+    for name in ["app", "other"] {
+        let account: ServiceAccount = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": name }
+        }))
+        .unwrap();
+        accounts.create(&PostParams::default(), &account).await.unwrap();
+    }
+    let class_name = format!("{}-iam", world.access_class);
+    let mut class = version.access_class(&class_name, &world.driver_name, serde_json::json!({}));
+    class.data["authenticationType"] = "IAM".into();
+    create(&version.api(&world.admin, "BucketAccessClass", None), &class).await.unwrap();
+    let accesses = version.api(&tenant.client, "BucketAccess", Some(&tenant.namespace));
+    let mut access =
+        version.access(&tenant.namespace, "pod-identity", &class_name, "data", "iam-creds", "");
+    access.data["spec"]["serviceAccountName"] = "app".into();
+    create(&accesses, &access).await.unwrap();
+    let role_arn = wait_for(&accesses, "pod-identity", |a| {
+        let granted = a.data.pointer("/status/accessGranted").and_then(|v| v.as_bool());
+        let id = a.data.pointer("/status/accountID").and_then(|v| v.as_str());
+        granted.filter(|g| *g).and(id).map(str::to_owned)
+    })
+    .await
+    .unwrap_or_else(|last| panic!("the IAM access was not granted: {last}\n{}", world.logs()));
+    assert!(
+        role_arn.starts_with("arn:aws:iam::") && role_arn.contains(":role/cosi-"),
+        "{role_arn}"
+    );
+
+    // The Secret says where, and holds no key.
+    let secrets: kube::Api<Secret> = kube::Api::namespaced(world.admin.clone(), &tenant.namespace);
+    let secret = test_support::eventually("the IAM access's Secret", || async {
+        secrets.get_opt("iam-creds").await.ok().flatten()
+    })
+    .await;
+    let info = String::from_utf8(secret.data.unwrap()["BucketInfo"].0.clone()).unwrap();
+    let info: serde_json::Value = serde_json::from_str(&info).unwrap();
+    assert_eq!(info["spec"]["authenticationType"], "IAM");
+    let s3_info = &info["spec"]["secretS3"];
+    assert_eq!(s3_info["accessKeyID"].as_str().unwrap_or_default(), "", "no key: {info}");
+    assert_eq!(s3_info["accessSecretKey"].as_str().unwrap_or_default(), "", "no key: {info}");
+    let endpoint = s3_info["endpoint"].as_str().unwrap().to_owned();
+
+    // The access's ServiceAccount gets a session on the bucket; another one does not.
+    let app = token(&world.admin, &tenant.namespace, "app").await;
+    let s3 = assume(&endpoint, &role_arn, &app).await.unwrap();
+    put(&s3, &bucket, "from-a-pod", b"keyless").await.unwrap();
+    assert_eq!(get(&s3, &bucket, "from-a-pod").await.unwrap(), b"keyless");
+    let other = token(&world.admin, &tenant.namespace, "other").await;
+    assert_eq!(assume(&endpoint, &role_arn, &other).await.err().as_deref(), Some("AccessDenied"));
+
+    // Deleting the access ends the session.
+    accesses.delete("pod-identity", &DeleteParams::default()).await.unwrap();
+    until("the deleted IAM access's session to stop working", async || {
+        get(&s3, &bucket, "from-a-pod").await.is_err()
+    })
+    .await;
+    world.assert_never_forbidden();
+}

@@ -68,6 +68,7 @@ async fn whole_life(moto: &Moto, proxy: &CutProxy, backend: &S3Provisioner, labe
         buckets: vec![KeyBucket { bucket_name: name.clone(), access_mode: AccessMode::ReadWrite }],
         parameters: BTreeMap::new(),
         quotas: Quotas::default(),
+        web_identity: None,
     };
     let issued = twice("grant", || backend.issue_key(&request)).await;
     let user = iam::user_name(&request.owner_id);

@@ -15,6 +15,7 @@ use bucket_api::AccessMode;
 use sha2::{Digest, Sha256};
 
 use crate::bucket::location::{Credentials, Endpoint};
+use crate::bucket::web_identity::{WebIdentity, WebIdentityOptions};
 use provisioner_runtime::BackendError;
 pub use provisioner_runtime::backend_error::{
     ACCESS_CONFLICT, MULTI_BUCKET_UNSUPPORTED, NOT_FOUND,
@@ -86,6 +87,12 @@ pub struct KeyRequest {
     pub parameters: BTreeMap<String, String>,
     /// Limits on what this key stores, in each bucket.
     pub quotas: Quotas,
+    /// ServiceAccounts that get short-lived credentials of this key's buckets instead of its
+    /// secret (a COSI v1alpha1 access of `authenticationType: IAM`); always
+    /// [`WebIdentityOptions::sessions_only`]. A backend that cannot refuses with reason
+    /// [`WEB_IDENTITY_NOT_SUPPORTED`](crate::WEB_IDENTITY_NOT_SUPPORTED), never issuing a key
+    /// in its place.
+    pub web_identity: Option<WebIdentityOptions>,
 }
 
 /// A key issued by [`crate::Provisioner::issue_key`].
@@ -93,8 +100,10 @@ pub struct KeyRequest {
 pub struct IssuedKey {
     /// Where the buckets are reached.
     pub endpoint: Endpoint,
-    /// The key (its `Debug` hides the secret).
+    /// The key (its `Debug` hides the secret); empty when sessions are the only way in.
     pub credentials: Credentials,
+    /// The role the request's ServiceAccounts assume, and where, when it named any.
+    pub web_identity: Option<WebIdentity>,
 }
 
 /// The owner id of a bucket the COSI front creates for the request `name` with `parameters`:

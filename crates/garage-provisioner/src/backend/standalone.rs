@@ -149,6 +149,12 @@ impl GarageProvisioner {
         request: &KeyRequest,
     ) -> Result<IssuedKey, BackendError> {
         cosi_owner(&request.owner_id)?;
+        if request.web_identity.is_some() {
+            return Err(BackendError::permanent(
+                bucket_provisioner::WEB_IDENTITY_NOT_SUPPORTED,
+                "Garage has no STS: its accesses hold keys (authenticationType Key)",
+            ));
+        }
         no_parameters(&request.parameters)?;
         if request.quotas != Quotas::default() {
             return Err(BackendError::invalid_parameter(
@@ -184,7 +190,7 @@ impl GarageProvisioner {
         for (info, permissions) in &buckets {
             store.set_permissions(info, &id, *permissions).await?;
         }
-        Ok(IssuedKey { endpoint: settings.consumer_endpoint(), credentials })
+        Ok(IssuedKey { endpoint: settings.consumer_endpoint(), credentials, web_identity: None })
     }
 
     pub(super) async fn standalone_revoke(&self, owner_id: &str) -> Result<(), BackendError> {

@@ -4,7 +4,7 @@
 
 use super::key_mode::KeyMode;
 use super::records::{AccessKey, issue_in};
-use super::{BucketStore, Quota, StoreError};
+use super::{BucketStore, Quota, StoreError, WebIdentityAccess};
 
 /// What [`BucketStore::issue_own_key`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -16,14 +16,15 @@ pub enum OwnKey {
 }
 
 impl BucketStore {
-    /// Issues `user_id`'s only key, on `bucket` (which must exist) with `mode` and `quota`, or
-    /// answers the key it has already when that one is the same.
+    /// Issues `user_id`'s only key, on `bucket` (which must exist) with `mode`, `quota` and the
+    /// web identities it lets in (see [`WebIdentityAccess`]), or answers the key it has already
+    /// when that one is the same.
     pub async fn issue_own_key(
         &self,
         user_id: &str,
         bucket: &str,
-        mode: KeyMode,
-        quota: Quota,
+        (mode, quota): (KeyMode, Quota),
+        web_identity: Option<WebIdentityAccess>,
     ) -> Result<OwnKey, StoreError> {
         if user_id.is_empty() {
             return Err(StoreError::InvalidArgument("user id must not be empty".into()));
@@ -38,7 +39,10 @@ impl BucketStore {
                     .filter_map(|id| tx.state.keys.get(id).cloned())
                     .collect();
                 let same = |k: &AccessKey| {
-                    k.buckets == [bucket.clone()] && k.mode == mode && k.quota == quota
+                    k.buckets == [bucket.clone()]
+                        && k.mode == mode
+                        && k.quota == quota
+                        && k.web_identity == web_identity
                 };
                 if let Some(key) = held.iter().max_by_key(|k| k.generation) {
                     return Ok(if held.iter().all(same) {
@@ -50,7 +54,12 @@ impl BucketStore {
                 if !store.bucket_exists(&bucket)? {
                     return Err(StoreError::NoSuchBucket(bucket.clone()));
                 }
-                let key = AccessKey { mode, quota, ..issue_in(tx, &user_id, &bucket) };
+                let key = AccessKey {
+                    mode,
+                    quota,
+                    web_identity: web_identity.clone(),
+                    ..issue_in(tx, &user_id, &bucket)
+                };
                 tx.put_key(key.clone());
                 Ok(OwnKey::Issued(key))
             })?;
@@ -81,7 +90,7 @@ mod tests {
         store.create_bucket("bucket-b", creator).await.unwrap();
         let issue = |store: &BucketStore, bucket: &'static str, mode, q| {
             let store = store.clone();
-            async move { store.issue_own_key("cosi-a-1", bucket, mode, q).await.unwrap() }
+            async move { store.issue_own_key("cosi-a-1", bucket, (mode, q), None).await.unwrap() }
         };
         let OwnKey::Issued(key) = issue(&store, "bucket-a", KeyMode::ReadOnly, quota(5)).await
         else {
@@ -109,12 +118,16 @@ mod tests {
             issue(&reopened, "bucket-a", KeyMode::ReadOnly, quota(5)).await,
             OwnKey::Issued(key)
         );
-        let missing =
-            reopened.issue_own_key("cosi-a-2", "no-bucket", KeyMode::ReadWrite, Quota::default());
+        let missing = reopened.issue_own_key(
+            "cosi-a-2",
+            "no-bucket",
+            (KeyMode::ReadWrite, Quota::default()),
+            None,
+        );
         assert!(matches!(missing.await, Err(StoreError::NoSuchBucket(_))));
         assert!(
             reopened
-                .issue_own_key("", "bucket-a", KeyMode::ReadWrite, Quota::default())
+                .issue_own_key("", "bucket-a", (KeyMode::ReadWrite, Quota::default()), None)
                 .await
                 .is_err()
         );

@@ -138,6 +138,13 @@ impl S3Provisioner {
         request: &KeyRequest,
     ) -> Result<IssuedKey, BackendError> {
         cosi_owner(&request.owner_id)?;
+        if request.web_identity.is_some() {
+            return Err(crate::web_identity::not_configured(
+                "this driver's accesses are IAM users with keys; a ServiceAccount's role is \
+                 served to objectbucket.io claims (StorageClass webIdentityProvider), not to \
+                 COSI accesses",
+            ));
+        }
         no_parameters(&request.parameters)?;
         no_quotas(request.quotas)?;
         let names: BTreeSet<&str> =
@@ -181,7 +188,7 @@ impl S3Provisioner {
                 Ok(made)
             })
             .await?;
-        Ok(IssuedKey { endpoint: settings.consumer_endpoint(), credentials })
+        Ok(IssuedKey { endpoint: settings.consumer_endpoint(), credentials, web_identity: None })
     }
 
     pub(super) async fn standalone_revoke(&self, owner_id: &str) -> Result<(), BackendError> {
