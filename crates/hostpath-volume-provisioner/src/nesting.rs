@@ -62,8 +62,12 @@ pub fn unswept(subvolumes: &[Subvolume], groups: &[QuotaGroup], id: u64) -> Vec<
 }
 
 /// Adds every subvolume inside volume `id` to its volume group; answers how many were added.
+/// A volume without a group (one made before groups whose migration failed) is left as it is.
 pub fn enclose(root: &std::path::Path, id: u64) -> Result<usize, ToolError> {
     let (subvolumes, groups) = (btrfs::subvolumes(root)?, btrfs::qgroups(root)?);
+    if !groups.iter().any(|g| g.qgroup() == btrfs::volume_group(id)) {
+        return Ok(0);
+    }
     add(root, id, &unswept(&subvolumes, &groups, id))
 }
 
