@@ -126,15 +126,23 @@ pub fn sweep(store: &VolumeStore) -> Result<usize, ToolError> {
     Ok(added)
 }
 
-/// Sweeps `store` every `interval`, forever.
+/// Sweeps `store` every `interval`, forever. A failure is logged when it first happens, not
+/// every second while it lasts.
 pub async fn sweep_every(store: Arc<VolumeStore>, interval: Duration) {
+    let mut failing: Option<String> = None;
     loop {
         let from = store.clone();
-        match tokio::task::spawn_blocking(move || sweep(&from)).await {
-            Ok(Err(e)) => tracing::warn!(error = %e, "sweeping for nested subvolumes"),
-            Err(e) => tracing::warn!(error = %e, "sweeping for nested subvolumes"),
-            Ok(Ok(_)) => {}
+        let failure = match tokio::task::spawn_blocking(move || sweep(&from)).await {
+            Ok(Ok(_)) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(e) => Some(e.to_string()),
+        };
+        if let Some(error) = &failure
+            && failing.as_ref() != Some(error)
+        {
+            tracing::warn!(error = %error, "sweeping for nested subvolumes");
         }
+        failing = failure;
         tokio::time::sleep(interval).await;
     }
 }
