@@ -4,7 +4,7 @@
 //! | backing | make | grow | remove |
 //! |---|---|---|---|
 //! | directory | record; directories | record | directory; record |
-//! | btrfs subvolume | record; parent directories; subvolume; its id recorded; qgroup limit; mode and owner | qgroup limit; record | subvolume; wait for the cleaner; qgroup; directory; record |
+//! | btrfs subvolume | record; parent directories; subvolume; its id recorded; volume group (`1/<id>`) holding its qgroup; limit on the volume group; mode and owner | volume group limit; record | nested subvolumes added to the volume group; nested subvolumes and the subvolume; wait for the cleaner; their qgroups and the volume group; directory; record |
 //! | loop image | record; directories; image formatted under a temporary name, renamed; mount point sealed (immutable); mounted; mode and owner | image file; loop device; filesystem; record | unmount (the loop device goes with it); mount point unsealed; image; directory; record |
 //!
 //! The record (`.provisioner/volumes/<pv>.json`) is written before anything else and removed
@@ -16,6 +16,7 @@ use std::path::Path;
 pub use crate::backing_kind::Backing;
 use crate::btrfs;
 use crate::loopback::{self, FsType};
+use crate::nesting;
 use crate::store::{Ownership, Record, StoreError, VolumeStore};
 use crate::tools::crash_point;
 
@@ -65,15 +66,24 @@ pub(crate) fn make(
             let path = store.checked_path(&record.path)?;
             btrfs::create_subvolume(&path)?;
             crash_point("btrfs:created");
-            if id.is_none() {
-                let id = btrfs::subvolume_id(&path)?;
-                let mut updated = record.clone();
-                updated.backing = Backing::Subvolume { id: Some(id), limited };
-                store.write_record(volume, &updated)?;
-            }
-            if limited && let Some(capacity) = record.capacity {
-                btrfs::set_limit(&path, capacity)?;
-                crash_point("btrfs:limited");
+            let id = match id {
+                Some(id) => id,
+                None => {
+                    let id = btrfs::subvolume_id(&path)?;
+                    let mut updated = record.clone();
+                    updated.backing = Backing::Subvolume { id: Some(id), limited };
+                    store.write_record(volume, &updated)?;
+                    id
+                }
+            };
+            if limited {
+                // The limit is on the volume's group, which subvolumes made inside it join.
+                btrfs::make_volume_group(store.root(), id)?;
+                crash_point("btrfs:grouped");
+                if let Some(capacity) = record.capacity {
+                    btrfs::set_limit(store.root(), btrfs::volume_group(id), Some(capacity))?;
+                    crash_point("btrfs:limited");
+                }
             }
             store.apply_ownership(&record.path, ownership)
         }
@@ -117,6 +127,12 @@ pub(crate) fn remove(store: &VolumeStore, volume: &str, record: &Record) -> Resu
             };
             // Without an id no subvolume was made, or it is gone.
             if let Some(id) = id {
+                // Subvolumes made since the last sweep join the group first, so that their
+                // groups are found and destroyed even if this stops half way.
+                if btrfs::quota_enabled(store.root()) && btrfs::is_subvolume(&path).unwrap_or(false)
+                {
+                    nesting::enclose(store.root(), id)?;
+                }
                 btrfs::delete_subvolume(store.root(), &path, id)?;
             }
             Ok(())
@@ -147,8 +163,13 @@ pub fn grow(store: &VolumeStore, volume: &str, bytes: u64) -> Result<(), StoreEr
     }
     match record.backing {
         Backing::Directory | Backing::Subvolume { limited: false, .. } => {}
-        Backing::Subvolume { limited: true, .. } => {
-            btrfs::set_limit(&store.checked_path(&record.path)?, bytes)?;
+        Backing::Subvolume { limited: true, id } => {
+            let id = match id {
+                Some(id) => id,
+                None => btrfs::subvolume_id(&store.checked_path(&record.path)?)?,
+            };
+            btrfs::make_volume_group(store.root(), id)?;
+            btrfs::set_limit(store.root(), btrfs::volume_group(id), Some(bytes))?;
         }
         Backing::Loop { fs } => {
             let target = store.checked_path(&record.path)?;
@@ -204,9 +225,10 @@ pub fn remount_all(store: &VolumeStore) -> usize {
     mounted
 }
 
-/// Bytes used in `volume`, as the mechanism holding it to its capacity counts them: the quota
-/// group's referenced bytes on btrfs, the mounted filesystem's used blocks for an image. `None`
-/// for a plain directory, and for a volume not (yet) made whole.
+/// Bytes used in `volume`, as the mechanism holding it to its capacity counts them: the volume
+/// group's referenced bytes on btrfs (the volume's and those of subvolumes made inside it), the
+/// mounted filesystem's used blocks for an image. `None` for a plain directory, and for a volume
+/// not (yet) made whole.
 pub fn used_bytes(store: &VolumeStore, record: &Record) -> Option<u64> {
     used_bytes_in(store, record, None)
 }
@@ -221,8 +243,14 @@ pub fn used_bytes_in(
     let path = store.checked_path(&record.path).ok()?;
     match record.backing {
         Backing::Directory | Backing::Subvolume { limited: false, .. } => None,
+        // The volume's group: the volume and the subvolumes made inside it.
         Backing::Subvolume { limited: true, id } => match (groups, id) {
-            (Some(groups), Some(id)) => groups.iter().find(|g| g.id == id).map(|g| g.referenced),
+            (Some(groups), Some(id)) => {
+                let find = |wanted| groups.iter().find(|g| g.qgroup() == wanted);
+                find(btrfs::volume_group(id))
+                    .or_else(|| find(btrfs::QgroupId::subvolume(id)))
+                    .map(|g| g.referenced)
+            }
             _ => btrfs::qgroup_of(&path).ok().flatten().map(|g| g.referenced),
         },
         Backing::Loop { .. } => loopback::usage(&path).map(|(used, _)| used),

@@ -11,7 +11,8 @@ pub enum Backing {
     /// A plain directory: nothing holds it to a capacity.
     #[default]
     Directory,
-    /// A btrfs subvolume with a quota group limit (when quotas are on).
+    /// A btrfs subvolume with a quota group limit (when quotas are on), on a group that also
+    /// holds the subvolumes made inside it.
     Subvolume {
         /// Its subvolume id, recorded once it exists, so that its quota group can be found after
         /// the subvolume is gone.
@@ -32,9 +33,11 @@ impl Backing {
     pub fn enforcement(&self) -> Option<String> {
         match self {
             Self::Directory | Self::Subvolume { limited: false, .. } => None,
-            Self::Subvolume { limited: true, .. } => {
-                Some("enforced by a btrfs quota group limit on the volume's subvolume".into())
-            }
+            Self::Subvolume { limited: true, .. } => Some(
+                "enforced by a btrfs quota group limit on the volume's subvolume and the \
+                 subvolumes made inside it"
+                    .into(),
+            ),
             Self::Loop { fs } => Some(format!(
                 "enforced by the size of the volume's {} image, loop-mounted",
                 fs.as_str()

@@ -5,7 +5,9 @@
 //!   without following links.
 //! - [`backing`]: what a volume is made of (directory, btrfs subvolume, loop-mounted image) and
 //!   the crash-safe steps that make, grow and remove each; [`btrfs`] and [`loopback`] run the
-//!   filesystem programs, through [`tools`] (which also holds the tests' crash points).
+//!   filesystem programs, through [`tools`] (which also holds the tests' crash points);
+//!   [`btrfs_output`] reads what `btrfs` prints.
+//! - [`nesting`]: subvolumes a pod makes inside its btrfs volume, counted against the volume.
 //! - [`pattern`]: where a claim's directory goes (`pathPattern`).
 //! - [`capacity`]: what the root's filesystem can do about a plain directory's capacity.
 //! - [`usage`]: bytes used per volume, as metrics.
@@ -16,7 +18,7 @@
 //!
 //! | `backing` | volume | capacity |
 //! |---|---|---|
-//! | `auto` (default) | a btrfs subvolume where the root is on btrfs, else a directory | a quota group limit on btrfs (quotas are turned on at start when `--btrfs-quota=enable`); else not enforced |
+//! | `auto` (default) | a btrfs subvolume where the root is on btrfs, else a directory | a quota group limit on btrfs, on a group holding the volume and the subvolumes made inside it (quotas are turned on at start when `--btrfs-quota=enable`); else not enforced |
 //! | `directory` | a directory | not enforced |
 //! | `loop` | an image of `fsType` (`ext4`, default, or `xfs`, at least 300 MiB) under `<root>/.provisioner/images/`, loop-mounted on the volume's directory | the image's size |
 //!
@@ -26,8 +28,10 @@
 pub mod backing;
 pub mod backing_kind;
 pub mod btrfs;
+pub mod btrfs_output;
 pub mod capacity;
 pub mod loopback;
+pub mod nesting;
 pub mod pattern;
 pub mod store;
 pub mod tools;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use hostpath_volume_provisioner::store::VolumeStore;
-use hostpath_volume_provisioner::{BtrfsQuota, HostPathVolumes, backing, usage};
+use hostpath_volume_provisioner::{BtrfsQuota, HostPathVolumes, backing, nesting, usage};
 use volume_provisioner::VolumeControllerConfig;
 use volume_provisioner::runtime::{
     ControllerArgs, hostname, init_logging, lease_name, run_volumes, shutdown_signal,
@@ -41,6 +41,11 @@ struct Args {
     /// capacity by a quota group limit); `existing` uses them only if they are on already.
     #[arg(long, env = "BTRFS_QUOTA", default_value = "enable", value_parser = ["enable", "existing"])]
     btrfs_quota: String,
+    /// Seconds between sweeps that add subvolumes a pod made inside its btrfs volume to the
+    /// volume's quota group: until then they count against no limit (1 to 3600).
+    #[arg(long, env = "NESTED_SUBVOLUME_SWEEP_SECONDS", default_value_t = 1,
+        value_parser = clap::value_parser!(u64).range(1..=3600))]
+    nested_subvolume_sweep_seconds: u64,
     /// Where `GET /metrics` answers each volume's used bytes (`hostpath_volume_used_bytes{pv}`)
     /// and capacity, read every `--usage-interval-seconds`; `off` serves nothing.
     #[arg(long, env = "USAGE_METRICS_ADDRESS", default_value = "0.0.0.0:8081")]
@@ -76,6 +81,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     if remounted > 0 {
         tracing::info!(remounted, "loop-backed volumes mounted again");
     }
+    // Volumes made before volume groups get theirs before any claim is served.
+    let migrating = store.clone();
+    let migrated = tokio::task::spawn_blocking(move || nesting::migrate(&migrating)).await?;
+    if migrated > 0 {
+        tracing::info!(migrated, "btrfs volumes given a volume group holding their limit");
+    }
+    let sweep = Duration::from_secs(args.nested_subvolume_sweep_seconds);
+    tokio::spawn(nesting::sweep_every(store.clone(), sweep));
     if args.usage_metrics_address != "off" {
         let address: SocketAddr = args.usage_metrics_address.parse()?;
         let listener = tokio::net::TcpListener::bind(address).await?;

@@ -11,12 +11,13 @@
 //! |---|---|
 //! | `provision:recorded` | the volume's record is written (nothing else made yet) |
 //! | `btrfs:created` | the subvolume exists (its id not yet recorded, no limit) |
-//! | `btrfs:limited` | the quota group limit is set |
+//! | `btrfs:grouped` | the volume group exists and holds the subvolume's group (no limit yet) |
+//! | `btrfs:limited` | the volume group's limit is set |
 //! | `loop:formatted` | the image is formatted under its temporary name |
 //! | `loop:mounted` | the image is mounted on the volume's directory |
 //! | `expand:grown` | the image file is grown (loop device and filesystem not yet) |
 //! | `expand:limited` | the backing holds the new size (the record not yet updated) |
-//! | `delete:subvolume` | the subvolume is deleted (its quota group not yet) |
+//! | `delete:subvolume` | the subvolume and those inside it are deleted (their quota groups not yet) |
 //! | `delete:unmounted` | the image is unmounted (not yet removed) |
 //! | `delete:image` | the image is removed (the directory and record not yet) |
 //! | `delete:unrecorded` | the record is removed (last step) |

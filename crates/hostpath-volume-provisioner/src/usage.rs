@@ -1,7 +1,7 @@
 //! Bytes used per volume, for Prometheus: the kubelet reports no volume statistics for hostPath
-//! volumes, so the provisioner does. [`collect`] reads every volume's usage (the quota group's
-//! referenced bytes on btrfs, the mounted image's used blocks for loop volumes; plain
-//! directories have none), [`render`] writes them in the Prometheus text format as
+//! volumes, so the provisioner does. [`collect`] reads every volume's usage (the volume group's
+//! referenced bytes on btrfs, after a [`nesting::sweep`] so that subvolumes made inside a volume
+//! count; the mounted image's used blocks for loop volumes; plain directories have none), [`render`] writes them in the Prometheus text format as
 //! `hostpath_volume_used_bytes{pv}` and `hostpath_volume_capacity_bytes{pv}`, and [`serve`]
 //! answers `GET /metrics` with the last collection. [`collect_every`] also writes the used bytes
 //! on each PV ([`ANNOTATION_USED_BYTES`]) when they moved by at least 1 MiB and 1% of the
@@ -21,6 +21,7 @@ use axum::routing::get;
 
 use crate::backing::{Backing, used_bytes_in};
 use crate::btrfs;
+use crate::nesting;
 use crate::store::VolumeStore;
 
 /// The usage of one volume.
@@ -36,6 +37,9 @@ pub struct Usage {
 pub fn collect(store: &VolumeStore) -> BTreeMap<String, Usage> {
     let records = store.records();
     let limited = records.values().any(|r| matches!(r.backing, Backing::Subvolume { .. }));
+    if limited && let Err(e) = nesting::sweep(store) {
+        tracing::warn!(error = %e, "sweeping for nested subvolumes");
+    }
     let groups = limited.then(|| btrfs::qgroups(store.root()).ok()).flatten();
     records
         .into_iter()

@@ -16,7 +16,9 @@ use hostpath_volume_provisioner::tools::run;
 
 mod scratch;
 
-use scratch::{Btrfs, FULL, MIB, Unmount, fill, listed, require_root_and_tools};
+use scratch::{
+    Btrfs, FULL, MIB, Unmount, as_pod, fill, fill_as_pod, listed, require_root_and_tools,
+};
 
 const OPEN: Ownership = Ownership { mode: 0o777, owner: None };
 
@@ -67,6 +69,68 @@ fn btrfs_volumes_are_subvolumes_held_to_their_capacity_grown_and_removed() {
     let groups = btrfs::qgroups(&root).unwrap();
     assert!(groups.iter().all(|g| g.id != id), "its quota group is gone: {groups:?}");
     assert_eq!(listed(&root.join(".provisioner/volumes")), Vec::<String>::new());
+}
+
+/// A pod runs `btrfs subvolume create` inside its volume (as it may, unprivileged) and writes
+/// there: the new subvolume's bytes count against the volume's capacity from the sweep after
+/// its creation on (here the one that reading the usage runs), so the volume holds at most its
+/// capacity plus what went into subvolumes made since the last sweep. Deleting the volume takes
+/// every nested subvolume and quota group with it, even below one the pod made read-only.
+#[test]
+fn subvolumes_a_pod_makes_inside_its_volume_count_against_its_capacity() {
+    let fs = Btrfs::new();
+    let root = fs.mount_point().join("volumes");
+    let store = VolumeStore::open(root.clone(), "node-a".into()).unwrap();
+    btrfs::enable_quota(&root).unwrap();
+    let backing = Backing::Subvolume { id: None, limited: true };
+    store.make("pvc-1", Path::new("pvc-1"), "ns/data", OPEN, backing, Some(64 * MIB)).unwrap();
+    let dir = root.join("pvc-1");
+    let nest = dir.join("nest");
+    let used = |store: &VolumeStore| {
+        run("sync", [] as [&str; 0]).unwrap();
+        hostpath_volume_provisioner::usage::collect(store)["pvc-1"].used
+    };
+
+    as_pod("btrfs", &[Path::new("subvolume"), Path::new("create"), &nest]).unwrap();
+    assert!(btrfs::is_subvolume(&nest).unwrap(), "the pod made a subvolume");
+    // Before any sweep the pod writes into it: nothing yet counts this.
+    assert_eq!(fill_as_pod(&nest.join("early"), 32), Ok(32));
+    let after_sweep = used(&store);
+    assert!(after_sweep >= 32 * MIB, "the usage counts the nested subvolume: {after_sweep}");
+    // Swept: the volume is held to its capacity across both subvolumes.
+    let (late, why) = fill_as_pod(&nest.join("late"), 64).unwrap_err();
+    assert!(why.contains("Disk quota exceeded"), "{why}");
+    assert!(late <= 32, "{late} MiB went in past the 32 MiB written: over the capacity");
+    let total = used(&store);
+    assert!(total <= 64 * MIB + MIB, "the volume holds {total} bytes, over its 64 MiB");
+    as_pod("rm", &[&nest.join("late")]).unwrap();
+
+    // A subvolume made inside the nested one after the sweep: until the next sweep, only what
+    // goes into it escapes the limit.
+    let deeper = nest.join("deeper");
+    as_pod("btrfs", &[Path::new("subvolume"), Path::new("create"), &deeper]).unwrap();
+    let escaped = fill_as_pod(&deeper.join("a"), 48).unwrap_or_else(|(mib, _)| mib);
+    let total = used(&store);
+    assert!(total >= (32 + escaped) * MIB, "counted once swept: {total}");
+    assert!(total <= (64 + escaped + 1) * MIB, "{total} bytes: over the capacity by more");
+    let more = fill_as_pod(&deeper.join("b"), 16);
+    assert!(matches!(more, Err((0, _))), "nothing more goes in once swept: {more:?}");
+    let group = btrfs::qgroup_of(&dir).unwrap().unwrap();
+    assert_eq!((group.level, group.limit), (1, Some(64 * MIB)), "the limit is on the group");
+
+    // The pod makes the nested subvolume read-only, with one inside it, and fills the volume
+    // again: the volume still goes.
+    as_pod("rm", &[&deeper.join("a")]).unwrap();
+    let ro = [Path::new("property"), Path::new("set"), Path::new("-ts"), &nest];
+    as_pod("btrfs", &[&ro[..], &[Path::new("ro"), Path::new("true")]].concat()).unwrap();
+    assert!(fill_as_pod(&dir.join("full"), 64).is_err(), "full again");
+    store.remove("pvc-1").unwrap();
+    assert!(!dir.exists(), "the volume and every subvolume inside it went");
+    let groups = btrfs::qgroups(&root).unwrap();
+    assert!(
+        groups.iter().all(|g| g.level == 0 && g.id == 5),
+        "no quota group left but the top level's: {groups:?}"
+    );
 }
 
 fn backing_grow(store: &VolumeStore, volume: &str, bytes: u64) {

@@ -10,9 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::time::Duration;
 
+use hostpath_volume_provisioner::backing::Backing;
 use hostpath_volume_provisioner::btrfs;
 use hostpath_volume_provisioner::loopback;
-use hostpath_volume_provisioner::tools::CRASH_AT;
+use hostpath_volume_provisioner::store::{Ownership, VolumeStore};
+use hostpath_volume_provisioner::tools::{CRASH_AT, run};
 use hostpath_volume_provisioner::usage::ANNOTATION_USED_BYTES;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -26,7 +28,10 @@ use tokio::process::Child;
 
 mod scratch;
 
-use scratch::{Btrfs, FULL, MIB, Unmount, UnmountBeneath, fill, listed, require_root_and_tools};
+use scratch::{
+    Btrfs, FULL, MIB, Unmount, UnmountBeneath, as_pod, fill, fill_as_pod, listed,
+    require_root_and_tools,
+};
 
 struct World {
     client: Client,
@@ -263,6 +268,63 @@ async fn btrfs_claims_are_held_to_their_capacity_grow_and_go() {
     assert!(btrfs::is_subvolume(&kept).unwrap(), "Retain keeps the subvolume");
     assert_eq!(std::fs::read_to_string(kept.join("keep")).unwrap(), "me");
     drop(process);
+}
+
+/// A volume made before volume groups (its limit on the subvolume's own quota group, and a
+/// subvolume a pod made inside it holding more) is given its group when the provisioner
+/// starts; from then on, for it and for every new claim, a subvolume a pod makes inside its
+/// volume counts against the volume once the provisioner's own sweep finds it: the usage metric
+/// counts it, and writes past the capacity fail.
+#[tokio::test]
+async fn btrfs_subvolumes_made_inside_volumes_count_from_old_volumes_on() {
+    let world = world("capacity-nesting").await;
+    let fs = Btrfs::new();
+    let root = fs.mount_point().join("volumes");
+    let store = VolumeStore::open(root.clone(), "node-a".into()).unwrap();
+    btrfs::enable_quota(&root).unwrap();
+    let open = Ownership { mode: 0o777, owner: None };
+    let backing = Backing::Subvolume { id: None, limited: true };
+    store.make("pvc-old", Path::new("pvc-old"), "ns/old", open, backing, Some(64 * MIB)).unwrap();
+    let old = root.join("pvc-old");
+    // As volumes were made before: no volume group, the limit on the subvolume's own group.
+    let id = btrfs::subvolume_id(&old).unwrap();
+    let (own, family) = (format!("0/{id}"), format!("1/{id}"));
+    let qgroup = |args: &[&str]| {
+        let root = root.to_str().unwrap();
+        run("btrfs", ["qgroup"].iter().chain(args).chain([&root]))
+    };
+    let _ = qgroup(&["remove", &own, &family]);
+    let _ = qgroup(&["destroy", &family]);
+    qgroup(&["limit", "64M", &own]).unwrap();
+    let nest = old.join("nest");
+    as_pod("btrfs", &[Path::new("subvolume"), Path::new("create"), &nest]).unwrap();
+    assert_eq!(fill_as_pod(&nest.join("early"), 32), Ok(32), "nothing counts it yet");
+
+    let process = world.start(&root, None);
+    world.usage_reaches(&process, "pvc-old", 32 * MIB).await;
+    let groups = btrfs::qgroups(&root).unwrap();
+    let group = |level, wanted| groups.iter().find(|g| (g.level, g.id) == (level, wanted));
+    assert_eq!(group(1, id).map(|g| g.limit), Some(Some(64 * MIB)), "moved up: {groups:?}");
+    assert_eq!(group(0, id).map(|g| g.limit), Some(None), "and lifted below: {groups:?}");
+    let (late, why) = fill_as_pod(&nest.join("late"), 64).unwrap_err();
+    assert!(why.contains("Disk quota exceeded") && late <= 32, "{late} MiB went in: {why}");
+
+    let class = world.class("Delete", &[]).await;
+    let pv_name = world.claim("data", &class, "64Mi").await;
+    let dir = host_path(&world.bound("data").await);
+    let nest = dir.join("nest");
+    as_pod("btrfs", &[Path::new("subvolume"), Path::new("create"), &nest]).unwrap();
+    assert_eq!(fill_as_pod(&nest.join("a"), 16), Ok(16));
+    world.usage_reaches(&process, &pv_name, 16 * MIB).await;
+    let (late, why) = fill_as_pod(&nest.join("b"), 64).unwrap_err();
+    assert!(why.contains("Disk quota exceeded") && late <= 48, "{late} MiB went in: {why}");
+    world.delete_claim("data").await;
+    volumes::wait_volume_gone(&world.client, &pv_name).await;
+    assert!(!dir.exists(), "the volume went with the subvolume inside it");
+    kill(process).await;
+    store.remove("pvc-old").unwrap();
+    let groups = btrfs::qgroups(&root).unwrap();
+    assert!(groups.iter().all(|g| (g.level, g.id) == (0, 5)), "no group left: {groups:?}");
 }
 
 /// On btrfs with quotas off and `--btrfs-quota=existing`, volumes are subvolumes whose capacity
@@ -517,7 +579,7 @@ async fn btrfs_claims_grow_and_go_through_repeated_kills() {
     assert_eq!(listed(&root), [".provisioner"], "no subvolume left");
     assert_eq!(listed(&root.join(".provisioner/volumes")), Vec::<String>::new(), "no record");
     let groups = btrfs::qgroups(&root).unwrap();
-    assert!(groups.iter().all(|g| g.id == 5), "no quota group left: {groups:?}");
+    assert!(groups.iter().all(|g| (g.level, g.id) == (0, 5)), "no quota group left: {groups:?}");
 }
 
 #[tokio::test]
@@ -541,7 +603,7 @@ async fn btrfs_volumes_survive_a_crash_at_every_step() {
     let fs = Btrfs::new();
     let root = fs.mount_point().join("volumes");
     let steps = Steps {
-        provision: &["provision:recorded", "btrfs:created", "btrfs:limited"],
+        provision: &["provision:recorded", "btrfs:created", "btrfs:grouped", "btrfs:limited"],
         expand: &["expand:limited"],
         delete: &["delete:subvolume", "delete:unrecorded"],
         size_mib: 16,
@@ -553,7 +615,7 @@ async fn btrfs_volumes_survive_a_crash_at_every_step() {
     crash_at_every_step(&world, &root, &[], steps).await;
     let groups = btrfs::qgroups(&root).unwrap();
     assert!(
-        groups.iter().all(|g| g.id == 5),
+        groups.iter().all(|g| (g.level, g.id) == (0, 5)),
         "no quota group left but the top level's: {groups:?}"
     );
 }

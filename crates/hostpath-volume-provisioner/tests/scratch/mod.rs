@@ -68,6 +68,42 @@ pub fn fill(path: &Path, mib: u64) -> Result<u64, (u64, i32)> {
     Ok(mib)
 }
 
+/// The uid (and gid) a pod runs as in these tests: not root, with no capability.
+pub const POD_UID: u32 = 65532;
+
+/// Runs `command` with `args` as [`POD_UID`], as a pod would; answers its standard output, or
+/// its standard error if it failed.
+pub fn as_pod(command: &str, args: &[&Path]) -> Result<String, String> {
+    let id = POD_UID.to_string();
+    let output = std::process::Command::new("setpriv")
+        .args([format!("--reuid={id}"), format!("--regid={id}"), "--clear-groups".into()])
+        .arg(command)
+        .args(args)
+        .env("LC_ALL", "C")
+        .output()
+        .expect("running setpriv");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    if output.status.success() { Ok(text(&output.stdout)) } else { Err(text(&output.stderr)) }
+}
+
+/// Writes `mib` MiB into `path` as [`POD_UID`] and syncs; answers how many MiB went in, or how
+/// many did and what stopped the rest.
+pub fn fill_as_pod(path: &Path, mib: u64) -> Result<u64, (u64, String)> {
+    let of = format!("of={}", path.display());
+    let count = format!("count={mib}");
+    let args = ["if=/dev/zero", &of, "bs=1M", &count, "conv=fsync"].map(Path::new);
+    match as_pod("dd", &args) {
+        Ok(_) => Ok(mib),
+        Err(why) => {
+            let whole = why
+                .lines()
+                .find_map(|l| l.strip_suffix(" records out")?.split('+').next()?.parse().ok())
+                .unwrap_or(0);
+            Err((whole, why))
+        }
+    }
+}
+
 pub fn listed(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .map(|e| e.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect())
