@@ -23,6 +23,9 @@ export BUCKET_PROVISIONER_MOTO_VENV ?= $(BUCKET_PROVISIONER_CACHE)/moto-venv
 # The Go aws-s3-provisioner, which the S3 takeover tests run and then replace, built offline into
 # the cache from the source in BUCKET_PROVISIONER_AWS_S3_PROVISIONER_SOURCE (.ci/run sets it).
 AWS_S3_PROVISIONER_BIN = $(shell tests/aws-s3-provisioner/build.sh)
+# mdBook and its mermaid preprocessor (the book's diagrams), pinned in tests/mdbook/build.sh and
+# built from the Rust package registry into the cache: the directory holding both.
+MDBOOK_DIR = $(shell tests/mdbook/build.sh)
 
 # The image: static binaries for this machine's architecture, from the Dockerfile, no registry.
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
@@ -38,7 +41,7 @@ E2E_TESTS := --test e2e --test helm --test volume_capacity --test cosi_e2e --tes
 STATIC_RUSTFLAGS_VAR := CARGO_TARGET_$(shell echo '$(STATIC_TARGET)' | tr 'a-z-' 'A-Z_')_RUSTFLAGS
 
 .PHONY: help toolchain controlplane chart-tools chart test lint crds demo bench static image node e2e garage \
-	aws-s3-provisioner cosi
+	aws-s3-provisioner cosi docs mdbook
 
 help:
 	@echo "make demo   - local control plane + hostPath provisioner + a claim + a consumer"
@@ -47,6 +50,7 @@ help:
 	@echo "make e2e    - a real node (root): the image deployed from deploy/ and deploy/cosi/hostpath/,"
 	@echo "              pods using claims and COSI accesses"
 	@echo "make crds   - regenerate crds/ (and the chart's copy) from crates/bucket-api"
+	@echo "make docs   - the book (docs/src/) rendered into docs/book/: open docs/book/index.html"
 	@echo "make chart  - lint the Helm chart, check its schema, deploy/ against it, and the alerts"
 	@echo "make bench  - measure the S3 endpoint (beside MinIO and versitygw) and the controllers"
 	@echo "              at scale (release build); results in bench-results.txt,"
@@ -75,6 +79,18 @@ cosi: toolchain
 	@tests/cosi/build.sh >/dev/null
 
 chart-tools: helm promtool
+
+# mdBook and mdbook-mermaid from the package registry once (minutes on two cores), then cached.
+mdbook: toolchain
+	@tests/mdbook/build.sh >/dev/null
+
+# The book: docs/src/ rendered into docs/book/ (gitignored), with the diagrams' script that
+# mdbook-mermaid carries copied beside book.toml first (gitignored too). Its examples and links
+# are checked by the tests (tests/docs.rs), not here.
+docs: mdbook
+	@RUST_LOG=warn "$(MDBOOK_DIR)/mdbook-mermaid" install docs >/dev/null
+	PATH="$(MDBOOK_DIR):$$PATH" "$(MDBOOK_DIR)/mdbook" build docs
+	@echo "docs: open docs/book/index.html"
 
 .PHONY: helm promtool
 helm: toolchain
@@ -113,10 +129,10 @@ test: test-builds
 
 # What `make test` builds, in four lanes side by side: our crates (one cargo at a time, since they
 # share a target directory), the Go-built tools, Garage (a target directory of its own), and
-# Debian's packages with moto. Alone, each build leaves one of two cores idle for long stretches
-# (a crate's last codegen unit, a link, a download); side by side they keep both busy, which
-# takes about a quarter off a cold run. Lines from the lanes interleave as they come, so a long
-# build always shows progress.
+# Debian's packages with moto and mdBook (a target directory of its own too). Alone, each build
+# leaves one of two cores idle for long stretches (a crate's last codegen unit, a link, a
+# download); side by side they keep both busy, which takes about a quarter off a cold run. Lines
+# from the lanes interleave as they come, so a long build always shows progress.
 .PHONY: test-builds test-build-crates test-build-go-tools test-build-packages
 test-builds:
 	@$(MAKE) --no-print-directory -j4 test-build-crates test-build-go-tools garage test-build-packages
@@ -138,7 +154,7 @@ test-build-go-tools:
 	@$(MAKE) --no-print-directory aws-s3-provisioner
 	@$(MAKE) --no-print-directory helm
 
-test-build-packages: strace volume-tools moto promtool node-packages
+test-build-packages: strace volume-tools moto promtool node-packages mdbook
 
 .PHONY: moto
 # strace, for the hostPath durability tests (what a PUT, or a change of tags or CORS rules,
