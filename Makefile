@@ -107,8 +107,9 @@ lint: toolchain
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 
-# Everything `make test` runs is built first (test-builds), then the demo runs, then the tests,
-# the node tests last; one summary line of every test binary's results closes the output.
+# Everything `make test` runs is built first (test-builds), then the demo runs and the book is
+# rendered (either failing stops `make test`), then the tests, the node tests last; one summary
+# line of every test binary's results closes the output.
 # Every test binary runs even when an earlier one failed (--no-fail-fast, and make e2e runs after
 # a failed workspace run), so one failure never hides the rest; the recipe is one shell so that
 # the summary is printed either way and the exit status still says whether anything failed. A
@@ -117,6 +118,7 @@ TEST_RUN_LOG = $(BUCKET_PROVISIONER_CACHE)/last-test-run.txt
 test: test-builds
 	@mkdir -p "$(BUCKET_PROVISIONER_CACHE)"
 	@$(MAKE) --no-print-directory demo
+	@$(MAKE) --no-print-directory docs
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" BUCKET_PROVISIONER_HELM_BIN="$(HELM_BIN)" \
 		BUCKET_PROVISIONER_PROMTOOL="$(PROMTOOL_BIN)" BUCKET_PROVISIONER_GARAGE_BIN="$(GARAGE_BIN)" \
 		BUCKET_PROVISIONER_AWS_S3_PROVISIONER_BIN="$(AWS_S3_PROVISIONER_BIN)" \
