@@ -1,5 +1,6 @@
-//! The book's page of `hostpath-bucket-provisioner`'s flags (`docs/src/reference/flags/hostpath-bucket-provisioner.txt`) is what
-//! `hostpath-bucket-provisioner --help` prints, so the two cannot drift apart.
+//! The book's page of `hostpath-bucket-provisioner`'s flags
+//! (`docs/src/reference/flags/hostpath-bucket-provisioner.txt`) is what its `--help` prints,
+//! so the two cannot drift apart.
 
 #[test]
 fn the_books_flags_page_is_what_help_prints() {
