@@ -8,7 +8,9 @@
 //!   (the backends' `PARAMETERS` and `ACCEPTED` lists and the controller's own), with the right
 //!   backends marked: the test fails both ways;
 //! - `reasons.md` likewise lists exactly the condition and Event reasons the code sets (see
-//!   `tests/reference/reasons.rs`).
+//!   `tests/reference/reasons.rs`);
+//! - `chart-values.md` is generated from the chart's `values.yaml`: every value, its default and
+//!   the comment above it.
 //!
 //! The flags' pages are checked beside each binary (`crates/*/tests/flags_reference.rs`).
 
@@ -153,6 +155,73 @@ fn crd_page() -> String {
         }
     }
     page
+}
+
+/// The chart's values page, from `values.yaml`: each key's path, its default (mappings with
+/// keys of their own have a row per key instead) and the comment lines just above it.
+fn chart_values_page() -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../charts/bucket-provisioner/values.yaml");
+    let text = std::fs::read_to_string(&path).expect("values.yaml");
+    let values: Value = serde_yaml::from_str(&text).expect("values.yaml is YAML");
+    let mut page = String::from(
+        "# Helm chart values\n\n\
+         <!-- Generated from charts/bucket-provisioner/values.yaml by tests/reference.rs; do not \
+         edit: `UPDATE_REFERENCE=1 cargo test -p integration-tests --test reference` rewrites \
+         it. -->\n\n\
+         Every value of the chart in `charts/bucket-provisioner`, with its default and what \
+         `values.yaml` says of it; `values.schema.json` checks each at install and upgrade \
+         ([Installing with Helm](../running/helm.md)).\n\n\
+         | value | default | meaning |\n|---|---|---|\n",
+    );
+    let mut keys: Vec<(usize, String)> = Vec::new();
+    let mut comment: Vec<&str> = Vec::new();
+    let mut list_under: Option<usize> = None;
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        if trimmed.is_empty() {
+            comment.clear();
+            continue;
+        }
+        if let Some(key_indent) = list_under {
+            if indent > key_indent {
+                continue;
+            }
+            list_under = None;
+        }
+        if let Some(text) = trimmed.strip_prefix('#') {
+            comment.push(text.trim());
+            continue;
+        }
+        let Some((key, _)) = trimmed.split_once(':') else { continue };
+        while keys.last().is_some_and(|(i, _)| *i >= indent) {
+            keys.pop();
+        }
+        keys.push((indent, key.to_owned()));
+        let pointer: String = keys.iter().map(|(_, k)| format!("/{k}")).collect();
+        let value = values.pointer(&pointer).unwrap_or(&Value::Null);
+        let default = match value {
+            Value::Object(map) if !map.is_empty() => String::new(),
+            Value::Array(items) if !items.is_empty() => {
+                list_under = Some(indent);
+                format!("`{value}`")
+            }
+            Value::String(text) if text.is_empty() => "`\"\"`".to_owned(),
+            Value::String(text) => format!("`{text}`"),
+            other => format!("`{other}`"),
+        };
+        let name: Vec<&str> = keys.iter().map(|(_, k)| k.as_str()).collect();
+        let meaning = cell(&comment.join(" "));
+        let _ = writeln!(page, "| `{}` | {} | {meaning} |", name.join("."), cell(&default));
+        comment.clear();
+    }
+    page
+}
+
+#[test]
+fn the_chart_values_page_is_what_values_yaml_says() {
+    check_generated("chart-values.md", &chart_values_page(), TEST);
 }
 
 #[test]
