@@ -11,7 +11,8 @@
 //!   object (a claim's `spec.additionalConfig`, a class's `parameters`) is completed to one
 //!   first: a missing `kind` is an ObjectBucketClaim, and the `apiVersion`, name, claim's
 //!   `storageClassName` and class's `provisioner` are filled in. A block that cannot be applied
-//!   says so with `yaml,norun` and an HTML comment just above it giving the reason.
+//!   says so with `yaml,norun` and an HTML comment just above it giving the reason. A block may
+//!   `{{#include}}` a file (mdBook's include), which is then what is applied.
 
 #[path = "docs/markdown.rs"]
 mod markdown;
@@ -167,6 +168,20 @@ struct Example {
     objects: Vec<Value>,
 }
 
+/// `text` with each line `{{#include FILE}}` replaced by that file (relative to `page`), as
+/// mdBook renders it.
+fn with_includes(page: &Path, text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        match line.trim().strip_prefix("{{#include ").and_then(|l| l.strip_suffix("}}")) {
+            Some(file) => out.push_str(&read(&normal(&page.parent().unwrap().join(file.trim())))),
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// Every `yaml` block of the book and the README that is to be applied; a `norun` one must give
 /// its reason in an HTML comment just above it.
 fn yaml_examples() -> Vec<Example> {
@@ -181,7 +196,8 @@ fn yaml_examples() -> Vec<Example> {
                 }
                 continue;
             }
-            let objects = serde_yaml::Deserializer::from_str(&block.text)
+            let text = with_includes(&page, &block.text);
+            let objects = serde_yaml::Deserializer::from_str(&text)
                 .map(|document| {
                     Value::deserialize(document).unwrap_or_else(|e| panic!("{at}: {e}"))
                 })
