@@ -26,6 +26,9 @@ AWS_S3_PROVISIONER_BIN = $(shell tests/aws-s3-provisioner/build.sh)
 # The AWS SDK for Go v2 and the AWS CLI, consumers of keyless claims in the web identity tests.
 GO_CONSUMER_BIN = $(shell tests/web-identity/go-consumer/build.sh)
 AWSCLI_BIN = $(shell tests/web-identity/awscli/install.sh)
+# mdBook and its mermaid preprocessor (the book's diagrams), pinned in tests/mdbook/build.sh and
+# built from the Rust package registry into the cache: the directory holding both.
+MDBOOK_DIR = $(shell tests/mdbook/build.sh)
 
 # The image: static binaries for this machine's architecture, from the Dockerfile, no registry.
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
@@ -41,7 +44,7 @@ E2E_TESTS := --test e2e --test helm --test volume_capacity --test cosi_e2e --tes
 STATIC_RUSTFLAGS_VAR := CARGO_TARGET_$(shell echo '$(STATIC_TARGET)' | tr 'a-z-' 'A-Z_')_RUSTFLAGS
 
 .PHONY: help toolchain controlplane chart-tools chart test lint crds demo bench static image node e2e garage \
-	aws-s3-provisioner cosi
+	aws-s3-provisioner cosi docs mdbook
 
 help:
 	@echo "make demo   - local control plane + hostPath provisioner + a claim + a consumer"
@@ -50,6 +53,7 @@ help:
 	@echo "make e2e    - a real node (root): the image deployed from deploy/ and deploy/cosi/hostpath/,"
 	@echo "              pods using claims and COSI accesses"
 	@echo "make crds   - regenerate crds/ (and the chart's copy) from crates/bucket-api"
+	@echo "make docs   - the book (docs/src/) rendered into docs/book/: open docs/book/index.html"
 	@echo "make chart  - lint the Helm chart, check its schema, deploy/ against it, and the alerts"
 	@echo "make bench  - measure the S3 endpoint (beside MinIO and versitygw) and the controllers"
 	@echo "              at scale (release build); results in bench-results.txt,"
@@ -79,6 +83,18 @@ cosi: toolchain
 
 chart-tools: helm promtool
 
+# mdBook and mdbook-mermaid from the package registry once (minutes on two cores), then cached.
+mdbook: toolchain
+	@tests/mdbook/build.sh >/dev/null
+
+# The book: docs/src/ rendered into docs/book/ (gitignored), with the diagrams' script that
+# mdbook-mermaid carries copied beside book.toml first (gitignored too). Its examples and links
+# are checked by the tests (tests/docs.rs), not here.
+docs: mdbook
+	@RUST_LOG=warn "$(MDBOOK_DIR)/mdbook-mermaid" install docs >/dev/null
+	PATH="$(MDBOOK_DIR):$$PATH" "$(MDBOOK_DIR)/mdbook" build docs
+	@echo "docs: open docs/book/index.html"
+
 .PHONY: helm promtool
 helm: toolchain
 	@tests/helm/build.sh >/dev/null
@@ -94,8 +110,9 @@ lint: toolchain
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 
-# Everything `make test` runs is built first (test-builds), then the demo runs, then the tests,
-# the node tests last; one summary line of every test binary's results closes the output.
+# Everything `make test` runs is built first (test-builds), then the demo runs and the book is
+# rendered (either failing stops `make test`), then the tests, the node tests last; one summary
+# line of every test binary's results closes the output.
 # Every test binary runs even when an earlier one failed (--no-fail-fast, and make e2e runs after
 # a failed workspace run), so one failure never hides the rest; the recipe is one shell so that
 # the summary is printed either way and the exit status still says whether anything failed. A
@@ -104,6 +121,7 @@ TEST_RUN_LOG = $(BUCKET_PROVISIONER_CACHE)/last-test-run.txt
 test: test-builds
 	@mkdir -p "$(BUCKET_PROVISIONER_CACHE)"
 	@$(MAKE) --no-print-directory demo
+	@$(MAKE) --no-print-directory docs
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" BUCKET_PROVISIONER_HELM_BIN="$(HELM_BIN)" \
 		BUCKET_PROVISIONER_PROMTOOL="$(PROMTOOL_BIN)" BUCKET_PROVISIONER_GARAGE_BIN="$(GARAGE_BIN)" \
 		BUCKET_PROVISIONER_AWS_S3_PROVISIONER_BIN="$(AWS_S3_PROVISIONER_BIN)" \
@@ -117,10 +135,10 @@ test: test-builds
 
 # What `make test` builds, in four lanes side by side: our crates (one cargo at a time, since they
 # share a target directory), the Go-built tools, Garage (a target directory of its own), and
-# Debian's packages with moto. Alone, each build leaves one of two cores idle for long stretches
-# (a crate's last codegen unit, a link, a download); side by side they keep both busy, which
-# takes about a quarter off a cold run. Lines from the lanes interleave as they come, so a long
-# build always shows progress.
+# Debian's packages with moto and mdBook (a target directory of its own too). Alone, each build
+# leaves one of two cores idle for long stretches (a crate's last codegen unit, a link, a
+# download); side by side they keep both busy, which takes about a quarter off a cold run. Lines
+# from the lanes interleave as they come, so a long build always shows progress.
 .PHONY: test-builds test-build-crates test-build-go-tools test-build-packages
 test-builds:
 	@$(MAKE) --no-print-directory -j4 test-build-crates test-build-go-tools garage test-build-packages
@@ -143,7 +161,7 @@ test-build-go-tools:
 	@$(MAKE) --no-print-directory helm
 	@tests/web-identity/go-consumer/build.sh >/dev/null
 
-test-build-packages: strace volume-tools moto promtool node-packages
+test-build-packages: strace volume-tools moto promtool node-packages mdbook
 	@tests/web-identity/awscli/install.sh >/dev/null
 
 .PHONY: moto

@@ -1,11 +1,14 @@
 //! The tree's own rules, read from the source: no source file over 800 lines (tests included),
-//! and no circle of imports between the files of any crate. Crates cannot import each other in a
+//! no circle of imports between the files of any crate, and a README that stays a landing page
+//! (the documentation is the book under `docs/`, checked by `tests/docs.rs`). Crates cannot import each other in a
 //! circle (Cargo refuses); inside a crate only this test holds the line.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 const LONGEST_FILE: usize = 800;
+/// The README's most bytes: about a tenth of what it held before the book took its text in.
+const LONGEST_README: usize = 16_000;
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_owned()
@@ -206,6 +209,16 @@ fn no_file_of_the_workspace_is_longer_than_800_lines() {
         })
         .collect();
     assert!(long.is_empty(), "files over {LONGEST_FILE} lines: {long:#?}");
+}
+
+#[test]
+fn the_readme_stays_a_landing_page() {
+    let readme = std::fs::read_to_string(workspace().join("README.md")).expect("README.md");
+    assert!(
+        readme.len() <= LONGEST_README,
+        "README.md is {} bytes (at most {LONGEST_README}): detail belongs in the book, docs/src/",
+        readme.len()
+    );
 }
 
 #[test]

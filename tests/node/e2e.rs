@@ -349,7 +349,7 @@ async fn hostpath_provisioner_serves_pods_on_a_node() {
         .create(&PostParams::default(), &admin_secret)
         .await
         .unwrap();
-    // The operator works from this machine through the hostpath-s3 Service, as the README says.
+    // The operator works from this machine through the hostpath-s3 Service, as the book says.
     let service = Api::<Service>::namespaced(client.clone(), NS).get("hostpath-s3").await.unwrap();
     let cluster_ip = service.spec.unwrap().cluster_ip.unwrap();
     let operator = s3_client(&format!("http://{cluster_ip}:9000"), "operator", &admin_key);
@@ -514,7 +514,8 @@ async fn s3_provisioner_serves_pods_on_a_node() -> Result<()> {
         .await?;
     let endpoint = format!("http://moto.{moto_ns}.svc:5000");
 
-    // The owner the README describes, and deploy/s3/ with its keys and moto's address filled in.
+    // The owner the book's S3 chapter describes, and deploy/s3/ with its keys and moto's address
+    // filled in.
     let owner_policy = serde_json::json!({
         "Version": "2012-10-17",
         "Statement": [{

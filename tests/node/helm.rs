@@ -1,7 +1,7 @@
-//! The Helm chart on a real node, as the README tells an operator to use it: `helm install`
-//! with the defaults (only the image named), a claim that binds and a consumer pod that uses it;
-//! `helm upgrade` changing a value keeps the claim Bound and its data; `helm uninstall` removes
-//! the provisioner and leaves claims, buckets, their data and the CRDs.
+//! The Helm chart on a real node, as the book's Helm chapter tells an operator to use it:
+//! `helm install` with the defaults (only the image named), a claim that binds and a consumer pod
+//! that uses it; `helm upgrade` changing a value keeps the claim Bound and its data;
+//! `helm uninstall` removes the provisioner and leaves claims, buckets, their data and the CRDs.
 //!
 //! A test binary of its own, so its node (and the default root) is its alone. Run by `make e2e`.
 
@@ -146,7 +146,7 @@ async fn helm_install_upgrade_and_uninstall_keep_claims_and_data() {
     );
 
     // 4. Uninstall removes what the chart made and nothing else: claims, their ObjectBuckets,
-    // the buckets' data and the CRDs stay (README, "Uninstall").
+    // the buckets' data and the CRDs stay (the book's Helm chapter, "Uninstall").
     helm(node, &["uninstall", RELEASE, "-n", NS, "--wait"]);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NS);
     assert!(deployments.get_opt(DEPLOYMENT).await.unwrap().is_none());

@@ -61,7 +61,9 @@ pub const ANNOTATION_CAPACITY: &str = "hostpath-volume.bucket-provisioner.io/cap
 /// The node label the PV's node affinity names.
 pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 
-const PARAMETERS: [&str; 5] =
+/// Every StorageClass parameter this provisioner accepts (see the crate's documentation); any
+/// other is refused.
+pub const PARAMETERS: [&str; 5] =
     ["pathPattern", "directoryMode", "directoryOwner", "backing", "fsType"];
 
 /// Volumes of one [`VolumeStore`].

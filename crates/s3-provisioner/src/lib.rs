@@ -53,7 +53,8 @@
 //!
 //! The binary `s3-bucket-provisioner` answers to StorageClasses whose `provisioner` is
 //! [`DEFAULT_PROVISIONER_NAME`] (`objectbucket.io/s3-bucket`) unless `--provisioner-name` says
-//! otherwise; see the crate's README for flags and the owner's permissions.
+//! otherwise; see the book's S3 chapter (`docs/src/running/s3.md`) for flags and the owner's
+//! permissions.
 //!
 //! # Owner credentials
 //!

@@ -11,7 +11,8 @@ use bucket_provisioner::{BackendError, Credentials};
 use crate::params::SecretRef;
 
 /// What the owner's credentials must be allowed for claims without `additionalConfig`, as the
-/// crate's README lists them (on the buckets, and on the users under the provisioner's IAM path).
+/// book's S3 chapter (`docs/src/running/s3.md`) lists them (on the buckets, and on the users
+/// under the provisioner's IAM path).
 pub const OWNER_ACTIONS: [&str; 21] = [
     "s3:CreateBucket",
     "s3:DeleteBucket",

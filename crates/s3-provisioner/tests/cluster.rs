@@ -33,7 +33,7 @@ fn user_of(claim: &bucket_api::ObjectBucketClaim) -> String {
 async fn greenfield_claim_gets_its_own_working_and_confined_keys_then_everything_goes() {
     let s = setup("s3-green").await;
     let controller = Harness::start(s.backend(), Deployed::S3);
-    // The whole lifecycle works with no more rights than the README asks the owner for.
+    // The whole lifecycle works with no more rights than the book's S3 chapter asks the owner for.
     let owner = s.moto.least_privileged_owner("least-privileged-owner").await;
     s.owner_keys("owner", &owner).await;
     let other = format!("other-{}", suffix());
@@ -572,7 +572,7 @@ async fn change_config(s: &Setup, name: &str, config: serde_json::Value) {
 async fn a_claims_cors_rules_follow_the_claim_where_its_class_allows_them() {
     let s = setup("s3-cors").await;
     let controller = Harness::start(s.backend(), Deployed::S3);
-    // No more rights than the README asks the owner for, with what `cors` adds.
+    // No more rights than the book's S3 chapter asks the owner for, with what `cors` adds.
     let mut actions = s3_provisioner::owner::OWNER_ACTIONS.to_vec();
     actions.push("s3:PutBucketCORS");
     let policy = json!({

@@ -1,7 +1,7 @@
 //! A StorageClass's `defaultVersioning` and `defaultObjectLockRetention` end to end: the
 //! controller in this process on the real control plane as `deploy/s3/` runs it, tenants
 //! writing claims in their own namespace only, moto with IAM enforced and an owner allowed only
-//! what the README lists, and each bucket read back through the S3 API.
+//! what the book's S3 chapter lists, and each bucket read back through the S3 API.
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! Claims' versioning, object lock and lifecycle rules end to end: the controller in this
 //! process on the real control plane as `deploy/s3/` runs it, moto with IAM enforced and an
-//! owner allowed only what the README lists, and the bucket read back through the S3 API.
+//! owner allowed only what the book's S3 chapter lists, and the bucket read back through the S3
+//! API.
 
 mod common;
 

@@ -101,7 +101,7 @@ async fn delete_bucket_call(world: &CosiWorld, bucket_id: &str) -> Result<(), St
     driver.driver_delete_bucket(request).await.map(drop).map_err(|s| format!("{s:?}"))
 }
 
-/// moto, and the driver under `version` with an owner allowed what the README lists.
+/// moto, and the driver under `version` with an owner allowed what the book's S3 chapter lists.
 async fn start(version: CosiVersion) -> (CosiWorld, MotoStore) {
     let moto = Moto::start().await;
     let actions: Vec<&str> = OWNER_ACTIONS.iter().chain(&COSI_OWNER_ACTIONS).copied().collect();

@@ -29,8 +29,8 @@ fn parameters(moto: &Moto) -> BTreeMap<String, String> {
     .collect()
 }
 
-/// A backend whose owner is allowed exactly what the README lists for claims and COSI (moto
-/// authorizes IAM actions on "*" only, so the resources are not narrowed here).
+/// A backend whose owner is allowed exactly what the book's S3 chapter lists for claims and COSI
+/// (moto authorizes IAM actions on "*" only, so the resources are not narrowed here).
 async fn backend(moto: &Moto) -> S3Provisioner {
     let actions: Vec<&str> = OWNER_ACTIONS.iter().chain(&COSI_OWNER_ACTIONS).copied().collect();
     let policy = serde_json::json!({

@@ -17,6 +17,7 @@ mod harness;
 mod manifests;
 mod ports;
 mod rbac_refusals;
+pub mod reference;
 mod scoped_identity;
 mod service_account;
 mod supervised;

@@ -37,7 +37,7 @@ pub async fn as_tenant(s: &mut Setup) {
     s.claims = Api::namespaced(tenant, &s.ns);
 }
 
-/// An owner allowed no more than the README asks for, with what the feature keys add.
+/// An owner allowed no more than the book's S3 chapter asks for, with what the feature keys add.
 pub async fn features_owner(s: &Setup, name: &str) -> Credentials {
     let mut actions = s3_provisioner::owner::OWNER_ACTIONS.to_vec();
     actions.extend([

@@ -205,8 +205,8 @@ impl Moto {
         }
     }
 
-    /// An owner allowed exactly what the README lists (moto authorizes IAM actions on "*" only,
-    /// so the resources are not narrowed here).
+    /// An owner allowed exactly what the book's S3 chapter lists (moto authorizes IAM actions on
+    /// "*" only, so the resources are not narrowed here).
     pub async fn least_privileged_owner(&self, name: &str) -> Credentials {
         let policy = json!({
             "Version": "2012-10-17",
@@ -219,7 +219,7 @@ impl Moto {
         self.user_with_policy(name, &policy.to_string()).await
     }
 
-    /// An owner allowed what the README lists, adoption from the Go aws-s3-provisioner
+    /// An owner allowed what the book's S3 chapter lists, adoption from the Go aws-s3-provisioner
     /// included: the owner a takeover switches to.
     pub async fn takeover_owner(&self, name: &str) -> Credentials {
         let mut actions: Vec<&str> = s3_provisioner::owner::OWNER_ACTIONS.to_vec();

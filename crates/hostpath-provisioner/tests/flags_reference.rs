@@ -1,0 +1,12 @@
+//! The book's page of `hostpath-bucket-provisioner`'s flags
+//! (`docs/src/reference/flags/hostpath-bucket-provisioner.txt`) is what its `--help` prints,
+//! so the two cannot drift apart.
+
+#[test]
+fn the_books_flags_page_is_what_help_prints() {
+    test_support::reference::check_help(
+        env!("CARGO_BIN_EXE_hostpath-bucket-provisioner"),
+        "hostpath-bucket-provisioner",
+        "cargo test -p hostpath-provisioner --test flags_reference",
+    );
+}
