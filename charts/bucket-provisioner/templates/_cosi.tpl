@@ -63,7 +63,8 @@ over the socket. */}}
 {{- end }}
 {{- end -}}
 
-{{/* What the sidecar and the driver's COSI side do as the pod's ServiceAccount (.ctx, .name):
+{{/* What the sidecar and the driver's COSI side do as the pod's ServiceAccount (.ctx, .name,
+and .webIdentity where the driver serves accesses of authenticationType IAM):
 the rules of 10-rbac.yaml in each deploy/cosi folder. Its leader Lease is covered by the provisioner's own
 Role in the same namespace. */}}
 {{- define "bp.cosiRbac" -}}
@@ -104,6 +105,16 @@ rules:
   - apiGroups: [""]
     resources: ["events"]
     verbs: ["create", "update", "patch"]
+{{- if .webIdentity }}
+  # v1alpha1 accesses of authenticationType IAM (hostPath): tokens reviewed, ServiceAccounts
+  # followed.
+  - apiGroups: ["authentication.k8s.io"]
+    resources: ["tokenreviews"]
+    verbs: ["create"]
+  - apiGroups: [""]
+    resources: ["serviceaccounts"]
+    verbs: ["get", "list", "watch"]
+{{- end }}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
