@@ -32,6 +32,7 @@ pub mod btrfs_output;
 pub mod capacity;
 pub mod loopback;
 pub mod nesting;
+pub mod overcommit;
 pub mod pattern;
 pub mod store;
 pub mod tools;
@@ -51,6 +52,7 @@ use volume_provisioner::{ProvisionedVolume, VolumeOptions, VolumeProvisioner, qu
 use crate::backing::Backing;
 use crate::capacity::Enforcement;
 use crate::loopback::FsType;
+use crate::overcommit::Overcommit;
 use crate::pattern::{DEFAULT_PATTERN, Names};
 use crate::store::{Ownership, StoreError, VolumeStore};
 
@@ -242,6 +244,22 @@ impl HostPathVolumes {
         &self.store
     }
 
+    /// The warning when the root's loop images together overcommit its filesystem (logged
+    /// here; the caller puts it in the claim's Event).
+    async fn loop_overcommit(&self) -> Option<String> {
+        let root = self.store.root().to_owned();
+        let read = tokio::task::spawn_blocking(move || Overcommit::of(&root)).await.ok()?;
+        let warning = match read {
+            Ok(overcommit) => overcommit.warning()?,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not tell whether loop images overcommit the root");
+                return None;
+            }
+        };
+        tracing::warn!(root = %self.store.root().display(), "{warning}");
+        Some(warning)
+    }
+
     fn node_affinity(&self) -> VolumeNodeAffinity {
         VolumeNodeAffinity {
             required: Some(NodeSelector {
@@ -309,8 +327,15 @@ impl VolumeProvisioner for HostPathVolumes {
         .map_err(|e| BackendError::transient(format!("making the volume: {e}")))?
         .map_err(backend_error)?;
         // What the record says (an earlier call's choice) is what the volume is.
+        let overcommitted = match made.backing {
+            Backing::Loop { .. } => self.loop_overcommit().await,
+            _ => None,
+        };
         let (capacity_note, note) = match made.backing.enforcement() {
-            Some(how) => (how.clone(), format!("its capacity is {how}")),
+            Some(how) => match overcommitted {
+                Some(warning) => (how.clone(), format!("its capacity is {how}; but {warning}")),
+                None => (how.clone(), format!("its capacity is {how}")),
+            },
             None => {
                 let why = match why_not {
                     Some(why) if made.backing == backing => why,

@@ -11,6 +11,7 @@ use std::path::Path;
 use hostpath_volume_provisioner::backing::{self, Backing};
 use hostpath_volume_provisioner::btrfs;
 use hostpath_volume_provisioner::loopback::{self, FsType};
+use hostpath_volume_provisioner::overcommit::Overcommit;
 use hostpath_volume_provisioner::store::{Ownership, StoreError, VolumeStore};
 use hostpath_volume_provisioner::tools::run;
 
@@ -234,4 +235,35 @@ fn half_made_loop_volumes_are_finished_or_removed() {
     store.remove("pvc-1").unwrap();
     assert_eq!(listed(&root.join(".provisioner/images")), Vec::<String>::new());
     assert!(loopback::mounted_at(&root.join("pvc-1")).is_none());
+}
+
+/// Sparse images may promise a root more than it has: three 256 MiB images on a 512 MiB
+/// filesystem. One fits and says nothing; with three, what they may still take is more than is
+/// free, and the warning says by how much (it goes into the claim's `ProvisioningSucceeded`
+/// Event and the log); none is refused.
+#[test]
+fn loop_images_that_overcommit_their_root_are_told_not_refused() {
+    require_root_and_tools();
+    let fs = Btrfs::new();
+    let root = fs.mount_point();
+    let store = VolumeStore::open(root.clone(), "node-a".into()).unwrap();
+    let backing = Backing::Loop { fs: FsType::Ext4 };
+    let mut unmounts = Vec::new();
+    for (i, volume) in ["pvc-1", "pvc-2", "pvc-3"].into_iter().enumerate() {
+        unmounts.push(Unmount(root.join(volume)));
+        store.make(volume, Path::new(volume), "ns/data", OPEN, backing, Some(256 * MIB)).unwrap();
+        let overcommit = Overcommit::of(&root).unwrap();
+        if i == 0 {
+            assert_eq!(overcommit.warning(), None, "one image fits: {overcommit:?}");
+        }
+        assert!(overcommit.promised > 200 * MIB * (i as u64 + 1), "{overcommit:?}");
+    }
+    let overcommit = Overcommit::of(&root).unwrap();
+    let warning = overcommit.warning().expect("three images overcommit 512 MiB");
+    assert!(warning.contains("overcommitted") && warning.contains("ENOSPC"), "{warning}");
+    assert!(overcommit.free < 512 * MIB && overcommit.promised > overcommit.free, "{overcommit:?}");
+    for volume in ["pvc-1", "pvc-2", "pvc-3"] {
+        store.remove(volume).unwrap();
+    }
+    assert_eq!(Overcommit::of(&root).unwrap().promised, 0, "removed images promise nothing");
 }
