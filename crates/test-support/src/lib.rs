@@ -14,6 +14,7 @@ mod deployed;
 mod fault_proxy;
 pub mod garage;
 mod harness;
+pub mod hostile_tenant;
 mod manifests;
 mod ports;
 mod rbac_refusals;
