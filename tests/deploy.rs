@@ -29,7 +29,7 @@ async fn example_manifests_are_accepted() {
 async fn hostpath_volume_manifests_are_accepted() {
     // Namespace; ServiceAccount, ClusterRole and binding, Role and binding; DaemonSet;
     // StorageClass. Then the claim and the pod of the example.
-    assert_eq!(dry_run("deploy/hostpath-volumes").await, 8);
+    assert_eq!(dry_run("deploy/hostpath-volumes").await, 10);
     assert_eq!(dry_run("examples/hostpath-volumes").await, 2);
 }
 
