@@ -18,7 +18,9 @@ use futures::FutureExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{Api, DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, ListParams, LogParams, Patch, PatchParams, PostParams,
+};
 use kube::{Client, ResourceExt};
 use node_tests::{Node, pod_ready, set_images};
 use test_support::{
@@ -101,6 +103,13 @@ impl DeployedProvisioner {
                 enforce_capacity(&mut object.data, &name, provisioner, root);
             }
         }
+        // The policy holding the provisioner to its own volumes names the root, which moves with
+        // the DaemonSet's, as its comments say; a policy of each story's own, so that stories
+        // side by side keep their roots.
+        let objects: Vec<_> = objects
+            .into_iter()
+            .map(|(file, object)| (file, own_volumes_policy(object, &name, provisioner, root)))
+            .collect();
         apply_objects(client, &objects, Apply::ForReal).await?;
         let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
         let ours = ListParams::default().labels(&format!("app.kubernetes.io/name={name}"));
@@ -135,6 +144,41 @@ impl DeployedProvisioner {
         .await;
         Ok(())
     }
+}
+
+/// `object` as this story applies it: the own-volumes policy and its binding named after the
+/// story's DaemonSet `name` and holding it to `root`; anything else as it is. Stories side by
+/// side share the deployed ServiceAccount, so each story's policy also looks only at the volumes
+/// of its own `provisioner` (its other checks are the shipped ones).
+fn own_volumes_policy(
+    object: DynamicObject,
+    name: &str,
+    provisioner: &str,
+    root: &Path,
+) -> DynamicObject {
+    let kind = object.types.as_ref().map(|t| t.kind.clone()).unwrap_or_default();
+    if !kind.starts_with("ValidatingAdmissionPolicy") {
+        return object;
+    }
+    let shipped = object.metadata.name.clone().unwrap_or_default();
+    let text = serde_json::to_string(&object).unwrap();
+    let text = text
+        .replace(&shipped, &format!("{name}-own-volumes"))
+        .replace("/var/lib/hostpath-volumes/", &format!("{}/", root.display()));
+    let mut object: DynamicObject = serde_json::from_str(&text).unwrap();
+    let conditions = object.data.get_mut("spec").and_then(|s| s.get_mut("matchConditions"));
+    if let Some(conditions) = conditions.and_then(|c| c.as_array_mut()) {
+        let pv = "(request.operation == 'DELETE' ? oldObject : object)";
+        let key = "'pv.kubernetes.io/provisioned-by'";
+        conditions.push(serde_json::json!({
+            "name": "this-story",
+            "expression": format!(
+                "has({pv}.metadata.annotations) && {key} in {pv}.metadata.annotations && \
+                 {pv}.metadata.annotations[{key}] == '{provisioner}'"
+            ),
+        }));
+    }
+    object
 }
 
 /// The DaemonSet's pod spec changed as its comments say for enforced capacity, serving
