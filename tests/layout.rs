@@ -6,24 +6,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use test_support::source_files::rust_files;
+
 const LONGEST_FILE: usize = 800;
 /// The README's most bytes: about a tenth of what it held before the book took its text in.
 const LONGEST_README: usize = 16_000;
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_owned()
-}
-
-fn rust_files(dir: &Path, into: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            rust_files(&path, into);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            into.push(path);
-        }
-    }
 }
 
 /// The module path of a file under `src`: `a/b.rs` and `a/b/mod.rs` are `a::b`; `lib.rs` and

@@ -12,7 +12,9 @@
 //!   reasons backends share are named.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use test_support::source_files::rust_files;
 
 /// The crates whose reasons reach a claim, a volume or an Event.
 /// (The COSI driver answers gRPC status codes, no reasons.)
@@ -29,18 +31,6 @@ const CRATES: [&str; 7] = [
 const CONSTANT_CRATES: [&str; 2] = ["bucket-provisioner", "provisioner-runtime"];
 const CALLS: [&str; 8] =
     ["event", "publish", "release", "Release", "set_status", "refused", "permanent", "transient"];
-
-fn rust_files(dir: &Path, into: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            rust_files(&path, into);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            into.push(path);
-        }
-    }
-}
 
 /// A file's code without its test module and comment lines, whitespace collapsed to single
 /// spaces.

@@ -10,29 +10,18 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::time::Duration;
-
 use bucket_api::ClaimPhase;
 use common::{Harness, TOKEN_SECRET, setup, spec, write_read_list};
 use kube::ResourceExt;
-use kube::api::Api;
-use test_support::hostile_tenant::{Tenant, World, act, actions, clear, seeds};
-use test_support::{ControlPlane, Deployed, Tripwire, claim_tenant, test_namespace};
+use test_support::hostile_tenant::{Tenant, World, foreign_class, play, seeds};
+use test_support::{Deployed, Tripwire};
 
 #[tokio::test]
 async fn random_hostile_tenants_reach_nothing_of_another_tenant_on_garage() {
     let s = setup("garage-fuzz").await;
     let controller = Harness::start(s.backend(), Deployed::Garage);
     let class = s.class(&controller.provisioner, &[], "Delete").await;
-    let theirs = test_support::bucket_class(
-        &s.client,
-        "garage-fuzz-theirs",
-        "someone-else.example/bucket",
-        BTreeMap::new(),
-        Some("Delete"),
-    )
-    .await;
+    let theirs = foreign_class(&s.client, "garage-fuzz-theirs").await;
     s.claim("victim", spec(&class, "", &[])).await;
     let victim = s.wait_for("victim", ClaimPhase::Bound, "Bound").await;
     let (victim_s3, bucket) = s.consumer("victim").await;
@@ -50,19 +39,10 @@ async fn random_hostile_tenants_reach_nothing_of_another_tenant_on_garage() {
         forged_secret: (s.ns.clone(), TOKEN_SECRET.into()),
     };
     for seed in seeds() {
-        let ns = test_namespace(&s.client, &format!("garage-fuzz-{seed}")).await;
-        let client = claim_tenant(ControlPlane::shared(), &ns).await.unwrap();
-        let tenant = Tenant { claims: Api::namespaced(client.clone(), &ns), client, ns };
-        let actions = actions(seed);
-        eprintln!("seed {seed}: {actions:#?}");
-        for action in &actions {
-            act(&world, &tenant, action).await;
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
-        clear(&tenant).await;
+        let tenant = Tenant::scoped(&s.client, &format!("garage-fuzz-{seed}")).await;
+        play(&world, &tenant, seed).await;
 
         let context = format!("seed {seed}");
-        world.tripwire.assert_untouched(&context);
         let got = victim_s3.get_object().bucket(&bucket).key("precious").send().await;
         let body = got.unwrap_or_else(|e| panic!("{context}: the victim reads: {e:?}"));
         let body = body.body.collect().await.unwrap().into_bytes();

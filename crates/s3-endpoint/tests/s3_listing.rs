@@ -50,23 +50,6 @@ enum Style {
     Uploads,
 }
 
-/// Percent-decoding of `encoding-type=url` answers.
-fn decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            out.push(u8::from_str_radix(&text[i + 1..i + 3], 16).unwrap());
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).unwrap()
-}
-
 /// Every page of a listing in `style`, each checked against the model, and all entries.
 async fn list_all(
     s3: &Client,
@@ -96,7 +79,10 @@ async fn list_all(
                     .send()
                     .await
                     .unwrap();
-                let text = |t: &str| if url { decode(t) } else { t.to_owned() };
+                let decoded = |t: &str| {
+                    percent_encoding::percent_decode_str(t).decode_utf8_lossy().into_owned()
+                };
+                let text = |t: &str| if url { decoded(t) } else { t.to_owned() };
                 let mut entries: Vec<Entry> =
                     out.contents().iter().map(|o| (text(o.key().unwrap()), false)).collect();
                 entries.extend(

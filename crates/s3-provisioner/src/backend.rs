@@ -513,16 +513,18 @@ impl Provisioner for S3Provisioner {
     ) -> Result<(), BackendError> {
         let settings = Settings::from_parameters(&options.parameters)?;
         let config = claim_config(&settings, options)?;
+        // The owner's keys are read once, by the first step that needs them.
+        let session = OnceCell::new();
+        let session = || session.get_or_try_init(|| self.session(&settings));
         if settings.web_identity.is_some() || options.web_identity.is_some() {
-            let session = self.session(&settings).await?;
-            self.let_in(&session, &settings, options, &mut BTreeMap::new()).await?;
+            self.let_in(session().await?, &settings, options, &mut BTreeMap::new()).await?;
         }
         let sessions_only = options.web_identity.as_ref().is_some_and(|w| w.sessions_only);
         if settings.create_bucket_user
             && !sessions_only
             && access_mode_of(bucket) != options.access_mode
         {
-            let session = self.session(&settings).await?;
+            let session = session().await?;
             let users = Users { iam: &session.clients.iam, owner: &session.owner };
             let name = &options.bucket_name;
             let policy = iam::policy_document(settings.partition(), name, options.access_mode);
@@ -538,7 +540,7 @@ impl Provisioner for S3Provisioner {
         if config.is_empty() && !ACCEPTED.iter().any(|key| previous.contains_key(*key)) {
             return Ok(());
         }
-        let session = self.session(&settings).await?;
+        let session = session().await?;
         let buckets =
             Buckets { s3: &session.clients.s3, owner: &session.owner, locks: &self.creating };
         if !config.is_empty() && !buckets.created_by(&options.bucket_name, &options.user_id).await?
@@ -546,7 +548,7 @@ impl Provisioner for S3Provisioner {
             return Err(shared_bucket(&options.bucket_name));
         }
         let config = with_class_defaults(&settings, config);
-        self.configure(&session, &settings, options, &config, &previous).await
+        self.configure(session, &settings, options, &config, &previous).await
     }
 
     /// The claim's role (see [`crate::web_identity`]) and where its ServiceAccounts assume it.

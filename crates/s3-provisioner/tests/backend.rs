@@ -8,26 +8,13 @@ use std::sync::Arc;
 use bucket_api::ReclaimPolicy;
 use bucket_provisioner::{BUCKET_NAME_TAKEN, BackendError, Provisioner, Removed};
 use common::moto::Moto;
-use common::{FixedOwner, claim, denied_elsewhere, error_code, object_bucket, options, read_write};
+use common::{
+    FixedOwner, claim, denied_elsewhere, error_code, moto_parameters, object_bucket, options,
+    read_write, with,
+};
 use s3_provisioner::bucket::CLAIM_TAG;
 use s3_provisioner::params::{STATE_POLICY_NAME, STATE_USER_NAME};
 use s3_provisioner::{S3Provisioner, iam};
-
-fn parameters(moto: &Moto) -> Vec<(&'static str, String)> {
-    vec![
-        ("endpoint", moto.endpoint.clone()),
-        ("forcePathStyle", "true".into()),
-        ("secretName", "owner".into()),
-        ("secretNamespace", "infra".into()),
-    ]
-}
-
-fn with<'a>(
-    base: &'a [(&'static str, String)],
-    extra: &[(&'a str, &'a str)],
-) -> Vec<(&'a str, &'a str)> {
-    base.iter().map(|(k, v)| (*k, v.as_str())).chain(extra.iter().copied()).collect()
-}
 
 fn reason(error: &BackendError) -> &str {
     match error {
@@ -40,7 +27,7 @@ fn reason(error: &BackendError) -> &str {
 async fn repeated_provisioning_keeps_one_user_with_one_fresh_key() {
     let moto = Moto::start().await;
     let backend = S3Provisioner::new(Arc::new(FixedOwner(moto.admin.clone())));
-    let params = parameters(&moto);
+    let params = moto_parameters(&moto);
     let claim = claim(&format!("repeat-{}", common::suffix()));
     let options = options(&claim, &with(&params, &[("region", "eu-west-1")]));
     backend.validate(&options).unwrap();
@@ -79,7 +66,7 @@ async fn repeated_provisioning_keeps_one_user_with_one_fresh_key() {
 async fn buckets_that_are_not_the_claims_are_refused_and_left_alone() {
     let moto = Moto::start().await;
     let backend = S3Provisioner::new(Arc::new(FixedOwner(moto.admin.clone())));
-    let params = parameters(&moto);
+    let params = moto_parameters(&moto);
 
     // Same account, someone else's data: never adopted, never deleted.
     let taken = format!("taken-{}", common::suffix());
@@ -119,7 +106,7 @@ async fn buckets_that_are_not_the_claims_are_refused_and_left_alone() {
 async fn claims_racing_for_one_name_get_it_once_and_retained_buckets_stay() {
     let moto = Moto::start().await;
     let backend = S3Provisioner::new(Arc::new(FixedOwner(moto.admin.clone())));
-    let params = parameters(&moto);
+    let params = moto_parameters(&moto);
     let name = format!("race-{}", common::suffix());
     let (first, second) = (claim(&name), claim(&name));
     let (a, b) = (options(&first, &with(&params, &[])), options(&second, &with(&params, &[])));
@@ -150,7 +137,7 @@ async fn claims_racing_for_one_name_get_it_once_and_retained_buckets_stay() {
 #[tokio::test]
 async fn cleanup_without_recorded_state_uses_the_class_it_saw() {
     let moto = Moto::start().await;
-    let params = parameters(&moto);
+    let params = moto_parameters(&moto);
     let claim = claim(&format!("norecord-{}", common::suffix()));
     let options = options(&claim, &with(&params, &[]));
     let backend = S3Provisioner::new(Arc::new(FixedOwner(moto.admin.clone())));
@@ -181,7 +168,7 @@ async fn cleanup_without_recorded_state_uses_the_class_it_saw() {
 async fn owner_keys_are_handed_out_only_when_asked_for() {
     let moto = Moto::start().await;
     let backend = S3Provisioner::new(Arc::new(FixedOwner(moto.admin.clone())));
-    let params = parameters(&moto);
+    let params = moto_parameters(&moto);
     let claim = claim(&format!("ownerkeys-{}", common::suffix()));
     let options = options(&claim, &with(&params, &[("createBucketUser", "false")]));
     let provisioned = backend.provision(&options).await.unwrap();
@@ -196,7 +183,7 @@ async fn owner_keys_are_handed_out_only_when_asked_for() {
 async fn minted_keys_reach_only_their_bucket() {
     let moto = Moto::start().await;
     let backend = S3Provisioner::new(Arc::new(FixedOwner(moto.admin.clone())));
-    let params = parameters(&moto);
+    let params = moto_parameters(&moto);
     let other = format!("other-{}", common::suffix());
     moto.existing_bucket(&other, &["keep.txt"]).await;
     let claim = claim(&format!("mine-{}", common::suffix()));
@@ -215,7 +202,7 @@ async fn bucket_policy_and_lifecycle_follow_the_claim_and_quotas_are_refused() {
     let moto = Moto::start().await;
     let backend = S3Provisioner::new(Arc::new(FixedOwner(moto.admin.clone())));
     let reader = "arn:aws:iam::123456789012:role/reader";
-    let params = parameters(&moto);
+    let params = moto_parameters(&moto);
     let params = with(&params, &[("bucketPolicyPrincipals", reader)]);
     let configured = claim(&format!("configured-{}", common::suffix()));
     let bucket = configured.spec.bucket_name.clone().unwrap();
@@ -308,7 +295,7 @@ async fn the_claim_users_policy_grants_only_its_access_mode() {
 
     let moto = Moto::start().await;
     let backend = S3Provisioner::new(Arc::new(FixedOwner(moto.admin.clone())));
-    let params = parameters(&moto);
+    let params = moto_parameters(&moto);
     let bucket = format!("modes-{}", common::suffix());
     moto.existing_bucket(&bucket, &["seed.txt"]).await;
     let put = |s3: &aws_sdk_s3::Client, key: &str| {
@@ -364,7 +351,7 @@ async fn the_claim_users_policy_grants_only_its_access_mode() {
 async fn a_repeated_rotation_keeps_two_keys_and_retires_only_the_claims_own() {
     let moto = Moto::start().await;
     let backend = S3Provisioner::new(Arc::new(FixedOwner(moto.admin.clone())));
-    let params = parameters(&moto);
+    let params = moto_parameters(&moto);
     let claim = claim(&format!("rotate-{}", common::suffix()));
     let options = options(&claim, &with(&params, &[]));
     let provisioned = backend.provision(&options).await.unwrap();
@@ -401,7 +388,7 @@ async fn a_repeated_rotation_keeps_two_keys_and_retires_only_the_claims_own() {
 async fn cors_rules_follow_the_claim_where_the_class_allows_them() {
     let moto = Moto::start().await;
     let backend = S3Provisioner::new(Arc::new(FixedOwner(moto.admin.clone())));
-    let base = parameters(&moto);
+    let base = moto_parameters(&moto);
     let params = with(&base, &[("allowCors", "true")]);
     let configured = claim(&format!("cors-{}", common::suffix()));
     let bucket = configured.spec.bucket_name.clone().unwrap();

@@ -10,17 +10,13 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::time::Duration;
-
 use bucket_api::{ClaimPhase, ObjectBucketClaimSpec};
 use common::cluster::setup;
 use common::error_code;
 use kube::ResourceExt;
-use kube::api::Api;
 use s3_provisioner::iam;
-use test_support::hostile_tenant::{Tenant, World, act, actions, clear, seeds};
-use test_support::{ControlPlane, Deployed, Harness, Tripwire, claim_tenant, test_namespace};
+use test_support::hostile_tenant::{Tenant, World, foreign_class, play, seeds};
+use test_support::{Deployed, Harness, Tripwire};
 
 #[tokio::test]
 async fn random_hostile_tenants_reach_nothing_of_another_tenant_on_s3() {
@@ -29,14 +25,7 @@ async fn random_hostile_tenants_reach_nothing_of_another_tenant_on_s3() {
     let owner = s.moto.least_privileged_owner("fuzz-owner").await;
     s.owner_keys("owner", &owner).await;
     let class = s.class(&controller.provisioner, "owner", &[], Some("Delete")).await;
-    let theirs = test_support::bucket_class(
-        &s.client,
-        "s3-fuzz-theirs",
-        "someone-else.example/bucket",
-        BTreeMap::new(),
-        Some("Delete"),
-    )
-    .await;
+    let theirs = foreign_class(&s.client, "s3-fuzz-theirs").await;
     let spec = ObjectBucketClaimSpec {
         storage_class_name: class.clone(),
         generate_bucket_name: Some("victim".into()),
@@ -62,19 +51,10 @@ async fn random_hostile_tenants_reach_nothing_of_another_tenant_on_s3() {
         forged_secret: (s.ns.clone(), "owner".into()),
     };
     for seed in seeds() {
-        let ns = test_namespace(&s.client, &format!("s3-fuzz-{seed}")).await;
-        let client = claim_tenant(ControlPlane::shared(), &ns).await.unwrap();
-        let tenant = Tenant { claims: Api::namespaced(client.clone(), &ns), client, ns };
-        let actions = actions(seed);
-        eprintln!("seed {seed}: {actions:#?}");
-        for action in &actions {
-            act(&world, &tenant, action).await;
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
-        clear(&tenant).await;
+        let tenant = Tenant::scoped(&s.client, &format!("s3-fuzz-{seed}")).await;
+        play(&world, &tenant, seed).await;
 
         let context = format!("seed {seed}");
-        world.tripwire.assert_untouched(&context);
         assert!(s.moto.user_exists(&user).await, "{context}: the victim's IAM user is there");
         assert_eq!(
             s.moto.access_keys(&user).await,

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use aws_sdk_s3::primitives::ByteStream;
 use bucket_provisioner::{AccessMode, BackendError, Credentials, Provisioner, WebIdentityOptions};
 use common::moto::Moto;
-use common::{FixedOwner, claim, error_code, object_bucket, options};
+use common::{FixedOwner, claim, error_code, moto_parameters, object_bucket, options, with};
 use kube::ResourceExt;
 use s3_provisioner::S3Provisioner;
 use s3_provisioner::iam;
@@ -34,16 +34,6 @@ async fn owner(moto: &Moto) -> Credentials {
     moto.user_with_policy(&format!("owner-{}", common::suffix()), &policy.to_string()).await
 }
 
-fn parameters(moto: &Moto) -> Vec<(&'static str, String)> {
-    vec![
-        ("endpoint", moto.endpoint.clone()),
-        ("forcePathStyle", "true".into()),
-        ("secretName", "owner".into()),
-        ("secretNamespace", "infra".into()),
-        ("webIdentityProvider", PROVIDER.into()),
-    ]
-}
-
 fn letting_in(subjects: &[&str], sessions_only: bool) -> Option<WebIdentityOptions> {
     Some(WebIdentityOptions {
         subjects: subjects.iter().map(|s| s.to_string()).collect(),
@@ -56,17 +46,14 @@ fn letting_in(subjects: &[&str], sessions_only: bool) -> Option<WebIdentityOptio
 /// trading its token (the request signed by moto's administrator: see the module's comment).
 async fn session(moto: &Moto, role_arn: &str) -> Credentials {
     use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
-    let form: String = [
+    let form = serde_urlencoded::to_string([
         ("Action", "AssumeRoleWithWebIdentity"),
         ("Version", "2011-06-15"),
         ("RoleArn", role_arn),
         ("RoleSessionName", "pod"),
         ("WebIdentityToken", "a-projected-serviceaccount-token"),
-    ]
-    .iter()
-    .map(|(k, v)| format!("{k}={}", v.replace(':', "%3A").replace('/', "%2F")))
-    .collect::<Vec<_>>()
-    .join("&");
+    ])
+    .unwrap();
     let host = moto.endpoint.trim_start_matches("http://").to_owned();
     let identity = aws_sdk_s3::config::Credentials::new(
         &moto.admin.access_key_id,
@@ -151,32 +138,16 @@ async fn trust_of(moto: &Moto, role: &str) -> Option<serde_json::Value> {
     let role = got.role()?;
     assert_eq!(role.path(), ROLE_PATH);
     let text = role.assume_role_policy_document()?;
-    let text = if text.starts_with('%') { percent_decode(text) } else { text.to_owned() };
+    let text = percent_encoding::percent_decode_str(text).decode_utf8().ok()?;
     serde_json::from_str(&text).ok()
-}
-
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            out.push(u8::from_str_radix(&text[i + 1..i + 3], 16).unwrap());
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).unwrap()
 }
 
 #[tokio::test]
 async fn a_claims_service_accounts_assume_its_role_with_its_mode_and_lose_it_with_the_claim() {
     let moto = Moto::start().await;
     let backend = S3Provisioner::new(Arc::new(FixedOwner(owner(&moto).await)));
-    let base = parameters(&moto);
-    let pairs: Vec<(&str, &str)> = base.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let base = moto_parameters(&moto);
+    let pairs = with(&base, &[("webIdentityProvider", PROVIDER)]);
     let mine = claim(&format!("mine-{}", common::suffix()));
     let other = claim(&format!("other-{}", common::suffix()));
     let mut asked = options(&mine, &pairs);
@@ -250,8 +221,8 @@ async fn a_claims_service_accounts_assume_its_role_with_its_mode_and_lose_it_wit
 async fn sessions_only_makes_no_user_and_a_revoked_claim_keeps_no_role() {
     let moto = Moto::start().await;
     let backend = S3Provisioner::new(Arc::new(FixedOwner(owner(&moto).await)));
-    let base = parameters(&moto);
-    let pairs: Vec<(&str, &str)> = base.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let base = moto_parameters(&moto);
+    let pairs = with(&base, &[("webIdentityProvider", PROVIDER)]);
     let keyless = claim(&format!("keyless-{}", common::suffix()));
     let mut asked = options(&keyless, &pairs);
     asked.web_identity = letting_in(&["system:serviceaccount:ns:app"], true);

@@ -21,7 +21,7 @@ use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::json;
 
-use crate::{Tripwire, eventually};
+use crate::{ControlPlane, Tripwire, bucket_class, claim_tenant, eventually, test_namespace};
 
 /// How many actions one run takes.
 pub const ACTIONS: usize = 18;
@@ -380,4 +380,33 @@ pub fn seeds() -> Vec<u64> {
     }
     let runs = std::env::var("HOSTILE_FUZZ_RUNS").ok().and_then(|r| r.parse().ok()).unwrap_or(2);
     (1..=runs).collect()
+}
+
+impl Tenant {
+    /// A tenant of a new namespace named after `prefix`, whose rights end there (claims,
+    /// Secrets and ConfigMaps; see [`claim_tenant`]).
+    pub async fn scoped(admin: &kube::Client, prefix: &str) -> Tenant {
+        let ns = test_namespace(admin, prefix).await;
+        let client = claim_tenant(ControlPlane::shared(), &ns).await.unwrap();
+        Tenant { claims: Api::namespaced(client.clone(), &ns), client, ns }
+    }
+}
+
+/// A StorageClass named after `name` of a provisioner that is nobody's here.
+pub async fn foreign_class(admin: &kube::Client, name: &str) -> String {
+    let provisioner = "someone-else.example/bucket";
+    bucket_class(admin, name, provisioner, BTreeMap::new(), Some("Delete")).await
+}
+
+/// Plays run `seed` as `tenant` (its [`actions`], then [`clear`]) and checks that nothing
+/// connected to the tenant's address; what the victim kept is the caller's to check.
+pub async fn play(world: &World, tenant: &Tenant, seed: u64) {
+    let actions = actions(seed);
+    eprintln!("seed {seed}: {actions:#?}");
+    for action in &actions {
+        act(world, tenant, action).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    clear(tenant).await;
+    world.tripwire.assert_untouched(&format!("seed {seed}"));
 }

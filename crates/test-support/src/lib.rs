@@ -21,6 +21,7 @@ mod rbac_refusals;
 pub mod reference;
 mod scoped_identity;
 mod service_account;
+pub mod source_files;
 mod supervised;
 mod tls_proxy;
 mod tripwire;

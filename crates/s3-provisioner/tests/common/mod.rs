@@ -77,6 +77,24 @@ pub fn claim(bucket: &str) -> ObjectBucketClaim {
     claim
 }
 
+/// StorageClass parameters pointing at `moto`, the owner's keys in Secret `infra/owner`.
+pub fn moto_parameters(moto: &moto::Moto) -> Vec<(&'static str, String)> {
+    vec![
+        ("endpoint", moto.endpoint.clone()),
+        ("forcePathStyle", "true".into()),
+        ("secretName", "owner".into()),
+        ("secretNamespace", "infra".into()),
+    ]
+}
+
+/// `base` (as [`moto_parameters`] gives it) with `extra`, as [`options`] takes them.
+pub fn with<'a>(
+    base: &'a [(&'static str, String)],
+    extra: &[(&'a str, &'a str)],
+) -> Vec<(&'a str, &'a str)> {
+    base.iter().map(|(k, v)| (*k, v.as_str())).chain(extra.iter().copied()).collect()
+}
+
 /// Options for `claim`'s bucket with StorageClass `parameters`.
 pub fn options(claim: &ObjectBucketClaim, parameters: &[(&str, &str)]) -> BucketOptions {
     let uid = claim.metadata.uid.clone().unwrap();
