@@ -505,18 +505,25 @@ pub async fn run_to_completion(client: &Client, ns: &str, pod: &Pod) -> Result<F
         .await
         .with_context(|| format!("creating pod {name}"))?;
     let deadline = tokio::time::Instant::now() + POD_WAIT;
-    let phase = loop {
+    let (phase, status) = loop {
         let current = pods.get(&name).await?;
         let phase = current.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
         if phase == "Succeeded" || phase == "Failed" {
-            break phase;
+            break (phase, current.status);
         }
         if tokio::time::Instant::now() > deadline {
             bail!("pod {ns}/{name} still {phase:?} after {POD_WAIT:?}: {:?}", current.status);
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
-    let logs = pods.logs(&name, &LogParams::default()).await?;
+    // A pod the kubelet refused (evicted, rejected at admission) ends Failed with no container:
+    // its reason says why, where its logs cannot.
+    let logs = pods.logs(&name, &LogParams::default()).await.with_context(|| {
+        let (reason, message) = status.map(|s| (s.reason, s.message)).unwrap_or_default();
+        format!(
+            "pod {ns}/{name} ended {phase} with no logs: reason {reason:?}, message {message:?}"
+        )
+    })?;
     Ok(Finished { phase, logs })
 }
 

@@ -297,10 +297,14 @@ podLogsDirectory: $d/pod-logs
 # The images exist only here and can never be pulled again: never collect them.
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
+# The host's disk is shared with build caches and is often nearly full: a test node that rejects
+# or evicts pods for DiskPressure fails tests that judge nothing about disk. 0% turns a signal off.
 evictionHard:
   memory.available: "50Mi"
-  nodefs.available: "1%"
-  imagefs.available: "1%"
+  nodefs.available: "0%"
+  nodefs.inodesFree: "0%"
+  imagefs.available: "0%"
+  imagefs.inodesFree: "0%"
 serializeImagePulls: false
 maxPods: 30
 syncFrequency: 10s
@@ -353,6 +357,8 @@ start_node() {
   KUBELET_PORT=$(free_port) KUBELET_HEALTHZ_PORT=$(free_port) PROXY_HEALTHZ_PORT=$(free_port)
   PROXY_METRICS_PORT=$(free_port) COREDNS_READY_PORT=$(free_port)
   write_configs
+  # Said up front: a disk that fills during the run is a likelier cause of odd failures than code.
+  log "$(df -h --output=avail "$d" | tail -1 | tr -d ' ') free on the disk under $d"
   start_program containerd containerd --config "$d/containerd.toml"
   wait_for containerd 60 ctr --address "$d/containerd.sock" version || return 1
   local image

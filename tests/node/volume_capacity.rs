@@ -309,7 +309,8 @@ async fn a_pod_is_held_to_its_btrfs_volume_and_writes_more_once_it_grew() -> Res
     let node = Node::shared();
     let dir = tempfile::tempdir()?;
     let image = dir.path().join("fs.img");
-    std::fs::File::create(&image)?.set_len(512 << 20)?;
+    // Allocated, not sparse: a host disk that fills during the run must not pass for the quota.
+    run("fallocate", &["-l".as_ref(), "512MiB".as_ref(), image.as_os_str()])?;
     run("mkfs.btrfs", &["-q".as_ref(), image.as_os_str()])?;
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt)?;
