@@ -25,5 +25,6 @@ pub use bucket::provisioner::{
     ProvisionedBucket, Provisioner, ROTATION_NOT_SUPPORTED, Removed, access_mode_of,
     user_id_for_claim, user_id_of,
 };
+pub use bucket::tenant_written::TenantWritten;
 pub use bucket::web_identity::{WEB_IDENTITY_NOT_SUPPORTED, WebIdentity, WebIdentityOptions};
 pub use bucket_api::{AccessMode, BucketUsage};

@@ -143,8 +143,8 @@ impl GarageProvisioner {
         let name = format!(
             "{} {}/{}",
             options.user_id,
-            options.claim.metadata.namespace.as_deref().unwrap_or_default(),
-            options.claim.metadata.name.as_deref().unwrap_or_default()
+            options.claim.requested().metadata.namespace.as_deref().unwrap_or_default(),
+            options.claim.requested().metadata.name.as_deref().unwrap_or_default()
         );
         let credentials = store.ensure_key(&claim_key_id(&options.user_id), &name).await?;
         let permissions = Permissions::for_mode(options.access_mode)?;
@@ -226,8 +226,8 @@ impl Provisioner for GarageProvisioner {
 
     fn validate(&self, options: &BucketOptions) -> Result<(), BackendError> {
         Settings::from_parameters(&options.parameters)?;
-        quota::parse(&options.additional_config)?;
-        BucketFeatures::parse(&options.additional_config, &options.parameters)?;
+        quota::parse(options.additional_config.requested())?;
+        BucketFeatures::parse(options.additional_config.requested(), &options.parameters)?;
         Permissions::for_mode(options.access_mode)?;
         self.seen
             .lock()
@@ -238,8 +238,9 @@ impl Provisioner for GarageProvisioner {
 
     async fn provision(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
         let settings = Settings::from_parameters(&options.parameters)?;
-        let quotas = quota::parse(&options.additional_config)?;
-        let features = BucketFeatures::parse(&options.additional_config, &options.parameters)?;
+        let quotas = quota::parse(options.additional_config.requested())?;
+        let features =
+            BucketFeatures::parse(options.additional_config.requested(), &options.parameters)?;
         let token = self.token(&settings).await?;
         let store = store(&self.http, &settings, &token);
         let service = self.service_key(&store, &settings).await?;
@@ -262,12 +263,14 @@ impl Provisioner for GarageProvisioner {
 
     async fn grant(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
         let settings = Settings::from_parameters(&options.parameters)?;
-        quota::parse(&options.additional_config)?;
+        quota::parse(options.additional_config.requested())?;
         let name = &options.bucket_name;
-        if quota::any(&options.additional_config) {
+        if quota::any(options.additional_config.requested()) {
             return Err(quota::shared_bucket(name));
         }
-        if !BucketFeatures::parse(&options.additional_config, &options.parameters)?.is_empty() {
+        if !BucketFeatures::parse(options.additional_config.requested(), &options.parameters)?
+            .is_empty()
+        {
             return Err(features::shared_bucket(name));
         }
         let token = self.token(&settings).await?;
@@ -354,7 +357,7 @@ impl Provisioner for GarageProvisioner {
         bucket: &ObjectBucket,
     ) -> Result<(), BackendError> {
         let settings = Settings::from_parameters(&options.parameters)?;
-        let config = &options.additional_config;
+        let config = options.additional_config.requested();
         let quotas = quota::parse(config)?;
         let features = BucketFeatures::parse(config, &options.parameters)?;
         let previous = bucket

@@ -278,11 +278,11 @@ fn claim_options(name: &str, parameters: &BTreeMap<String, String>) -> BucketOpt
         user_id: bucket_provisioner::user_id_for_claim(&uid),
         reclaim_policy: ReclaimPolicy::Delete,
         parameters: parameters.clone(),
-        additional_config: BTreeMap::new(),
+        additional_config: Default::default(),
         access_mode: AccessMode::ReadWrite,
         storage_class_name: "class".into(),
         web_identity: None,
-        claim,
+        claim: claim.into(),
     }
 }
 

@@ -250,7 +250,7 @@ struct ClaimConfig {
 /// The claim's quotas, CORS and lifecycle rules, versioning and object lock, checked against
 /// the StorageClass's parameters (those of [`cors::PARAMETERS`]).
 fn checked_config(options: &BucketOptions) -> Result<ClaimConfig, BackendError> {
-    let (config, parameters) = (&options.additional_config, &options.parameters);
+    let (config, parameters) = (options.additional_config.requested(), &options.parameters);
     let cors = cors::claim_rules(config, parameters)?;
     let quotas = ClaimQuotas::parse(config)?;
     let lifecycle = lifecycle::claim_rules(config, parameters)?;

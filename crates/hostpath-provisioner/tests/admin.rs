@@ -17,9 +17,7 @@ use aws_sdk_s3::types::{
     BucketLocationConstraint, CompletedMultipartUpload, CompletedPart, CreateBucketConfiguration,
     Delete, ObjectIdentifier,
 };
-use bucket_api::{
-    BucketEndpoint, ObjectBucket, ObjectBucketClaim, ObjectBucketSpec, ReclaimPolicy,
-};
+use bucket_api::{BucketEndpoint, ObjectBucket, ObjectBucketSpec, ReclaimPolicy};
 use bucket_provisioner::{
     BUCKET_NAME_TAKEN, BackendError, BucketOptions, ProvisionedBucket, Provisioner, Removed,
     user_id_for_claim,
@@ -47,11 +45,11 @@ fn options(bucket: &str, claim_uid: &str) -> BucketOptions {
         user_id: user_id_for_claim(claim_uid),
         reclaim_policy: ReclaimPolicy::Delete,
         parameters: BTreeMap::new(),
-        additional_config: BTreeMap::new(),
+        additional_config: Default::default(),
         access_mode: Default::default(),
         storage_class_name: "hostpath".to_owned(),
         web_identity: None,
-        claim: ObjectBucketClaim::default(),
+        claim: Default::default(),
     }
 }
 

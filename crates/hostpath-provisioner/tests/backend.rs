@@ -9,12 +9,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use aws_sdk_s3::primitives::ByteStream;
-use bucket_api::{
-    BucketEndpoint, ObjectBucket, ObjectBucketClaim, ObjectBucketSpec, ReclaimPolicy,
-};
+use bucket_api::{BucketEndpoint, ObjectBucket, ObjectBucketSpec, ReclaimPolicy};
 use bucket_provisioner::{
     BUCKET_NAME_TAKEN, BackendError, BucketOptions, ProvisionedBucket, Provisioner, Removed,
-    user_id_for_claim,
+    TenantWritten, user_id_for_claim,
 };
 use common::{Server, client_for, code};
 use hostpath_provisioner::backend::{STATE_IDENTITY, STATE_USER_ID};
@@ -32,11 +30,11 @@ fn options(bucket: &str, claim_uid: &str) -> BucketOptions {
         user_id: user_id_for_claim(claim_uid),
         reclaim_policy: ReclaimPolicy::Delete,
         parameters: BTreeMap::new(),
-        additional_config: BTreeMap::new(),
+        additional_config: Default::default(),
         access_mode: Default::default(),
         storage_class_name: "hostpath".to_owned(),
         web_identity: None,
-        claim: ObjectBucketClaim::default(),
+        claim: Default::default(),
     }
 }
 
@@ -165,7 +163,7 @@ async fn grant_needs_an_existing_bucket() {
     let mut with_cors = options("existing", "uid-5");
     with_cors.parameters.insert("allowCors".into(), "true".into());
     let rules = r#"{"CORSRules": [{"AllowedOrigins": ["*"], "AllowedMethods": ["GET"]}]}"#;
-    with_cors.additional_config.insert("cors".into(), rules.into());
+    with_cors.additional_config = TenantWritten::new([("cors".into(), rules.into())].into());
     let err = backend.grant(&with_cors).await.unwrap_err();
     assert!(err.to_string().contains("only the claim that created a bucket sets them"), "{err}");
     assert!(server.store.keys_for_user("obc-uid-5").is_empty(), "no key for a refused grant");
@@ -214,9 +212,11 @@ async fn unknown_parameters_and_config_keys_are_rejected() {
     assert_permanent(&backend.provision(&with_param).await.unwrap_err(), "InvalidParameters");
 
     let mut with_config = options("params", "uid-7");
-    with_config.additional_config.insert("maxSize".into(), "1Gi".into());
+    with_config.additional_config = TenantWritten::new([("maxSize".into(), "1Gi".into())].into());
     backend.validate(&with_config).unwrap();
-    with_config.additional_config.insert("colour".into(), "blue".into());
+    with_config.additional_config = TenantWritten::new(
+        [("maxSize".into(), "1Gi".into()), ("colour".into(), "blue".into())].into(),
+    );
     let err = backend.validate(&with_config).unwrap_err();
     assert_permanent(&err, "InvalidParameters");
     assert!(err.to_string().contains("colour"), "{err}");

@@ -601,7 +601,8 @@ impl Provisioner for S3Provisioner {
 /// policy may name the claim's own user only where claims get users of their own.
 fn claim_config(settings: &Settings, options: &BucketOptions) -> Result<ClaimConfig, BackendError> {
     let partition = settings.partition();
-    let config = ClaimConfig::parse(&options.additional_config, &options.bucket_name, partition)?;
+    let config =
+        ClaimConfig::parse(options.additional_config.requested(), &options.bucket_name, partition)?;
     if config.cors.is_some() && !settings.allow_cors {
         return Err(crate::cors::not_allowed());
     }

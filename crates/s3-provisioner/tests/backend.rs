@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 
 use bucket_api::ReclaimPolicy;
-use bucket_provisioner::{BUCKET_NAME_TAKEN, BackendError, Provisioner, Removed};
+use bucket_provisioner::{BUCKET_NAME_TAKEN, BackendError, Provisioner, Removed, TenantWritten};
 use common::moto::Moto;
 use common::{
     FixedOwner, claim, denied_elsewhere, error_code, moto_parameters, object_bucket, options,
@@ -224,11 +224,13 @@ async fn bucket_policy_and_lifecycle_follow_the_claim_and_quotas_are_refused() {
         )
     };
     let mut asked = options(&configured, &params);
-    asked.additional_config = [
-        ("bucketPolicy".to_string(), read_by(reader)),
-        ("bucketLifecycle".to_string(), expire_after(30)),
-    ]
-    .into();
+    asked.additional_config = TenantWritten::new(
+        [
+            ("bucketPolicy".to_string(), read_by(reader)),
+            ("bucketLifecycle".to_string(), expire_after(30)),
+        ]
+        .into(),
+    );
     backend.validate(&asked).unwrap();
     let provisioned = backend.provision(&asked).await.unwrap();
     let owner = moto.s3(&moto.admin);
@@ -240,7 +242,7 @@ async fn bucket_policy_and_lifecycle_follow_the_claim_and_quotas_are_refused() {
 
     // Wider than the class allows: refused before anything is touched.
     let mut public = asked.clone();
-    public.additional_config.insert("bucketPolicy".into(), read_by("*"));
+    public.additional_config.requested_mut().insert("bucketPolicy".into(), read_by("*"));
     let error = backend.validate(&public).unwrap_err();
     assert_eq!(reason(&error), "InvalidParameters");
     assert!(error.to_string().contains("bucketPolicyPrincipals"), "{error}");
@@ -248,40 +250,47 @@ async fn bucket_policy_and_lifecycle_follow_the_claim_and_quotas_are_refused() {
     // Changed on the bound claim: the lifecycle replaced, the policy (now naming the claim's own
     // user, as IAM has it) replaced, then removed with its key.
     let mut record = object_bucket(&configured, Some(&provisioned));
-    record.spec.endpoint.as_mut().unwrap().additional_config = Some(asked.additional_config);
+    record.spec.endpoint.as_mut().unwrap().additional_config =
+        Some(asked.additional_config.requested().clone());
     let own = format!(
         "arn:aws:iam::123456789012:user{}{}",
         iam::USER_PATH,
         iam::user_name(&asked.user_id)
     );
     let mut changed = options(&configured, &params);
-    changed.additional_config = [
-        ("bucketPolicy".to_string(), read_by(&own)),
-        ("bucketLifecycle".to_string(), expire_after(10)),
-    ]
-    .into();
+    changed.additional_config = TenantWritten::new(
+        [
+            ("bucketPolicy".to_string(), read_by(&own)),
+            ("bucketLifecycle".to_string(), expire_after(10)),
+        ]
+        .into(),
+    );
     backend.update(&changed, &record).await.unwrap();
     let applied = owner.get_bucket_policy().bucket(&bucket).send().await.unwrap();
     assert!(applied.policy().unwrap().contains(&own));
     let rules = owner.get_bucket_lifecycle_configuration().bucket(&bucket).send().await.unwrap();
     assert_eq!(rules.rules()[0].expiration().and_then(|e| e.days()), Some(10));
-    record.spec.endpoint.as_mut().unwrap().additional_config = Some(changed.additional_config);
+    record.spec.endpoint.as_mut().unwrap().additional_config =
+        Some(changed.additional_config.requested().clone());
     let mut removed = options(&configured, &params);
-    removed.additional_config = [("bucketLifecycle".to_string(), expire_after(10))].into();
+    removed.additional_config =
+        TenantWritten::new([("bucketLifecycle".to_string(), expire_after(10))].into());
     backend.update(&removed, &record).await.unwrap();
     let gone = owner.get_bucket_policy().bucket(&bucket).send().await;
     assert_eq!(error_code(gone), "NoSuchBucketPolicy");
 
     // S3 has no quotas: said, not silently accepted.
     let mut quota = options(&configured, &params);
-    quota.additional_config = [("maxSize".to_string(), "2G".to_string())].into();
+    quota.additional_config =
+        TenantWritten::new([("maxSize".to_string(), "2G".to_string())].into());
     let error = backend.validate(&quota).unwrap_err();
     assert!(error.to_string().contains("AWS S3 has no bucket or user quotas"), "{error}");
 
     // A claim granted a shared bucket may not configure it.
     let sharer = claim(&bucket);
     let mut shared = options(&sharer, &params);
-    shared.additional_config = [("bucketLifecycle".to_string(), expire_after(1))].into();
+    shared.additional_config =
+        TenantWritten::new([("bucketLifecycle".to_string(), expire_after(1))].into());
     let error = backend.grant(&shared).await.unwrap_err();
     assert!(error.to_string().contains("only the claim that created a bucket"), "{error}");
     backend.delete(&record).await.unwrap();
@@ -399,7 +408,8 @@ async fn cors_rules_follow_the_claim_where_the_class_allows_them() {
         )
     };
     let mut asked = options(&configured, &params);
-    asked.additional_config = [("cors".to_string(), rules("https://app.example.com"))].into();
+    asked.additional_config =
+        TenantWritten::new([("cors".to_string(), rules("https://app.example.com"))].into());
     backend.validate(&asked).unwrap();
     let provisioned = backend.provision(&asked).await.unwrap();
     let owner = moto.s3(&moto.admin);
@@ -417,7 +427,7 @@ async fn cors_rules_follow_the_claim_where_the_class_allows_them() {
     assert_eq!(reason(&error), "InvalidParameters");
     assert!(error.to_string().contains("allowCors: \"true\""), "{error}");
     let mut wrong = asked.clone();
-    wrong.additional_config.insert(
+    wrong.additional_config.requested_mut().insert(
         "cors".into(),
         r#"{"CORSRules": [{"AllowedOrigins": ["*"], "AllowedMethods": ["PATCH"]}]}"#.into(),
     );
@@ -426,13 +436,16 @@ async fn cors_rules_follow_the_claim_where_the_class_allows_them() {
 
     // Changed on the bound claim: replaced; the key removed: the rules go.
     let mut record = object_bucket(&configured, Some(&provisioned));
-    record.spec.endpoint.as_mut().unwrap().additional_config = Some(asked.additional_config);
+    record.spec.endpoint.as_mut().unwrap().additional_config =
+        Some(asked.additional_config.requested().clone());
     let mut changed = options(&configured, &params);
-    changed.additional_config = [("cors".to_string(), rules("https://new.example.com"))].into();
+    changed.additional_config =
+        TenantWritten::new([("cors".to_string(), rules("https://new.example.com"))].into());
     backend.update(&changed, &record).await.unwrap();
     let applied = owner.get_bucket_cors().bucket(&bucket).send().await.unwrap();
     assert_eq!(applied.cors_rules()[0].allowed_origins(), ["https://new.example.com"]);
-    record.spec.endpoint.as_mut().unwrap().additional_config = Some(changed.additional_config);
+    record.spec.endpoint.as_mut().unwrap().additional_config =
+        Some(changed.additional_config.requested().clone());
     backend.update(&options(&configured, &params), &record).await.unwrap();
     let gone = owner.get_bucket_cors().bucket(&bucket).send().await;
     assert_eq!(error_code(gone), "NoSuchCORSConfiguration");
@@ -440,7 +453,7 @@ async fn cors_rules_follow_the_claim_where_the_class_allows_them() {
     // A claim granted the bucket may not set rules for everyone sharing it.
     let sharer = claim(&bucket);
     let mut shared = options(&sharer, &params);
-    shared.additional_config = [("cors".to_string(), rules("*"))].into();
+    shared.additional_config = TenantWritten::new([("cors".to_string(), rules("*"))].into());
     let error = backend.grant(&shared).await.unwrap_err();
     assert!(error.to_string().contains("only the claim that created a bucket"), "{error}");
     assert_eq!(
@@ -451,7 +464,8 @@ async fn cors_rules_follow_the_claim_where_the_class_allows_them() {
     // What the class does not allow is refused by name, never ignored.
     for key in ["versioning", "objectLock"] {
         let mut feature = options(&configured, &params);
-        feature.additional_config = [(key.to_string(), "Enabled".to_string())].into();
+        feature.additional_config =
+            TenantWritten::new([(key.to_string(), "Enabled".to_string())].into());
         let error = backend.validate(&feature).unwrap_err();
         assert!(error.to_string().contains(&format!("{key} is not allowed")), "{error}");
     }

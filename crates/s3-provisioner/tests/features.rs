@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use aws_sdk_s3::types::ObjectLockRetentionMode;
 use bucket_api::ObjectBucket;
-use bucket_provisioner::{BackendError, BucketOptions, Provisioner};
+use bucket_provisioner::{BackendError, BucketOptions, Provisioner, TenantWritten};
 use common::moto::Moto;
 use common::{FixedOwner, claim, error_code, object_bucket, options};
 use s3_provisioner::S3Provisioner;
@@ -58,8 +58,9 @@ impl Fixture {
         let base = self.base.iter().map(|(k, v)| (k.as_str(), v.as_str()));
         let parameters: Vec<(&str, &str)> = base.chain(class.iter().copied()).collect();
         let mut options = options(claim, &parameters);
-        options.additional_config =
-            config.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        options.additional_config = TenantWritten::new(
+            config.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        );
         options
     }
 
@@ -85,7 +86,8 @@ async fn versioning_of(s3: &aws_sdk_s3::Client, bucket: &str) -> Option<String> 
 /// What the library records after a successful provision or update.
 fn recorded(bound: &mut ObjectBucket, options: &BucketOptions) {
     bound.spec.endpoint.as_mut().unwrap().additional_config =
-        Some(options.additional_config.clone()).filter(|c: &BTreeMap<_, _>| !c.is_empty());
+        Some(options.additional_config.requested().clone())
+            .filter(|c: &BTreeMap<_, _>| !c.is_empty());
 }
 
 fn refused(error: BackendError, says: &str) {

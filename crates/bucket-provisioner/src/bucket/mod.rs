@@ -31,6 +31,8 @@
 //!   `cross_namespace`: of another namespace, when a `BucketShareGrant` there and its
 //!   StorageClass consent (`consent` decides who may share what; `grant_rules` reads the grant
 //!   as hostile input; `namespace_selector` the class's limit to namespaces of given labels).
+//! - [`tenant_written`]: what a tenant wrote, a request the backend interprets and checks,
+//!   never an address, a Secret's name or something to delete.
 //! - [`standalone`]: buckets and keys on their own, for the COSI front.
 //! - [`legacy`], `adoption`: a claim bound by a lib-bucket-provisioner provisioner of the same
 //!   name, recognised and taken over in place.
@@ -68,6 +70,7 @@ pub(crate) mod sharing_index;
 pub mod standalone;
 pub mod status;
 pub(crate) mod sweep;
+pub mod tenant_written;
 pub mod usage;
 pub mod web_identity;
 pub(crate) mod withdraw;

@@ -24,6 +24,7 @@ use crate::bucket::objects::{BucketSource, parse_reclaim_policy};
 use crate::bucket::observe::{bound_bucket_name, source_of};
 use crate::bucket::rotation::RotationPolicy;
 use crate::bucket::sharing::Owner;
+use crate::bucket::tenant_written::TenantWritten;
 use crate::bucket::web_identity::WebIdentityGate;
 
 /// What the controller will do for a claim.
@@ -216,13 +217,13 @@ pub(crate) fn bucket_options(
         user_id: crate::user_id_for_claim(uid),
         reclaim_policy: plan.reclaim_policy,
         parameters: plan.parameters.clone(),
-        additional_config: limited.config.clone(),
+        additional_config: TenantWritten::new(limited.config.clone()),
         access_mode: limited.access_mode,
         storage_class_name: claim.spec.storage_class_name.clone(),
         web_identity: plan
             .web_identity
             .options(&limited.service_accounts, &claim.namespace().unwrap_or_default()),
-        claim: claim.clone(),
+        claim: TenantWritten::new(claim.clone()),
     }
 }
 

@@ -23,7 +23,11 @@
 //!
 //! ## Ownership is yours to record
 //! Everything on a claim (spec, labels, annotations) is written by its tenant and proves nothing,
-//! and a hand-made ObjectBucket proves little more. So the backend keeps its own record, with the
+//! and a hand-made ObjectBucket proves little more. What a tenant wrote reaches you as
+//! [`TenantWritten`] ([`BucketOptions::claim`], [`BucketOptions::additional_config`]), read with
+//! `requested()`: interpret it as a request and check it, but take addresses, Secret names and
+//! the names of what you change or delete from [`BucketOptions::parameters`] (the operator's)
+//! and your own records only; the workspace's `tenant_input` test holds the backends here to it. So the backend keeps its own record, with the
 //! bucket, of the claim that created it ([`BucketOptions::user_id`], derived from the claim UID
 //! the apiserver assigns) and of the reclaim policy it was created under:
 //!
@@ -161,6 +165,7 @@ pub use provisioner_runtime::backend_error::{BUCKET_NAME_TAKEN, BackendError};
 use crate::bucket::standalone::{
     BucketLocation, IssuedKey, KeyRequest, NewBucket, standalone_not_supported,
 };
+use crate::bucket::tenant_written::TenantWritten;
 use crate::bucket::web_identity::{WEB_IDENTITY_NOT_SUPPORTED, WebIdentity, WebIdentityOptions};
 
 /// What a backend needs to create a bucket or grant access to one.
@@ -180,8 +185,9 @@ pub struct BucketOptions {
     /// The claim's `additionalConfig` as it is in force: without `accessMode` (see
     /// [`BucketOptions::access_mode`]), and with the quota keys `maxObjects` and `maxSize` set
     /// to what the StorageClass's limits allow. A class with no limits passes the claim's
-    /// entries on as written.
-    pub additional_config: BTreeMap<String, String>,
+    /// entries on as written. The tenant wrote it: a request, never an address or a name of
+    /// something to read or delete.
+    pub additional_config: TenantWritten<BTreeMap<String, String>>,
     /// What this claim's credentials may do with the bucket: `ReadWrite` unless the claim or
     /// its StorageClass narrowed it. Give the credentials exactly this (see "Access modes" in
     /// the [module documentation](self)); a backend that cannot narrow access returns
@@ -194,8 +200,10 @@ pub struct BucketOptions {
     /// names none (then any the backend let in before are let in no more). See
     /// [`Provisioner::web_identity`].
     pub web_identity: Option<WebIdentityOptions>,
-    /// The claim itself, for anything else a backend wants to look at.
-    pub claim: ObjectBucketClaim,
+    /// The claim itself, for anything else a backend wants to look at: written by its tenant,
+    /// so only ever a request (names to show, labels to copy), never an address, a Secret's name
+    /// or something to change or delete.
+    pub claim: TenantWritten<ObjectBucketClaim>,
 }
 
 /// What `provision` and `grant` hand back to the library.

@@ -167,7 +167,7 @@ impl MemoryBackend {
     }
 
     fn hand(&self, op: Op, options: &BucketOptions) {
-        let config = options.additional_config.clone();
+        let config = options.additional_config.requested().clone();
         self.state().handed.push((op, config, options.access_mode));
     }
 
@@ -236,7 +236,7 @@ impl Provisioner for MemoryBackend {
         {
             return Err(BackendError::invalid_parameter(format!("unknown parameter {key:?}")));
         }
-        for (key, value) in &options.additional_config {
+        for (key, value) in options.additional_config.requested() {
             if !ALLOWED_CONFIG.contains(&key.as_str()) {
                 return Err(BackendError::invalid_parameter(format!(
                     "unknown additionalConfig key {key:?}"
@@ -256,7 +256,7 @@ impl Provisioner for MemoryBackend {
     }
 
     async fn provision(&self, options: &BucketOptions) -> Result<ProvisionedBucket, BackendError> {
-        let recorded = options.claim.spec.bucket_name.clone();
+        let recorded = options.claim.requested().spec.bucket_name.clone();
         self.state().provisioned_names.push((options.bucket_name.clone(), recorded));
         self.hand(Op::Provision, options);
         let fault = self.enter(Op::Provision, &options.bucket_name).await?;
@@ -334,7 +334,7 @@ impl Provisioner for MemoryBackend {
 
     async fn update(&self, options: &BucketOptions, _: &ObjectBucket) -> Result<(), BackendError> {
         let fault = self.enter(Op::Update, &options.bucket_name).await?;
-        self.state().updates.push(options.additional_config.clone());
+        self.state().updates.push(options.additional_config.requested().clone());
         self.hand(Op::Update, options);
         self.leave(fault).await;
         Ok(())

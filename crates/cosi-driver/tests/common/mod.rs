@@ -12,7 +12,7 @@ use std::sync::Arc;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::{Credentials, Region};
 use aws_sdk_s3::primitives::ByteStream;
-use bucket_api::{ObjectBucketClaim, ReclaimPolicy};
+use bucket_api::ReclaimPolicy;
 use bucket_provisioner::{BucketOptions, Provisioner, user_id_for_claim};
 use cosi_driver::Driver;
 use cosi_driver::proto::{v1alpha1, v1alpha2};
@@ -110,11 +110,11 @@ impl Harness {
             user_id: user_id_for_claim("0b1e6c1a-claim"),
             reclaim_policy: ReclaimPolicy::Delete,
             parameters: BTreeMap::new(),
-            additional_config: BTreeMap::new(),
+            additional_config: Default::default(),
             access_mode: Default::default(),
             storage_class_name: "hostpath".to_owned(),
             web_identity: None,
-            claim: ObjectBucketClaim::default(),
+            claim: Default::default(),
         };
         self.backend.provision(&options).await.unwrap();
     }

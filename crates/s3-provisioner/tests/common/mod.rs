@@ -9,8 +9,6 @@ pub mod features;
 pub mod moto;
 pub mod old_provisioner;
 
-use std::collections::BTreeMap;
-
 use async_trait::async_trait;
 use aws_sdk_s3::error::ProvideErrorMetadata;
 use bucket_api::{
@@ -103,11 +101,11 @@ pub fn options(claim: &ObjectBucketClaim, parameters: &[(&str, &str)]) -> Bucket
         user_id: bucket_provisioner::user_id_for_claim(&uid),
         reclaim_policy: ReclaimPolicy::Delete,
         parameters: parameters.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-        additional_config: BTreeMap::new(),
+        additional_config: Default::default(),
         access_mode: Default::default(),
         storage_class_name: claim.spec.storage_class_name.clone(),
         web_identity: None,
-        claim: claim.clone(),
+        claim: claim.clone().into(),
     }
 }
 

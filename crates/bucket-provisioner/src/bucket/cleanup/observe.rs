@@ -23,6 +23,7 @@ use crate::bucket::context::Context;
 use crate::bucket::objects::{self, BucketSource, parse_reclaim_policy};
 use crate::bucket::observe::{Observed, source_of};
 use crate::bucket::plan::plan;
+use crate::bucket::tenant_written::TenantWritten;
 use crate::{BucketOptions, Provisioner};
 
 /// The record cleanup works from: the bound ObjectBucket, or, when a crash came between the
@@ -98,11 +99,11 @@ pub(crate) fn rebuild(
         user_id: crate::user_id_for_claim(&claim.uid().unwrap_or_default()),
         reclaim_policy: plan.reclaim_policy,
         parameters: plan.parameters,
-        additional_config: BTreeMap::new(),
+        additional_config: TenantWritten::default(),
         access_mode: AccessMode::default(),
         storage_class_name: claim.spec.storage_class_name.clone(),
         web_identity: None,
-        claim: claim.clone(),
+        claim: TenantWritten::new(claim.clone()),
     };
     Some(Rebuilt {
         bucket: plan.bucket_name,

@@ -22,6 +22,7 @@ use crate::bucket::ownership::ensure_owned;
 use crate::bucket::plan::{Plan, bucket_options};
 use crate::bucket::provision::plan::Binding;
 use crate::bucket::sharing;
+use crate::bucket::tenant_written::TenantWritten;
 use crate::bucket::web_identity::{self, WebIdentity, WebIdentityOptions};
 use crate::kubernetes::cache::key;
 use crate::{BackendError, BucketOptions, ProvisionedBucket, Provisioner};
@@ -60,7 +61,7 @@ pub(crate) async fn call_backend<P: Provisioner>(
             }
         };
         claim = persist_intent(observed, &claim, plan, ctx).await?;
-        let options = BucketOptions { claim: (*claim).clone(), ..options };
+        let options = BucketOptions { claim: TenantWritten::new((*claim).clone()), ..options };
         let started = Instant::now();
         let answer = match plan.source {
             BucketSource::New => ctx.provisioner.provision(&options).await,
