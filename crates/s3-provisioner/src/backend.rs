@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
+use aws_sdk_iam::types::Tag;
 use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::{BehaviorVersion, Region, SharedCredentialsProvider, SharedHttpClient};
 use bucket_api::ObjectBucket;
@@ -30,6 +31,7 @@ use crate::params::{
 };
 use crate::web_identity;
 
+pub mod cosi_roles;
 pub mod standalone;
 
 /// Buckets on AWS S3 or an S3-compatible service, with an IAM user per claim.
@@ -197,9 +199,14 @@ impl S3Provisioner {
         let Some(asked) = &options.web_identity else { return roles.remove(&role).await };
         let policy =
             iam::policy_document(settings.partition(), &options.bucket_name, options.access_mode);
+        let tag = Tag::builder()
+            .key("objectbucket.io/bucket")
+            .value(&options.bucket_name)
+            .build()
+            .map_err(|e| BackendError::transient(format!("building an IAM tag failed: {e}")))?;
         let spec = RoleSpec {
             name: &role,
-            bucket: &options.bucket_name,
+            tag,
             trust: &class.provider.trust_policy(&class.audience, &asked.subjects),
             policy_name: &iam::policy_name(&options.bucket_name),
             policy: &policy,
