@@ -308,32 +308,13 @@ pub(super) fn resources(policy: &Value) -> impl Iterator<Item = &str> {
     statements.iter().filter_map(|s| s["Resource"].as_str())
 }
 
-/// IAM answers policies URL-encoded (RFC 3986); some services send them as they are.
+/// IAM answers policies URL-encoded (RFC 3986, so a `+` is a plus, as in user names); some
+/// services send them as they are.
 pub(super) fn percent_decoded(text: &str) -> String {
     if serde_json::from_str::<Value>(text).is_ok() {
         return text.to_owned();
     }
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
-        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-            }
-            (b'+', _) => {
-                out.push(b' ');
-                i += 1;
-            }
-            (byte, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_encoding::percent_decode_str(text).decode_utf8_lossy().into_owned()
 }
 
 fn no_parameters(parameters: &BTreeMap<String, String>) -> Result<(), BackendError> {
@@ -400,6 +381,10 @@ mod tests {
         let encoded = "%7B%22Statement%22%3A%5B%7B%22Resource%22%3A%22arn%3Aaws%3As3%3A%3A%3Aa%20b%22%7D%5D%7D";
         assert_eq!(percent_decoded(encoded), text);
         assert_eq!(percent_decoded(text), text);
+        // IAM names may hold `+`: it stays one.
+        let plus = r#"{"Statement":[{"Resource":"arn:aws:iam::1:user/a+b"}]}"#;
+        let encoded = "%7B%22Statement%22%3A%5B%7B%22Resource%22%3A%22arn%3Aaws%3Aiam%3A%3A1%3Auser%2Fa+b%22%7D%5D%7D";
+        assert_eq!(percent_decoded(encoded), plus);
     }
 
     #[test]
