@@ -211,6 +211,45 @@ async fn another_namespace_cannot_reach_a_bucket(version: CosiVersion) {
     assert_eq!(get(&s3_client(&own), &own.bucket, "secret.txt").await.unwrap(), b"A's data");
 }
 
+/// v0.2.2 deletes a Bucket when any claim bound to it goes, and lets any namespace's claim bind
+/// it (`existingBucketName`): tenant B binding A's Bucket and deleting its claim must not delete
+/// A's bucket. The driver refuses the deletion while A's claim lives; once A deletes its own
+/// claim, the bucket goes.
+#[tokio::test]
+async fn v1alpha1_another_namespace_cannot_delete_a_bucket_by_binding_it() {
+    let version = CosiVersion::V1Alpha1;
+    let world = World::start(version).await;
+    let victim = world.tenant("cosi-kept").await;
+    let bucket_object = world.claim(&victim, "data", &world.delete_class).await;
+    let own = world.access(&victim, "own", "data", "ReadWrite").await;
+    put(&s3_client(&own), &own.bucket, "kept.txt", b"A's data").await.unwrap();
+
+    let attacker = world.tenant("cosi-deleter").await;
+    let claims = version.api(&attacker.client, "BucketClaim", Some(&attacker.namespace));
+    let stolen = version.claim_of_existing(&attacker.namespace, "stolen", &bucket_object);
+    create(&claims, &stolen).await.unwrap();
+    world.wait_claim_ready(&attacker, "stolen").await;
+    claims.delete("stolen", &DeleteParams::default()).await.unwrap();
+    until("the driver to refuse the deletion", async || {
+        world.driver_log().lines().any(|l| {
+            l.contains("DriverDeleteBucket")
+                && l.contains("PermissionDenied")
+                && l.contains(&victim.namespace)
+        })
+    })
+    .await;
+    assert_eq!(get(&s3_client(&own), &own.bucket, "kept.txt").await.unwrap(), b"A's data");
+    assert!(world.bucket_dir(&own.bucket).join("kept.txt").exists());
+
+    // A's own deletion goes ahead.
+    let accesses = version.api(&victim.client, "BucketAccess", Some(&victim.namespace));
+    accesses.delete("own", &DeleteParams::default()).await.unwrap();
+    let own_claims = version.api(&victim.client, "BucketClaim", Some(&victim.namespace));
+    own_claims.delete("data", &DeleteParams::default()).await.unwrap();
+    until("the bucket to go with its own claim", async || !world.bucket_dir(&own.bucket).exists())
+        .await;
+}
+
 #[tokio::test]
 async fn v1alpha1_another_namespace_cannot_reach_a_bucket() {
     another_namespace_cannot_reach_a_bucket(CosiVersion::V1Alpha1).await;

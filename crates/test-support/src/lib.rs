@@ -7,6 +7,7 @@ mod claims;
 mod control_plane;
 pub mod cosi;
 pub mod cosi_e2e;
+pub mod cosi_hostile;
 mod cosi_identity;
 mod cosi_objects;
 pub mod cosi_world;
