@@ -25,6 +25,7 @@ mod service_account;
 pub mod source_files;
 mod supervised;
 mod tls_proxy;
+pub mod tools;
 mod tripwire;
 pub mod volumes;
 
