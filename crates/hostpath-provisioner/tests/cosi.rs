@@ -432,37 +432,18 @@ async fn token(admin: &kube::Client, namespace: &str, name: &str) -> String {
 /// session. v1alpha2, which names no ServiceAccount, is refused by name.
 #[tokio::test]
 async fn v1alpha1_an_iam_access_lets_its_service_account_in_with_no_key() {
-    use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
-    use kube::api::PostParams;
+    use k8s_openapi::api::core::v1::Secret;
     let version = CosiVersion::V1Alpha1;
     let world = World::start(version).await;
     let tenant = world.tenant("cosi-iam").await;
     let bucket = world.claim(&tenant, "data", &world.delete_class).await;
-    let accounts: kube::Api<ServiceAccount> =
-        kube::Api::namespaced(world.admin.clone(), &tenant.namespace);
     for name in ["app", "other"] {
-        let account: ServiceAccount = serde_json::from_value(serde_json::json!({
-            "metadata": { "name": name }
-        }))
-        .unwrap();
-        accounts.create(&PostParams::default(), &account).await.unwrap();
+        world.service_account(&tenant.namespace, name).await;
     }
-    let class_name = format!("{}-iam", world.access_class);
-    let mut class = version.access_class(&class_name, &world.driver_name, serde_json::json!({}));
-    class.data["authenticationType"] = "IAM".into();
-    create(&version.api(&world.admin, "BucketAccessClass", None), &class).await.unwrap();
+    let class_name = world.iam_access_class().await;
     let accesses = version.api(&tenant.client, "BucketAccess", Some(&tenant.namespace));
-    let mut access =
-        version.access(&tenant.namespace, "pod-identity", &class_name, "data", "iam-creds", "");
-    access.data["spec"]["serviceAccountName"] = "app".into();
-    create(&accesses, &access).await.unwrap();
-    let role_arn = wait_for(&accesses, "pod-identity", |a| {
-        let granted = a.data.pointer("/status/accessGranted").and_then(|v| v.as_bool());
-        let id = a.data.pointer("/status/accountID").and_then(|v| v.as_str());
-        granted.filter(|g| *g).and(id).map(str::to_owned)
-    })
-    .await
-    .unwrap_or_else(|last| panic!("the IAM access was not granted: {last}\n{}", world.logs()));
+    let names = (class_name.as_str(), "data", "iam-creds");
+    let role_arn = world.iam_access(&tenant, "pod-identity", names, "app").await;
     assert!(
         role_arn.starts_with("arn:aws:iam::") && role_arn.contains(":role/cosi-"),
         "{role_arn}"

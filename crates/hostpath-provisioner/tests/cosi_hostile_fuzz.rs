@@ -13,9 +13,7 @@ mod world;
 use std::time::Duration;
 
 use aws_sdk_s3::primitives::ByteStream;
-use k8s_openapi::api::core::v1::ServiceAccount;
-use kube::api::{Api, PostParams};
-use test_support::cosi::{CosiVersion, create};
+use test_support::cosi::CosiVersion;
 use test_support::cosi_hostile::{CosiTarget, granted_to_victims_bucket, play};
 use test_support::hostile_tenant::seeds;
 use world::{World, s3_client};
@@ -33,13 +31,8 @@ async fn random_hostile_cosi_tenants_reach_nothing_of_another_tenant() {
     let s3 = s3_client(&own);
     let body = ByteStream::from_static(b"the victim's data");
     s3.put_object().bucket(&own.bucket).key("precious").body(body).send().await.unwrap();
-    let accounts: Api<ServiceAccount> = Api::namespaced(world.admin.clone(), &victim.namespace);
-    let account = serde_json::from_value(serde_json::json!({ "metadata": { "name": "app" } }));
-    accounts.create(&PostParams::default(), &account.unwrap()).await.unwrap();
-    let iam_class = format!("{}-iam", world.access_class);
-    let mut class = version.access_class(&iam_class, &world.driver_name, serde_json::json!({}));
-    class.data["authenticationType"] = "IAM".into();
-    create(&version.api(&world.admin, "BucketAccessClass", None), &class).await.unwrap();
+    world.service_account(&victim.namespace, "app").await;
+    let iam_class = world.iam_access_class().await;
 
     let target = CosiTarget {
         delete_class: world.delete_class.clone(),

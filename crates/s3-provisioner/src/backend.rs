@@ -3,7 +3,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use aws_sdk_iam::types::Tag;
 use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::{BehaviorVersion, Region, SharedCredentialsProvider, SharedHttpClient};
 use bucket_api::ObjectBucket;
@@ -21,7 +20,7 @@ use crate::bucket::{Buckets, NameLocks};
 
 use crate::config::{ACCEPTED, BUCKET_LIFECYCLE, BUCKET_POLICY, CORS, ClaimConfig, names_user};
 use crate::iam::{self, Users};
-use crate::iam_roles::{RoleSpec, Roles};
+use crate::iam_roles::{RoleSpec, Roles, role_tag};
 use crate::key_records::KeyRecords;
 use crate::legacy::{self, Adopted};
 use crate::owner::{ClassParameters, OwnerCredentials};
@@ -199,14 +198,9 @@ impl S3Provisioner {
         let Some(asked) = &options.web_identity else { return roles.remove(&role).await };
         let policy =
             iam::policy_document(settings.partition(), &options.bucket_name, options.access_mode);
-        let tag = Tag::builder()
-            .key("objectbucket.io/bucket")
-            .value(&options.bucket_name)
-            .build()
-            .map_err(|e| BackendError::transient(format!("building an IAM tag failed: {e}")))?;
         let spec = RoleSpec {
             name: &role,
-            tag,
+            tag: role_tag("objectbucket.io/bucket", &options.bucket_name)?,
             trust: &class.provider.trust_policy(&class.audience, &asked.subjects),
             policy_name: &iam::policy_name(&options.bucket_name),
             policy: &policy,

@@ -26,6 +26,16 @@ pub(crate) struct RoleSpec<'a> {
     pub(crate) max_session_secs: u32,
 }
 
+/// The tag naming what a role is for (`key`: its kind, `value`: the claim's bucket or the COSI
+/// access).
+pub(crate) fn role_tag(key: &str, value: &str) -> Result<Tag, BackendError> {
+    Tag::builder()
+        .key(key)
+        .value(value)
+        .build()
+        .map_err(|e| BackendError::transient(format!("building an IAM tag failed: {e}")))
+}
+
 impl Roles<'_> {
     fn fail<E>(
         &self,

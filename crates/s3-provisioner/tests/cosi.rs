@@ -15,7 +15,7 @@ use common::moto::Moto;
 use cosi_driver::proto::v1alpha2::DriverDeleteBucketRequest;
 use cosi_driver::proto::v1alpha2::provisioner_client::ProvisionerClient;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DynamicObject, ObjectMeta, PostParams};
+use kube::api::{Api, ObjectMeta, PostParams};
 use s3_provisioner::backend::cosi_roles::COSI_ROLE_OWNER_ACTIONS;
 use s3_provisioner::backend::standalone::COSI_OWNER_ACTIONS;
 use s3_provisioner::owner::{OWNER_ACTIONS, WEB_IDENTITY_OWNER_ACTIONS};
@@ -110,11 +110,7 @@ async fn start(version: CosiVersion, provider: Option<&str>) -> (CosiWorld, Moto
     if provider.is_some() {
         actions.extend(WEB_IDENTITY_OWNER_ACTIONS.iter().chain(&COSI_ROLE_OWNER_ACTIONS));
     }
-    let policy = serde_json::json!({
-        "Version": "2012-10-17",
-        "Statement": [{ "Effect": "Allow", "Action": actions, "Resource": "*" }]
-    });
-    let owner = moto.user_with_policy("cosi-owner", &policy.to_string()).await;
+    let owner = moto.user_allowed("cosi-owner", &actions).await;
     // moto in place of AWS; the owner's Secret is the one the Deployment names.
     let mut store = BTreeMap::from([
         ("endpoint".to_owned(), moto.endpoint.clone()),
@@ -185,37 +181,18 @@ async fn v1alpha2_claim_access_consumer_and_static_bucket() {
 #[tokio::test]
 async fn v1alpha1_an_iam_access_gets_a_role_of_its_own_and_no_key() {
     use common::sessions::{put, s3_with, session, trust_of};
-    use k8s_openapi::api::core::v1::ServiceAccount;
     use kube::api::DeleteParams;
-    use std::time::Duration;
-    use test_support::cosi::create;
-    use test_support::cosi_world::wait_for;
 
     const PROVIDER: &str = "arn:aws:iam::123456789012:oidc-provider/oidc.example.com/id/CLUSTER";
     let version = CosiVersion::V1Alpha1;
     let (world, store) = start(version, Some(PROVIDER)).await;
     let tenant = world.tenant("cosi-iam").await;
     let bucket = world.claim(&tenant, "data", &world.delete_class).await;
-    let accounts: Api<ServiceAccount> = Api::namespaced(world.admin.clone(), &tenant.namespace);
-    let account = serde_json::from_value(serde_json::json!({ "metadata": { "name": "app" } }));
-    accounts.create(&PostParams::default(), &account.unwrap()).await.unwrap();
-    let class_name = format!("{}-iam", world.access_class);
-    let mut class = version.access_class(&class_name, &world.driver_name, serde_json::json!({}));
-    class.data["authenticationType"] = "IAM".into();
-    create(&version.api(&world.admin, "BucketAccessClass", None), &class).await.unwrap();
+    world.service_account(&tenant.namespace, "app").await;
+    let class_name = world.iam_access_class().await;
     let accesses = version.api(&tenant.client, "BucketAccess", Some(&tenant.namespace));
-    let mut access =
-        version.access(&tenant.namespace, "pod-identity", &class_name, "data", "iam-creds", "");
-    access.data["spec"]["serviceAccountName"] = "app".into();
-    create(&accesses, &access).await.unwrap();
-    let role_arn =
-        wait_for(&accesses, "pod-identity", Duration::from_secs(120), |a: &DynamicObject| {
-            let granted = a.data.pointer("/status/accessGranted").and_then(|v| v.as_bool());
-            let id = a.data.pointer("/status/accountID").and_then(|v| v.as_str());
-            granted.filter(|g| *g).and(id).map(str::to_owned)
-        })
-        .await
-        .unwrap_or_else(|last| panic!("the IAM access was not granted: {last}\n{}", world.logs()));
+    let names = (class_name.as_str(), "data", "iam-creds");
+    let role_arn = world.iam_access(&tenant, "pod-identity", names, "app").await;
     let role = role_arn
         .strip_prefix("arn:aws:iam::123456789012:role/bucket-provisioner/")
         .unwrap_or_else(|| panic!("not a role of the driver's: {role_arn}"));

@@ -8,9 +8,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use bucket_provisioner::bucket::standalone::{
-    KeyBucket, KeyRequest, NewBucket, Quotas, cosi_account_id, cosi_bucket_owner,
-};
+use bucket_provisioner::bucket::standalone::KeyRequest;
 use bucket_provisioner::{
     AccessMode, BackendError, Provisioner, Removed, WEB_IDENTITY_NOT_SUPPORTED, WebIdentityOptions,
 };
@@ -22,6 +20,7 @@ use s3_provisioner::backend::standalone::COSI_OWNER_ACTIONS;
 use s3_provisioner::owner::{OWNER_ACTIONS, WEB_IDENTITY_OWNER_ACTIONS};
 use s3_provisioner::{S3Provisioner, iam};
 use serde_json::json;
+use test_support::standalone_requests::{key_request, new_bucket};
 
 const PROVIDER: &str = "arn:aws:iam::123456789012:oidc-provider/oidc.example.com/id/CLUSTER";
 const READER: &str = "system:serviceaccount:app:reader";
@@ -35,10 +34,7 @@ async fn driver(moto: &Moto, provider: Option<&str>) -> S3Provisioner {
         .flatten()
         .copied()
         .collect();
-    let policy = json!({"Version": "2012-10-17",
-        "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}]});
-    let owner =
-        moto.user_with_policy(&format!("owner-{}", common::suffix()), &policy.to_string()).await;
+    let owner = moto.user_allowed(&format!("owner-{}", common::suffix()), &actions).await;
     let mut parameters: BTreeMap<String, String> = [
         ("endpoint", moto.endpoint.as_str()),
         ("forcePathStyle", "true"),
@@ -57,31 +53,19 @@ async fn driver(moto: &Moto, provider: Option<&str>) -> S3Provisioner {
 }
 
 async fn bucket(driver: &S3Provisioner, name: &str) -> String {
-    let owner_id = cosi_bucket_owner(name, &BTreeMap::new());
-    let new = NewBucket {
-        bucket_name: name.to_owned(),
-        owner_id: owner_id.clone(),
-        parameters: BTreeMap::new(),
-        quotas: Quotas::default(),
-    };
+    let new = new_bucket(name, &[]);
     driver.create_bucket(&new).await.unwrap();
-    owner_id
+    new.owner_id
 }
 
 fn iam_access(access: &str, buckets: &[(&str, AccessMode)]) -> KeyRequest {
     KeyRequest {
-        owner_id: cosi_account_id(access),
-        buckets: buckets
-            .iter()
-            .map(|(name, mode)| KeyBucket { bucket_name: (*name).to_owned(), access_mode: *mode })
-            .collect(),
-        parameters: BTreeMap::new(),
-        quotas: Quotas::default(),
         web_identity: Some(WebIdentityOptions {
             subjects: vec![READER.to_owned()],
             max_session_secs: 3600,
             sessions_only: true,
         }),
+        ..key_request(access, buckets)
     }
 }
 

@@ -27,9 +27,7 @@ const PROVIDER: &str = "arn:aws:iam::123456789012:oidc-provider/oidc.example.com
 async fn owner(moto: &Moto) -> Credentials {
     let actions: Vec<&str> =
         OWNER_ACTIONS.iter().chain(&WEB_IDENTITY_OWNER_ACTIONS).copied().collect();
-    let policy = json!({"Version": "2012-10-17",
-        "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}]});
-    moto.user_with_policy(&format!("owner-{}", common::suffix()), &policy.to_string()).await
+    moto.user_allowed(&format!("owner-{}", common::suffix()), &actions).await
 }
 
 fn letting_in(subjects: &[&str], sessions_only: bool) -> Option<WebIdentityOptions> {

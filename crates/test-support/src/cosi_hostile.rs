@@ -16,12 +16,11 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use proptest::prelude::*;
-use proptest::strategy::ValueTree;
-use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::json;
 
 use crate::CosiTenant;
 use crate::cosi::{CosiVersion, create};
+use crate::hostile_tenant::generated;
 
 /// How many actions one run takes.
 pub const ACTIONS: usize = 14;
@@ -122,12 +121,7 @@ fn action() -> impl Strategy<Value = CosiAction> {
 
 /// The actions of run `seed`, the same on every machine.
 pub fn actions(seed: u64) -> Vec<CosiAction> {
-    let mut bytes = [0u8; 32];
-    bytes[..8].copy_from_slice(&seed.to_le_bytes());
-    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &bytes);
-    let mut runner = TestRunner::new_with_rng(Config::default(), rng);
-    let all = prop::collection::vec(action(), ACTIONS);
-    all.new_tree(&mut runner).expect("generating actions").current()
+    generated(prop::collection::vec(action(), ACTIONS), seed)
 }
 
 /// What the tenant knows of the cluster and its victim.

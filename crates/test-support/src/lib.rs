@@ -23,6 +23,7 @@ pub mod reference;
 mod scoped_identity;
 mod service_account;
 pub mod source_files;
+pub mod standalone_requests;
 mod supervised;
 mod tls_proxy;
 pub mod tools;

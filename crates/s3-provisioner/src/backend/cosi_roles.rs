@@ -9,16 +9,15 @@
 //! | `revoke_key` | the role and its policies, with the user an access of keys would have |
 //! | `delete_bucket` | every COSI role whose policy reaches the bucket, as every COSI user's |
 
-use aws_sdk_iam::types::Tag;
 use bucket_provisioner::bucket::standalone::{COSI_OWNER_PREFIX, IssuedKey, KeyRequest};
 use bucket_provisioner::{BackendError, Credentials, WebIdentity, WebIdentityOptions};
 use serde_json::Value;
 
-use super::standalone::{COSI_POLICY_NAME, percent_decoded, policy_document, resources};
+use super::standalone::{COSI_POLICY_NAME, policy_document, policy_json, resources};
 use super::{S3Provisioner, Session};
 use crate::aws::code;
 use crate::iam;
-use crate::iam_roles::{RoleSpec, Roles};
+use crate::iam_roles::{RoleSpec, Roles, role_tag};
 use crate::params::Settings;
 use crate::web_identity::{ROLE_PATH, not_configured};
 
@@ -55,14 +54,9 @@ impl S3Provisioner {
         {
             return Err(BackendError::access_conflict(&request.owner_id));
         }
-        let tag = Tag::builder()
-            .key(ACCESS_TAG)
-            .value(&request.owner_id)
-            .build()
-            .map_err(|e| BackendError::transient(format!("building an IAM tag failed: {e}")))?;
         let spec = RoleSpec {
             name: &role,
-            tag,
+            tag: role_tag(ACCESS_TAG, &request.owner_id)?,
             trust: &class.provider.trust_policy(&class.audience, &asked.subjects),
             policy_name: COSI_POLICY_NAME,
             policy: &policy,
@@ -144,12 +138,7 @@ impl S3Provisioner {
             session.clients.iam.get_role_policy().role_name(role).policy_name(COSI_POLICY_NAME);
         match request.send().await {
             Ok(found) => {
-                let text = percent_decoded(found.policy_document());
-                serde_json::from_str(&text).map(Some).map_err(|e| {
-                    BackendError::transient(format!(
-                        "iam:GetRolePolicy {role}: the policy is not JSON ({e})"
-                    ))
-                })
+                policy_json(found.policy_document(), &format!("iam:GetRolePolicy {role}")).map(Some)
             }
             Err(e) if code(&e) == Some("NoSuchEntity") => Ok(None),
             Err(e) => {

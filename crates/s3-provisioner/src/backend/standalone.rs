@@ -242,12 +242,7 @@ impl S3Provisioner {
             session.clients.iam.get_user_policy().user_name(user).policy_name(COSI_POLICY_NAME);
         match request.send().await {
             Ok(found) => {
-                let text = percent_decoded(found.policy_document());
-                serde_json::from_str(&text).map(Some).map_err(|e| {
-                    BackendError::transient(format!(
-                        "iam:GetUserPolicy {user}: the policy is not JSON ({e})"
-                    ))
-                })
+                policy_json(found.policy_document(), &format!("iam:GetUserPolicy {user}")).map(Some)
             }
             Err(e) if code(&e) == Some("NoSuchEntity") => Ok(None),
             Err(e) => {
@@ -308,9 +303,15 @@ pub(super) fn resources(policy: &Value) -> impl Iterator<Item = &str> {
     statements.iter().filter_map(|s| s["Resource"].as_str())
 }
 
+/// A policy document as `action` answered it, parsed.
+pub(super) fn policy_json(text: &str, action: &str) -> Result<Value, BackendError> {
+    serde_json::from_str(&percent_decoded(text))
+        .map_err(|e| BackendError::transient(format!("{action}: the policy is not JSON ({e})")))
+}
+
 /// IAM answers policies URL-encoded (RFC 3986, so a `+` is a plus, as in user names); some
 /// services send them as they are.
-pub(super) fn percent_decoded(text: &str) -> String {
+fn percent_decoded(text: &str) -> String {
     if serde_json::from_str::<Value>(text).is_ok() {
         return text.to_owned();
     }
