@@ -13,6 +13,8 @@ CONTROLPLANE_BIN = $(shell tests/controlplane/build.sh)
 # package), for the chart's tests.
 HELM_BIN = $(shell tests/helm/build.sh)
 PROMTOOL_BIN = $(shell tests/prometheus/install.sh)
+# kubectl, at the control plane's version, for the book's runnable shell examples.
+KUBECTL_BIN = $(shell tests/kubectl/build.sh)
 # Garage (a distributed S3 store) for the Garage provisioner's tests, pinned in tests/garage/build.sh.
 GARAGE_BIN = $(shell tests/garage/build.sh)
 # The upstream COSI controller and sidecar (v0.2.2 and main) with their CRDs, for the COSI
@@ -126,7 +128,8 @@ test: test-builds
 		BUCKET_PROVISIONER_PROMTOOL="$(PROMTOOL_BIN)" BUCKET_PROVISIONER_GARAGE_BIN="$(GARAGE_BIN)" \
 		BUCKET_PROVISIONER_AWS_S3_PROVISIONER_BIN="$(AWS_S3_PROVISIONER_BIN)" \
 		BUCKET_PROVISIONER_GO_CONSUMER="$(GO_CONSUMER_BIN)" BUCKET_PROVISIONER_AWSCLI="$(AWSCLI_BIN)" \
-		BUCKET_PROVISIONER_COSI_DIR="$(COSI_DIR)" cargo test --workspace --no-fail-fast \
+		BUCKET_PROVISIONER_COSI_DIR="$(COSI_DIR)" BUCKET_PROVISIONER_KUBECTL_BIN="$(KUBECTL_BIN)" \
+		cargo test --workspace --no-fail-fast \
 		--exclude node-tests 2>&1 | tee "$(TEST_RUN_LOG)" || failed=1; \
 	$(MAKE) --no-print-directory e2e STATIC_PROFILE=image-test 2>&1 | tee -a "$(TEST_RUN_LOG)" \
 		|| failed=1; \
@@ -159,6 +162,7 @@ test-build-go-tools:
 	@$(MAKE) --no-print-directory cosi
 	@$(MAKE) --no-print-directory aws-s3-provisioner
 	@$(MAKE) --no-print-directory helm
+	@tests/kubectl/build.sh >/dev/null
 	@tests/web-identity/go-consumer/build.sh >/dev/null
 
 test-build-packages: strace volume-tools moto promtool node-packages mdbook

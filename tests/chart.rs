@@ -14,6 +14,7 @@ use std::sync::OnceLock;
 use kube::api::DynamicObject;
 use serde::Deserialize;
 use serde_json::Value;
+use test_support::tools::tool_from_script;
 use test_support::{Apply, KUSTOMIZATION, apply_objects, client_with_crds, read_manifests};
 
 const NAMESPACE: &str = "bucket-provisioner";
@@ -27,21 +28,6 @@ fn repo(relative: &str) -> PathBuf {
 
 fn chart() -> PathBuf {
     repo("charts/bucket-provisioner")
-}
-
-/// The last line a tool-providing script prints: the tool's path.
-fn tool_from_script(variable: &str, script: &str) -> PathBuf {
-    if let Ok(path) = std::env::var(variable) {
-        return PathBuf::from(path);
-    }
-    let output = Command::new(repo(script)).output().unwrap_or_else(|e| panic!("{script}: {e}"));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{script} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    PathBuf::from(stdout.lines().last().expect("the script prints the tool's path").trim())
 }
 
 fn helm_bin() -> &'static Path {

@@ -12,7 +12,9 @@
 //!   first: a missing `kind` is an ObjectBucketClaim, and the `apiVersion`, name, claim's
 //!   `storageClassName` and class's `provisioner` are filled in. A block that cannot be applied
 //!   says so with `yaml,norun` and an HTML comment just above it giving the reason. A block may
-//!   `{{#include}}` a file (mdBook's include), which is then what is applied.
+//!   `{{#include}}` a file (mdBook's include), which is then what is applied;
+//! - every ```` ```sh runnable ```` block runs: bash, from the repository's root, against a
+//!   control plane of its own with kubectl and helm on the PATH.
 
 #[path = "docs/markdown.rs"]
 mod markdown;
@@ -331,4 +333,45 @@ fn the_readme_shows_the_example_manifests() {
         .map(|o| serde_json::to_value(serde_json::from_value::<DynamicObject>(o).unwrap()).unwrap())
         .collect();
     assert_eq!(shown, examples, "README.md and examples/manifests/ differ");
+}
+
+/// Every shell block marked `runnable` (```` ```sh runnable ````), run by bash (`-euo pipefail`)
+/// from the repository's root against a control plane of its own, as its administrator, with
+/// kubectl and helm (built into the cache at the control plane's version) first on the PATH and a
+/// home of its own. A block is runnable when what it needs exists in a bare cluster; the others
+/// (a node's files, a registry's images) stay plain `sh`.
+#[test]
+fn every_runnable_shell_example_runs() {
+    use test_support::tools::tool_from_script;
+    let kubectl = tool_from_script("BUCKET_PROVISIONER_KUBECTL_BIN", "tests/kubectl/build.sh");
+    let helm = tool_from_script("BUCKET_PROVISIONER_HELM_BIN", "tests/helm/build.sh");
+    let tools = [&kubectl, &helm].map(|t| t.parent().unwrap().display().to_string()).join(":");
+    let path = format!("{tools}:{}", std::env::var("PATH").unwrap_or_default());
+    let mut ran = Vec::new();
+    for page in pages() {
+        let runnable = markdown::blocks(&read(&page));
+        for block in runnable.into_iter().filter(|b| b.is("sh") && b.has("runnable")) {
+            let at = format!("{}:{}", shown(&page), block.line);
+            let plane = ControlPlane::start().expect("a control plane");
+            let home = tempfile::tempdir().unwrap();
+            let output = std::process::Command::new("bash")
+                .args(["-euo", "pipefail", "-c", &block.text])
+                .current_dir(repo())
+                .env("PATH", &path)
+                .env("KUBECONFIG", plane.kubeconfig_path())
+                .env("HOME", home.path())
+                .output()
+                .unwrap_or_else(|e| panic!("{at}: bash: {e}"));
+            assert!(
+                output.status.success(),
+                "{at} failed ({}):\n{}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+                output.status,
+                block.text,
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+            ran.push(at);
+        }
+    }
+    assert!(ran.len() >= 3, "the runnable examples were found: {ran:?}");
 }

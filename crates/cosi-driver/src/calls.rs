@@ -20,7 +20,7 @@ const DEFAULT_MAX_SESSION_SECS: u32 = 3600;
 use crate::ids::{BucketId, created_bucket_id, parse_account_id, parse_bucket_id};
 use crate::params::{access_params, bucket_params};
 use crate::status::CallError;
-use crate::tenancy::{Lookup, LookupError, Version, check};
+use crate::tenancy::{self, Lookup, LookupError, Version, check};
 
 /// A bucket the driver created or found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -144,10 +144,12 @@ impl<P: Provisioner> Driver<P> {
         Ok(BucketAnswer { bucket_id: id.to_owned(), location })
     }
 
-    /// Deletes a bucket this driver created; a static bucket is never deleted.
-    pub async fn delete_bucket(&self, id: &str) -> Result<(), CallError> {
+    /// Deletes a bucket this driver created, unless the claim it was made for still lives (see
+    /// [`tenancy::check_deletion`]); a static bucket is never deleted.
+    pub async fn delete_bucket(&self, version: Version, id: &str) -> Result<(), CallError> {
         match parse_bucket_id("bucket_id", id)? {
             BucketId::Created { bucket, owner } => {
+                tenancy::check_deletion(self.lookup.as_deref(), version, &bucket).await?;
                 let removed = self.backend.delete_bucket(&bucket, &owner).await?;
                 info!(bucket, ?removed, "bucket deletion answered");
             }

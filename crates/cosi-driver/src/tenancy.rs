@@ -46,6 +46,11 @@ pub type SharedWith<'a> =
 pub type AccessServiceAccount<'a> =
     Pin<Box<dyn Future<Output = Result<(String, String), LookupError>> + Send + 'a>>;
 
+/// What [`Lookup::still_claimed`] answers: the claim (`namespace/name`) a bucket was made for,
+/// while that claim exists and is not being deleted.
+pub type StillClaimed<'a> =
+    Pin<Box<dyn Future<Output = Result<Option<String>, LookupError>> + Send + 'a>>;
+
 /// Annotation of a static v1alpha1 Bucket: the namespaces whose BucketAccesses may reach its
 /// bucket, comma-separated, or `*` for every namespace. Without it, none may.
 pub const ALLOWED_NAMESPACES: &str = "cosi.objectbucket.io/allowed-namespaces";
@@ -92,6 +97,16 @@ pub trait Lookup: Send + Sync + 'static {
                 "the ServiceAccount of access {account_name:?} cannot be looked up"
             )))
         })
+    }
+
+    /// Under v1alpha1, the claim the bucket `bucket` (which this driver created) was made for,
+    /// while that claim exists and is not being deleted. v0.2.2 deletes a Bucket when any claim
+    /// bound to it goes, and any namespace's claim may bind it (`existingBucketName`), so a
+    /// deletion asked while its own claim lives was started by someone else. The default knows
+    /// none.
+    fn still_claimed<'a>(&'a self, version: Version, bucket: &'a str) -> StillClaimed<'a> {
+        let _ = (version, bucket);
+        Box::pin(async { Ok(None) })
     }
 
     /// For each static bucket id of `ids`, the namespaces the operator shares it with, as the
@@ -182,6 +197,27 @@ pub async fn check(
     decide(&facts)
 }
 
+/// Refuses the deletion of a bucket this driver created while the claim it was made for lives
+/// (see [`Lookup::still_claimed`]): the sidecar asks again, and the deletion goes ahead once
+/// that claim is deleted too.
+pub async fn check_deletion(
+    lookup: Option<&dyn Lookup>,
+    version: Version,
+    bucket: &str,
+) -> Result<(), CallError> {
+    let Some(lookup) = lookup else { return Ok(()) };
+    match lookup.still_claimed(version, bucket).await {
+        Ok(None) => Ok(()),
+        Ok(Some(claim)) => Err(CallError::PermissionDenied(format!(
+            "bucket {bucket:?} was made for claim {claim}, which still exists: its Bucket's \
+             deletion was started by another claim that bound it, and is refused until {claim} \
+             is deleted"
+        ))),
+        Err(LookupError::Missing(_)) => Ok(()),
+        Err(LookupError::Api(why)) => Err(CallError::Unavailable(format!("Kubernetes API: {why}"))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,6 +278,41 @@ mod tests {
         assert_eq!(err.unwrap_err().code(), tonic::Code::PermissionDenied);
         let other = Fixed(Ok(facts("b", &[Some("a")])));
         assert!(check(Some(&other), Version::V1alpha1, "ba-1", &created).await.is_err());
+    }
+
+    /// Answers that a fixed claim still wants every bucket (or the lookup's failure).
+    struct Claimed(Result<Option<String>, LookupError>);
+
+    impl Lookup for Claimed {
+        fn facts<'a>(
+            &'a self,
+            _: Version,
+            _: &'a str,
+            _: &'a [String],
+        ) -> Pin<Box<dyn Future<Output = Result<GrantFacts, LookupError>> + Send + 'a>> {
+            unreachable!("a deletion looks up no grant")
+        }
+
+        fn still_claimed<'a>(&'a self, _: Version, _: &'a str) -> StillClaimed<'a> {
+            let answer = self.0.clone();
+            Box::pin(async move { answer })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_bucket_is_not_deleted_while_the_claim_it_was_made_for_lives() {
+        let v1 = Version::V1alpha1;
+        let alive = Claimed(Ok(Some("victim/data".into())));
+        let err = check_deletion(Some(&alive), v1, "bucket-1").await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::PermissionDenied);
+        assert!(err.to_string().contains("victim/data"), "{err}");
+        assert!(check_deletion(Some(&Claimed(Ok(None))), v1, "bucket-1").await.is_ok());
+        let gone = Claimed(Err(LookupError::Missing("no claim".into())));
+        assert!(check_deletion(Some(&gone), v1, "bucket-1").await.is_ok());
+        let down = Claimed(Err(LookupError::Api("down".into())));
+        let err = check_deletion(Some(&down), v1, "bucket-1").await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::Unavailable, "retried, never deleted blind");
+        assert!(check_deletion(None, v1, "bucket-1").await.is_ok());
     }
 
     /// Answers the grant's access namespace, and for static buckets what a fixed table says.

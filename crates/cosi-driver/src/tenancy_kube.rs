@@ -15,8 +15,9 @@
 //!
 //! RBAC it needs (cluster-wide, group `objectstorage.k8s.io`): `get` and `list` on `buckets`,
 //! `list` and `watch` on `bucketaccesses` and `bucketclaims` (v1alpha1, see
-//! [`made_for_claim_uid`]), and `get` on `bucketaccesses` (the ServiceAccount of a v1alpha1
-//! access of `authenticationType: IAM`).
+//! [`made_for_claim_uid`]), `get` on `bucketaccesses` (the ServiceAccount of a v1alpha1
+//! access of `authenticationType: IAM`) and on `bucketclaims` (whether the claim a bucket being
+//! deleted was made for still lives).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -32,7 +33,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::tenancy::{
     ALLOWED_NAMESPACES, AccessServiceAccount, BucketFacts, GrantFacts, Lookup, LookupError,
-    SharedWith, Version, allowed_namespaces,
+    SharedWith, StillClaimed, Version, allowed_namespaces,
 };
 
 /// The COSI API group.
@@ -188,6 +189,26 @@ impl KubeLookup {
         }
     }
 
+    /// The claim `bucket` was made for (v1alpha1), read afresh, while it lives.
+    async fn claim_alive(
+        &self,
+        version: Version,
+        bucket: &str,
+    ) -> Result<Option<String>, LookupError> {
+        let Some(uid) = made_for_claim_uid(version, bucket) else { return Ok(None) };
+        let Some((namespace, name)) = self.located(version, Indexed::Claim, uid).await? else {
+            return Ok(None);
+        };
+        let resource = Self::resource(version, "BucketClaim", "bucketclaims");
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &namespace, &resource);
+        let claim = api.get_opt(&name).await.map_err(|e| LookupError::Api(e.to_string()))?;
+        let alive = claim.is_some_and(|c| {
+            c.metadata.uid.as_deref() == Some(uid) && c.metadata.deletion_timestamp.is_none()
+        });
+        Ok(alive.then(|| format!("{namespace}/{name}")))
+    }
+
     async fn lookup(
         &self,
         version: Version,
@@ -279,6 +300,10 @@ impl Lookup for KubeLookup {
 
     fn service_account<'a>(&'a self, account_name: &'a str) -> AccessServiceAccount<'a> {
         Box::pin(self.access_service_account(account_name))
+    }
+
+    fn still_claimed<'a>(&'a self, version: Version, bucket: &'a str) -> StillClaimed<'a> {
+        Box::pin(self.claim_alive(version, bucket))
     }
 
     fn shared_with<'a>(&'a self, version: Version, ids: &'a [String]) -> SharedWith<'a> {

@@ -70,7 +70,10 @@ impl<P: Provisioner> pb::provisioner_server::Provisioner for V1alpha1<P> {
         request: Request<pb::DriverDeleteBucketRequest>,
     ) -> Result<Response<pb::DriverDeleteBucketResponse>, Status> {
         let id = request.into_inner().bucket_id;
-        self.0.delete_bucket(&id).await.map_err(|e| refused("DriverDeleteBucket", &id, e))?;
+        self.0
+            .delete_bucket(Version::V1alpha1, &id)
+            .await
+            .map_err(|e| refused("DriverDeleteBucket", &id, e))?;
         Ok(Response::new(pb::DriverDeleteBucketResponse {}))
     }
 

@@ -7,9 +7,6 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bucket_api::{ObjectBucketClaim, ObjectBucketClaimSpec, ReclaimPolicy};
-use bucket_provisioner::bucket::standalone::{
-    KeyBucket, KeyRequest, NewBucket, Quotas, cosi_account_id, cosi_bucket_owner,
-};
 use bucket_provisioner::{
     AccessMode, BackendError, BucketOptions, Credentials, Provisioner, Removed,
 };
@@ -22,6 +19,7 @@ use garage_provisioner::store::{Store, creator};
 use garage_provisioner::{AdminToken, GarageProvisioner, SecretRef, Settings};
 use kube::api::ObjectMeta;
 use test_support::garage::{GARAGE_REGION, GarageCluster};
+use test_support::standalone_requests::{key_request, new_bucket};
 use test_support::unique_suffix;
 
 /// The admin token held in memory: these tests need no Kubernetes.
@@ -95,30 +93,6 @@ fn parameters(garage: &GarageCluster) -> BTreeMap<String, String> {
     ])
 }
 
-fn new_bucket(name: &str, asked: &[(&str, &str)]) -> NewBucket {
-    let asked: BTreeMap<String, String> =
-        asked.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-    NewBucket {
-        bucket_name: name.to_owned(),
-        owner_id: cosi_bucket_owner(name, &asked),
-        parameters: BTreeMap::new(),
-        quotas: Quotas::default(),
-    }
-}
-
-fn key(access: &str, buckets: &[(&str, AccessMode)]) -> KeyRequest {
-    KeyRequest {
-        owner_id: cosi_account_id(access),
-        buckets: buckets
-            .iter()
-            .map(|(name, mode)| KeyBucket { bucket_name: (*name).to_owned(), access_mode: *mode })
-            .collect(),
-        parameters: BTreeMap::new(),
-        quotas: Quotas::default(),
-        web_identity: None,
-    }
-}
-
 fn reason(error: &BackendError) -> &str {
     match error {
         BackendError::Permanent { reason, .. } => reason,
@@ -164,7 +138,7 @@ async fn buckets_are_created_once_per_owner_with_quotas_and_deleted_only_by_it()
     assert!(w.bucket_info(&name).await.is_some(), "another owner deletes nothing");
 
     // The creator's deletion empties and removes it; again is done.
-    let writer = key("ba-writer", &[(&name, AccessMode::ReadWrite)]);
+    let writer = key_request("ba-writer", &[(&name, AccessMode::ReadWrite)]);
     let issued = w.backend.issue_key(&writer).await.unwrap();
     put(&w.s3(&issued.credentials), &name, "data.txt").await.unwrap();
     assert_eq!(w.backend.delete_bucket(&name, &asked.owner_id).await.unwrap(), Removed::Bucket);
@@ -183,7 +157,7 @@ async fn keys_reach_their_buckets_in_their_modes_until_revoked() {
         w.backend.create_bucket(&new_bucket(name, &[])).await.unwrap();
     }
 
-    let both = key("ba-both", &[(&a, AccessMode::ReadWrite), (&b, AccessMode::ReadWrite)]);
+    let both = key_request("ba-both", &[(&a, AccessMode::ReadWrite), (&b, AccessMode::ReadWrite)]);
     let issued = w.backend.issue_key(&both).await.unwrap();
     assert_eq!(issued.credentials.access_key_id, claim_key_id(&both.owner_id));
     let s3 = w.s3(&issued.credentials);
@@ -196,21 +170,22 @@ async fn keys_reach_their_buckets_in_their_modes_until_revoked() {
     let again = w.backend.issue_key(&both).await.expect("a retry succeeds");
     assert_eq!(again, issued, "a retry answers the same key");
 
-    let reader = key("ba-reader", &[(&a, AccessMode::ReadOnly)]);
+    let reader = key_request("ba-reader", &[(&a, AccessMode::ReadOnly)]);
     let read_only = w.s3(&w.backend.issue_key(&reader).await.unwrap().credentials);
     assert_eq!(read(&read_only, &a, "hello.txt").await.unwrap(), b"hello.txt");
     assert!(put(&read_only, &a, "no.txt").await.is_err(), "ReadOnly cannot write");
     assert!(read(&read_only, &b, "hello.txt").await.is_err(), "nor reach another bucket");
-    let shipper = key("ba-shipper", &[(&a, AccessMode::WriteOnly)]);
+    let shipper = key_request("ba-shipper", &[(&a, AccessMode::WriteOnly)]);
     let error = w.backend.issue_key(&shipper).await.unwrap_err();
     assert_eq!(reason(&error), "AccessModeNotSupported", "{error}");
 
     // The same access asking for anything else is refused, and the key stays as it was.
-    let narrower = key("ba-both", &[(&a, AccessMode::ReadOnly), (&b, AccessMode::ReadWrite)]);
+    let narrower =
+        key_request("ba-both", &[(&a, AccessMode::ReadOnly), (&b, AccessMode::ReadWrite)]);
     let error = w.backend.issue_key(&narrower).await.unwrap_err();
     assert!(error.is_access_conflict(), "{error}");
     put(&s3, &a, "still.txt").await.expect("the key is as it was");
-    let mut limited = key("ba-limited", &[(&a, AccessMode::ReadWrite)]);
+    let mut limited = key_request("ba-limited", &[(&a, AccessMode::ReadWrite)]);
     limited.quotas.max_bytes = Some(1000);
     assert_eq!(reason(&w.backend.issue_key(&limited).await.unwrap_err()), "InvalidParameters");
 
@@ -231,7 +206,7 @@ async fn claims_buckets_are_out_of_reach_and_operators_buckets_are_found() {
 
     let error = w.backend.existing_bucket(&name, &BTreeMap::new()).await.unwrap_err();
     assert!(error.is_not_found(), "{error}");
-    let intruder = key("ba-intruder", &[(&name, AccessMode::ReadOnly)]);
+    let intruder = key_request("ba-intruder", &[(&name, AccessMode::ReadOnly)]);
     let error = w.backend.issue_key(&intruder).await.unwrap_err();
     assert!(error.is_not_found(), "{error}");
     assert!(!w.key_ids().await.contains(&claim_key_id(&intruder.owner_id)));
@@ -247,7 +222,7 @@ async fn claims_buckets_are_out_of_reach_and_operators_buckets_are_found() {
     w.garage.cli(0, &["bucket", "create", &static_name]).await.unwrap();
     let found = w.backend.existing_bucket(&static_name, &BTreeMap::new()).await.unwrap();
     assert_eq!(found.bucket_name, static_name);
-    let writer = key("ba-static", &[(&static_name, AccessMode::ReadWrite)]);
+    let writer = key_request("ba-static", &[(&static_name, AccessMode::ReadWrite)]);
     let s3 = w.s3(&w.backend.issue_key(&writer).await.unwrap().credentials);
     put(&s3, &static_name, "keep.txt").await.unwrap();
     let owner = new_bucket(&static_name, &[]).owner_id;
@@ -294,7 +269,7 @@ async fn a_cut_off_grant_is_finished_and_racing_requests_of_one_access_get_it_on
         w.backend.create_bucket(&new_bucket(name, &[])).await.unwrap();
     }
     // What an attempt stopped right after ImportKey leaves: the key, named, with no permission.
-    let access = key("ba-cut", &[(&a, AccessMode::ReadWrite)]);
+    let access = key_request("ba-cut", &[(&a, AccessMode::ReadWrite)]);
     let asked = BTreeMap::from([(a.clone(), Permissions::READ_WRITE)]);
     let settings = w.settings();
     let admin = Admin {
@@ -312,8 +287,8 @@ async fn a_cut_off_grant_is_finished_and_racing_requests_of_one_access_get_it_on
     put(&w.s3(&issued.credentials), &a, "late.txt").await.unwrap();
 
     // Two different requests of one access at once: one gets the key, the other a conflict.
-    let on_a = key("ba-race", &[(&a, AccessMode::ReadWrite)]);
-    let on_b = key("ba-race", &[(&b, AccessMode::ReadWrite)]);
+    let on_a = key_request("ba-race", &[(&a, AccessMode::ReadWrite)]);
+    let on_b = key_request("ba-race", &[(&b, AccessMode::ReadWrite)]);
     let (first, second) = tokio::join!(w.backend.issue_key(&on_a), w.backend.issue_key(&on_b));
     assert!(first.is_ok() != second.is_ok(), "exactly one: {first:?} {second:?}");
     let refused = first.as_ref().err().or(second.as_ref().err()).unwrap();

@@ -95,8 +95,12 @@ async fn a_write_only_claim_writes_and_is_widened_through_update() {
     tenant.claims.patch("shipper", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
     eventually("the widened key to read", || async { get(&shipper, &bucket, "log-1").await.ok() })
         .await;
-    let claim = tenant.claims.get("shipper").await.unwrap();
-    assert_eq!(claim.status.unwrap().access_mode, Some(AccessMode::ReadWrite));
+    // The key is widened before the status says so: the status follows.
+    eventually("the status to show the widened mode", || async {
+        let claim = tenant.claims.get("shipper").await.ok()?;
+        (claim.status?.access_mode == Some(AccessMode::ReadWrite)).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]

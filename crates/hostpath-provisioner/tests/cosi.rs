@@ -211,6 +211,45 @@ async fn another_namespace_cannot_reach_a_bucket(version: CosiVersion) {
     assert_eq!(get(&s3_client(&own), &own.bucket, "secret.txt").await.unwrap(), b"A's data");
 }
 
+/// v0.2.2 deletes a Bucket when any claim bound to it goes, and lets any namespace's claim bind
+/// it (`existingBucketName`): tenant B binding A's Bucket and deleting its claim must not delete
+/// A's bucket. The driver refuses the deletion while A's claim lives; once A deletes its own
+/// claim, the bucket goes.
+#[tokio::test]
+async fn v1alpha1_another_namespace_cannot_delete_a_bucket_by_binding_it() {
+    let version = CosiVersion::V1Alpha1;
+    let world = World::start(version).await;
+    let victim = world.tenant("cosi-kept").await;
+    let bucket_object = world.claim(&victim, "data", &world.delete_class).await;
+    let own = world.access(&victim, "own", "data", "ReadWrite").await;
+    put(&s3_client(&own), &own.bucket, "kept.txt", b"A's data").await.unwrap();
+
+    let attacker = world.tenant("cosi-deleter").await;
+    let claims = version.api(&attacker.client, "BucketClaim", Some(&attacker.namespace));
+    let stolen = version.claim_of_existing(&attacker.namespace, "stolen", &bucket_object);
+    create(&claims, &stolen).await.unwrap();
+    world.wait_claim_ready(&attacker, "stolen").await;
+    claims.delete("stolen", &DeleteParams::default()).await.unwrap();
+    until("the driver to refuse the deletion", async || {
+        world.driver_log().lines().any(|l| {
+            l.contains("DriverDeleteBucket")
+                && l.contains("PermissionDenied")
+                && l.contains(&victim.namespace)
+        })
+    })
+    .await;
+    assert_eq!(get(&s3_client(&own), &own.bucket, "kept.txt").await.unwrap(), b"A's data");
+    assert!(world.bucket_dir(&own.bucket).join("kept.txt").exists());
+
+    // A's own deletion goes ahead.
+    let accesses = version.api(&victim.client, "BucketAccess", Some(&victim.namespace));
+    accesses.delete("own", &DeleteParams::default()).await.unwrap();
+    let own_claims = version.api(&victim.client, "BucketClaim", Some(&victim.namespace));
+    own_claims.delete("data", &DeleteParams::default()).await.unwrap();
+    until("the bucket to go with its own claim", async || !world.bucket_dir(&own.bucket).exists())
+        .await;
+}
+
 #[tokio::test]
 async fn v1alpha1_another_namespace_cannot_reach_a_bucket() {
     another_namespace_cannot_reach_a_bucket(CosiVersion::V1Alpha1).await;
@@ -393,37 +432,18 @@ async fn token(admin: &kube::Client, namespace: &str, name: &str) -> String {
 /// session. v1alpha2, which names no ServiceAccount, is refused by name.
 #[tokio::test]
 async fn v1alpha1_an_iam_access_lets_its_service_account_in_with_no_key() {
-    use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
-    use kube::api::PostParams;
+    use k8s_openapi::api::core::v1::Secret;
     let version = CosiVersion::V1Alpha1;
     let world = World::start(version).await;
     let tenant = world.tenant("cosi-iam").await;
     let bucket = world.claim(&tenant, "data", &world.delete_class).await;
-    let accounts: kube::Api<ServiceAccount> =
-        kube::Api::namespaced(world.admin.clone(), &tenant.namespace);
     for name in ["app", "other"] {
-        let account: ServiceAccount = serde_json::from_value(serde_json::json!({
-            "metadata": { "name": name }
-        }))
-        .unwrap();
-        accounts.create(&PostParams::default(), &account).await.unwrap();
+        world.service_account(&tenant.namespace, name).await;
     }
-    let class_name = format!("{}-iam", world.access_class);
-    let mut class = version.access_class(&class_name, &world.driver_name, serde_json::json!({}));
-    class.data["authenticationType"] = "IAM".into();
-    create(&version.api(&world.admin, "BucketAccessClass", None), &class).await.unwrap();
+    let class_name = world.iam_access_class().await;
     let accesses = version.api(&tenant.client, "BucketAccess", Some(&tenant.namespace));
-    let mut access =
-        version.access(&tenant.namespace, "pod-identity", &class_name, "data", "iam-creds", "");
-    access.data["spec"]["serviceAccountName"] = "app".into();
-    create(&accesses, &access).await.unwrap();
-    let role_arn = wait_for(&accesses, "pod-identity", |a| {
-        let granted = a.data.pointer("/status/accessGranted").and_then(|v| v.as_bool());
-        let id = a.data.pointer("/status/accountID").and_then(|v| v.as_str());
-        granted.filter(|g| *g).and(id).map(str::to_owned)
-    })
-    .await
-    .unwrap_or_else(|last| panic!("the IAM access was not granted: {last}\n{}", world.logs()));
+    let names = (class_name.as_str(), "data", "iam-creds");
+    let role_arn = world.iam_access(&tenant, "pod-identity", names, "app").await;
     assert!(
         role_arn.starts_with("arn:aws:iam::") && role_arn.contains(":role/cosi-"),
         "{role_arn}"

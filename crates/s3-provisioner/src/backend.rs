@@ -20,7 +20,7 @@ use crate::bucket::{Buckets, NameLocks};
 
 use crate::config::{ACCEPTED, BUCKET_LIFECYCLE, BUCKET_POLICY, CORS, ClaimConfig, names_user};
 use crate::iam::{self, Users};
-use crate::iam_roles::{RoleSpec, Roles};
+use crate::iam_roles::{RoleSpec, Roles, role_tag};
 use crate::key_records::KeyRecords;
 use crate::legacy::{self, Adopted};
 use crate::owner::{ClassParameters, OwnerCredentials};
@@ -30,6 +30,7 @@ use crate::params::{
 };
 use crate::web_identity;
 
+pub mod cosi_roles;
 pub mod standalone;
 
 /// Buckets on AWS S3 or an S3-compatible service, with an IAM user per claim.
@@ -199,7 +200,7 @@ impl S3Provisioner {
             iam::policy_document(settings.partition(), &options.bucket_name, options.access_mode);
         let spec = RoleSpec {
             name: &role,
-            bucket: &options.bucket_name,
+            tag: role_tag("objectbucket.io/bucket", &options.bucket_name)?,
             trust: &class.provider.trust_policy(&class.audience, &asked.subjects),
             policy_name: &iam::policy_name(&options.bucket_name),
             policy: &policy,

@@ -18,11 +18,22 @@ pub(crate) struct Roles<'a> {
 /// What a claim's role is made of.
 pub(crate) struct RoleSpec<'a> {
     pub(crate) name: &'a str,
-    pub(crate) bucket: &'a str,
+    /// What the role is for: the claim's bucket, or the COSI access.
+    pub(crate) tag: Tag,
     pub(crate) trust: &'a str,
     pub(crate) policy_name: &'a str,
     pub(crate) policy: &'a str,
     pub(crate) max_session_secs: u32,
+}
+
+/// The tag naming what a role is for (`key`: its kind, `value`: the claim's bucket or the COSI
+/// access).
+pub(crate) fn role_tag(key: &str, value: &str) -> Result<Tag, BackendError> {
+    Tag::builder()
+        .key(key)
+        .value(value)
+        .build()
+        .map_err(|e| BackendError::transient(format!("building an IAM tag failed: {e}")))
 }
 
 impl Roles<'_> {
@@ -42,11 +53,6 @@ impl Roles<'_> {
     /// Makes sure the role exists with exactly `spec`'s trust, policy and session length.
     pub(crate) async fn ensure(&self, spec: &RoleSpec<'_>) -> Result<(), BackendError> {
         let name = spec.name;
-        let tag = Tag::builder()
-            .key("objectbucket.io/bucket")
-            .value(spec.bucket)
-            .build()
-            .map_err(|e| BackendError::transient(format!("building an IAM tag failed: {e}")))?;
         let created = self
             .iam
             .create_role()
@@ -54,11 +60,11 @@ impl Roles<'_> {
             .path(ROLE_PATH)
             .assume_role_policy_document(spec.trust)
             .max_session_duration(role_max_session(spec.max_session_secs) as i32)
-            .tags(tag)
+            .tags(spec.tag.clone())
             .send()
             .await;
         match created {
-            Ok(_) => tracing::info!(role = name, bucket = spec.bucket, "created IAM role"),
+            Ok(_) => tracing::info!(role = name, for = spec.tag.value(), "created IAM role"),
             // The name is the claim's own: an earlier attempt made it; its trust may be older.
             Err(e) if code(&e) == Some("EntityAlreadyExists") => {
                 self.iam

@@ -575,11 +575,7 @@ async fn a_claims_cors_rules_follow_the_claim_where_its_class_allows_them() {
     // No more rights than the book's S3 chapter asks the owner for, with what `cors` adds.
     let mut actions = s3_provisioner::owner::OWNER_ACTIONS.to_vec();
     actions.push("s3:PutBucketCORS");
-    let policy = json!({
-        "Version": "2012-10-17",
-        "Statement": [{ "Effect": "Allow", "Action": actions, "Resource": "*" }]
-    });
-    let owner = s.moto.user_with_policy("cors-owner", &policy.to_string()).await;
+    let owner = s.moto.user_allowed("cors-owner", &actions).await;
     s.owner_keys("owner", &owner).await;
     let p = &controller.provisioner;
     let allowing = s.class(p, "owner", &[("allowCors", "true")], Some("Delete")).await;

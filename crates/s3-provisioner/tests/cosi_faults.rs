@@ -22,11 +22,7 @@ use s3_provisioner::{S3Provisioner, iam};
 /// The backend as the driver runs it, its store reached through `proxy`.
 async fn backend(moto: &Moto, proxy: &CutProxy) -> S3Provisioner {
     let actions: Vec<&str> = OWNER_ACTIONS.iter().chain(&COSI_OWNER_ACTIONS).copied().collect();
-    let policy = serde_json::json!({
-        "Version": "2012-10-17",
-        "Statement": [{ "Effect": "Allow", "Action": actions, "Resource": "*" }]
-    });
-    let owner = moto.user_with_policy("cosi-fault-owner", &policy.to_string()).await;
+    let owner = moto.user_allowed("cosi-fault-owner", &actions).await;
     let parameters: BTreeMap<String, String> = [
         ("endpoint", proxy.endpoint.as_str()),
         ("forcePathStyle", "true"),

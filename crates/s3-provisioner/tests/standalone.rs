@@ -7,15 +7,13 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use bucket_provisioner::bucket::standalone::{
-    KeyBucket, KeyRequest, NewBucket, Quotas, cosi_account_id, cosi_bucket_owner,
-};
 use bucket_provisioner::{AccessMode, BackendError, Provisioner, Removed};
 use common::moto::Moto;
 use common::{FixedOwner, MemoryKeyRecords, claim, error_code, options, read_write};
 use s3_provisioner::backend::standalone::COSI_OWNER_ACTIONS;
 use s3_provisioner::owner::OWNER_ACTIONS;
 use s3_provisioner::{S3Provisioner, iam};
+use test_support::standalone_requests::{key_request, new_bucket};
 
 fn parameters(moto: &Moto) -> BTreeMap<String, String> {
     [
@@ -33,38 +31,10 @@ fn parameters(moto: &Moto) -> BTreeMap<String, String> {
 /// (moto authorizes IAM actions on "*" only, so the resources are not narrowed here).
 async fn backend(moto: &Moto) -> S3Provisioner {
     let actions: Vec<&str> = OWNER_ACTIONS.iter().chain(&COSI_OWNER_ACTIONS).copied().collect();
-    let policy = serde_json::json!({
-        "Version": "2012-10-17",
-        "Statement": [{ "Effect": "Allow", "Action": actions, "Resource": "*" }]
-    });
-    let owner = moto.user_with_policy("cosi-owner", &policy.to_string()).await;
+    let owner = moto.user_allowed("cosi-owner", &actions).await;
     S3Provisioner::new(Arc::new(FixedOwner(owner)))
         .with_standalone(&parameters(moto))
         .expect("the driver's parameters are valid")
-}
-
-fn new_bucket(name: &str, asked: &[(&str, &str)]) -> NewBucket {
-    let asked: BTreeMap<String, String> =
-        asked.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-    NewBucket {
-        bucket_name: name.to_owned(),
-        owner_id: cosi_bucket_owner(name, &asked),
-        parameters: BTreeMap::new(),
-        quotas: Quotas::default(),
-    }
-}
-
-fn key(access: &str, buckets: &[(&str, AccessMode)]) -> KeyRequest {
-    KeyRequest {
-        owner_id: cosi_account_id(access),
-        buckets: buckets
-            .iter()
-            .map(|(name, mode)| KeyBucket { bucket_name: (*name).to_owned(), access_mode: *mode })
-            .collect(),
-        parameters: BTreeMap::new(),
-        quotas: Quotas::default(),
-        web_identity: None,
-    }
 }
 
 fn reason(error: &BackendError) -> &str {
@@ -112,7 +82,7 @@ async fn buckets_are_created_once_per_owner_and_deleted_only_by_it() {
     assert!(!moto.bucket_exists(&quota).await);
 
     // The creator's deletion empties and removes it, with any key reaching it; again is done.
-    let writer = key("ba-writer", &[(&name, AccessMode::ReadWrite)]);
+    let writer = key_request("ba-writer", &[(&name, AccessMode::ReadWrite)]);
     let issued = backend.issue_key(&writer).await.unwrap();
     put(&moto.s3(&issued.credentials), &name, "data.txt").await.unwrap();
     let removed = backend.delete_bucket(&name, &asked.owner_id).await.unwrap();
@@ -131,21 +101,21 @@ async fn keys_get_exactly_their_mode_on_each_of_their_buckets() {
         backend.create_bucket(&new_bucket(name, &[])).await.unwrap();
     }
 
-    let both = key("ba-both", &[(&a, AccessMode::ReadWrite), (&b, AccessMode::ReadWrite)]);
+    let both = key_request("ba-both", &[(&a, AccessMode::ReadWrite), (&b, AccessMode::ReadWrite)]);
     let issued = backend.issue_key(&both).await.unwrap();
     let s3 = moto.s3(&issued.credentials);
     read_write(&s3, &a).await;
     read_write(&s3, &b).await;
     put(&s3, &a, "seed.txt").await.unwrap();
 
-    let reader = key("ba-reader", &[(&a, AccessMode::ReadOnly)]);
+    let reader = key_request("ba-reader", &[(&a, AccessMode::ReadOnly)]);
     let read_only = moto.s3(&backend.issue_key(&reader).await.unwrap().credentials);
     let got = read_only.get_object().bucket(&a).key("seed.txt").send().await;
     assert!(got.is_ok(), "ReadOnly reads: {got:?}");
     assert_eq!(put(&read_only, &a, "no.txt").await, Err("AccessDenied".into()));
     assert_eq!(put(&read_only, &b, "no.txt").await, Err("AccessDenied".into()), "not its bucket");
 
-    let writer = key("ba-writer", &[(&a, AccessMode::WriteOnly)]);
+    let writer = key_request("ba-writer", &[(&a, AccessMode::WriteOnly)]);
     let write_only = moto.s3(&backend.issue_key(&writer).await.unwrap().credentials);
     put(&write_only, &a, "dropped.txt").await.expect("WriteOnly writes");
     let read = write_only.get_object().bucket(&a).key("seed.txt").send().await;
@@ -163,7 +133,8 @@ async fn keys_get_exactly_their_mode_on_each_of_their_buckets() {
     assert_eq!(error_code(replaced), "InvalidAccessKeyId", "the lost answer's key is gone");
 
     // The same access asking for other buckets or modes is refused, and changes nothing.
-    let narrower = key("ba-both", &[(&a, AccessMode::ReadOnly), (&b, AccessMode::ReadWrite)]);
+    let narrower =
+        key_request("ba-both", &[(&a, AccessMode::ReadOnly), (&b, AccessMode::ReadWrite)]);
     let error = backend.issue_key(&narrower).await.unwrap_err();
     assert!(error.is_access_conflict(), "{error}");
     put(&moto.s3(&again.credentials), &a, "still.txt").await.expect("the key is as it was");
@@ -176,10 +147,10 @@ async fn keys_get_exactly_their_mode_on_each_of_their_buckets() {
     backend.revoke_key(&both.owner_id).await.expect("revoking again is done");
 
     // Quotas, and a bucket named twice, are refused.
-    let mut limited = key("ba-limited", &[(&a, AccessMode::ReadWrite)]);
+    let mut limited = key_request("ba-limited", &[(&a, AccessMode::ReadWrite)]);
     limited.quotas.max_objects = Some(10);
     assert_eq!(reason(&backend.issue_key(&limited).await.unwrap_err()), "InvalidParameters");
-    let twice = key("ba-twice", &[(&a, AccessMode::ReadWrite), (&a, AccessMode::ReadOnly)]);
+    let twice = key_request("ba-twice", &[(&a, AccessMode::ReadWrite), (&a, AccessMode::ReadOnly)]);
     assert_eq!(reason(&backend.issue_key(&twice).await.unwrap_err()), "InvalidParameters");
     assert!(!moto.user_exists(&iam::user_name(&limited.owner_id)).await);
 }
@@ -197,7 +168,7 @@ async fn claims_buckets_are_out_of_reach_and_operators_buckets_are_found() {
 
     let error = backend.existing_bucket(&name, &BTreeMap::new()).await.unwrap_err();
     assert!(error.is_not_found(), "{error}");
-    let intruder = key("ba-intruder", &[(&name, AccessMode::ReadOnly)]);
+    let intruder = key_request("ba-intruder", &[(&name, AccessMode::ReadOnly)]);
     let error = backend.issue_key(&intruder).await.unwrap_err();
     assert!(error.is_not_found(), "{error}");
     assert!(!moto.user_exists(&iam::user_name(&intruder.owner_id)).await);
@@ -215,7 +186,7 @@ async fn claims_buckets_are_out_of_reach_and_operators_buckets_are_found() {
     moto.existing_bucket(&static_name, &["keep.txt"]).await;
     let found = backend.existing_bucket(&static_name, &BTreeMap::new()).await.unwrap();
     assert_eq!(found.bucket_name, static_name);
-    let reader = key("ba-static", &[(&static_name, AccessMode::ReadOnly)]);
+    let reader = key_request("ba-static", &[(&static_name, AccessMode::ReadOnly)]);
     let s3 = moto.s3(&backend.issue_key(&reader).await.unwrap().credentials);
     assert!(s3.get_object().bucket(&static_name).key("keep.txt").send().await.is_ok());
     let owner = new_bucket(&static_name, &[]).owner_id;
@@ -229,7 +200,7 @@ async fn an_attempt_cut_off_after_the_user_is_finished_by_the_retry() {
     let backend = backend(&moto).await;
     let name = format!("cutoff-{}", common::suffix());
     backend.create_bucket(&new_bucket(&name, &[])).await.unwrap();
-    let access = key("ba-cutoff", &[(&name, AccessMode::ReadWrite)]);
+    let access = key_request("ba-cutoff", &[(&name, AccessMode::ReadWrite)]);
     // What an attempt stopped right after CreateUser leaves: the user, no policy, no key.
     let user = iam::user_name(&access.owner_id);
     let iam = moto.iam(&moto.admin);
@@ -240,8 +211,8 @@ async fn an_attempt_cut_off_after_the_user_is_finished_by_the_retry() {
     assert_eq!(moto.access_keys(&user).await, [issued.credentials.access_key_id.as_str()]);
 
     // Two different requests of one access at once: one gets the key, the other a conflict.
-    let on_rw = key("ba-race", &[(&name, AccessMode::ReadWrite)]);
-    let on_ro = key("ba-race", &[(&name, AccessMode::ReadOnly)]);
+    let on_rw = key_request("ba-race", &[(&name, AccessMode::ReadWrite)]);
+    let on_ro = key_request("ba-race", &[(&name, AccessMode::ReadOnly)]);
     let (first, second) = tokio::join!(backend.issue_key(&on_rw), backend.issue_key(&on_ro));
     assert!(first.is_ok() != second.is_ok(), "exactly one: {first:?} {second:?}");
     let refused = first.as_ref().err().or(second.as_ref().err()).unwrap();
@@ -256,7 +227,7 @@ async fn a_repeated_grant_answers_the_recorded_key_in_use() {
     let backend = backend(&moto).await.with_key_records(records.clone());
     let name = format!("recorded-{}", common::suffix());
     backend.create_bucket(&new_bucket(&name, &[])).await.unwrap();
-    let access = key("ba-recorded", &[(&name, AccessMode::ReadWrite)]);
+    let access = key_request("ba-recorded", &[(&name, AccessMode::ReadWrite)]);
     let user = iam::user_name(&access.owner_id);
 
     // The grant repeated (main's sidecar grants every access again when it starts) answers

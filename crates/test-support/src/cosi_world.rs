@@ -329,6 +329,50 @@ impl CosiWorld {
         create(&accesses, &object).await.unwrap();
     }
 
+    /// Makes this driver's v1alpha1 BucketAccessClass of `authenticationType: IAM` and answers
+    /// its name.
+    pub async fn iam_access_class(&self) -> String {
+        let name = format!("{}-iam", self.access_class);
+        let mut class = self.version.access_class(&name, &self.driver_name, json!({}));
+        class.data["authenticationType"] = "IAM".into();
+        create(&self.version.api(&self.admin, "BucketAccessClass", None), &class)
+            .await
+            .expect("the IAM BucketAccessClass");
+        name
+    }
+
+    /// Makes ServiceAccount `name` in `namespace`, as the administrator.
+    pub async fn service_account(&self, namespace: &str, name: &str) {
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        let accounts: Api<ServiceAccount> = Api::namespaced(self.admin.clone(), namespace);
+        let account = serde_json::from_value(json!({ "metadata": { "name": name } }));
+        let params = kube::api::PostParams::default();
+        accounts.create(&params, &account.expect("a ServiceAccount")).await.expect("created");
+    }
+
+    /// A tenant's v1alpha1 access `name` of class `class` (one of IAM) to claim `claim` for its
+    /// ServiceAccount `account`, credentials in Secret `secret`; waits until it is granted and
+    /// answers its `status.accountID`.
+    pub async fn iam_access(
+        &self,
+        tenant: &CosiTenant,
+        name: &str,
+        (class, claim, secret): (&str, &str, &str),
+        account: &str,
+    ) -> String {
+        let accesses = self.version.api(&tenant.client, "BucketAccess", Some(&tenant.namespace));
+        let mut access = self.version.access(&tenant.namespace, name, class, claim, secret, "");
+        access.data["spec"]["serviceAccountName"] = account.into();
+        create(&accesses, &access).await.expect("the IAM access");
+        wait_for(&accesses, name, COSI_WAIT, |a| {
+            let granted = a.data.pointer("/status/accessGranted").and_then(|v| v.as_bool());
+            let id = a.data.pointer("/status/accountID").and_then(|v| v.as_str());
+            granted.filter(|g| *g).and(id).map(str::to_owned)
+        })
+        .await
+        .unwrap_or_else(|last| panic!("the IAM access was not granted: {last}\n{}", self.logs()))
+    }
+
     /// The Bucket object `name`, as an administrator reads it.
     pub async fn bucket_object(&self, name: &str) -> Option<DynamicObject> {
         let buckets = self.version.api(&self.admin, "Bucket", None);

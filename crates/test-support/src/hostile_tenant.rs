@@ -191,12 +191,16 @@ fn action() -> impl Strategy<Value = Action> {
 
 /// The actions of run `seed`, the same on every machine.
 pub fn actions(seed: u64) -> Vec<Action> {
+    generated(prop::collection::vec(action(), ACTIONS), seed)
+}
+
+/// What `strategy` generates from `seed`, the same on every machine.
+pub fn generated<S: Strategy>(strategy: S, seed: u64) -> S::Value {
     let mut bytes = [0u8; 32];
     bytes[..8].copy_from_slice(&seed.to_le_bytes());
     let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &bytes);
     let mut runner = TestRunner::new_with_rng(Config::default(), rng);
-    let all = prop::collection::vec(action(), ACTIONS);
-    all.new_tree(&mut runner).expect("generating actions").current()
+    strategy.new_tree(&mut runner).expect("generating actions").current()
 }
 
 /// What the tenant knows of its victim, and where it would like credentials sent.

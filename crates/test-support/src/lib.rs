@@ -7,6 +7,7 @@ mod claims;
 mod control_plane;
 pub mod cosi;
 pub mod cosi_e2e;
+pub mod cosi_hostile;
 mod cosi_identity;
 mod cosi_objects;
 pub mod cosi_world;
@@ -22,8 +23,10 @@ pub mod reference;
 mod scoped_identity;
 mod service_account;
 pub mod source_files;
+pub mod standalone_requests;
 mod supervised;
 mod tls_proxy;
+pub mod tools;
 mod tripwire;
 pub mod volumes;
 

@@ -2,6 +2,8 @@
 //! `hostpath-bucket-provisioner` keeping its buckets under a root of its own and serving S3 on
 //! loopback.
 
+#![allow(dead_code)] // each test binary uses its own part
+
 use std::collections::BTreeMap;
 use std::ops::{Deref, DerefMut};
 use std::path::PathBuf;

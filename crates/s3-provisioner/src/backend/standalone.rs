@@ -5,8 +5,9 @@
 //! | `create_bucket` | `CreateBucket`, tagged with the COSI owner id as a claim's bucket is with the claim's user id (a retry finds it, anyone else gets `name_taken`) |
 //! | `existing_bucket` | the bucket's tags: one made by a COSI owner or tagged by no claim is found; a claim's is `not_found` |
 //! | `issue_key` | an IAM user named after the owner id under [`COSI_USER_PATH`], with one inline policy ([`COSI_POLICY_NAME`]) granting each bucket its mode, and one access key, recorded with its secret ([`crate::key_records`]) |
-//! | `revoke_key` | the user's keys, policies and the user, then its record |
-//! | `delete_bucket` | when the tags name this owner: every COSI user whose policy reaches the bucket, then the bucket emptied and deleted; anything else is left alone (`AccessOnly`) |
+//! | `issue_key` naming ServiceAccounts | an IAM role instead of a user (see [`super::cosi_roles`]) |
+//! | `revoke_key` | the user's keys, policies and the user, then its record (and the role) |
+//! | `delete_bucket` | when the tags name this owner: every COSI user (and role) whose policy reaches the bucket, then the bucket emptied and deleted; anything else is left alone (`AccessOnly`) |
 //!
 //! The store is the driver's, set once with [`S3Provisioner::with_standalone`] (the parameters
 //! a StorageClass would take), since deleting a bucket or revoking a key is handed no
@@ -130,6 +131,7 @@ impl S3Provisioner {
         }
         // A key left reaching the name would reach a bucket made under it later.
         self.remove_keys_reaching(&session, &settings, name).await?;
+        self.remove_roles_reaching(&settings, &session, name).await?;
         buckets.empty_and_delete(name, owner_id).await
     }
 
@@ -138,13 +140,6 @@ impl S3Provisioner {
         request: &KeyRequest,
     ) -> Result<IssuedKey, BackendError> {
         cosi_owner(&request.owner_id)?;
-        if request.web_identity.is_some() {
-            return Err(crate::web_identity::not_configured(
-                "this driver's accesses are IAM users with keys; a ServiceAccount's role is \
-                 served to objectbucket.io claims (StorageClass webIdentityProvider), not to \
-                 COSI accesses",
-            ));
-        }
         no_parameters(&request.parameters)?;
         no_quotas(request.quotas)?;
         let names: BTreeSet<&str> =
@@ -160,6 +155,9 @@ impl S3Provisioner {
             if !buckets.creator(name).await?.is_some_and(|c| cosi_may_use(c.as_deref())) {
                 return Err(BackendError::not_found(format!("bucket {name:?}")));
             }
+        }
+        if let Some(asked) = &request.web_identity {
+            return self.cosi_role(&settings, &session, request, asked).await;
         }
         let user = iam::user_name(&request.owner_id);
         let policy = policy_document(settings.partition(), &request.buckets);
@@ -193,7 +191,8 @@ impl S3Provisioner {
 
     pub(super) async fn standalone_revoke(&self, owner_id: &str) -> Result<(), BackendError> {
         cosi_owner(owner_id)?;
-        let (_, session) = self.standalone_session().await?;
+        let (settings, session) = self.standalone_session().await?;
+        self.remove_cosi_role(&settings, &session, owner_id).await?;
         let user = iam::user_name(owner_id);
         Users { iam: &session.clients.iam, owner: &session.owner }.remove(&user).await?;
         self.forget_key(&user).await
@@ -243,12 +242,7 @@ impl S3Provisioner {
             session.clients.iam.get_user_policy().user_name(user).policy_name(COSI_POLICY_NAME);
         match request.send().await {
             Ok(found) => {
-                let text = percent_decoded(found.policy_document());
-                serde_json::from_str(&text).map(Some).map_err(|e| {
-                    BackendError::transient(format!(
-                        "iam:GetUserPolicy {user}: the policy is not JSON ({e})"
-                    ))
-                })
+                policy_json(found.policy_document(), &format!("iam:GetUserPolicy {user}")).map(Some)
             }
             Err(e) if code(&e) == Some("NoSuchEntity") => Ok(None),
             Err(e) => {
@@ -304,37 +298,24 @@ pub fn policy_document(partition: &str, buckets: &[KeyBucket]) -> String {
     serde_json::json!({ "Version": "2012-10-17", "Statement": statements }).to_string()
 }
 
-fn resources(policy: &Value) -> impl Iterator<Item = &str> {
+pub(super) fn resources(policy: &Value) -> impl Iterator<Item = &str> {
     let statements = policy["Statement"].as_array().map(Vec::as_slice).unwrap_or_default();
     statements.iter().filter_map(|s| s["Resource"].as_str())
 }
 
-/// IAM answers policies URL-encoded (RFC 3986); some services send them as they are.
+/// A policy document as `action` answered it, parsed.
+pub(super) fn policy_json(text: &str, action: &str) -> Result<Value, BackendError> {
+    serde_json::from_str(&percent_decoded(text))
+        .map_err(|e| BackendError::transient(format!("{action}: the policy is not JSON ({e})")))
+}
+
+/// IAM answers policies URL-encoded (RFC 3986, so a `+` is a plus, as in user names); some
+/// services send them as they are.
 fn percent_decoded(text: &str) -> String {
     if serde_json::from_str::<Value>(text).is_ok() {
         return text.to_owned();
     }
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
-        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-            }
-            (b'+', _) => {
-                out.push(b' ');
-                i += 1;
-            }
-            (byte, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_encoding::percent_decode_str(text).decode_utf8_lossy().into_owned()
 }
 
 fn no_parameters(parameters: &BTreeMap<String, String>) -> Result<(), BackendError> {
@@ -401,6 +382,10 @@ mod tests {
         let encoded = "%7B%22Statement%22%3A%5B%7B%22Resource%22%3A%22arn%3Aaws%3As3%3A%3A%3Aa%20b%22%7D%5D%7D";
         assert_eq!(percent_decoded(encoded), text);
         assert_eq!(percent_decoded(text), text);
+        // IAM names may hold `+`: it stays one.
+        let plus = r#"{"Statement":[{"Resource":"arn:aws:iam::1:user/a+b"}]}"#;
+        let encoded = "%7B%22Statement%22%3A%5B%7B%22Resource%22%3A%22arn%3Aaws%3Aiam%3A%3A1%3Auser%2Fa+b%22%7D%5D%7D";
+        assert_eq!(percent_decoded(encoded), plus);
     }
 
     #[test]

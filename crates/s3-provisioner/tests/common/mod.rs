@@ -8,6 +8,7 @@ pub mod cut_proxy;
 pub mod features;
 pub mod moto;
 pub mod old_provisioner;
+pub mod sessions;
 
 use async_trait::async_trait;
 use aws_sdk_s3::error::ProvideErrorMetadata;

@@ -186,6 +186,14 @@ impl Moto {
         aws_sdk_iam::Client::from_conf(config)
     }
 
+    /// A user `name` allowed `actions` on every resource (moto authorizes IAM actions on "*"
+    /// only), with a key.
+    pub async fn user_allowed(&self, name: &str, actions: &[&str]) -> Credentials {
+        let policy = serde_json::json!({ "Version": "2012-10-17",
+            "Statement": [{ "Effect": "Allow", "Action": actions, "Resource": "*" }] });
+        self.user_with_policy(name, &policy.to_string()).await
+    }
+
     /// Creates user `name` allowed what `policy` allows, and returns a key of it.
     pub async fn user_with_policy(&self, name: &str, policy: &str) -> Credentials {
         let iam = self.iam(&self.admin);
