@@ -1,4 +1,5 @@
-# Sourced by tests/controlplane/build.sh and tests/node/build.sh: Go binaries built into a cache
+# Sourced by the scripts of tests/ that build Go programs (the control plane, the node, helm,
+# kubectl, the Go consumer): Go binaries built into a cache
 # outside the clone, one build at a time. The caller sets `label`, `cache_root` and `bin` and
 # defines `ready` (whether $bin holds every binary).
 
@@ -37,4 +38,23 @@ go_build() {
   wait "$beat" 2>/dev/null || true
   [[ $rc -eq 0 ]] || { echo "$label: building $out failed" >&2; exit "$rc"; }
   echo "$label: built $out in $((SECONDS - started))s" >&2
+}
+
+# build_tool MODULE-DIR NAME PACKAGE: for a script that wants one binary, $bin/NAME. Prints its
+# path at once when the cache holds it; otherwise builds it (one build at a time, linked with the
+# caller's `go_ldflags`) and then prints it.
+build_tool() {
+  local dir=$1 name=$2 package=$3
+  ready() { [[ -x "$bin/$name" ]]; }
+  label=$name
+  if ! ready; then
+    (
+      reuse_or_lock "$name-build" >/dev/null
+      go_build "$dir" "$name" "$package"
+      rm -rf "$bin"
+      mv "$bin.partial" "$bin"
+    )
+    ready || { echo "$name: no binary in $bin" >&2; exit 1; }
+  fi
+  echo "$bin/$name"
 }

@@ -22,20 +22,6 @@ done
 stamp=$( (go version; echo "$go_ldflags"; cat "$here"/go.mod "$here"/go.sum) | sha256sum | cut -c1-16)
 bin="$cache_root/helm-$stamp"
 
-ready() { [[ -x "$bin/helm" ]]; }
-label="helm"
-# The shared helpers print the directory; callers want the binary.
-if ready; then
-  echo "$bin/helm"
-  exit 0
-fi
 # shellcheck source=../go-cache.sh
 source "$here/../go-cache.sh"
-(
-  reuse_or_lock helm-build >/dev/null
-  go_build "$here" helm helm.sh/helm/v3/cmd/helm
-  rm -rf "$bin"
-  mv "$bin.partial" "$bin"
-)
-ready || { echo "helm: no binary in $bin" >&2; exit 1; }
-echo "$bin/helm"
+build_tool "$here" helm helm.sh/helm/v3/cmd/helm

@@ -19,20 +19,6 @@ stamp=$( (go version; echo "$go_ldflags"; cat "$here"/go.mod "$here"/go.sum "$he
   | sha256sum | cut -c1-16)
 bin="$cache_root/kubectl-$stamp"
 
-ready() { [[ -x "$bin/kubectl" ]]; }
-label="kubectl"
-# The shared helpers print the directory; callers want the binary.
-if ready; then
-  echo "$bin/kubectl"
-  exit 0
-fi
 # shellcheck source=../go-cache.sh
 source "$here/../go-cache.sh"
-(
-  reuse_or_lock kubectl-build >/dev/null
-  go_build "$here" kubectl .
-  rm -rf "$bin"
-  mv "$bin.partial" "$bin"
-)
-ready || { echo "kubectl: no binary in $bin" >&2; exit 1; }
-echo "$bin/kubectl"
+build_tool "$here" kubectl .

@@ -174,12 +174,7 @@ async fn another_namespace_cannot_reach_a_bucket(version: CosiVersion) {
                 if version.access_ready(access) {
                     return Some(Err("the attacker's access was granted"));
                 }
-                let log = world.driver_log();
-                let refused = log.lines().any(|l| {
-                    l.contains("DriverGrantBucketAccess")
-                        && l.contains("PermissionDenied")
-                        && l.contains(&attacker.namespace)
-                });
+                let refused = world.driver_refused("DriverGrantBucketAccess", &attacker.namespace);
                 refused.then_some(Ok(()))
             })
             .await;
@@ -231,11 +226,7 @@ async fn v1alpha1_another_namespace_cannot_delete_a_bucket_by_binding_it() {
     world.wait_claim_ready(&attacker, "stolen").await;
     claims.delete("stolen", &DeleteParams::default()).await.unwrap();
     until("the driver to refuse the deletion", async || {
-        world.driver_log().lines().any(|l| {
-            l.contains("DriverDeleteBucket")
-                && l.contains("PermissionDenied")
-                && l.contains(&victim.namespace)
-        })
+        world.driver_refused("DriverDeleteBucket", &victim.namespace)
     })
     .await;
     assert_eq!(get(&s3_client(&own), &own.bucket, "kept.txt").await.unwrap(), b"A's data");
@@ -300,12 +291,7 @@ async fn v1alpha1_a_static_bucket_reaches_only_the_namespaces_its_operator_lists
         if version.access_ready(access) {
             return Some(Err("the stranger's access was granted"));
         }
-        let log = world.driver_log();
-        let refused = log.lines().any(|l| {
-            l.contains("DriverGrantBucketAccess")
-                && l.contains("PermissionDenied")
-                && l.contains(&stranger.namespace)
-        });
+        let refused = world.driver_refused("DriverGrantBucketAccess", &stranger.namespace);
         refused.then_some(Ok(()))
     })
     .await;

@@ -23,15 +23,7 @@ use s3_provisioner::{S3Provisioner, iam};
 async fn backend(moto: &Moto, proxy: &CutProxy) -> S3Provisioner {
     let actions: Vec<&str> = OWNER_ACTIONS.iter().chain(&COSI_OWNER_ACTIONS).copied().collect();
     let owner = moto.user_allowed("cosi-fault-owner", &actions).await;
-    let parameters: BTreeMap<String, String> = [
-        ("endpoint", proxy.endpoint.as_str()),
-        ("forcePathStyle", "true"),
-        ("secretName", "owner"),
-        ("secretNamespace", "infra"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
+    let parameters = common::store_parameters(&proxy.endpoint);
     S3Provisioner::new(Arc::new(FixedOwner(owner))).with_standalone(&parameters).unwrap()
 }
 

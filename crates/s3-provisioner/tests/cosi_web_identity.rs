@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bucket_provisioner::bucket::standalone::KeyRequest;
@@ -35,15 +34,7 @@ async fn driver(moto: &Moto, provider: Option<&str>) -> S3Provisioner {
         .copied()
         .collect();
     let owner = moto.user_allowed(&format!("owner-{}", common::suffix()), &actions).await;
-    let mut parameters: BTreeMap<String, String> = [
-        ("endpoint", moto.endpoint.as_str()),
-        ("forcePathStyle", "true"),
-        ("secretName", "owner"),
-        ("secretNamespace", "infra"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
+    let mut parameters = common::store_parameters(&moto.endpoint);
     if let Some(provider) = provider {
         parameters.insert("webIdentityProvider".into(), provider.into());
     }

@@ -15,25 +15,13 @@ use s3_provisioner::owner::OWNER_ACTIONS;
 use s3_provisioner::{S3Provisioner, iam};
 use test_support::standalone_requests::{key_request, new_bucket};
 
-fn parameters(moto: &Moto) -> BTreeMap<String, String> {
-    [
-        ("endpoint", moto.endpoint.as_str()),
-        ("forcePathStyle", "true"),
-        ("secretName", "owner"),
-        ("secretNamespace", "infra"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect()
-}
-
 /// A backend whose owner is allowed exactly what the book's S3 chapter lists for claims and COSI
 /// (moto authorizes IAM actions on "*" only, so the resources are not narrowed here).
 async fn backend(moto: &Moto) -> S3Provisioner {
     let actions: Vec<&str> = OWNER_ACTIONS.iter().chain(&COSI_OWNER_ACTIONS).copied().collect();
     let owner = moto.user_allowed("cosi-owner", &actions).await;
     S3Provisioner::new(Arc::new(FixedOwner(owner)))
-        .with_standalone(&parameters(moto))
+        .with_standalone(&common::store_parameters(&moto.endpoint))
         .expect("the driver's parameters are valid")
 }
 
@@ -160,7 +148,7 @@ async fn claims_buckets_are_out_of_reach_and_operators_buckets_are_found() {
     let moto = Moto::start().await;
     let backend = backend(&moto).await;
     let claim = claim(&format!("claimed-{}", common::suffix()));
-    let params = parameters(&moto);
+    let params = common::store_parameters(&moto.endpoint);
     let params: Vec<(&str, &str)> = params.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let claimed = options(&claim, &params);
     backend.provision(&claimed).await.unwrap();

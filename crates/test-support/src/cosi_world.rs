@@ -235,6 +235,13 @@ impl CosiWorld {
         self.sidecar.full_log()
     }
 
+    /// Whether the driver logged a `PERMISSION_DENIED` answer to `call` naming `namespace`.
+    pub fn driver_refused(&self, call: &str, namespace: &str) -> bool {
+        self.driver_log()
+            .lines()
+            .any(|l| l.contains(call) && l.contains("PermissionDenied") && l.contains(namespace))
+    }
+
     /// Everything the driver logged.
     pub fn driver_log(&self) -> String {
         std::fs::read_to_string(self.driver.log("driver")).unwrap_or_default()

@@ -12,19 +12,6 @@ command -v go >/dev/null || { echo "go-consumer: the Go toolchain (go) is requir
 stamp=$( (go version; cat "$here"/go.mod "$here"/go.sum "$here"/main.go) | sha256sum | cut -c1-16)
 bin="$cache_root/go-consumer-$stamp"
 
-ready() { [[ -x "$bin/go-consumer" ]]; }
-label="go-consumer"
-if ready; then
-  echo "$bin/go-consumer"
-  exit 0
-fi
 # shellcheck source=../../go-cache.sh
 source "$here/../../go-cache.sh"
-(
-  reuse_or_lock go-consumer-build >/dev/null
-  go_build "$here" go-consumer .
-  rm -rf "$bin"
-  mv "$bin.partial" "$bin"
-)
-ready || { echo "go-consumer: no binary in $bin" >&2; exit 1; }
-echo "$bin/go-consumer"
+build_tool "$here" go-consumer .

@@ -10,6 +10,8 @@ pub mod moto;
 pub mod old_provisioner;
 pub mod sessions;
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
 use aws_sdk_s3::error::ProvideErrorMetadata;
 use bucket_api::{
@@ -84,6 +86,18 @@ pub fn moto_parameters(moto: &moto::Moto) -> Vec<(&'static str, String)> {
         ("secretName", "owner".into()),
         ("secretNamespace", "infra".into()),
     ]
+}
+
+/// The COSI driver's store parameters (`--cosi-parameter`) for a store at `endpoint`, the
+/// owner's keys in Secret `infra/owner`.
+pub fn store_parameters(endpoint: &str) -> BTreeMap<String, String> {
+    let entries = [
+        ("endpoint", endpoint),
+        ("forcePathStyle", "true"),
+        ("secretName", "owner"),
+        ("secretNamespace", "infra"),
+    ];
+    entries.into_iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect()
 }
 
 /// `base` (as [`moto_parameters`] gives it) with `extra`, as [`options`] takes them.
