@@ -1,7 +1,8 @@
 //! Web identity tokens checked by the apiserver itself: a `TokenReview` for the audience the
 //! provisioner names, which refuses forged and re-signed tokens, tokens for other audiences,
 //! expired ones and those bound to a pod that is gone. The token's expiry is read from its
-//! payload only once the apiserver has vouched for it.
+//! payload to bound a session once the apiserver has vouched for it, and to name the reason
+//! (expired) once it has refused it.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -57,6 +58,11 @@ impl IdentityVerifier for TokenReviewer {
             .map_err(|e| Unverified::Unreachable(format!("TokenReview: {e}")))?;
         let status = answered.status.unwrap_or_default();
         if status.authenticated != Some(true) {
+            // A refused token past its own expiry is answered as expired, as AWS answers it;
+            // either way nothing is granted.
+            if expires_unix <= unix_now() {
+                return Err(Unverified::Expired);
+            }
             let why = status.error.unwrap_or_else(|| "the token was not authenticated".into());
             return Err(Unverified::Invalid(why));
         }
@@ -75,6 +81,11 @@ impl IdentityVerifier for TokenReviewer {
         let audience = self.audience.clone();
         Ok(VerifiedIdentity { subject, audience, expires_unix, uid })
     }
+}
+
+fn unix_now() -> u64 {
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since_epoch.map_or(0, |d| d.as_secs())
 }
 
 /// The `exp` claim of a JWT's payload, unverified: read only to bound a session, after the

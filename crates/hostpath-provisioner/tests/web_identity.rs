@@ -318,6 +318,16 @@ async fn every_token_but_the_claims_own_is_refused_as_sts_refuses_it() {
         refused("not-a-jwt".into(), role_a.clone()).await.as_deref(),
         Some("InvalidIdentityToken")
     );
+    // Signed again with the apiserver's own key: kept as it was, it is the claim's token; with
+    // its life moved into the past, it is expired, as AWS says.
+    assume(&config_a, role_a, &resigned(&own, |_| {})).await.expect("re-signed as it was");
+    let an_hour_ago = jiff::Timestamp::now().as_second() - 3600;
+    let expired = resigned(&own, |claims| {
+        claims["exp"] = an_hour_ago.into();
+        claims["iat"] = (an_hour_ago - 600).into();
+        claims["nbf"] = (an_hour_ago - 600).into();
+    });
+    assert_eq!(refused(expired, role_a.clone()).await.as_deref(), Some("ExpiredTokenException"));
 
     // A token bound to a pod that is gone.
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), &a.ns);
@@ -361,6 +371,29 @@ fn forged(token: &str, namespace: &str) -> String {
     claims["sub"] = format!("system:serviceaccount:{namespace}:app").into();
     let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&claims).unwrap());
     format!("{}.{payload}.{}", parts[0], parts[2])
+}
+
+/// `token` with its claims changed by `change` and signed again (RS256) with the shared control
+/// plane's ServiceAccount signing key.
+fn resigned(token: &str, change: impl FnOnce(&mut serde_json::Value)) -> String {
+    let parts: Vec<&str> = token.split('.').collect();
+    let payload = URL_SAFE_NO_PAD.decode(parts[1]).unwrap();
+    let mut claims: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+    change(&mut claims);
+    let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&claims).unwrap());
+    let signed = format!("{}.{payload}", parts[0]);
+    let key = test_support::ControlPlane::shared().file_path("sa.key");
+    let mut openssl = std::process::Command::new("openssl")
+        .args(["dgst", "-sha256", "-binary", "-sign"])
+        .arg(&key)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("openssl");
+    std::io::Write::write_all(&mut openssl.stdin.take().unwrap(), signed.as_bytes()).unwrap();
+    let out = openssl.wait_with_output().unwrap();
+    assert!(out.status.success(), "openssl dgst -sign failed");
+    format!("{signed}.{}", URL_SAFE_NO_PAD.encode(out.stdout))
 }
 
 #[tokio::test]
