@@ -243,7 +243,7 @@ impl Bypass {
 }
 
 /// Why object lock refuses a removal, an overwrite or a retention change.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LockReason {
     /// A legal hold is on.
     LegalHold,
@@ -257,7 +257,7 @@ pub enum LockReason {
 }
 
 /// A refusal by object lock, naming the object (or bucket) refused.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LockRefusal {
     /// The object key (for a bucket deletion, the first locked object found).
     pub key: String,

@@ -27,7 +27,7 @@ pub use review_cache::RememberingVerifier;
 pub const MAX_BODY_LEN: usize = MAX_TOKEN_LEN + 4096;
 
 /// Whose a token is, as the identity provider vouches.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct VerifiedIdentity {
     /// The subject, e.g. `system:serviceaccount:<namespace>:<name>`.
     pub subject: String,
@@ -41,7 +41,7 @@ pub struct VerifiedIdentity {
 }
 
 /// Why a token was not vouched for.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Unverified {
     /// Not a token of the provider, for another audience, of a deleted pod, or forged.
     Invalid(String),
