@@ -2,7 +2,6 @@
 //! the S3 endpoint of [`s3_endpoint::s3`] with one access key per claim.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use bucket_api::{AccessMode, BucketUsage, ObjectBucket, ReclaimPolicy};
 use bucket_provisioner::bucket::features::object_lock::OBJECT_LOCK;
@@ -13,11 +12,12 @@ use bucket_provisioner::{
     WebIdentity, user_id_of,
 };
 use s3_endpoint::store::{CorsConfig, KeyMode, LifecycleConfig, Settable, WebIdentityAccess};
-use s3_endpoint::{AccessKey, BucketStore, Creator, StoreError};
+use s3_endpoint::{AccessKey, Creator, StoreError};
 
 use crate::features::Features;
 use crate::quota::{BUCKET_MAX_OBJECTS, BUCKET_MAX_SIZE, ClaimQuotas, MAX_OBJECTS, MAX_SIZE};
 pub(crate) use crate::store_error::backend_error;
+use crate::store_link::StoreLink;
 use crate::{cors, lifecycle, settable};
 
 /// The account in the ARNs of the roles claims' ServiceAccounts assume: the endpoint has one.
@@ -40,10 +40,11 @@ pub struct HostPathConfig {
     pub region: String,
 }
 
-/// Provisions buckets as directories of a [`BucketStore`].
+/// Provisions buckets as directories of a [`BucketStore`](s3_endpoint::BucketStore), in this
+/// process or the endpoint's ([`StoreLink`]).
 #[derive(Clone, Debug)]
 pub struct HostPathProvisioner {
-    store: Arc<BucketStore>,
+    store: StoreLink,
     config: HostPathConfig,
 }
 
@@ -57,13 +58,14 @@ impl HostPathProvisioner {
         }
     }
 
-    /// A provisioner creating buckets in `store` and pointing claims at `config`'s endpoint.
-    pub fn new(store: Arc<BucketStore>, config: HostPathConfig) -> Self {
-        Self { store, config }
+    /// A provisioner creating buckets in `store` (a [`BucketStore`](s3_endpoint::BucketStore)
+    /// of this process, or a [`StoreLink`]) and pointing claims at `config`'s endpoint.
+    pub fn new(store: impl Into<StoreLink>, config: HostPathConfig) -> Self {
+        Self { store: store.into(), config }
     }
 
     /// The store buckets live in.
-    pub fn store(&self) -> &Arc<BucketStore> {
+    pub fn store(&self) -> &StoreLink {
         &self.store
     }
 
@@ -134,7 +136,8 @@ impl HostPathProvisioner {
         quotas: &ClaimQuotas,
     ) -> Result<(), BackendError> {
         let (user, bucket) = (&options.user_id, &options.bucket_name);
-        let created = self.store.bucket_record(bucket).is_some_and(|r| {
+        let record = self.store.bucket_record(bucket).await.map_err(backend_error)?;
+        let created = record.is_some_and(|r| {
             r.created_by_provisioner && r.creator.as_deref() == Some(user.as_str())
         });
         if created {
@@ -169,10 +172,11 @@ impl HostPathProvisioner {
         self.store.set_bucket_settable(bucket, user, settable).await.map_err(backend_error)
     }
 
-    fn created_by_claim(&self, options: &BucketOptions) -> bool {
-        self.store.bucket_record(&options.bucket_name).is_some_and(|r| {
+    async fn created_by_claim(&self, options: &BucketOptions) -> Result<bool, BackendError> {
+        let record = self.store.bucket_record(&options.bucket_name).await.map_err(backend_error)?;
+        Ok(record.is_some_and(|r| {
             r.created_by_provisioner && r.creator.as_deref() == Some(options.user_id.as_str())
-        })
+        }))
     }
 
     /// Sets (or with `None` removes) the bucket's CORS rules where the claim created the
@@ -183,7 +187,7 @@ impl HostPathProvisioner {
         rules: Option<CorsConfig>,
     ) -> Result<(), BackendError> {
         let bucket = &options.bucket_name;
-        if self.created_by_claim(options) {
+        if self.created_by_claim(options).await? {
             return self.store.set_bucket_cors(bucket, rules).await.map_err(backend_error);
         }
         if rules.is_none() {
@@ -200,7 +204,7 @@ impl HostPathProvisioner {
         rules: Option<LifecycleConfig>,
     ) -> Result<(), BackendError> {
         let bucket = &options.bucket_name;
-        if self.created_by_claim(options) {
+        if self.created_by_claim(options).await? {
             return self.store.set_bucket_lifecycle(bucket, rules).await.map_err(backend_error);
         }
         if rules.is_none() {
@@ -287,7 +291,7 @@ impl Provisioner for HostPathProvisioner {
         }
         // Before the key is handed out: object lock is turned on only while the bucket is empty,
         // and the key's leave to change bucket-wide settings is recorded.
-        if self.created_by_claim(options) {
+        if self.created_by_claim(options).await? {
             features.apply(&self.store, &options.bucket_name, None).await?;
             self.set_bucket_settable(options, settable).await?;
         }
@@ -307,7 +311,7 @@ impl Provisioner for HostPathProvisioner {
         if features.asked() {
             return Err(versions_of_shared_bucket(&options.bucket_name));
         }
-        let exists = self.store.bucket_exists(&options.bucket_name).map_err(backend_error)?;
+        let exists = self.store.bucket_exists(&options.bucket_name).await.map_err(backend_error)?;
         if !exists {
             return Err(BackendError::permanent(
                 "BucketNotFound",
@@ -375,14 +379,14 @@ impl Provisioner for HostPathProvisioner {
     ) -> Result<(), BackendError> {
         let ClaimConfig { quotas, cors, lifecycle, features, settable } = checked_config(options)?;
         self.set_bucket_quota(options, &quotas).await?;
-        if self.created_by_claim(options) {
+        if self.created_by_claim(options).await? {
             self.set_bucket_settable(options, settable).await?;
         }
         let previous = bucket.spec.endpoint.as_ref().and_then(|e| e.additional_config.as_ref());
         let had = |key| previous.is_some_and(|c| c.contains_key(key));
         // As for rules: a claim that never carried the keys leaves the bucket's versions alone.
         if features.asked() || had(VERSIONING) || had(OBJECT_LOCK) {
-            if !self.created_by_claim(options) {
+            if !self.created_by_claim(options).await? {
                 return Err(versions_of_shared_bucket(&options.bucket_name));
             }
             let previous = previous.cloned().unwrap_or_default();
@@ -445,7 +449,7 @@ impl Provisioner for HostPathProvisioner {
         bucket: &str,
         parameters: &BTreeMap<String, String>,
     ) -> Result<BucketLocation, BackendError> {
-        self.find_bucket(bucket, parameters)
+        self.find_bucket(bucket, parameters).await
     }
 
     async fn issue_key(&self, request: &KeyRequest) -> Result<IssuedKey, BackendError> {
@@ -460,8 +464,7 @@ impl Provisioner for HostPathProvisioner {
     fn usage(&self, bucket: &ObjectBucket) -> Option<BucketUsage> {
         let name = bucket_name_of(bucket).ok()?;
         let user = claim_user_id(bucket);
-        let (total, claim) = self.store.usage(&name, user.as_deref())?;
-        let quota = self.store.bucket_quota(&name).unwrap_or_default();
+        let (total, claim, quota) = self.store.usage_now(&name, user.as_deref())?;
         Some(BucketUsage {
             objects: total.objects,
             bytes: total.bytes,

@@ -35,9 +35,9 @@ fn no_parameters(parameters: &BTreeMap<String, String>) -> Result<(), BackendErr
 impl HostPathProvisioner {
     /// Whether COSI may reach `bucket`: it exists, and its record (if any) is a COSI owner's or
     /// the operator's.
-    fn reachable(&self, bucket: &str) -> Result<(), BackendError> {
-        let exists = self.store().bucket_exists(bucket).map_err(backend_error)?;
-        let record = self.store().bucket_record(bucket);
+    async fn reachable(&self, bucket: &str) -> Result<(), BackendError> {
+        let exists = self.store().bucket_exists(bucket).await.map_err(backend_error)?;
+        let record = self.store().bucket_record(bucket).await.map_err(backend_error)?;
         if exists && cosi_may_use(record.as_ref().and_then(|r| r.creator.as_deref())) {
             return Ok(());
         }
@@ -84,13 +84,13 @@ impl HostPathProvisioner {
         Ok(())
     }
 
-    pub(crate) fn find_bucket(
+    pub(crate) async fn find_bucket(
         &self,
         bucket: &str,
         parameters: &BTreeMap<String, String>,
     ) -> Result<BucketLocation, BackendError> {
         no_parameters(parameters)?;
-        self.reachable(bucket)?;
+        self.reachable(bucket).await?;
         Ok(self.location(bucket))
     }
 
@@ -107,7 +107,7 @@ impl HostPathProvisioner {
             });
         };
         let bucket = &wanted.bucket_name;
-        self.reachable(bucket)?;
+        self.reachable(bucket).await?;
         let mode = key_mode(wanted.access_mode);
         let web_identity = request.web_identity.as_ref().map(|told| WebIdentityAccess {
             subjects: told.subjects.clone(),

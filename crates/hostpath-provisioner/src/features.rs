@@ -22,6 +22,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::store_link::StoreLink;
 use bucket_provisioner::BackendError;
 use bucket_provisioner::bucket::features::class::ClassFeatures;
 use bucket_provisioner::bucket::features::defaults::ClassDefaults;
@@ -29,7 +30,6 @@ use bucket_provisioner::bucket::features::object_lock::{
     Mode, OBJECT_LOCK, ObjectLock, Period, Retention, change_refusal,
 };
 use bucket_provisioner::bucket::features::versioning::{VERSIONING, Versioning};
-use s3_endpoint::BucketStore;
 use s3_endpoint::store::{self, DefaultRetention, LockMode, RetentionCeiling, RetentionPeriod};
 
 use crate::store_error::backend_error;
@@ -92,7 +92,7 @@ impl Features {
     /// A change the bucket cannot take is refused before anything changes.
     pub async fn apply(
         &self,
-        store: &BucketStore,
+        store: &StoreLink,
         bucket: &str,
         previous: Option<&BTreeMap<String, String>>,
     ) -> Result<(), BackendError> {

@@ -16,11 +16,19 @@
 //! - [`token_review`]: web identity tokens checked by the apiserver (`TokenReview`), for the
 //!   endpoint's STS `AssumeRoleWithWebIdentity`, which gives a claim's ServiceAccounts
 //!   short-lived credentials of its bucket.
+//! - [`store_link`]: the store as the controller reaches it, in its own process or the
+//!   endpoint's over a Unix socket; [`review_link`]: token reviews the other way.
 //!
 //! A binary opens one [`BucketStore`], optionally gives it an operator credential with
 //! [`BucketStore::set_admin`], runs the endpoint ([`s3_endpoint::s3::serve_endpoint`]) on it
 //! and hands the same store to [`HostPathProvisioner::new`] for the controller; the endpoint and
 //! the Secret's watch run as services of the runtime, supervised with the controller.
+//!
+//! Split in two, as `deploy/hostpath` runs it: `--serve-store` runs the endpoint alone, with no
+//! Kubernetes client, owning the store and answering the controller's calls on a socket
+//! ([`store_link::server`]); `--store-socket` runs the controller against that socket
+//! ([`store_link::RemoteStore`]) and answers the endpoint's token reviews on another
+//! ([`review_link`]), so that the process tenants talk to holds no credential.
 //! With `--cosi-endpoint` the binary is also a COSI driver (the `cosi-driver` crate) over the
 //! same backend, beside the controller or alone (`--cosi-only`).
 
@@ -32,9 +40,11 @@ pub mod features;
 pub mod lifecycle;
 pub mod prepare;
 pub mod quota;
+pub mod review_link;
 pub mod service_accounts;
 pub mod settable;
 mod store_error;
+pub mod store_link;
 pub mod token_review;
 
 pub use backend::{HostPathConfig, HostPathProvisioner};
@@ -42,6 +52,7 @@ pub use s3_endpoint::{
     AccessKey, AdminCredentials, AdminCredentialsError, BucketRecord, BucketStore, Creator,
     OPERATOR_OWNER, Quota, StoreError, Usage, Writer,
 };
+pub use store_link::StoreLink;
 
 /// The COSI driver name the binary answers to unless `--cosi-driver-name` says otherwise.
 pub const DEFAULT_COSI_DRIVER_NAME: &str = "hostpath.bucket-provisioner.io";

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bucket_provisioner::kubernetes::health::Health;
+use bucket_provisioner::kubernetes::telemetry::{self, Metrics};
 use bucket_provisioner::runtime::{
     ControllerArgs, Process, Service, hostname, init_logging, shutdown_signal,
 };
@@ -14,10 +16,14 @@ use clap::Parser;
 use cosi_driver::CosiArgs;
 use futures::FutureExt;
 use hostpath_provisioner::admin_secret::{ADMIN_SECRET_WATCH, follow_admin_secret};
+use hostpath_provisioner::review_link::{ReviewLink, serve_reviews};
 use hostpath_provisioner::service_accounts::{SERVICE_ACCOUNT_WATCH, follow_service_accounts};
+use hostpath_provisioner::store_link::server::serve_store;
+use hostpath_provisioner::store_link::{RemoteStore, bind_socket};
 use hostpath_provisioner::token_review::{DEFAULT_AUDIENCE, TokenReviewer};
 use hostpath_provisioner::{
     AdminCredentials, BucketStore, DEFAULT_COSI_DRIVER_NAME, HostPathConfig, HostPathProvisioner,
+    StoreLink,
 };
 use s3_endpoint::s3::{
     DEFAULT_LIFECYCLE_BUDGET, EndpointMetrics, LifecycleSchedule, serve_endpoint, service,
@@ -73,6 +79,27 @@ struct Args {
     /// endpoint's STS, for short-lived credentials of its claim's bucket.
     #[arg(long, env = "WEB_IDENTITY_AUDIENCE", default_value = DEFAULT_AUDIENCE)]
     web_identity_audience: String,
+    /// Run only the S3 endpoint, owning the store under `--root`, with no Kubernetes client:
+    /// the controller (`--store-socket`, another container of the pod) makes buckets and keys
+    /// through this Unix socket. Token reviews for its STS go to `--review-socket`.
+    #[arg(long, env = "SERVE_STORE", value_name = "SOCKET", requires = "review_socket",
+        conflicts_with_all = ["store_socket", "admin_secret"])]
+    serve_store: Option<PathBuf>,
+    /// Run only the controller, acting on the store of the endpoint behind this Unix socket
+    /// (see `--serve-store`); it opens no store and serves no S3. It answers the endpoint's token
+    /// reviews on `--review-socket`.
+    #[arg(
+        long,
+        env = "STORE_SOCKET",
+        value_name = "SOCKET",
+        requires = "review_socket",
+        conflicts_with = "admin_credentials_file"
+    )]
+    store_socket: Option<PathBuf>,
+    /// Unix socket of token reviews between the two halves (`--serve-store`, `--store-socket`):
+    /// the controller answers on it, the endpoint asks.
+    #[arg(long, env = "REVIEW_SOCKET", value_name = "SOCKET")]
+    review_socket: Option<PathBuf>,
     /// Only hand `--root` to this user (`UID:GID`, mode 0700) and exit: the init container's job,
     /// run as root with CHOWN and FOWNER.
     #[arg(long, value_name = "UID:GID")]
@@ -84,7 +111,7 @@ struct Args {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+async fn main() -> MainResult {
     let args = Args::parse();
     init_logging(args.controller.log_format);
     if let Some(owner) = args.prepare_root_for {
@@ -93,18 +120,54 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         tracing::info!(root = %args.root.display(), %owner, "bucket root prepared");
         return Ok(());
     }
-    let identity = args.identity.clone().unwrap_or_else(hostname);
-    let root = args.root.clone();
-    let store = tokio::task::spawn_blocking(move || BucketStore::open(root, identity))
-        .await?
-        .map_err(|e| format!("opening the bucket root {}: {e}", args.root.display()))?;
-    let store = Arc::new(store);
-    tracing::info!(root = %args.root.display(), identity = store.identity(), "bucket store open");
-    if let Some(path) = &args.admin_credentials_file {
-        store.set_admin(Some(AdminCredentials::from_file(path)?));
-        tracing::info!(file = %path.display(), "operator credential loaded");
+    if let Some(socket) = args.serve_store.clone() {
+        return serve_store_alone(&args, &socket).await;
     }
     let mut services = Vec::new();
+    let (store, s3_port) = match &args.store_socket {
+        Some(socket) => {
+            let review = args.review_socket.clone().unwrap_or_default();
+            let listener = bind_socket(&review)
+                .map_err(|e| format!("token review socket {}: {e}", review.display()))?;
+            let audience = args.web_identity_audience.clone();
+            services.push(Service::new("token reviews", move |process: Process| {
+                let reviewer = Arc::new(TokenReviewer::new(process.client, audience));
+                serve_reviews(listener, reviewer, process.stop.wait()).map(Ok::<(), Infallible>)
+            }));
+            let remote = RemoteStore::connect(socket, Duration::from_secs(1)).await;
+            tracing::info!(socket = %socket.display(), identity = remote.identity(),
+                "reaching the endpoint's store");
+            let usage = remote.clone();
+            let every = Duration::from_secs(args.controller.usage_interval_seconds);
+            services.push(Service::new("usage", move |process: Process| async move {
+                usage.follow_usage(every, process.stop.wait()).await;
+                Ok::<(), Infallible>(())
+            }));
+            (StoreLink::Remote(remote), args.endpoint_port.unwrap_or(DEFAULT_S3_PORT))
+        }
+        None => {
+            let store = open_store(&args).await?;
+            let listener = tokio::net::TcpListener::bind(args.s3_listen)
+                .await
+                .map_err(|e| format!("S3 endpoint on {}: {e}", args.s3_listen))?;
+            let s3_address = listener.local_addr()?;
+            tracing::info!(address = %s3_address, "serving S3");
+            let endpoint_store = store.clone();
+            let lifecycle = lifecycle_schedule(&args);
+            let audience = args.web_identity_audience.clone();
+            services.push(Service::new("S3 endpoint", move |process: Process| {
+                let answers = process.metrics.register(EndpointMetrics::register);
+                let reviewer = TokenReviewer::new(process.client, audience);
+                let endpoint = service(endpoint_store)
+                    .counting_answers(answers)
+                    .lifecycle(lifecycle)
+                    .web_identity(Arc::new(RememberingVerifier::new(reviewer)));
+                // The endpoint never fails: it keeps accepting through errors until told to stop.
+                serve_endpoint(listener, endpoint, process.stop.wait()).map(Ok::<(), Infallible>)
+            }));
+            (StoreLink::Local(store), args.endpoint_port.unwrap_or(s3_address.port()))
+        }
+    };
     if let Some(reference) = &args.admin_secret {
         let (namespace, name) = reference
             .split_once('/')
@@ -123,27 +186,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         follow_service_accounts(process, accounts_store)
     }));
 
-    let listener = tokio::net::TcpListener::bind(args.s3_listen)
-        .await
-        .map_err(|e| format!("S3 endpoint on {}: {e}", args.s3_listen))?;
-    let s3_address = listener.local_addr()?;
-    tracing::info!(address = %s3_address, "serving S3");
-    let endpoint_store = store.clone();
-    let lifecycle = LifecycleSchedule::every(Duration::from_secs(args.lifecycle_interval_seconds))
-        .with_budget(args.lifecycle_budget);
-    let audience = args.web_identity_audience.clone();
-    services.push(Service::new("S3 endpoint", move |process: Process| {
-        let answers = process.metrics.register(EndpointMetrics::register);
-        let endpoint = service(endpoint_store).counting_answers(answers).lifecycle(lifecycle);
-        let reviewer = TokenReviewer::new(process.client, audience);
-        let endpoint = endpoint.web_identity(Arc::new(RememberingVerifier::new(reviewer)));
-        // The endpoint never fails: it keeps accepting through errors until told to stop.
-        serve_endpoint(listener, endpoint, process.stop.wait()).map(Ok::<(), Infallible>)
-    }));
-
     let config = HostPathConfig {
         host: args.endpoint_host.clone(),
-        port: args.endpoint_port.unwrap_or(s3_address.port()),
+        port: s3_port,
         region: args.region.clone(),
     };
     let provisioner = HostPathProvisioner::new(store, config);
@@ -159,5 +204,68 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         services,
     )
     .await?;
+    Ok(())
+}
+
+/// The port consumers use when the endpoint runs apart and `--endpoint-port` says nothing.
+const DEFAULT_S3_PORT: u16 = 9000;
+
+type MainResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+
+async fn open_store(
+    args: &Args,
+) -> Result<Arc<BucketStore>, Box<dyn std::error::Error + Send + Sync>> {
+    let identity = args.identity.clone().unwrap_or_else(hostname);
+    let root = args.root.clone();
+    let store = tokio::task::spawn_blocking(move || BucketStore::open(root, identity))
+        .await?
+        .map_err(|e| format!("opening the bucket root {}: {e}", args.root.display()))?;
+    let store = Arc::new(store);
+    tracing::info!(root = %args.root.display(), identity = store.identity(), "bucket store open");
+    if let Some(path) = &args.admin_credentials_file {
+        store.set_admin(Some(AdminCredentials::from_file(path)?));
+        tracing::info!(file = %path.display(), "operator credential loaded");
+    }
+    Ok(store)
+}
+
+fn lifecycle_schedule(args: &Args) -> LifecycleSchedule {
+    LifecycleSchedule::every(Duration::from_secs(args.lifecycle_interval_seconds))
+        .with_budget(args.lifecycle_budget)
+}
+
+/// The endpoint alone (`--serve-store`): S3 and STS for tenants, the store's calls for the
+/// controller on `socket`, `/metrics` and `/healthz`; no Kubernetes client is ever made.
+async fn serve_store_alone(args: &Args, socket: &std::path::Path) -> MainResult {
+    let store = open_store(args).await?;
+    let review = args.review_socket.clone().unwrap_or_default();
+    let calls =
+        bind_socket(socket).map_err(|e| format!("store socket {}: {e}", socket.display()))?;
+    let listener = tokio::net::TcpListener::bind(args.s3_listen)
+        .await
+        .map_err(|e| format!("S3 endpoint on {}: {e}", args.s3_listen))?;
+    let telemetry = tokio::net::TcpListener::bind(args.controller.metrics_address)
+        .await
+        .map_err(|e| format!("metrics on {}: {e}", args.controller.metrics_address))?;
+    tracing::info!(s3 = %listener.local_addr()?, store = %socket.display(),
+        review = %review.display(), "serving S3 and the store's calls");
+    let (metrics, health) = (Metrics::new(), Health::default());
+    health.set_ready(true);
+    let answers = metrics.register(EndpointMetrics::register);
+    let endpoint = service(store.clone())
+        .counting_answers(answers)
+        .lifecycle(lifecycle_schedule(args))
+        .web_identity(Arc::new(RememberingVerifier::new(ReviewLink::new(review))));
+    let stop = shutdown_signal().shared();
+    let telemetry = telemetry::serve(telemetry, metrics, health, stop.clone());
+    tokio::join!(
+        serve_endpoint(listener, endpoint, stop.clone()),
+        serve_store(calls, store, stop.clone()),
+        async {
+            if let Err(e) = telemetry.await {
+                tracing::error!(error = %e, "serving /metrics and /healthz");
+            }
+        },
+    );
     Ok(())
 }
