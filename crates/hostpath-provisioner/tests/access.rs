@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 
 use bucket_api::{AccessMode, ClaimPhase, ObjectBucket, ObjectBucketClaimSpec};
 use harness::*;
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -26,19 +25,7 @@ fn spec(class: &str, config: &[(&str, &str)]) -> ObjectBucketClaimSpec {
 #[tokio::test]
 async fn a_read_only_claim_on_an_operator_bucket_reads_it_and_cannot_change_it() {
     let env = Env::new("hp-ro").await;
-    let secret = Secret {
-        metadata: ObjectMeta { name: Some("s3-admin".into()), ..Default::default() },
-        string_data: Some(BTreeMap::from([
-            ("AWS_ACCESS_KEY_ID".into(), "OPERATOR01".into()),
-            ("AWS_SECRET_ACCESS_KEY".into(), "operator-secret-0123".into()),
-        ])),
-        ..Default::default()
-    };
-    Api::<Secret>::namespaced(env.client.clone(), &env.ns)
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
-    let admin_secret = format!("--admin-secret={}/s3-admin", env.ns);
+    let admin_secret = env.admin_secret("s3-admin", ("OPERATOR01", "operator-secret-0123")).await;
     let _provisioner = env.start_with("node-a", &["--leader-elect=false", &admin_secret]);
     let admin = s3_with(env.port, "OPERATOR01", "operator-secret-0123");
     eventually("the operator to create a bucket", || async {

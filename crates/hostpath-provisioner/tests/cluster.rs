@@ -3,7 +3,7 @@
 
 mod harness;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use aws_sdk_s3::error::ProvideErrorMetadata;
@@ -11,8 +11,7 @@ use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
 use bucket_api::{ClaimPhase, ObjectBucket, ObjectBucketClaimSpec, ObjectBucketPhase};
 use harness::*;
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams};
 use test_support::eventually;
 
 #[tokio::test]
@@ -228,19 +227,7 @@ async fn the_deployed_rbac_is_enough_for_a_whole_lifecycle() {
 #[tokio::test]
 async fn operator_bucket_is_granted_to_a_claim_and_outlives_it() {
     let env = Env::new("hp-admin").await;
-    let secret = Secret {
-        metadata: ObjectMeta { name: Some("s3-admin".into()), ..Default::default() },
-        string_data: Some(BTreeMap::from([
-            ("AWS_ACCESS_KEY_ID".into(), "OPERATOR01".into()),
-            ("AWS_SECRET_ACCESS_KEY".into(), "operator-secret-0123".into()),
-        ])),
-        ..Default::default()
-    };
-    Api::<Secret>::namespaced(env.client.clone(), &env.ns)
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
-    let admin_secret = format!("--admin-secret={}/s3-admin", env.ns);
+    let admin_secret = env.admin_secret("s3-admin", ("OPERATOR01", "operator-secret-0123")).await;
     let _provisioner = env.start_with("node-a", &["--leader-elect=false", &admin_secret]);
     let admin = s3_with(env.port, "OPERATOR01", "operator-secret-0123");
     eventually("the operator to create a bucket", || async {

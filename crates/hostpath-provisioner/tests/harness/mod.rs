@@ -25,12 +25,22 @@ use test_support::{
 };
 use tokio::process::{Child, Command};
 
-/// One `hostpath-bucket-provisioner` process; killed when dropped.
+/// One `hostpath-bucket-provisioner` process (or, split as `deploy/hostpath` runs it, the
+/// controller and the endpoint beside it); killed when dropped.
 pub struct Provisioner {
     child: Child,
+    /// The endpoint's process and its flags, when split.
+    endpoint: Option<(Child, Vec<String>)>,
     /// Port of its /metrics, /healthz and /readyz.
     pub metrics_port: u16,
 }
+
+/// Set (to anything) to run every test's provisioner split in two processes, as deployed.
+pub const SPLIT: &str = "BUCKET_PROVISIONER_SPLIT";
+
+/// Flags only the endpoint's half takes when split.
+const ENDPOINT_FLAGS: [&str; 3] =
+    ["--admin-credentials-file", "--lifecycle-interval-seconds", "--lifecycle-budget"];
 
 impl Provisioner {
     pub fn start_with(
@@ -42,7 +52,7 @@ impl Provisioner {
         extra: &[&str],
     ) -> Provisioner {
         let (command, metrics_port) =
-            Self::command(root, name, identity, s3_port, kubeconfig, extra);
+            Self::command(root, name, identity, s3_port, kubeconfig, extra, false);
         Self::spawn(command, metrics_port)
     }
 
@@ -57,8 +67,8 @@ impl Provisioner {
         (filter, log): (&str, Stdio),
     ) -> Provisioner {
         let (mut command, metrics_port) =
-            Self::command(root, name, identity, s3_port, kubeconfig, extra);
-        command.env("RUST_LOG", filter).stdout(log);
+            Self::command(root, name, identity, s3_port, kubeconfig, extra, false);
+        command.0.env("RUST_LOG", filter).stdout(log);
         Self::spawn(command, metrics_port)
     }
 
@@ -71,31 +81,112 @@ impl Provisioner {
         s3_port: u16,
         kubeconfig: &Path,
         extra: &[&str],
-    ) -> (Command, u16) {
+        split: bool,
+    ) -> ((Command, Option<Vec<String>>), u16) {
         let metrics_port = test_support::free_port().unwrap();
         let filter = std::env::var("PROVISIONER_LOG").ok();
         let log = filter.is_some().then(Stdio::inherit).unwrap_or_else(Stdio::null);
         let filter = filter.unwrap_or_else(|| "warn,kube_client::client::tls=error".into());
+        let mut flags = vec![
+            format!("--root={}", root.display()),
+            format!("--provisioner-name={name}"),
+            format!("--identity={identity}"),
+            format!("--s3-listen=127.0.0.1:{s3_port}"),
+            format!("--endpoint-port={s3_port}"),
+            "--endpoint-host=127.0.0.1".to_owned(),
+            format!("--kubeconfig={}", kubeconfig.display()),
+            format!("--metrics-address=127.0.0.1:{metrics_port}"),
+        ];
+        flags.extend(extra.iter().map(|f| f.to_string()));
+        let (flags, endpoint) = Self::split(flags, Self::split_asked(split));
         let mut command = Command::new(env!("CARGO_BIN_EXE_hostpath-bucket-provisioner"));
         command
-            .arg(format!("--root={}", root.display()))
-            .arg(format!("--provisioner-name={name}"))
-            .arg(format!("--identity={identity}"))
-            .arg(format!("--s3-listen=127.0.0.1:{s3_port}"))
-            .arg("--endpoint-host=127.0.0.1")
-            .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg(format!("--metrics-address=127.0.0.1:{metrics_port}"))
-            .args(extra)
+            .args(flags)
             .env("RUST_LOG", filter)
             // Logs go to stdout; shown only when asked for, unless the test reads them.
             .stdout(log)
             .kill_on_drop(true);
-        (command, metrics_port)
+        ((command, endpoint), metrics_port)
     }
 
-    fn spawn(mut command: Command, metrics_port: u16) -> Provisioner {
+    fn spawn(
+        (mut command, endpoint): (Command, Option<Vec<String>>),
+        metrics_port: u16,
+    ) -> Provisioner {
+        let endpoint = endpoint.map(|flags| {
+            (Self::endpoint_command(&flags).spawn().expect("starting the endpoint"), flags)
+        });
         let child = command.spawn().expect("starting hostpath-bucket-provisioner");
-        Provisioner { child, metrics_port }
+        Provisioner { child, endpoint, metrics_port }
+    }
+
+    /// Whether the provisioner is to run split in two processes: asked by the test, or by
+    /// [`SPLIT`] for every test.
+    fn split_asked(forced: bool) -> bool {
+        forced || std::env::var_os(SPLIT).is_some()
+    }
+
+    /// `flags` split between the controller, which reaches the store through a socket, and
+    /// the endpoint, which owns the root; the endpoint's flags are `None` when not `split`.
+    fn split(flags: Vec<String>, split: bool) -> (Vec<String>, Option<Vec<String>>) {
+        if !split {
+            return (flags, None);
+        }
+        let sockets = tempfile::Builder::new().prefix("split").tempdir().unwrap().keep();
+        let store = sockets.join("store.sock");
+        let review = format!("--review-socket={}", sockets.join("review.sock").display());
+        let named = |flag: &String, names: &[&str]| {
+            names.iter().any(|n| flag.split('=').next() == Some(*n))
+        };
+        let mut endpoint = vec![
+            format!("--serve-store={}", store.display()),
+            review.clone(),
+            format!("--metrics-address=127.0.0.1:{}", test_support::free_port().unwrap()),
+        ];
+        endpoint.extend(
+            flags
+                .iter()
+                .filter(|f| !named(f, &["--kubeconfig", "--metrics-address", "--admin-secret"]))
+                .cloned(),
+        );
+        let mut controller: Vec<String> = flags
+            .into_iter()
+            .filter(|f| !named(f, &ENDPOINT_FLAGS) && !named(f, &["--root", "--s3-listen"]))
+            .collect();
+        controller.push(format!("--store-socket={}", store.display()));
+        controller.push(review);
+        (controller, Some(endpoint))
+    }
+
+    /// The endpoint alone, as a process with no Kubernetes credential: no kubeconfig, an empty
+    /// environment.
+    fn endpoint_command(flags: &[String]) -> Command {
+        let log = std::env::var("PROVISIONER_LOG").ok();
+        let mut endpoint = Command::new(env!("CARGO_BIN_EXE_hostpath-bucket-provisioner"));
+        endpoint
+            .args(flags)
+            .env_clear()
+            .env("RUST_LOG", log.clone().unwrap_or_else(|| "warn".into()))
+            .stdout(if log.is_some() { Stdio::inherit() } else { Stdio::null() })
+            .kill_on_drop(true);
+        endpoint
+    }
+
+    /// The endpoint's process, when split.
+    pub fn endpoint(&mut self) -> Option<&mut Child> {
+        self.endpoint.as_mut().map(|(child, _)| child)
+    }
+
+    /// Stops the controller's process, leaving the endpoint (when split) running.
+    pub async fn stop_controller(&mut self) {
+        self.child.kill().await.unwrap();
+    }
+
+    /// Kills the endpoint's process (when split) and starts it again, alone.
+    pub async fn restart_endpoint(&mut self) {
+        let (child, flags) = self.endpoint.as_mut().expect("a split provisioner");
+        child.kill().await.unwrap();
+        *child = Self::endpoint_command(flags).spawn().expect("starting the endpoint again");
     }
 
     pub fn pid(&self) -> u32 {
@@ -122,6 +213,9 @@ impl Provisioner {
 
     pub async fn kill(mut self) {
         self.child.kill().await.unwrap();
+        if let Some((endpoint, _)) = self.endpoint.as_mut() {
+            endpoint.kill().await.unwrap();
+        }
     }
 }
 
@@ -177,6 +271,40 @@ impl Env {
         )
     }
 
+    /// The provisioner's command(s) with `flags`, split in two when `split` says so.
+    fn command(
+        &self,
+        identity: &str,
+        flags: &[&str],
+        split: bool,
+    ) -> ((Command, Option<Vec<String>>), u16) {
+        let (root, name, kubeconfig) = (self.root.path(), &self.name, &self.kubeconfig);
+        Provisioner::command(root, name, identity, self.port, kubeconfig, flags, split)
+    }
+
+    /// Starts the provisioner split in two processes, as `deploy/hostpath` runs it: the endpoint
+    /// with no Kubernetes credential, the controller reaching its store through a socket.
+    pub fn start_split(&self, identity: &str, flags: &[&str]) -> Provisioner {
+        let (command, metrics_port) = self.command(identity, flags, true);
+        Provisioner::spawn(command, metrics_port)
+    }
+
+    /// Creates Secret `name` with the operator credential `key`/`secret`, as an operator does;
+    /// answers the `--admin-secret` flag that names it.
+    pub async fn admin_secret(&self, name: &str, (key, secret): (&str, &str)) -> String {
+        let object = Secret {
+            metadata: kube::api::ObjectMeta { name: Some(name.into()), ..Default::default() },
+            string_data: Some(BTreeMap::from([
+                ("AWS_ACCESS_KEY_ID".into(), key.into()),
+                ("AWS_SECRET_ACCESS_KEY".into(), secret.into()),
+            ])),
+            ..Default::default()
+        };
+        let secrets = Api::<Secret>::namespaced(self.client.clone(), &self.ns);
+        secrets.create(&PostParams::default(), &object).await.unwrap();
+        format!("--admin-secret={}/{name}", self.ns)
+    }
+
     /// Starts the provisioner (as [`Env::start`] does) set to abort at the crash point `step`
     /// (see `bucket_provisioner::kubernetes::crash_point`).
     pub fn start_crashing_at(&self, identity: &str, step: &str) -> Provisioner {
@@ -185,15 +313,8 @@ impl Env {
 
     /// [`Env::start_crashing_at`] with other flags than the usual `--leader-elect=false`.
     pub fn start_crashing_with(&self, identity: &str, step: &str, flags: &[&str]) -> Provisioner {
-        let (mut command, metrics_port) = Provisioner::command(
-            self.root.path(),
-            &self.name,
-            identity,
-            self.port,
-            &self.kubeconfig,
-            flags,
-        );
-        command.env(bucket_provisioner::kubernetes::crash_point::CRASH_AT, step);
+        let (mut command, metrics_port) = self.command(identity, flags, false);
+        command.0.env(bucket_provisioner::kubernetes::crash_point::CRASH_AT, step);
         Provisioner::spawn(command, metrics_port)
     }
 
