@@ -287,16 +287,18 @@ fn good_values_render() {
     let pod = &deployment["spec"]["template"]["spec"];
     assert_eq!(pod["nodeSelector"]["kubernetes.io/hostname"], "node-7");
     let image = "registry.example.com/storage/bucket-provisioner:0.1.0-rc1";
-    assert_eq!(pod["containers"][0]["image"], image);
+    assert_eq!(container(deployment, "endpoint")["image"], image);
+    assert_eq!(container(deployment, "provisioner")["image"], image);
     assert_eq!(pod["initContainers"][0]["image"], image, "the init container uses the same image");
-    let args: Vec<&str> = pod["containers"][0]["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
-    for wanted in ["--identity=node-7", "--region=eu-west-1", "--leader-elect=false"] {
-        assert!(args.contains(&wanted), "{wanted} missing from {args:?}");
+    let args = |name: &str| -> Vec<String> {
+        let args = container(deployment, name)["args"].as_array().unwrap();
+        args.iter().map(|a| a.as_str().unwrap().to_owned()).collect()
+    };
+    // The store's identity is the endpoint's, which opens it; the rest is the controller's.
+    assert!(args("endpoint").contains(&"--identity=node-7".to_owned()), "{:?}", args("endpoint"));
+    for wanted in ["--region=eu-west-1", "--leader-elect=false"] {
+        let controller = args("provisioner");
+        assert!(controller.iter().any(|a| a == wanted), "{wanted} missing from {controller:?}");
     }
     // Nothing in any rendering comes from a public registry.
     for object in &everything {
@@ -310,8 +312,8 @@ fn good_values_render() {
     let default_images: Vec<String> = defaults.iter().flat_map(images).collect();
     assert_eq!(
         default_images,
-        [default_image.clone(), default_image],
-        "init container and provisioner"
+        [default_image.clone(), default_image.clone(), default_image],
+        "init container, endpoint and provisioner"
     );
 }
 
@@ -360,7 +362,12 @@ fn cosi_adds_the_upstream_sidecar_and_the_rbac_of_deploy_cosi() {
             .iter()
             .map(|c| &c["name"])
             .collect();
-        assert_eq!(names, ["provisioner", "cosi-sidecar"], "{component}");
+        if component == "hostpath-bucket-provisioner" {
+            // The endpoint apart, with no token; the sidecar mounts it, as in deploy/cosi.
+            assert_eq!(names, ["endpoint", "provisioner", "cosi-sidecar"], "{component}");
+        } else {
+            assert_eq!(names, ["provisioner", "cosi-sidecar"], "{component}");
+        }
         assert_eq!(
             container(&ours, "cosi-sidecar"),
             container(theirs, "cosi-sidecar"),
@@ -519,10 +526,15 @@ fn monitoring_objects_only_where_the_operator_serves_them() {
         let scraped: Vec<&Value> =
             monitor["spec"]["endpoints"].as_array().unwrap().iter().collect();
         let ports: Vec<&str> = scraped.iter().filter_map(|e| e["port"].as_str()).collect();
-        if monitor["metadata"]["name"].as_str().unwrap().contains("volume") {
+        let name = monitor["metadata"]["name"].as_str().unwrap();
+        if name.contains("volume") {
             // The volumes' usage is served on a port of its own.
             assert_eq!(ports, ["metrics", "usage"]);
             assert_eq!(service["spec"]["ports"][1]["targetPort"], "usage");
+        } else if name.contains("hostpath") {
+            // The S3 endpoint, a container of its own, serves its metrics apart.
+            assert_eq!(ports, ["metrics", "s3-metrics"]);
+            assert_eq!(service["spec"]["ports"][1]["targetPort"], "s3-metrics");
         } else {
             assert_eq!(ports, ["metrics"]);
         }

@@ -49,10 +49,14 @@ async fn deploy_cosi_hostpath_serves_a_pod_on_a_node() -> Result<()> {
     apply_objects(&client, &deploy, Apply::ForReal).await?;
     let pods = wait_rollout(&client, NS, DRIVER).await?;
     assert_eq!(pods.len(), 1, "one driver pod: {pods:?}");
-    let pod = DriverPod { namespace: NS, name: &pods[0], container: "driver" };
+    let pod = DriverPod { namespace: NS, name: &pods[0] };
     let spec = Api::<Pod>::namespaced(client.clone(), NS).get(pod.name).await?.spec.unwrap();
     let containers: Vec<_> = spec.containers.iter().map(|c| c.name.as_str()).collect();
-    assert_eq!(containers, ["driver", "cosi-sidecar"], "the driver and the sidecar in one pod");
+    assert_eq!(
+        containers,
+        ["endpoint", "driver", "cosi-sidecar"],
+        "the endpoint apart, the driver and the sidecar in one pod"
+    );
     assert_shared_socket(pod.name, "hostpath-bucket-provisioner");
 
     let endpoint = "http://hostpath-cosi-s3.bucket-provisioner.svc:9000";
@@ -131,7 +135,7 @@ async fn helm_chart_with_cosi_serves_a_pod_on_a_node() -> Result<()> {
     helm(node, &[&install[..], &["--create-namespace", "--set", &values, "--wait"]].concat());
     let pods = wait_rollout(&client, RELEASE_NS, PROVISIONER).await?;
     assert_eq!(pods.len(), 1, "one provisioner pod: {pods:?}");
-    let pod = DriverPod { namespace: RELEASE_NS, name: &pods[0], container: "provisioner" };
+    let pod = DriverPod { namespace: RELEASE_NS, name: &pods[0] };
     assert_shared_socket(pod.name, "hostpath-bucket-provisioner");
 
     let endpoint = format!("http://hostpath-s3.{RELEASE_NS}.svc:9000");

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{
 };
 use kube::Client;
 use kube::api::{Api, DynamicObject, LogParams, ObjectMeta};
-use node_tests::{Node, pod_processes, run_to_completion};
+use node_tests::{Node, is_split_endpoint, pod_processes, run_to_completion};
 use serde_json::json;
 use test_support::cosi::{CosiVersion, create, install_upstream};
 use test_support::{CosiTenant, S3Access, Supervised};
@@ -21,23 +21,25 @@ use tokio::sync::OnceCell;
 /// Where the sidecar finds the driver, in both containers.
 pub const SOCKET: &str = "var/lib/cosi/cosi.sock";
 
-/// A driver pod: its namespace, name and the container that runs the provisioner.
+/// A driver pod: its namespace and name.
 pub struct DriverPod<'a> {
     /// Its namespace.
     pub namespace: &'a str,
     /// Its name.
     pub name: &'a str,
-    /// The container running the provisioner (the other is `cosi-sidecar`).
-    pub container: &'a str,
 }
 
-/// The last lines both containers of the driver pod logged, for failure messages.
+/// The last lines each container of the driver pod logged, for failure messages.
 pub async fn driver_logs(client: &Client, pod: &DriverPod<'_>) -> String {
     let pods: Api<Pod> = Api::namespaced(client.clone(), pod.namespace);
     let mut text = String::new();
-    for container in [pod.container, "cosi-sidecar"] {
+    // Every container the pod has: the hostPath S3 endpoint runs as one of its own.
+    let spec = pods.get(pod.name).await.ok().and_then(|p| p.spec);
+    let names: Vec<String> =
+        spec.iter().flat_map(|s| &s.containers).map(|c| c.name.clone()).collect();
+    for container in &names {
         let params = LogParams {
-            container: Some(container.into()),
+            container: Some(container.clone()),
             tail_lines: Some(40),
             ..Default::default()
         };
@@ -156,11 +158,13 @@ pub fn cosi_consumer_pod(version: CosiVersion, name: &str, image: &str, secret: 
     }
 }
 
-/// The process running `program` in pod `pod` (its host name), as (pid, uid).
+/// The process running `program` in pod `pod` (its host name), as (pid, uid); of the hostPath
+/// provisioner split in two, the controller.
 fn process_in(pod: &str, program: &str) -> (u32, u32) {
     let processes: Vec<_> = pod_processes(program)
         .into_iter()
         .filter(|(_, _, env)| env.get("HOSTNAME").map(String::as_str) == Some(pod))
+        .filter(|(pid, _, _)| !is_split_endpoint(*pid))
         .collect();
     assert_eq!(processes.len(), 1, "one {program} process in pod {pod}: {processes:?}");
     let (pid, uid, _) = &processes[0];

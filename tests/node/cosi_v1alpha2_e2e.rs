@@ -43,7 +43,7 @@ async fn deploy_cosi_hostpath_serves_a_pod_under_v1alpha2() -> Result<()> {
     apply_objects(&client, &deploy, Apply::ForReal).await?;
     let pods = wait_rollout(&client, "bucket-provisioner", "hostpath-cosi-driver").await?;
     assert_eq!(pods.len(), 1, "one driver pod: {pods:?}");
-    let pod = DriverPod { namespace: "bucket-provisioner", name: &pods[0], container: "driver" };
+    let pod = DriverPod { namespace: "bucket-provisioner", name: &pods[0] };
     assert_shared_socket(pod.name, "hostpath-bucket-provisioner");
 
     let endpoint = "http://hostpath-cosi-s3.bucket-provisioner.svc:9000";

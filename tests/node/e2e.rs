@@ -23,8 +23,8 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, LogParams, ObjectM
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, ResourceExt};
 use node_tests::{
-    Finished, Moto, Node, consumer_pod, pod_get, pod_processes, pod_ready, run_to_completion,
-    s3_client, set_images, wait_rollout,
+    Finished, Moto, Node, consumer_pod, is_split_endpoint, pod_get, pod_processes, pod_ready,
+    run_to_completion, s3_client, set_images, wait_rollout,
 };
 use test_support::garage::GarageCluster;
 use test_support::{Apply, apply_manifests, apply_objects, eventually, read_manifests};
@@ -87,9 +87,19 @@ async fn wait_bound(
             let selector = format!("app.kubernetes.io/name={provisioner}");
             let mut logs = String::new();
             for pod in pods.list(&ListParams::default().labels(&selector)).await.unwrap() {
-                let params = LogParams { tail_lines: Some(30), ..Default::default() };
-                let tail = pods.logs(&pod.name_any(), &params).await.unwrap_or_default();
-                logs.push_str(&format!("--- {} ---\n{tail}\n", pod.name_any()));
+                for container in pod.spec.iter().flat_map(|s| &s.containers) {
+                    let params = LogParams {
+                        tail_lines: Some(30),
+                        container: Some(container.name.clone()),
+                        ..Default::default()
+                    };
+                    let tail = pods.logs(&pod.name_any(), &params).await.unwrap_or_default();
+                    logs.push_str(&format!(
+                        "--- {} {} ---\n{tail}\n",
+                        pod.name_any(),
+                        container.name
+                    ));
+                }
             }
             panic!("claim {name} not Bound within 90s: {status:?}\n{logs}");
         }
@@ -202,7 +212,8 @@ async fn keyless_pod_renews_its_session(
     let granted = |metrics: &str| {
         metric(metrics, "bucket_provisioner_s3_web_identity_sessions_total{code=\"granted\"}")
     };
-    let before = granted(&pod_get(client, NS, provisioner, 8080, "/metrics").await.unwrap());
+    // The endpoint's own /metrics (it runs apart from the controller).
+    let before = granted(&pod_get(client, NS, provisioner, 8081, "/metrics").await.unwrap());
     let pod: Pod = serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Pod", "metadata": { "name": "keyless-consumer" },
         "spec": {
@@ -230,7 +241,7 @@ async fn keyless_pod_renews_its_session(
     print!("{}", finished.logs);
     assert_eq!(finished.phase, "Succeeded", "{}", finished.logs);
     assert!(finished.logs.contains("none failed"), "{}", finished.logs);
-    let after = granted(&pod_get(client, NS, provisioner, 8080, "/metrics").await.unwrap());
+    let after = granted(&pod_get(client, NS, provisioner, 8081, "/metrics").await.unwrap());
     assert!(after - before >= 3.0, "sessions granted during the run: {before} -> {after}");
     println!("keyless pod: {} sessions over its run, no failed request", after - before);
     delete_claim(&claims, "keyless").await;
@@ -268,13 +279,29 @@ async fn hostpath_provisioner_serves_pods_on_a_node() {
     let init_exit = init.state.as_ref().and_then(|s| s.terminated.as_ref()).map(|t| t.exit_code);
     assert_eq!(init_exit, Some(0), "the init container handed over the root: {init:?}");
     let processes = pod_processes("hostpath-bucket-provisioner");
-    assert_eq!(processes.len(), 1, "one provisioner process in a pod: {processes:?}");
-    let (pid, uid, env) = &processes[0];
+    assert_eq!(processes.len(), 2, "the controller and the endpoint in a pod: {processes:?}");
+    let (endpoints, controllers): (Vec<_>, Vec<_>) =
+        processes.iter().partition(|(pid, _, _)| is_split_endpoint(*pid));
+    let [(endpoint_pid, endpoint_uid, endpoint_env)] = endpoints[..] else {
+        panic!("one endpoint process (--serve-store): {processes:?}")
+    };
+    let [(pid, uid, env)] = controllers[..] else { panic!("one controller: {processes:?}") };
     assert_eq!(*uid, 65532, "the provisioner (pid {pid}) runs as the image's non-root user");
+    assert_eq!(*endpoint_uid, 65532, "so does the endpoint (pid {endpoint_pid})");
     assert!(!env.contains_key("KUBECONFIG"), "in-cluster configuration, no kubeconfig");
     assert!(env.contains_key("KUBERNETES_SERVICE_HOST"), "the in-cluster address is given");
-    let token = format!("/proc/{pid}/root/var/run/secrets/kubernetes.io/serviceaccount/token");
+    let account_dir = "var/run/secrets/kubernetes.io/serviceaccount";
+    let token = format!("/proc/{pid}/root/{account_dir}/token");
     assert!(Path::new(&token).is_file(), "its ServiceAccount token is mounted");
+    // The process tenants talk to holds no credential: no token anywhere in its mounts.
+    let endpoint_token = format!("/proc/{endpoint_pid}/root/{account_dir}/token");
+    assert!(!Path::new(&endpoint_token).exists(), "the endpoint has no token at {account_dir}");
+    let mounts = std::fs::read_to_string(format!("/proc/{endpoint_pid}/mountinfo")).unwrap();
+    assert!(
+        !mounts.lines().any(|m| m.contains("serviceaccount") || m.contains("kube-api-access")),
+        "no ServiceAccount token is mounted into the endpoint:\n{mounts}"
+    );
+    assert!(!endpoint_env.contains_key("KUBECONFIG"), "nor a kubeconfig");
     let account = pod.spec.as_ref().and_then(|s| s.service_account_name.as_deref());
     assert_eq!(account, Some(HOSTPATH), "it acts as the deployed ServiceAccount");
     let root = std::fs::metadata(HOSTPATH_ROOT).unwrap();
@@ -410,7 +437,8 @@ async fn hostpath_provisioner_serves_pods_on_a_node() {
             break metrics.clone();
         }
         if tokio::time::Instant::now() > deadline {
-            let logs = pods.logs(&restarted, &LogParams::default()).await.unwrap_or_default();
+            let params = LogParams { container: Some("provisioner".into()), ..Default::default() };
+            let logs = pods.logs(&restarted, &params).await.unwrap_or_default();
             panic!("{restarted} did not reconcile both claims in 90s: {metrics:?}\n{logs}");
         }
         tokio::time::sleep(Duration::from_millis(250)).await;

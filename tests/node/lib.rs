@@ -541,6 +541,18 @@ pub async fn pod_get(
     Ok(client.request_text(request).await?)
 }
 
+/// The command line of process `pid`, its program first.
+pub fn process_args(pid: u32) -> Vec<String> {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let args = cmdline.split(|b| *b == 0).filter(|a| !a.is_empty());
+    args.map(|a| String::from_utf8_lossy(a).into_owned()).collect()
+}
+
+/// Whether process `pid` is the hostPath S3 endpoint running apart (`--serve-store`).
+pub fn is_split_endpoint(pid: u32) -> bool {
+    process_args(pid).iter().any(|a| a.starts_with("--serve-store"))
+}
+
 /// The processes on this machine running `program` inside a Kubernetes pod (the kubelet's
 /// cgroups), as (pid, real uid, environment).
 pub fn pod_processes(program: &str) -> Vec<(u32, u32, BTreeMap<String, String>)> {

@@ -35,10 +35,11 @@ that serves several is to use, as a StorageClass would name it). */}}
 {{- end -}}
 
 {{/* The upstream sidecar container: it watches Buckets and BucketAccesses and calls the driver
-over the socket. */}}
+over the socket. (.root; .token: mount the ServiceAccount token, where the pod does not
+automount it.) */}}
 {{- define "bp.cosiSidecar" -}}
-{{- if .Values.cosi.enabled }}
-{{- $s := .Values.cosi.sidecar }}
+{{- if .root.Values.cosi.enabled }}
+{{- $s := .root.Values.cosi.sidecar }}
 - name: cosi-sidecar
   image: {{ $s.image }}
   imagePullPolicy: {{ $s.pullPolicy }}
@@ -59,7 +60,10 @@ over the socket. */}}
     capabilities:
       drop: ["ALL"]
   volumeMounts:
-    {{- include "bp.cosiMount" . | trim | nindent 4 }}
+    {{- include "bp.cosiMount" .root | trim | nindent 4 }}
+    {{- if .token }}
+    {{- include "bp.tokenMount" .root | nindent 4 }}
+    {{- end }}
 {{- end }}
 {{- end -}}
 

@@ -41,6 +41,33 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
       fieldPath: spec.nodeName
 {{- end -}}
 
+{{/* The ServiceAccount token's mount, for a container of a pod that does not automount it. */}}
+{{- define "bp.tokenMount" -}}
+- name: token
+  mountPath: /var/run/secrets/kubernetes.io/serviceaccount
+  readOnly: true
+{{- end -}}
+
+{{/* What automounting would give every container, for the containers that mount it. */}}
+{{- define "bp.tokenVolume" -}}
+- name: token
+  projected:
+    sources:
+      - serviceAccountToken:
+          path: token
+          expirationSeconds: 3607
+      - configMap:
+          name: kube-root-ca.crt
+          items:
+            - key: ca.crt
+              path: ca.crt
+      - downwardAPI:
+          items:
+            - path: namespace
+              fieldRef:
+                fieldPath: metadata.namespace
+{{- end -}}
+
 {{/* Common controller flags from a component's values (.values). */}}
 {{- define "bp.controllerArgs" -}}
 {{- if not .values.leaderElection.enabled }}
