@@ -213,7 +213,7 @@ async fn keyless_pod_renews_its_session(
         metric(metrics, "bucket_provisioner_s3_web_identity_sessions_total{code=\"granted\"}")
     };
     // The endpoint's own /metrics (it runs apart from the controller).
-    let before = granted(&pod_get(client, NS, provisioner, 8081, "/metrics").await.unwrap());
+    let before = granted(&pod_get(client, NS, provisioner, 8082, "/metrics").await.unwrap());
     let pod: Pod = serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Pod", "metadata": { "name": "keyless-consumer" },
         "spec": {
@@ -241,7 +241,7 @@ async fn keyless_pod_renews_its_session(
     print!("{}", finished.logs);
     assert_eq!(finished.phase, "Succeeded", "{}", finished.logs);
     assert!(finished.logs.contains("none failed"), "{}", finished.logs);
-    let after = granted(&pod_get(client, NS, provisioner, 8081, "/metrics").await.unwrap());
+    let after = granted(&pod_get(client, NS, provisioner, 8082, "/metrics").await.unwrap());
     assert!(after - before >= 3.0, "sessions granted during the run: {before} -> {after}");
     println!("keyless pod: {} sessions over its run, no failed request", after - before);
     delete_claim(&claims, "keyless").await;
