@@ -19,9 +19,10 @@ use kube::api::{Api, DeleteParams};
 use node_tests::{Node, helm, image_values, s3_client, set_images, wait_rollout};
 use support::{
     DriverPod, Used, assert_shared_socket, claim_access_and_consume, cosi_installed, driver_logs,
+    until_cosi,
 };
 use test_support::cosi::CosiVersion;
-use test_support::{Apply, apply_objects, eventually, read_manifests};
+use test_support::{Apply, apply_objects, read_manifests};
 
 const NS: &str = "bucket-provisioner";
 const DRIVER: &str = "hostpath-cosi-driver";
@@ -76,31 +77,39 @@ async fn deploy_cosi_hostpath_serves_a_pod_on_a_node() -> Result<()> {
         &keys.access_key_id,
         &keys.secret_access_key,
     );
-    eventually("the access key to read through the Service", || async {
+    let waiting = (&client, &pod, controller);
+    until_cosi("the access key to read through the Service", waiting, async || {
         s3.head_object().bucket(&bucket).key("hello.txt").send().await.ok()
     })
     .await;
     let accesses = VERSION.api(&tenant.client, "BucketAccess", Some(app));
     accesses.delete("photos", &DeleteParams::default()).await?;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), app);
-    eventually("the access's Secret to be deleted", || async {
+    until_cosi("the access's Secret to be deleted", waiting, async || {
         secrets.get_opt("photos-cosi").await.ok()?.is_none().then_some(())
     })
     .await;
-    let refused = eventually("the deleted access's key to be refused", || async {
+    let refused = until_cosi("the deleted access's key to be refused", waiting, async || {
         let error = s3.head_object().bucket(&bucket).key("hello.txt").send().await.err()?;
         // A refusal, not a connection that failed.
         error.raw_response().map(|r| r.status().as_u16())
     })
     .await;
     assert!(matches!(refused, 401 | 403), "refused with HTTP {refused}");
+    // As `kubectl delete` waits by default: the access is gone before its claim is deleted.
+    until_cosi("the BucketAccess gone", waiting, async || {
+        accesses.get_opt("photos").await.ok()?.is_none().then_some(())
+    })
+    .await;
     let claims = VERSION.api(&tenant.client, "BucketClaim", Some(app));
     claims.delete("photos", &DeleteParams::default()).await?;
     let dir = Path::new(ROOT).join("buckets").join(&bucket);
-    eventually("the bucket deleted with its claim", || async { (!dir.exists()).then_some(()) })
-        .await;
+    until_cosi("the bucket deleted with its claim", waiting, async || {
+        (!dir.exists()).then_some(())
+    })
+    .await;
     let bucket_objects = VERSION.api(&client, "Bucket", None);
-    eventually("the Bucket object gone", || async {
+    until_cosi("the Bucket object gone", waiting, async || {
         bucket_objects.get_opt(&bucket).await.ok()?.is_none().then_some(())
     })
     .await;

@@ -15,6 +15,7 @@ use kube::api::{Api, DynamicObject, LogParams, ObjectMeta};
 use node_tests::{Node, is_split_endpoint, pod_processes, run_to_completion};
 use serde_json::json;
 use test_support::cosi::{CosiVersion, create, install_upstream};
+use test_support::cosi_world::COSI_WAIT;
 use test_support::{CosiTenant, S3Access, Supervised};
 use tokio::sync::OnceCell;
 
@@ -49,7 +50,29 @@ pub async fn driver_logs(client: &Client, pod: &DriverPod<'_>) -> String {
     text
 }
 
-/// Polls COSI object `name` until `check` holds, for up to three minutes (the sidecars retry
+/// Polls `check` until it yields a value, for up to [`COSI_WAIT`] (the upstream controller and
+/// sidecar each retry a failed step with a growing backoff); a timeout shows the driver pod's
+/// logs and the controller's.
+pub async fn until_cosi<T>(
+    what: &str,
+    (client, pod, controller): (&Client, &DriverPod<'_>, &Supervised),
+    mut check: impl AsyncFnMut() -> Option<T>,
+) -> T {
+    let deadline = tokio::time::Instant::now() + COSI_WAIT;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let driver = driver_logs(client, pod).await;
+            let controller = controller.log_tail("controller", 60);
+            panic!("{what}: not within {COSI_WAIT:?}\n{driver}\n{controller}");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Polls COSI object `name` until `check` holds, for up to [`COSI_WAIT`] (the sidecars retry
 /// a failed call with backoff); the error shows the last status and the pod's logs.
 pub async fn wait_status(
     api: &Api<DynamicObject>,
@@ -58,7 +81,7 @@ pub async fn wait_status(
     client: &Client,
     pod: &DriverPod<'_>,
 ) -> Result<DynamicObject> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
+    let deadline = tokio::time::Instant::now() + COSI_WAIT;
     loop {
         let object = api.get_opt(name).await?;
         if let Some(object) = object.as_ref().filter(|o| check(o)) {
@@ -66,7 +89,10 @@ pub async fn wait_status(
         }
         if tokio::time::Instant::now() > deadline {
             let status = object.map(|o| o.data["status"].clone());
-            bail!("{name} not ready in 180s: {status:?}\n{}", driver_logs(client, pod).await);
+            bail!(
+                "{name} not ready in {COSI_WAIT:?}: {status:?}\n{}",
+                driver_logs(client, pod).await
+            );
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }

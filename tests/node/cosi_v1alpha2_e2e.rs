@@ -17,7 +17,7 @@ use kube::api::Api;
 use node_tests::{Node, s3_client, set_images, wait_rollout};
 use support::{DriverPod, assert_shared_socket, claim_access_and_consume, cosi_installed};
 use test_support::cosi::CosiVersion;
-use test_support::{Apply, apply_objects, eventually, read_manifests};
+use test_support::{Apply, apply_objects, read_manifests};
 
 const VERSION: CosiVersion = CosiVersion::V1Alpha2;
 
@@ -61,10 +61,12 @@ async fn deploy_cosi_hostpath_serves_a_pod_under_v1alpha2() -> Result<()> {
     let cluster_ip = service.spec.and_then(|s| s.cluster_ip).expect("a ClusterIP");
     let (key, secret) = (&used.keys.access_key_id, &used.keys.secret_access_key);
     let s3 = s3_client(&format!("http://{cluster_ip}:9000"), key, secret);
-    let read = eventually("the access key to read through the Service", || async {
-        s3.get_object().bucket(&used.bucket).key("hello.txt").send().await.ok()
-    })
-    .await;
+    let waiting = (&client, &pod, controller);
+    let read =
+        support::until_cosi("the access key to read through the Service", waiting, async || {
+            s3.get_object().bucket(&used.bucket).key("hello.txt").send().await.ok()
+        })
+        .await;
     let body = read.body.collect().await?.into_bytes();
     assert!(body.starts_with(b"hello from a claim"), "{body:?}");
 

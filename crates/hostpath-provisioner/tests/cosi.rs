@@ -50,15 +50,6 @@ async fn list(s3: &S3, bucket: &str) -> Result<Vec<String>, String> {
     Ok(output.contents().iter().filter_map(|o| o.key().map(Into::into)).collect())
 }
 
-/// Waits until `check` holds, for up to a minute.
-async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while !check().await {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
 /// The life of a claim and its accesses, as far as each upstream version carries it.
 async fn claim_access_and_consumer(version: CosiVersion) {
     let mut world = World::start(version).await;
@@ -98,10 +89,11 @@ async fn claim_access_and_consumer(version: CosiVersion) {
         let accesses = version.api(&tenant.client, "BucketAccess", Some(&tenant.namespace));
         accesses.delete("second", &DeleteParams::default()).await.unwrap();
         world.restart_sidecar();
-        until("the deleted access's key to stop working", async || {
-            get(&s3_second, &second.bucket, "hello.txt").await.is_err()
-        })
-        .await;
+        world
+            .until("the deleted access's key to stop working", async || {
+                get(&s3_second, &second.bucket, "hello.txt").await.is_err()
+            })
+            .await;
         assert_eq!(get(&s3, &writer.bucket, "hello.txt").await.unwrap(), b"hello");
     }
 
@@ -109,17 +101,18 @@ async fn claim_access_and_consumer(version: CosiVersion) {
         // Deleting an access revokes its key; the other key keeps working.
         let accesses = version.api(&tenant.client, "BucketAccess", Some(&tenant.namespace));
         accesses.delete("second", &DeleteParams::default()).await.unwrap();
-        until("the deleted access's key to stop working", async || {
-            get(&s3_second, &second.bucket, "hello.txt").await.is_err()
-        })
-        .await;
+        world
+            .until("the deleted access's key to stop working", async || {
+                get(&s3_second, &second.bucket, "hello.txt").await.is_err()
+            })
+            .await;
         assert_eq!(get(&s3, &writer.bucket, "hello.txt").await.unwrap(), b"hello");
 
         // Under Delete, deleting the claim deletes the bucket (its accesses go with it).
         let claims = version.api(&tenant.client, "BucketClaim", Some(&tenant.namespace));
         claims.delete("data", &DeleteParams::default()).await.unwrap();
         let dir = world.bucket_dir(&writer.bucket);
-        until("the bucket to be deleted with its claim", async || !dir.exists()).await;
+        world.until("the bucket to be deleted with its claim", async || !dir.exists()).await;
 
         // Under Retain, it stays, data and all.
         let kept = world.claim(&tenant, "kept", &world.retain_class).await;
@@ -127,10 +120,11 @@ async fn claim_access_and_consumer(version: CosiVersion) {
         put(&s3_client(&keeper), &keeper.bucket, "keep.txt", b"kept").await.unwrap();
         claims.delete("kept", &DeleteParams::default()).await.unwrap();
         let buckets = version.api(&world.admin, "Bucket", None);
-        until("the Retain claim to be gone", async || {
-            claims.get_opt("kept").await.unwrap().is_none()
-        })
-        .await;
+        world
+            .until("the Retain claim to be gone", async || {
+                claims.get_opt("kept").await.unwrap().is_none()
+            })
+            .await;
         assert!(buckets.get_opt(&kept).await.unwrap().is_some(), "a Retain Bucket is kept");
         assert!(world.bucket_dir(&keeper.bucket).is_dir(), "a Retain bucket is kept");
     }
@@ -228,12 +222,11 @@ async fn v1alpha1_another_namespace_cannot_delete_a_bucket_by_binding_it() {
     // The controller deletes the Bucket and the sidecar asks the driver, each at its own pace
     // (and with its own backoff) on a loaded machine: what must hold is that the driver was asked
     // and refused, however long that takes.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
-    while !world.driver_refused("DriverDeleteBucket", &victim.namespace) {
-        let logs = || world.logs();
-        assert!(tokio::time::Instant::now() < deadline, "no refused deletion:\n{}", logs());
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    world
+        .until("the driver to refuse the deletion", async || {
+            world.driver_refused("DriverDeleteBucket", &victim.namespace)
+        })
+        .await;
     assert_eq!(get(&s3_client(&own), &own.bucket, "kept.txt").await.unwrap(), b"A's data");
     assert!(world.bucket_dir(&own.bucket).join("kept.txt").exists());
 
@@ -242,7 +235,10 @@ async fn v1alpha1_another_namespace_cannot_delete_a_bucket_by_binding_it() {
     accesses.delete("own", &DeleteParams::default()).await.unwrap();
     let own_claims = version.api(&victim.client, "BucketClaim", Some(&victim.namespace));
     own_claims.delete("data", &DeleteParams::default()).await.unwrap();
-    until("the bucket to go with its own claim", async || !world.bucket_dir(&own.bucket).exists())
+    world
+        .until("the bucket to go with its own claim", async || {
+            !world.bucket_dir(&own.bucket).exists()
+        })
         .await;
 }
 
@@ -464,9 +460,10 @@ async fn v1alpha1_an_iam_access_lets_its_service_account_in_with_no_key() {
 
     // Deleting the access ends the session.
     accesses.delete("pod-identity", &DeleteParams::default()).await.unwrap();
-    until("the deleted IAM access's session to stop working", async || {
-        get(&s3, &bucket, "from-a-pod").await.is_err()
-    })
-    .await;
+    world
+        .until("the deleted IAM access's session to stop working", async || {
+            get(&s3, &bucket, "from-a-pod").await.is_err()
+        })
+        .await;
     world.assert_never_forbidden();
 }

@@ -9,7 +9,6 @@
 //! never makes (`DriverDeleteBucket`), made directly on the driver's socket.
 
 use std::future::Future;
-use std::time::Duration;
 
 use kube::api::DeleteParams;
 
@@ -48,15 +47,6 @@ pub trait CosiStore {
         world: &CosiWorld,
         bucket_id: &str,
     ) -> impl Future<Output = Result<(), String>>;
-}
-
-/// Waits until `check` holds, for up to a minute.
-async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while !check().await {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
 }
 
 /// A claim's life and its accesses', as far as each upstream version carries it; where main's
@@ -101,10 +91,11 @@ pub async fn claim_access_and_consumer<S: CosiStore>(world: &mut CosiWorld, stor
         // (upstream defect); the documented workaround is a restart.
         world.restart_sidecar();
     }
-    until("the deleted access's key to stop working", async || {
-        store.get(&second, "hello.txt").await.is_err()
-    })
-    .await;
+    world
+        .until("the deleted access's key to stop working", async || {
+            store.get(&second, "hello.txt").await.is_err()
+        })
+        .await;
     // The restarted sidecar grants every access again (main); the key in use stays the one.
     let secret = version.wait_access_secret(&tenant.client, &tenant.namespace, "writer-creds");
     assert_eq!(secret.await, writer, "a repeated grant answers the key consumers hold");
@@ -116,7 +107,10 @@ pub async fn claim_access_and_consumer<S: CosiStore>(world: &mut CosiWorld, stor
     let keeper = world.access(&tenant, "keeper", "kept", "ReadWrite").await;
     store.put(&keeper, "keep.txt", b"kept").await.unwrap();
     claims.delete("kept", &DeleteParams::default()).await.unwrap();
-    until("the Retain claim to be gone", async || claims.get_opt("kept").await.unwrap().is_none())
+    world
+        .until("the Retain claim to be gone", async || {
+            claims.get_opt("kept").await.unwrap().is_none()
+        })
         .await;
     if version == CosiVersion::V1Alpha1 {
         assert!(world.bucket_object(&kept).await.is_some(), "a Retain Bucket is kept");
@@ -139,10 +133,11 @@ pub async fn claim_access_and_consumer<S: CosiStore>(world: &mut CosiWorld, stor
             store.delete_bucket_call(world, &id).await.expect("deleting again is done");
         }
     }
-    until("the bucket to be deleted with its claim", async || {
-        !store.bucket_exists(&writer.bucket).await
-    })
-    .await;
+    world
+        .until("the bucket to be deleted with its claim", async || {
+            !store.bucket_exists(&writer.bucket).await
+        })
+        .await;
     assert!(store.get(&writer, "hello.txt").await.is_err(), "nothing left to read");
     world.assert_never_forbidden();
 }

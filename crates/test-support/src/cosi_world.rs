@@ -19,9 +19,10 @@ use crate::{
     CosiTenant, Deployed, S3Access, Supervised, deployed_identity, free_port, rbac_refusals,
 };
 
-/// How long a claim or an access may take to be ready: the v0.2.2 sidecar requeues a failed
-/// call with backoff.
-pub const COSI_WAIT: Duration = Duration::from_secs(180);
+/// How long a step of a COSI object's life may take (a claim or an access ready, a deletion
+/// carried out): the controller and the sidecar each requeue a failed step with a backoff that
+/// grows to minutes, so a loaded machine is slow, not wrong.
+pub const COSI_WAIT: Duration = Duration::from_secs(300);
 
 /// How long RBAC may take to serve the driver's identity again after an apiserver restart.
 const RBAC_WARM_UP: Duration = Duration::from_secs(60);
@@ -245,6 +246,17 @@ impl CosiWorld {
     /// Everything the driver logged.
     pub fn driver_log(&self) -> String {
         std::fs::read_to_string(self.driver.log("driver")).unwrap_or_default()
+    }
+
+    /// Waits until `check` holds, for up to [`COSI_WAIT`]; a timeout shows [`Self::logs`].
+    pub async fn until(&self, what: &str, mut check: impl AsyncFnMut() -> bool) {
+        let deadline = tokio::time::Instant::now() + COSI_WAIT;
+        while !check().await {
+            if tokio::time::Instant::now() > deadline {
+                panic!("timed out after {COSI_WAIT:?} waiting for {what}\n{}", self.logs());
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
     }
 
     /// What the driver and the upstream pieces said, for a failing assertion.
