@@ -81,19 +81,23 @@ struct Args {
     web_identity_audience: String,
     /// Run only the S3 endpoint, owning the store under `--root`, with no Kubernetes client:
     /// the controller (`--store-socket`, another container of the pod) makes buckets and keys
-    /// through this Unix socket. Token reviews for its STS go to `--review-socket`.
+    /// through this Unix socket. Token reviews for its STS go to `--review-socket`. The
+    /// controller's flags (what consumers are told, the audience) are refused here.
     #[arg(long, env = "SERVE_STORE", value_name = "SOCKET", requires = "review_socket",
-        conflicts_with_all = ["store_socket", "admin_secret"])]
+        conflicts_with_all = ["store_socket", "admin_secret", "endpoint_host", "endpoint_port",
+            "region", "web_identity_audience"])]
     serve_store: Option<PathBuf>,
     /// Run only the controller, acting on the store of the endpoint behind this Unix socket
-    /// (see `--serve-store`); it opens no store and serves no S3. It answers the endpoint's token
+    /// (see `--serve-store`); it opens no store and serves no S3, so the endpoint's flags
+    /// (`--root`, `--s3-listen`, lifecycle) are refused here. It answers the endpoint's token
     /// reviews on `--review-socket`.
     #[arg(
         long,
         env = "STORE_SOCKET",
         value_name = "SOCKET",
         requires = "review_socket",
-        conflicts_with = "admin_credentials_file"
+        conflicts_with_all = ["admin_credentials_file", "root", "s3_listen",
+            "lifecycle_interval_seconds", "lifecycle_budget"]
     )]
     store_socket: Option<PathBuf>,
     /// Unix socket of token reviews between the two halves (`--serve-store`, `--store-socket`):

@@ -6,6 +6,7 @@
 mod harness;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use bucket_api::{BucketUsage, ClaimPhase, ObjectBucket};
 use harness::*;
@@ -102,4 +103,40 @@ async fn the_operator_credential_crosses_to_the_endpoint_and_survives_its_restar
     let (member, bucket) = env.s3_for("member").await;
     put(&member, &bucket, "k", b"shared").await.unwrap();
     assert_eq!(get(&admin, &bucket, "k").await.unwrap(), b"shared");
+}
+
+/// A flag the other half would act on is refused at start, naming it, rather than silently
+/// ignored: the controller serves no S3 and opens no root; the endpoint tells consumers nothing.
+#[tokio::test]
+async fn a_flag_of_the_other_half_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = |name: &str| format!("={}", dir.path().join(name).display());
+    let review = format!("--review-socket{}", socket("review.sock"));
+    let controller = format!("--store-socket{}", socket("store.sock"));
+    let endpoint = format!("--serve-store{}", socket("store.sock"));
+    for (half, flag) in [
+        (&controller, "--s3-listen=127.0.0.1:0"),
+        (&controller, "--root=/tmp/elsewhere"),
+        (&controller, "--lifecycle-interval-seconds=60"),
+        (&controller, "--lifecycle-budget=1000"),
+        (&endpoint, "--endpoint-host=s3.example"),
+        (&endpoint, "--endpoint-port=9000"),
+        (&endpoint, "--region=eu-west-1"),
+        (&endpoint, "--web-identity-audience=elsewhere"),
+    ] {
+        let mut command =
+            tokio::process::Command::new(env!("CARGO_BIN_EXE_hostpath-bucket-provisioner"));
+        command
+            .args([half.as_str(), &review, flag, "--kubeconfig=/nonexistent"])
+            .env_clear()
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        // A process that took the flag runs on (waiting for the other half): accepted.
+        let run = tokio::time::timeout(Duration::from_secs(20), command.output()).await;
+        let output = run.unwrap_or_else(|_| panic!("{half} {flag} was accepted")).unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let name = flag.split('=').next().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{half} {flag} was accepted: {stderr}");
+        assert!(stderr.contains(name) && stderr.contains("cannot be used with"), "{stderr}");
+    }
 }

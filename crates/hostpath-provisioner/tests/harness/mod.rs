@@ -41,6 +41,15 @@ pub const SPLIT: &str = "BUCKET_PROVISIONER_SPLIT";
 /// Flags only the endpoint's half takes when split.
 const ENDPOINT_FLAGS: [&str; 3] =
     ["--admin-credentials-file", "--lifecycle-interval-seconds", "--lifecycle-budget"];
+/// Flags only the controller takes when split; the endpoint refuses them.
+const CONTROLLER_FLAGS: [&str; 6] = [
+    "--kubeconfig",
+    "--admin-secret",
+    "--endpoint-host",
+    "--endpoint-port",
+    "--region",
+    "--web-identity-audience",
+];
 
 impl Provisioner {
     pub fn start_with(
@@ -146,7 +155,7 @@ impl Provisioner {
         endpoint.extend(
             flags
                 .iter()
-                .filter(|f| !named(f, &["--kubeconfig", "--metrics-address", "--admin-secret"]))
+                .filter(|f| !named(f, &CONTROLLER_FLAGS) && !named(f, &["--metrics-address"]))
                 .cloned(),
         );
         let mut controller: Vec<String> = flags
