@@ -60,6 +60,7 @@ help:
 	@echo "make bench  - measure the S3 endpoint (beside MinIO and versitygw) and the controllers"
 	@echo "              at scale (release build); results in bench-results.txt,"
 	@echo "              bench-controller-results.txt, bench-cosi-results.txt,"
+	@echo "              bench-store-link-results.txt,"
 	@echo "              bench-volumes-results.txt and bench-garage-results.txt"
 
 toolchain:
@@ -259,6 +260,8 @@ bench: toolchain controlplane garage
 		--bench controller -- --output "$(CURDIR)/bench-controller-results.txt"
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" cargo bench -p hostpath-provisioner \
 		--bench cosi -- --output "$(CURDIR)/bench-cosi-results.txt"
+	cargo bench -p hostpath-provisioner --bench store_link -- \
+		--output "$(CURDIR)/bench-store-link-results.txt"
 	BUCKET_PROVISIONER_CONTROLPLANE_BIN="$(CONTROLPLANE_BIN)" cargo bench \
 		-p hostpath-volume-provisioner --bench volumes -- \
 		--output "$(CURDIR)/bench-volumes-results.txt"
