@@ -18,6 +18,7 @@
 //!   short-lived credentials of its bucket.
 //! - [`store_link`]: the store as the controller reaches it, in its own process or the
 //!   endpoint's over a Unix socket; [`review_link`]: token reviews the other way.
+//! - [`halves`]: the endpoint and the controller put together, in one process or two.
 //!
 //! A binary opens one [`BucketStore`], optionally gives it an operator credential with
 //! [`BucketStore::set_admin`], runs the endpoint ([`s3_endpoint::s3::serve_endpoint`]) on it
@@ -37,6 +38,7 @@ pub mod backend;
 pub mod cors;
 pub mod cosi;
 pub mod features;
+pub mod halves;
 pub mod lifecycle;
 pub mod prepare;
 pub mod quota;

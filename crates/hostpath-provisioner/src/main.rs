@@ -1,34 +1,28 @@
 //! `hostpath-bucket-provisioner`: buckets as directories under `--root`, served over the S3
 //! endpoint on `--s3-listen`, provisioned for every claim whose StorageClass names this provisioner.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bucket_provisioner::kubernetes::health::Health;
-use bucket_provisioner::kubernetes::telemetry::{self, Metrics};
 use bucket_provisioner::runtime::{
-    ControllerArgs, Process, Service, hostname, init_logging, shutdown_signal,
+    ControllerArgs, Service, hostname, init_logging, shutdown_signal,
 };
 use clap::Parser;
 use cosi_driver::CosiArgs;
 use futures::FutureExt;
 use hostpath_provisioner::admin_secret::{ADMIN_SECRET_WATCH, follow_admin_secret};
-use hostpath_provisioner::review_link::{ReviewLink, serve_reviews};
+use hostpath_provisioner::halves::controller_half::through_socket;
+use hostpath_provisioner::halves::endpoint_alone::EndpointAlone;
+use hostpath_provisioner::halves::one_process::endpoint_service;
 use hostpath_provisioner::service_accounts::{SERVICE_ACCOUNT_WATCH, follow_service_accounts};
-use hostpath_provisioner::store_link::server::serve_store;
-use hostpath_provisioner::store_link::{RemoteStore, bind_socket};
-use hostpath_provisioner::token_review::{DEFAULT_AUDIENCE, TokenReviewer};
+use hostpath_provisioner::token_review::DEFAULT_AUDIENCE;
 use hostpath_provisioner::{
     AdminCredentials, BucketStore, DEFAULT_COSI_DRIVER_NAME, HostPathConfig, HostPathProvisioner,
     StoreLink,
 };
-use s3_endpoint::s3::{
-    DEFAULT_LIFECYCLE_BUDGET, EndpointMetrics, LifecycleSchedule, serve_endpoint, service,
-};
-use s3_endpoint::sts::RememberingVerifier;
+use s3_endpoint::s3::{DEFAULT_LIFECYCLE_BUDGET, LifecycleSchedule};
 
 /// Object buckets as directories on this node, with an S3 endpoint and per-claim keys.
 #[derive(Parser, Debug)]
@@ -127,27 +121,13 @@ async fn main() -> MainResult {
     if let Some(socket) = args.serve_store.clone() {
         return serve_store_alone(&args, &socket).await;
     }
-    let mut services = Vec::new();
-    let (store, s3_port) = match &args.store_socket {
+    let (store, s3_port, mut services) = match &args.store_socket {
         Some(socket) => {
             let review = args.review_socket.clone().unwrap_or_default();
-            let listener = bind_socket(&review)
-                .map_err(|e| format!("token review socket {}: {e}", review.display()))?;
             let audience = args.web_identity_audience.clone();
-            services.push(Service::new("token reviews", move |process: Process| {
-                let reviewer = Arc::new(TokenReviewer::new(process.client, audience));
-                serve_reviews(listener, reviewer, process.stop.wait()).map(Ok::<(), Infallible>)
-            }));
-            let remote = RemoteStore::connect(socket, Duration::from_secs(1)).await;
-            tracing::info!(socket = %socket.display(), identity = remote.identity(),
-                "reaching the endpoint's store");
-            let usage = remote.clone();
             let every = Duration::from_secs(args.controller.usage_interval_seconds);
-            services.push(Service::new("usage", move |process: Process| async move {
-                usage.follow_usage(every, process.stop.wait()).await;
-                Ok::<(), Infallible>(())
-            }));
-            (StoreLink::Remote(remote), args.endpoint_port.unwrap_or(DEFAULT_S3_PORT))
+            let (store, services) = through_socket(socket, &review, audience, every).await?;
+            (store, args.endpoint_port.unwrap_or(DEFAULT_S3_PORT), services)
         }
         None => {
             let store = open_store(&args).await?;
@@ -156,20 +136,11 @@ async fn main() -> MainResult {
                 .map_err(|e| format!("S3 endpoint on {}: {e}", args.s3_listen))?;
             let s3_address = listener.local_addr()?;
             tracing::info!(address = %s3_address, "serving S3");
-            let endpoint_store = store.clone();
-            let lifecycle = lifecycle_schedule(&args);
             let audience = args.web_identity_audience.clone();
-            services.push(Service::new("S3 endpoint", move |process: Process| {
-                let answers = process.metrics.register(EndpointMetrics::register);
-                let reviewer = TokenReviewer::new(process.client, audience);
-                let endpoint = service(endpoint_store)
-                    .counting_answers(answers)
-                    .lifecycle(lifecycle)
-                    .web_identity(Arc::new(RememberingVerifier::new(reviewer)));
-                // The endpoint never fails: it keeps accepting through errors until told to stop.
-                serve_endpoint(listener, endpoint, process.stop.wait()).map(Ok::<(), Infallible>)
-            }));
-            (StoreLink::Local(store), args.endpoint_port.unwrap_or(s3_address.port()))
+            let endpoint =
+                endpoint_service(store.clone(), listener, lifecycle_schedule(&args), audience);
+            let port = args.endpoint_port.unwrap_or(s3_address.port());
+            (StoreLink::Local(store), port, vec![endpoint])
         }
     };
     if let Some(reference) = &args.admin_secret {
@@ -238,38 +209,16 @@ fn lifecycle_schedule(args: &Args) -> LifecycleSchedule {
         .with_budget(args.lifecycle_budget)
 }
 
-/// The endpoint alone (`--serve-store`): S3 and STS for tenants, the store's calls for the
-/// controller on `socket`, `/metrics` and `/healthz`; no Kubernetes client is ever made.
+/// The endpoint alone (`--serve-store`): no Kubernetes client is ever made.
 async fn serve_store_alone(args: &Args, socket: &std::path::Path) -> MainResult {
     let store = open_store(args).await?;
-    let review = args.review_socket.clone().unwrap_or_default();
-    let calls =
-        bind_socket(socket).map_err(|e| format!("store socket {}: {e}", socket.display()))?;
-    let listener = tokio::net::TcpListener::bind(args.s3_listen)
-        .await
-        .map_err(|e| format!("S3 endpoint on {}: {e}", args.s3_listen))?;
-    let telemetry = tokio::net::TcpListener::bind(args.controller.metrics_address)
-        .await
-        .map_err(|e| format!("metrics on {}: {e}", args.controller.metrics_address))?;
-    tracing::info!(s3 = %listener.local_addr()?, store = %socket.display(),
-        review = %review.display(), "serving S3 and the store's calls");
-    let (metrics, health) = (Metrics::new(), Health::default());
-    health.set_ready(true);
-    let answers = metrics.register(EndpointMetrics::register);
-    let endpoint = service(store.clone())
-        .counting_answers(answers)
-        .lifecycle(lifecycle_schedule(args))
-        .web_identity(Arc::new(RememberingVerifier::new(ReviewLink::new(review))));
-    let stop = shutdown_signal().shared();
-    let telemetry = telemetry::serve(telemetry, metrics, health, stop.clone());
-    tokio::join!(
-        serve_endpoint(listener, endpoint, stop.clone()),
-        serve_store(calls, store, stop.clone()),
-        async {
-            if let Err(e) = telemetry.await {
-                tracing::error!(error = %e, "serving /metrics and /healthz");
-            }
-        },
-    );
+    let alone = EndpointAlone {
+        s3_listen: args.s3_listen,
+        store_socket: socket.to_owned(),
+        review_socket: args.review_socket.clone().unwrap_or_default(),
+        metrics_address: args.controller.metrics_address,
+        lifecycle: lifecycle_schedule(args),
+    };
+    alone.serve(store, shutdown_signal().shared()).await?;
     Ok(())
 }
