@@ -248,8 +248,11 @@ pub async fn claim_access_and_consume(
     let app = tenant.namespace.clone();
     let claims = version.api(&tenant.client, "BucketClaim", Some(&app));
     create(&claims, &version.claim(&app, "photos", class)).await?;
-    // Ready and bound: v0.2.2 can mark a claim ready before it names its Bucket.
-    let ready = |c: &DynamicObject| version.claim_ready(c) && version.claim_bucket(c).is_some();
+    // Ready, bound and protected: v0.2.2 can mark a claim ready before it names its Bucket,
+    // and before its finalizer makes the claim's deletion delete the Bucket.
+    let ready = |c: &DynamicObject| {
+        version.claim_ready(c) && version.claim_bucket(c).is_some() && version.claim_protected(c)
+    };
     let claim = wait_status(&claims, "photos", ready, &client, pod).await?;
     let bucket = version.claim_bucket(&claim).expect("a ready claim names its Bucket");
     let accesses = version.api(&tenant.client, "BucketAccess", Some(&app));

@@ -111,6 +111,21 @@ impl CosiVersion {
         }
     }
 
+    /// Whether the controller has put its finalizer on a claim. v0.2.2 writes a claim's status
+    /// before its finalizer, and a claim deleted in between goes without its Bucket's deletion
+    /// ever being asked for; v1alpha2's claims need no such wait.
+    pub fn claim_protected(self, claim: &DynamicObject) -> bool {
+        match self {
+            CosiVersion::V1Alpha1 => claim
+                .metadata
+                .finalizers
+                .iter()
+                .flatten()
+                .any(|f| f == "cosi.objectstorage.k8s.io/bucketclaim-protection"),
+            CosiVersion::V1Alpha2 => true,
+        }
+    }
+
     /// The Bucket object a claim is bound to, once it says.
     pub fn claim_bucket(self, claim: &DynamicObject) -> Option<String> {
         let status = &claim.data["status"];

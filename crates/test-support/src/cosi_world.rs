@@ -295,12 +295,14 @@ impl CosiWorld {
         self.wait_claim_ready(tenant, name).await
     }
 
-    /// Waits until claim `name` is ready and bound; answers its Bucket object's name.
+    /// Waits until claim `name` is ready, bound and protected by the controller's finalizer (so
+    /// that deleting it asks for its Bucket's deletion); answers its Bucket object's name.
     pub async fn wait_claim_ready(&self, tenant: &CosiTenant, name: &str) -> String {
         let claims = self.version.api(&tenant.client, "BucketClaim", Some(&tenant.namespace));
         let version = self.version;
         let ready = wait_for(&claims, name, COSI_WAIT, |c| {
-            version.claim_ready(c).then(|| version.claim_bucket(c)).flatten()
+            let settled = version.claim_ready(c) && version.claim_protected(c);
+            settled.then(|| version.claim_bucket(c)).flatten()
         });
         ready.await.unwrap_or_else(|last| panic!("claim {name} not ready: {last}\n{}", self.logs()))
     }
