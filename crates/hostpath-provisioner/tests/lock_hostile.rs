@@ -243,9 +243,10 @@ async fn no_claim_key_weakens_removes_or_overextends_locked_data() {
     let rule = config.object_lock_configuration().and_then(|c| c.rule());
     assert!(rule.is_none(), "no default retention was set: {config:?}");
     // Within it a key lengthens: the limit, not a blanket refusal.
-    let longer = Some((Compliance, in_days(6)));
-    assert_eq!(set_retention(&peer, b, held, longer, false).await, "ok");
-    assert_eq!(retention_of(&owner, b, held).await.1, in_days(6));
+    // One instant, asked for and compared: a second may pass between the two.
+    let until = in_days(6);
+    assert_eq!(set_retention(&peer, b, held, Some((Compliance, until)), false).await, "ok");
+    assert_eq!(retention_of(&owner, b, held).await.1, until);
     // COMPLIANCE where the class does not allow it.
     let (nocomp, nocomp_bucket) = tenant.s3_for("nocomp").await;
     let denied_comp = put_locked(&nocomp, &nocomp_bucket, "k", compliance(1)).await;
